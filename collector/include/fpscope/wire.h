@@ -1,0 +1,278 @@
+// The wire format between the injector (inside the traced program) and the collector (in the
+// `fpscope run` process): the records the injector writes into the shared-memory ring.
+//
+// The ring is an array of 64-byte slots. A record occupies one or more consecutive slots and
+// starts with a RecordHeader that gives its type and slot count. Records are plain structs with no
+// pointers; strings travel once as String records and are referred to by a 32-bit id afterwards.
+// The injector only fills structs and publishes them; naming, formatting and SQL happen in the
+// collector. Every size is asserted below: changing a struct changes kProtocolVersion.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace fpscope::wire {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr std::size_t kSlotBytes = 64;
+
+enum class RecordType : uint16_t {
+  Pad = 0,            // filler up to the end of the ring; the reader skips it
+  String = 1,         // an interned string: id and bytes (multi-slot)
+  Process = 2,        // the traced process announces itself (first record)
+  NvtxPush = 3,       // a range opened
+  NvtxPop = 4,        // the innermost range of a thread closed
+  Launch = 5,         // one kernel launch: name, time, attribution
+  TensorStats = 6,    // one tensor of a launch: the basic statistics
+  TensorFormats = 7,  // the same tensor: counts per narrower format (full statistics only)
+  TensorHistogram = 8,// the same tensor: exponent histogram, sparse (full statistics only)
+  Nonfinite = 9,      // the first NaN/Inf of an output tensor and whether this kernel made it
+  Alloc = 10,
+  Free = 11,
+  LossScale = 12,     // read off amp_update_scale
+  Scalar = 13,        // mpt_log_scalar
+  Text = 14,          // mpt_log_text: key and value string ids
+  Dump = 15,          // a tensor written to an .npy file
+  Trap = 16,          // the injector stopped the program at a non-finite origin
+  Count
+};
+
+struct RecordHeader {
+  RecordType type;
+  uint16_t slots;      // slots this record occupies, >= 1
+  uint32_t thread;     // small per-process thread number, from 1
+};
+static_assert(sizeof(RecordHeader) == 8);
+
+// Tensor roles.
+enum class Role : uint8_t { Input = 0, Output = 1 };
+
+// Narrower formats whose cast outcome is counted, in this order everywhere.
+enum class Format : uint8_t { F16 = 0, BF16 = 1, E4M3 = 2, E5M2 = 3 };
+inline constexpr int kFormatCount = 4;
+
+// Non-finite kinds.
+enum class NonfiniteKind : uint8_t { NaN = 0, PosInf = 1, NegInf = 2 };
+
+// String: `length` bytes of UTF-8 follow the fixed part, spilling into further slots. Not
+// NUL-terminated; at most kMaxStringBytes (longer strings are cut by the injector).
+struct StringRecord {
+  RecordHeader h;
+  uint32_t id;         // from 1; 0 means "no string"
+  uint32_t length;
+  char bytes[48];      // first bytes; the rest continue in the following slots
+};
+static_assert(sizeof(StringRecord) == 64);
+inline constexpr uint32_t kMaxStringBytes = 4096;
+
+struct ProcessRecord {
+  RecordHeader h;
+  uint32_t protocol;   // kProtocolVersion
+  int32_t pid;
+  int64_t start_ns;    // CLOCK_REALTIME at injector start
+  int64_t mono_ns;     // CLOCK_MONOTONIC at the same moment; every other time is monotonic
+  uint32_t exe;        // string id: /proc/self/exe
+  uint32_t options;    // string id: the selection options the injector runs with
+  uint8_t reserved[24];
+};
+static_assert(sizeof(ProcessRecord) == 64);
+
+struct NvtxPushRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint32_t message;    // string id
+  uint32_t domain;     // string id, 0 for the default domain
+  uint32_t category;   // NVTX category (mptrain: 1 step, 2 phase, 3 layer), 0 if none
+  uint32_t payload_kind; // 0 none, 1 int64, 2 double
+  int64_t payload_i;
+  double payload_f;
+  uint8_t reserved[16];
+};
+static_assert(sizeof(NvtxPushRecord) == 64);
+
+struct NvtxPopRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint32_t domain;
+  uint8_t reserved[44];
+};
+static_assert(sizeof(NvtxPopRecord) == 64);
+
+struct LaunchRecord {
+  RecordHeader h;
+  uint64_t seq;        // launch number in the process, from 1; tensor records refer to it
+  int64_t start_ns;    // mpt_launch entered (monotonic)
+  int64_t end_ns;      // the real kernel returned
+  uint32_t kernel;     // string id
+  uint32_t layer;      // string id of the innermost layer range, 0 if none
+  uint32_t phase;      // string id of the innermost phase range, 0 if none
+  int32_t status;      // what the real mpt_launch returned
+  int64_t step;        // innermost step range's payload, -1 if none
+  uint8_t n_inputs;
+  uint8_t n_outputs;
+  uint8_t device;      // mpt_device
+  uint8_t sampled;     // 1 if its tensors were measured, 0 if selection skipped them
+  uint8_t reserved[4];
+};
+static_assert(sizeof(LaunchRecord) == 64);
+
+// Statistics of one tensor. min/max/absmax/min_nonzero/mean/rms are over finite values; they are
+// NaN when the tensor has no finite value (min_nonzero: no finite nonzero value).
+struct TensorStatsRecord {
+  RecordHeader h;
+  uint64_t seq;        // the launch
+  uint64_t tensor_id;  // allocation id (mpt_tensor.id)
+  uint32_t name;       // string id
+  Role role;
+  uint8_t slot;        // index among the launch's inputs or outputs
+  uint8_t dtype;       // mpt_dtype
+  uint8_t ndim;
+  int64_t shape[6];
+  uint64_t count;
+  uint64_t nan, pos_inf, neg_inf, zero, subnormal;
+  double min, max, absmax, min_nonzero, mean, rms;
+  uint8_t reserved[80];
+};
+static_assert(sizeof(TensorStatsRecord) == 4 * kSlotBytes);
+
+struct FormatCounts {
+  uint64_t overflow;   // finite values that would exceed the largest finite value when rounded
+  uint64_t underflow;  // nonzero finite values that would round to zero
+  uint64_t subnormal;  // nonzero finite values that would round to a nonzero subnormal
+  uint64_t near_max;   // finite values with max_finite/2 <= |x| that do not overflow
+};
+static_assert(sizeof(FormatCounts) == 32);
+
+struct TensorFormatsRecord {
+  RecordHeader h;
+  uint64_t seq;
+  uint8_t role_slot;   // (role << 7) | slot
+  uint8_t reserved[47];
+  FormatCounts formats[kFormatCount];  // indexed by Format
+};
+static_assert(sizeof(TensorFormatsRecord) == 3 * kSlotBytes);
+
+// Exponent histogram of the finite nonzero values: bin e counts values with 2^e <= |x| < 2^(e+1),
+// e in [kMinExponent, kMaxExponent] (fp32's range, subnormals included). Sparse: `bins` entries of
+// (exponent, count) follow the fixed part.
+inline constexpr int kMinExponent = -149;
+inline constexpr int kMaxExponent = 127;
+struct HistogramBin {
+  int32_t exponent;
+  uint32_t reserved;
+  uint64_t count;
+};
+static_assert(sizeof(HistogramBin) == 16);
+struct TensorHistogramRecord {
+  RecordHeader h;
+  uint64_t seq;
+  uint8_t role_slot;
+  uint8_t reserved[3];
+  uint32_t bins;       // number of HistogramBin entries following this struct
+  uint8_t reserved2[40];
+  // HistogramBin entries[bins] follow, filling this record's remaining slots.
+};
+static_assert(sizeof(TensorHistogramRecord) == kSlotBytes);
+
+struct NonfiniteRecord {
+  RecordHeader h;
+  uint64_t seq;
+  uint64_t first_index; // flat index of the first NaN/Inf in the tensor
+  uint32_t first_bits;  // its bit pattern in the tensor's dtype (zero-extended for 16-bit)
+  uint8_t role_slot;
+  NonfiniteKind kind;   // of the first one
+  uint8_t origin;       // 1: every input of the launch was finite, so this kernel made it
+  uint8_t dtype;
+  uint8_t reserved[32];
+};
+static_assert(sizeof(NonfiniteRecord) == 64);
+
+struct AllocRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint64_t id;          // allocation id
+  uint64_t bytes;
+  uint64_t address;
+  uint32_t name;        // string id
+  uint8_t category;     // mpt_category
+  uint8_t device;       // mpt_device
+  uint8_t reserved[18];
+};
+static_assert(sizeof(AllocRecord) == 64);
+
+struct FreeRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint64_t id;
+  uint64_t bytes;
+  uint8_t reserved[32];
+};
+static_assert(sizeof(FreeRecord) == 64);
+
+// Read off one amp_update_scale launch.
+enum class ScaleEvent : uint8_t { Unchanged = 0, Growth = 1, Backoff = 2 };
+struct LossScaleRecord {
+  RecordHeader h;
+  uint64_t seq;         // the amp_update_scale launch
+  int64_t t_ns;
+  int64_t step;
+  double scale_before;
+  double scale_after;
+  int32_t growth_tracker; // after the call
+  uint8_t found_inf;      // 1: the step's gradients held NaN/Inf, so it was skipped
+  ScaleEvent event;
+  uint8_t reserved[10];
+};
+static_assert(sizeof(LossScaleRecord) == 64);
+
+struct ScalarRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  int64_t step;
+  double value;
+  uint32_t name;
+  uint8_t reserved[28];
+};
+static_assert(sizeof(ScalarRecord) == 64);
+
+struct TextRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint32_t key;
+  uint32_t value;
+  uint8_t reserved[40];
+};
+static_assert(sizeof(TextRecord) == 64);
+
+struct DumpRecord {
+  RecordHeader h;
+  uint64_t seq;
+  uint32_t path;        // string id: the .npy file, relative to the trace's folder
+  uint8_t role_slot;
+  uint8_t reserved[43];
+};
+static_assert(sizeof(DumpRecord) == 64);
+
+struct TrapRecord {
+  RecordHeader h;
+  uint64_t seq;         // the launch that made the first non-finite value
+  int64_t t_ns;
+  uint32_t reason;      // string id: the message the injector printed
+  uint8_t reserved[36];
+};
+static_assert(sizeof(TrapRecord) == 64);
+
+// Slots needed for a record of `fixed` bytes followed by `tail` bytes.
+constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
+  return static_cast<uint16_t>((fixed + tail + kSlotBytes - 1) / kSlotBytes);
+}
+
+template <typename R>
+inline constexpr bool kIsWireRecord =
+    std::is_trivially_copyable_v<R> && std::is_standard_layout_v<R> && sizeof(R) % kSlotBytes == 0;
+
+static_assert(kIsWireRecord<LaunchRecord> && kIsWireRecord<TensorStatsRecord> &&
+              kIsWireRecord<TensorFormatsRecord> && kIsWireRecord<NonfiniteRecord>);
+
+}  // namespace fpscope::wire

@@ -1,0 +1,240 @@
+-- The fpscope trace: one SQLite file per traced run. This file is the schema's single source; the
+-- collector compiles it in and runs it on a new trace. docs/schema.md documents every table, column
+-- and view. Changing a table or view means raising schema_version (meta) and PRAGMA user_version,
+-- and teaching the analyzer's reader the older versions it still accepts.
+--
+-- Conventions: times are integer nanoseconds on the traced process's monotonic clock (meta has the
+-- wall-clock start); strings are interned in `strings`; one row per event; NULL means unknown or not
+-- measured, never zero.
+
+PRAGMA application_id = 1179668291;  -- 0x46505343, "FPSC"
+PRAGMA user_version = 1;
+
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT
+) WITHOUT ROWID;
+
+CREATE TABLE strings (
+  id    INTEGER PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+-- Lookup tables for the small enumerations stored as integers.
+CREATE TABLE dtypes (id INTEGER PRIMARY KEY, name TEXT NOT NULL, bits INTEGER);
+INSERT INTO dtypes VALUES (0,'f32',32),(1,'f16',16),(2,'bf16',16),(3,'i32',32),(4,'i64',64),(5,'u8',8),(6,'f64',64);
+CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO categories VALUES (0,'weight'),(1,'master_weight'),(2,'gradient'),(3,'activation'),
+  (4,'optimizer_state'),(5,'workspace'),(6,'data');
+
+-- NVTX ranges. kind: 'step', 'phase', 'layer' (the trainer's categories) or 'range' (any other).
+CREATE TABLE nvtx_ranges (
+  id        INTEGER PRIMARY KEY,
+  start_ns  INTEGER NOT NULL,
+  end_ns    INTEGER,            -- NULL: never closed (the program ended inside it)
+  thread    INTEGER NOT NULL,
+  depth     INTEGER NOT NULL,   -- nesting depth on its thread, 0 outermost
+  kind      TEXT NOT NULL,
+  name_id   INTEGER NOT NULL REFERENCES strings(id),
+  domain_id INTEGER REFERENCES strings(id),
+  step      INTEGER             -- the payload of a step range; NULL otherwise
+);
+
+-- One row per kernel launch seen by the injector.
+CREATE TABLE kernels (
+  id        INTEGER PRIMARY KEY,  -- the launch sequence number
+  start_ns  INTEGER NOT NULL,
+  end_ns    INTEGER NOT NULL,
+  name_id   INTEGER NOT NULL REFERENCES strings(id),
+  layer_id  INTEGER REFERENCES strings(id),
+  phase_id  INTEGER REFERENCES strings(id),
+  step      INTEGER,
+  thread    INTEGER NOT NULL,
+  device    INTEGER NOT NULL,     -- 0 cpu, 1 cuda
+  status    INTEGER NOT NULL,     -- what the kernel returned, 0 = ok
+  sampled   INTEGER NOT NULL      -- 1: its tensors were measured
+);
+
+-- One row per measured tensor of a launch. Statistics over finite values; NULL where none exist.
+-- The *_overflow/_underflow/_subnormal/_near_max columns count values by what a cast to that format
+-- (round to nearest even) would do; they are NULL with --stats basic, as is exp_hist.
+CREATE TABLE tensors (
+  id          INTEGER PRIMARY KEY,
+  kernel_id   INTEGER NOT NULL REFERENCES kernels(id),
+  role        TEXT NOT NULL,       -- 'in' or 'out'
+  slot        INTEGER NOT NULL,    -- index among the launch's inputs or outputs
+  tensor_uid  INTEGER,             -- allocation id; NULL if the tensor has none
+  name_id     INTEGER NOT NULL REFERENCES strings(id),
+  dtype       INTEGER NOT NULL REFERENCES dtypes(id),
+  shape       TEXT NOT NULL,       -- JSON array, e.g. '[64,5,26,26]'
+  count       INTEGER NOT NULL,
+  nan         INTEGER NOT NULL,
+  pos_inf     INTEGER NOT NULL,
+  neg_inf     INTEGER NOT NULL,
+  zero        INTEGER NOT NULL,
+  subnormal   INTEGER NOT NULL,    -- subnormal in the tensor's own dtype
+  min         REAL,
+  max         REAL,
+  absmax      REAL,
+  min_nonzero REAL,                -- smallest nonzero magnitude
+  mean        REAL,
+  rms         REAL,
+  f16_overflow INTEGER, f16_underflow INTEGER, f16_subnormal INTEGER, f16_near_max INTEGER,
+  bf16_overflow INTEGER, bf16_underflow INTEGER, bf16_subnormal INTEGER, bf16_near_max INTEGER,
+  e4m3_overflow INTEGER, e4m3_underflow INTEGER, e4m3_subnormal INTEGER, e4m3_near_max INTEGER,
+  e5m2_overflow INTEGER, e5m2_underflow INTEGER, e5m2_subnormal INTEGER, e5m2_near_max INTEGER,
+  exp_hist    TEXT                 -- JSON object {"exponent": count}: 2^e <= |x| < 2^(e+1)
+);
+
+-- The first NaN/Inf of each output tensor that holds any.
+CREATE TABLE nonfinite (
+  id          INTEGER PRIMARY KEY,
+  tensor_id   INTEGER NOT NULL REFERENCES tensors(id),
+  kernel_id   INTEGER NOT NULL REFERENCES kernels(id),
+  kind        TEXT NOT NULL,       -- of the first one: 'nan', '+inf' or '-inf'
+  first_index INTEGER NOT NULL,    -- flat, row-major
+  first_bits  INTEGER NOT NULL,    -- bit pattern in the tensor's dtype
+  origin      INTEGER NOT NULL     -- 1: all inputs finite, this kernel made it; 0: passed on
+);
+
+-- Allocation and free events of the kernel library.
+CREATE TABLE memory_events (
+  id          INTEGER PRIMARY KEY,
+  t_ns        INTEGER NOT NULL,
+  kind        TEXT NOT NULL,       -- 'alloc' or 'free'
+  alloc_id    INTEGER NOT NULL,    -- mpt_alloc's id; tensors.tensor_uid refers to it
+  bytes       INTEGER NOT NULL,
+  category    INTEGER NOT NULL REFERENCES categories(id),
+  name_id     INTEGER NOT NULL REFERENCES strings(id),
+  device      INTEGER NOT NULL,
+  step        INTEGER              -- the step range open at the time, NULL outside steps
+);
+
+-- One row per amp_update_scale launch.
+CREATE TABLE loss_scale (
+  id             INTEGER PRIMARY KEY,
+  kernel_id      INTEGER NOT NULL REFERENCES kernels(id),
+  t_ns           INTEGER NOT NULL,
+  step           INTEGER,
+  scale_before   REAL NOT NULL,
+  scale_after    REAL NOT NULL,
+  found_inf      INTEGER NOT NULL,
+  skipped        INTEGER NOT NULL, -- the optimizer step was skipped (found_inf)
+  event          TEXT NOT NULL,    -- 'growth', 'backoff' or 'unchanged'
+  growth_tracker INTEGER NOT NULL
+);
+
+-- Values the program reported (mpt_log_scalar): loss, train_accuracy, test_accuracy, lr.
+CREATE TABLE scalars (
+  id      INTEGER PRIMARY KEY,
+  t_ns    INTEGER NOT NULL,
+  step    INTEGER,
+  name_id INTEGER NOT NULL REFERENCES strings(id),
+  value   REAL                     -- NULL if the value was NaN
+);
+
+-- Tensors written to .npy files by --dump.
+CREATE TABLE dumps (
+  id        INTEGER PRIMARY KEY,
+  tensor_id INTEGER NOT NULL REFERENCES tensors(id),
+  path      TEXT NOT NULL          -- relative to the trace's folder
+);
+
+CREATE INDEX tensors_by_kernel ON tensors(kernel_id);
+CREATE INDEX kernels_by_step ON kernels(step);
+CREATE INDEX nonfinite_by_kernel ON nonfinite(kernel_id);
+CREATE INDEX memory_events_by_time ON memory_events(t_ns);
+CREATE INDEX scalars_by_name ON scalars(name_id, step);
+
+-- [views] ----------------------------------------------------------------------------------------
+
+CREATE VIEW v_kernels AS
+SELECT k.id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS duration_ns,
+       sn.value AS kernel, sl.value AS layer, sp.value AS phase, k.step, k.thread, k.device,
+       k.status, k.sampled
+FROM kernels k
+JOIN strings sn ON sn.id = k.name_id
+LEFT JOIN strings sl ON sl.id = k.layer_id
+LEFT JOIN strings sp ON sp.id = k.phase_id;
+
+CREATE VIEW v_tensors AS
+SELECT t.*, s.value AS tensor, d.name AS dtype_name,
+       CASE WHEN t.absmax > 0 AND t.min_nonzero > 0
+            THEN log(2, t.absmax) - log(2, t.min_nonzero) END AS dynamic_range_log2
+FROM tensors t
+JOIN strings s ON s.id = t.name_id
+JOIN dtypes d ON d.id = t.dtype;
+
+CREATE VIEW v_first_nonfinite AS
+SELECT k.kernel, k.layer, k.phase, k.step, st.value AS tensor, n.first_index AS "index",
+       n.kind AS value, n.kind, n.first_bits, k.id AS kernel_id, n.tensor_id
+FROM nonfinite n
+JOIN v_kernels k ON k.id = n.kernel_id
+JOIN tensors t ON t.id = n.tensor_id
+JOIN strings st ON st.id = t.name_id
+WHERE n.origin = 1
+ORDER BY n.kernel_id, t.slot
+LIMIT 1;
+
+CREATE VIEW v_step_summary AS
+WITH steps AS (
+  SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+  FROM nvtx_ranges WHERE kind = 'step' GROUP BY step
+),
+loss AS (
+  SELECT sc.step, sc.value FROM scalars sc JOIN strings s ON s.id = sc.name_id
+  WHERE s.value = 'loss'
+),
+nonfinite_by_step AS (
+  SELECT k.step, sum(t.nan) AS nan, sum(t.pos_inf + t.neg_inf) AS inf
+  FROM tensors t JOIN kernels k ON k.id = t.kernel_id
+  WHERE t.role = 'out' GROUP BY k.step
+)
+SELECT st.step, st.start_ns, st.end_ns, l.value AS loss,
+       ls.scale_before AS loss_scale, coalesce(ls.skipped, 0) AS skipped,
+       coalesce(nf.nan, 0) AS nan_values, coalesce(nf.inf, 0) AS inf_values
+FROM steps st
+LEFT JOIN loss l ON l.step = st.step
+LEFT JOIN loss_scale ls ON ls.step = st.step
+LEFT JOIN nonfinite_by_step nf ON nf.step = st.step
+ORDER BY st.step;
+
+CREATE VIEW v_op_ranges AS
+SELECT k.kernel, k.layer, t.role, count(*) AS tensors, sum(t.count) AS elements,
+       max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
+       sum(t.nan + t.pos_inf + t.neg_inf) AS nonfinite,
+       1.0 * sum(t.f16_overflow) / sum(t.count) AS f16_overflow_share,
+       1.0 * sum(t.f16_underflow) / sum(t.count) AS f16_underflow_share,
+       1.0 * sum(t.f16_subnormal) / sum(t.count) AS f16_subnormal_share,
+       1.0 * sum(t.bf16_overflow) / sum(t.count) AS bf16_overflow_share,
+       1.0 * sum(t.bf16_underflow) / sum(t.count) AS bf16_underflow_share,
+       1.0 * sum(t.bf16_subnormal) / sum(t.count) AS bf16_subnormal_share,
+       1.0 * sum(t.e4m3_overflow) / sum(t.count) AS e4m3_overflow_share,
+       1.0 * sum(t.e4m3_underflow) / sum(t.count) AS e4m3_underflow_share,
+       1.0 * sum(t.e5m2_overflow) / sum(t.count) AS e5m2_overflow_share,
+       1.0 * sum(t.e5m2_underflow) / sum(t.count) AS e5m2_underflow_share
+FROM tensors t JOIN v_kernels k ON k.id = t.kernel_id
+GROUP BY k.kernel, k.layer, t.role;
+
+CREATE VIEW v_loss_scale AS
+SELECT step, scale_before AS scale, found_inf, skipped, event, scale_after, t_ns, kernel_id
+FROM loss_scale ORDER BY t_ns;
+
+-- Live bytes per category at the moment total live bytes peaked (the first such moment).
+CREATE VIEW v_memory_peak AS
+WITH signed AS (
+  SELECT id, t_ns, category, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
+  FROM memory_events
+),
+running AS (
+  SELECT id, t_ns, sum(delta) OVER (ORDER BY t_ns, id) AS live FROM signed
+),
+peak AS (
+  SELECT id, t_ns, live FROM running ORDER BY live DESC, t_ns, id LIMIT 1
+)
+SELECT c.name AS category, coalesce(sum(s.delta), 0) AS bytes,
+       (SELECT t_ns FROM peak) AS peak_t_ns, (SELECT live FROM peak) AS peak_total_bytes
+FROM categories c
+LEFT JOIN signed s ON s.category = c.id
+  AND (s.t_ns < (SELECT t_ns FROM peak) OR (s.t_ns = (SELECT t_ns FROM peak) AND s.id <= (SELECT id FROM peak)))
+GROUP BY c.id ORDER BY c.id;

@@ -1,0 +1,135 @@
+/* The kernel ABI of libmpt_kernels.so: the contract between the reference trainer and any tool
+ * that interposes it (fpscope's injector above all).
+ *
+ * Every kernel, CPU or CUDA, is reached through one exported call, mpt_launch(), whose argument
+ * describes the launch completely: kernel name, input and output tensors, scalar parameters and
+ * stream. A tool that interposes mpt_launch() therefore sees every kernel without knowing any of
+ * them, and adding a kernel never touches the tool. Memory goes through mpt_alloc()/mpt_free(),
+ * which carry a category and a name. mpt_log_scalar() and mpt_log_text() let the program report
+ * per-step values (loss, accuracy) and its configuration; the library itself ignores them.
+ *
+ * Rules that keep the calls interposable (checked by tests/reference_trainer):
+ *   - these symbols have default visibility, are called through the PLT and are never inlined
+ *     across the library boundary (no -Bsymbolic, no -fvisibility=hidden on this header);
+ *   - a tensor's elements are contiguous and row-major; `data` points at the first one;
+ *   - a kernel that updates a tensor in place lists it among its inputs and among its outputs
+ *     (same data pointer): a tool measures inputs before the call and outputs after it;
+ *   - the loss scaler is two kernels, "amp_unscale_check" and "amp_update_scale", whose tensors
+ *     are laid out as documented in docs/kernels.md so a tool can read loss-scale events off them.
+ *
+ * docs/kernels.md lists every kernel with its tensors and scalars.
+ */
+#ifndef MPT_ABI_H
+#define MPT_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPT_ABI_VERSION 1u
+#define MPT_MAX_DIMS 6
+
+#if defined(__GNUC__)
+#define MPT_API __attribute__((visibility("default")))
+#else
+#define MPT_API
+#endif
+
+/* Element types. Values are stable: they are stored in traces. */
+typedef enum mpt_dtype {
+  MPT_DTYPE_F32 = 0,
+  MPT_DTYPE_F16 = 1,  /* IEEE binary16, stored as uint16_t bits */
+  MPT_DTYPE_BF16 = 2, /* bfloat16, stored as uint16_t bits */
+  MPT_DTYPE_I32 = 3,
+  MPT_DTYPE_I64 = 4,
+  MPT_DTYPE_U8 = 5,
+  MPT_DTYPE_F64 = 6
+} mpt_dtype;
+
+typedef enum mpt_device {
+  MPT_DEVICE_CPU = 0,
+  MPT_DEVICE_CUDA = 1
+} mpt_device;
+
+/* What an allocation holds. Values are stable: they are stored in traces. */
+typedef enum mpt_category {
+  MPT_CAT_WEIGHT = 0,          /* parameters the forward pass reads (16-bit copies included) */
+  MPT_CAT_MASTER_WEIGHT = 1,   /* fp32 copies the optimizer updates in mixed precision */
+  MPT_CAT_GRADIENT = 2,
+  MPT_CAT_ACTIVATION = 3,      /* forward outputs kept for backward, and their gradients */
+  MPT_CAT_OPTIMIZER_STATE = 4, /* momentum, Adam moments */
+  MPT_CAT_WORKSPACE = 5,       /* scratch: im2col buffers, loss-scaler state, reductions */
+  MPT_CAT_DATA = 6             /* input batches and labels */
+} mpt_category;
+
+typedef struct mpt_tensor {
+  void* data;                   /* first element; host or device memory per `device` */
+  uint64_t id;                  /* id of the allocation it lives in (mpt_alloc), 0 if none */
+  const char* name;             /* stable, human-readable: "fc1.weight", "conv2.out", "fc1.weight.grad" */
+  int64_t shape[MPT_MAX_DIMS];  /* only the first `ndim` entries are meaningful */
+  int32_t ndim;
+  int32_t dtype;                /* mpt_dtype */
+  int32_t device;               /* mpt_device */
+  int32_t reserved;             /* zero */
+} mpt_tensor;
+
+typedef struct mpt_scalar {
+  const char* name;             /* "lr", "stride", "partials_fp16", ... */
+  double value;
+} mpt_scalar;
+
+typedef struct mpt_launch_desc {
+  uint32_t abi_version;         /* MPT_ABI_VERSION */
+  uint32_t flags;               /* zero */
+  const char* kernel;           /* "conv2d_forward", "amp_update_scale", ... */
+  const mpt_tensor* inputs;
+  int32_t n_inputs;
+  int32_t n_outputs;
+  const mpt_tensor* outputs;
+  const mpt_scalar* scalars;
+  int32_t n_scalars;
+  int32_t reserved;             /* zero */
+  void* stream;                 /* cudaStream_t for CUDA kernels, NULL on the CPU */
+} mpt_launch_desc;
+
+/* Status codes of mpt_launch(). */
+typedef enum mpt_status {
+  MPT_OK = 0,
+  MPT_ERR_UNKNOWN_KERNEL = 1,
+  MPT_ERR_BAD_ARGUMENTS = 2,    /* wrong tensor count, dtype, shape or scalar */
+  MPT_ERR_DEVICE = 3,           /* CUDA error or no device */
+  MPT_ERR_ABI_VERSION = 4
+} mpt_status;
+
+/* Runs one kernel. Returns MPT_OK or an mpt_status; mpt_last_error() then says what was wrong. */
+MPT_API int mpt_launch(const mpt_launch_desc* launch);
+
+/* Human-readable reason for the last failure on this thread ("" if none). */
+MPT_API const char* mpt_last_error(void);
+
+/* Allocates `bytes` on `device` (mpt_device), zero-filled, 64-byte aligned on the host.
+ * `category` is an mpt_category; `name` names what it holds. The allocation's id, unique for the
+ * life of the process and never 0, is stored in *id_out when id_out is not NULL.
+ * Returns NULL when the memory cannot be had (mpt_last_error() says why). */
+MPT_API void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name,
+                        uint64_t* id_out);
+
+/* Frees what mpt_alloc() returned. NULL is ignored. */
+MPT_API void mpt_free(void* ptr, int32_t device);
+
+/* Reports a value of the program's own: "loss" and "train_accuracy" once a step, "test_accuracy"
+ * at the end, "lr". `step` is the optimizer step it belongs to, or -1. The library does nothing
+ * with it; a tool records it. */
+MPT_API void mpt_log_scalar(const char* name, double value, int64_t step);
+
+/* Reports one item of the program's configuration ("precision" = "amp-fp16", ...). Same rule. */
+MPT_API void mpt_log_text(const char* key, const char* value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MPT_ABI_H */
