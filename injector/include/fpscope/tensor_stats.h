@@ -1,0 +1,59 @@
+// One-pass numerical statistics of a tensor: what fpscope measures for every tensor it sees.
+//
+// compute_stats() reads a contiguous array of fp32, fp16 or bf16 values once and fills TensorStats:
+// counts of NaN, +Inf, -Inf, zeros and subnormals (in the array's own format), min, max, absmax,
+// smallest nonzero magnitude, mean and rms over the finite values, the first non-finite value, an
+// exponent histogram, and for each narrower format (fp16, bf16, fp8 e4m3, fp8 e5m2) how many values
+// a round-to-nearest-even cast would overflow, flush to zero, make subnormal, or leave within a
+// factor of two of the largest finite value. docs/statistics.md defines each number exactly; tests
+// check each against an independent reference.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace fpscope {
+
+enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };  // same values as mpt_dtype
+
+enum class StatsLevel : uint8_t {
+  Basic = 0,  // counts, min/max/absmax/min_nonzero, mean/rms, first non-finite
+  Full = 1    // Basic plus the exponent histogram and the per-format cast counts
+};
+
+// Narrower formats, in the order of wire::Format.
+enum class CastFormat : uint8_t { F16 = 0, BF16 = 1, E4M3 = 2, E5M2 = 3 };
+inline constexpr int kCastFormatCount = 4;
+
+struct CastCounts {
+  uint64_t overflow = 0;   // finite, and rounds beyond the format's largest finite value
+  uint64_t underflow = 0;  // finite and nonzero, and rounds to zero
+  uint64_t subnormal = 0;  // finite and nonzero, and rounds to a nonzero subnormal
+  uint64_t near_max = 0;   // finite, max_finite/2 <= |x|, and does not overflow
+};
+
+inline constexpr int kHistMinExponent = -149;  // fp32's smallest subnormal is 2^-149
+inline constexpr int kHistMaxExponent = 127;
+inline constexpr int kHistBins = kHistMaxExponent - kHistMinExponent + 1;
+
+struct TensorStats {
+  uint64_t count = 0;
+  uint64_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
+  // Over finite values; NaN when there is none (min_nonzero: no finite nonzero value).
+  double min, max, absmax, min_nonzero, mean, rms;
+  int64_t first_nonfinite = -1;     // flat index of the first NaN/Inf, -1 if none
+  uint32_t first_nonfinite_bits = 0;
+  // Full level only (zero otherwise):
+  std::array<CastCounts, kCastFormatCount> cast{};
+  // hist[e - kHistMinExponent] counts finite nonzero x with 2^e <= |x| < 2^(e+1).
+  std::array<uint64_t, kHistBins> hist{};
+
+  uint64_t nonfinite() const { return nan + pos_inf + neg_inf; }
+};
+
+// Measures `n` elements at `data`. Thread-safe; allocates nothing.
+void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
+                   TensorStats* out);
+
+}  // namespace fpscope
