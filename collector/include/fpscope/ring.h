@@ -8,12 +8,16 @@
 // release store of `tail`. Whatever the producer published before it died, SIGKILL included, is in
 // the shared mapping and reaches the trace. A full ring makes the producer wait; after
 // kProducerWaitLimit without progress (the collector is gone) it drops records and counts them.
+//
+// Memory layout of the shared object: one RingHeader, then slot_count slots of kSlotBytes.
+// This header is self-contained (libc, pthread, rt) because the injector links it.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "fpscope/wire.h"
@@ -23,6 +27,10 @@ namespace fpscope {
 inline constexpr uint64_t kRingMagic = 0x474e495250435346ull;  // "FSCPRING"
 inline constexpr const char* kRingEnv = "FPSCOPE_RING";
 inline constexpr auto kProducerWaitLimit = std::chrono::seconds(30);
+
+// The largest record a producer may reserve, in slots. A ring must hold at least a few of them.
+inline constexpr uint16_t kMaxRecordSlots = 256;
+inline constexpr uint64_t kMinRingSlots = 1024;
 
 struct alignas(64) RingHeader {
   uint64_t magic;
@@ -36,5 +44,146 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> dropped_records;  // records the producer gave up on
   std::atomic<uint64_t> producer_waits;   // times the producer found the ring full
 };
+static_assert(sizeof(RingHeader) % wire::kSlotBytes == 0);
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free);
+
+// Bytes of the shared object for a ring of `slot_count` slots.
+constexpr std::size_t ring_bytes(uint64_t slot_count) {
+  return sizeof(RingHeader) + static_cast<std::size_t>(slot_count) * wire::kSlotBytes;
+}
+
+// The mapping of one ring, shared by both ends: unmaps on destruction.
+class RingMapping {
+ public:
+  RingMapping(void* base, std::size_t bytes) : base_(base), bytes_(bytes) {}
+  ~RingMapping();
+  RingMapping(const RingMapping&) = delete;
+  RingMapping& operator=(const RingMapping&) = delete;
+
+  RingHeader* header() const { return static_cast<RingHeader*>(base_); }
+  unsigned char* slot(uint64_t index) const {
+    return static_cast<unsigned char*>(base_) + sizeof(RingHeader) + index * wire::kSlotBytes;
+  }
+
+ private:
+  void* base_;
+  std::size_t bytes_;
+};
+
+// The writing end, inside the traced process. Not thread-safe: callers serialize reserve/publish
+// with their own mutex. One process owns a ring (claim()); a forked child must not produce into it.
+class RingProducer {
+ public:
+  // Maps the existing ring named `shm_name` (as in FPSCOPE_RING). On failure returns nullptr and
+  // says why in *error.
+  static std::unique_ptr<RingProducer> attach(const char* shm_name, std::string* error);
+
+  // Takes ownership for this process (owner_pid 0 -> getpid()). True if it is now ours, also when
+  // it already was; false if another process owns it.
+  bool claim();
+
+  // Reserves `slots` contiguous slots (1..kMaxRecordSlots) and returns their start. Waits while the
+  // ring is full. Returns nullptr and counts a dropped record when the collector is gone
+  // (collector_alive == 0) or made no progress for the wait limit. The caller fills the record
+  // (its RecordHeader included) and calls publish() before the next reserve().
+  void* reserve(uint16_t slots);
+
+  // Makes the reserved record visible to the collector: one release store of head.
+  void publish();
+
+  // Waits until the collector has consumed everything published (tail == head). False if it did
+  // not within `limit` or the collector is gone.
+  bool wait_drained(std::chrono::milliseconds limit);
+
+  // How long reserve() waits without progress before it drops (tests shorten it).
+  void set_wait_limit(std::chrono::nanoseconds limit) { wait_limit_ = limit; }
+
+  RingHeader* header() const { return map_->header(); }
+
+ private:
+  explicit RingProducer(std::unique_ptr<RingMapping> map);
+  bool wait_for_space(uint64_t needed);
+
+  std::unique_ptr<RingMapping> map_;
+  uint64_t mask_;
+  uint64_t head_;              // our copy of header->head (we are its only writer)
+  uint64_t tail_seen_;         // last tail read from the collector
+  uint64_t pending_head_;      // head after the reserved record, published by publish()
+  uint64_t stalled_at_tail_ = UINT64_MAX;  // tail when we last gave up: drop at once until it moves
+  std::chrono::nanoseconds wait_limit_ = kProducerWaitLimit;
+};
+
+// The reading end, in the `fpscope run` process. It creates the shared object and removes its name
+// on destruction.
+class RingConsumer {
+ public:
+  // Creates a new ring named `shm_name` ("/fpscope-<pid>-<n>") of `slot_count` slots (a power of
+  // two, at least kMinRingSlots). Fails if the name exists.
+  static std::unique_ptr<RingConsumer> create(const std::string& shm_name, uint64_t slot_count,
+                                              std::string* error);
+  ~RingConsumer();
+  RingConsumer(const RingConsumer&) = delete;
+  RingConsumer& operator=(const RingConsumer&) = delete;
+
+  // Calls on_record(const wire::RecordHeader*) for every record published so far, in order, and
+  // frees their slots. The pointer is valid only during the call. Pad records are skipped; unknown
+  // types are handed over (the writer counts them). A record
+  // whose header is impossible (a producer bug) ends the drain of what is published and is counted
+  // in corrupt_records(). Returns the number of records handed over.
+  template <class Fn>
+  std::size_t drain(Fn&& on_record);
+
+  // Tells producers the collector is gone: their full-ring waits end in counted drops.
+  void mark_collector_gone() { header()->collector_alive.store(0, std::memory_order_release); }
+
+  const std::string& name() const { return name_; }
+  uint64_t slot_count() const { return slot_count_; }
+  uint64_t dropped_records() const { return header()->dropped_records.load(std::memory_order_acquire); }
+  uint64_t producer_waits() const { return header()->producer_waits.load(std::memory_order_acquire); }
+  uint64_t corrupt_records() const { return corrupt_records_; }
+  int32_t owner_pid() const { return header()->owner_pid.load(std::memory_order_acquire); }
+  RingHeader* header() const { return map_->header(); }
+
+ private:
+  RingConsumer(std::string name, uint64_t slot_count, std::unique_ptr<RingMapping> map);
+
+  std::string name_;
+  uint64_t slot_count_;
+  uint64_t tail_ = 0;
+  uint64_t corrupt_records_ = 0;
+  std::unique_ptr<RingMapping> map_;
+};
+
+template <class Fn>
+std::size_t RingConsumer::drain(Fn&& on_record) {
+  RingHeader* h = header();
+  const uint64_t head = h->head.load(std::memory_order_acquire);
+  const uint64_t mask = slot_count_ - 1;
+  // Free slots in chunks so that a full ring wakes the producer while a long drain goes on.
+  const uint64_t release_every = slot_count_ / 8;
+  uint64_t released = tail_;
+  std::size_t records = 0;
+  while (tail_ < head) {
+    const uint64_t pos = tail_ & mask;
+    const auto* rec = reinterpret_cast<const wire::RecordHeader*>(map_->slot(pos));
+    const uint64_t slots = rec->slots;
+    if (slots == 0 || pos + slots > slot_count_ || tail_ + slots > head) {
+      ++corrupt_records_;
+      tail_ = head;
+      break;
+    }
+    if (rec->type != wire::RecordType::Pad) {
+      on_record(rec);
+      ++records;
+    }
+    tail_ += slots;
+    if (tail_ - released >= release_every) {
+      h->tail.store(tail_, std::memory_order_release);
+      released = tail_;
+    }
+  }
+  h->tail.store(tail_, std::memory_order_release);
+  return records;
+}
 
 }  // namespace fpscope

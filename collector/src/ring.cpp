@@ -1,0 +1,229 @@
+// The shared-memory ring's two ends: mapping, claiming, reserving with back-pressure, publishing
+// and draining. See fpscope/ring.h for the protocol. Only libc, pthread and rt: the injector links
+// this file into the traced process.
+#include "fpscope/ring.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace fpscope {
+namespace {
+
+std::string errno_text(const char* what, const std::string& name) {
+  return std::string(what) + " " + name + ": " + std::strerror(errno);
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void sleep_for(std::chrono::nanoseconds d) {
+  timespec ts{static_cast<time_t>(d.count() / 1000000000), static_cast<long>(d.count() % 1000000000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Maps an open shared-memory descriptor read-write.
+std::unique_ptr<RingMapping> map_ring(int fd, std::size_t bytes, const std::string& name,
+                                      std::string* error) {
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    *error = errno_text("cannot map ring", name);
+    return nullptr;
+  }
+  return std::make_unique<RingMapping>(base, bytes);
+}
+
+}  // namespace
+
+RingMapping::~RingMapping() { munmap(base_, bytes_); }
+
+// [SECTION] Producer ------------------------------------------------------------------------------
+
+std::unique_ptr<RingProducer> RingProducer::attach(const char* shm_name, std::string* error) {
+  const std::string name = shm_name ? shm_name : "";
+  if (name.empty()) {
+    *error = "no ring name (FPSCOPE_RING is empty)";
+    return nullptr;
+  }
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = errno_text("cannot open ring", name);
+    return nullptr;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(RingHeader)) {
+    close(fd);
+    *error = "ring " + name + " is too small to be an fpscope ring";
+    return nullptr;
+  }
+  auto map = map_ring(fd, static_cast<std::size_t>(st.st_size), name, error);
+  close(fd);
+  if (!map) return nullptr;
+  const RingHeader* h = map->header();
+  if (h->magic != kRingMagic) {
+    *error = "ring " + name + " is not an fpscope ring (bad magic)";
+    return nullptr;
+  }
+  if (h->protocol != wire::kProtocolVersion) {
+    *error = "ring " + name + " speaks protocol " + std::to_string(h->protocol) +
+             ", this injector speaks " + std::to_string(wire::kProtocolVersion) +
+             ": use the injector and the fpscope of the same build";
+    return nullptr;
+  }
+  if (!is_power_of_two(h->slot_count) || ring_bytes(h->slot_count) > static_cast<std::size_t>(st.st_size)) {
+    *error = "ring " + name + " has an inconsistent size";
+    return nullptr;
+  }
+  return std::unique_ptr<RingProducer>(new RingProducer(std::move(map)));
+}
+
+RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(map)) {
+  RingHeader* h = map_->header();
+  mask_ = h->slot_count - 1;
+  head_ = h->head.load(std::memory_order_acquire);
+  pending_head_ = head_;
+  tail_seen_ = h->tail.load(std::memory_order_acquire);
+}
+
+bool RingProducer::claim() {
+  const int32_t me = static_cast<int32_t>(getpid());
+  int32_t expected = 0;
+  RingHeader* h = map_->header();
+  if (h->owner_pid.compare_exchange_strong(expected, me, std::memory_order_acq_rel)) {
+    // Another process may have produced before (it died or released): continue after its records.
+    head_ = h->head.load(std::memory_order_acquire);
+    pending_head_ = head_;
+    return true;
+  }
+  return expected == me;
+}
+
+// Waits until `needed` slots are free after head_. False means: drop this record.
+bool RingProducer::wait_for_space(uint64_t needed) {
+  RingHeader* h = map_->header();
+  const uint64_t capacity = mask_ + 1;
+  tail_seen_ = h->tail.load(std::memory_order_acquire);
+  if (capacity - (head_ - tail_seen_) >= needed) return true;
+  if (tail_seen_ == stalled_at_tail_) return false;  // gave up before and nothing moved since
+  h->producer_waits.fetch_add(1, std::memory_order_relaxed);
+
+  using Clock = std::chrono::steady_clock;
+  auto last_progress = Clock::now();
+  auto nap = std::chrono::microseconds(20);
+  for (int spin = 0;; ++spin) {
+    if (h->collector_alive.load(std::memory_order_acquire) == 0) return false;
+    if (spin < 256) {
+      cpu_relax();
+    } else {
+      sleep_for(nap);
+      if (nap < std::chrono::milliseconds(1)) nap *= 2;
+    }
+    const uint64_t tail = h->tail.load(std::memory_order_acquire);
+    if (tail != tail_seen_) {
+      tail_seen_ = tail;
+      last_progress = Clock::now();
+      if (capacity - (head_ - tail_seen_) >= needed) return true;
+    } else if (spin >= 256 && Clock::now() - last_progress >= wait_limit_) {
+      stalled_at_tail_ = tail_seen_;
+      return false;
+    }
+  }
+}
+
+void* RingProducer::reserve(uint16_t slots) {
+  if (slots == 0 || slots > kMaxRecordSlots) return nullptr;
+  const uint64_t capacity = mask_ + 1;
+  const uint64_t pos = head_ & mask_;
+  // A record never wraps: if it does not fit before the end, a Pad fills the end first.
+  const uint64_t pad = pos + slots > capacity ? capacity - pos : 0;
+  if (!wait_for_space(pad + slots)) {
+    map_->header()->dropped_records.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  stalled_at_tail_ = UINT64_MAX;
+  if (pad != 0) {
+    auto* filler = reinterpret_cast<wire::RecordHeader*>(map_->slot(pos));
+    filler->type = wire::RecordType::Pad;
+    filler->slots = static_cast<uint16_t>(pad);
+    filler->thread = 0;
+  }
+  pending_head_ = head_ + pad + slots;
+  return map_->slot((head_ + pad) & mask_);
+}
+
+void RingProducer::publish() {
+  if (pending_head_ == head_) return;
+  head_ = pending_head_;
+  map_->header()->head.store(head_, std::memory_order_release);
+}
+
+bool RingProducer::wait_drained(std::chrono::milliseconds limit) {
+  RingHeader* h = map_->header();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (h->tail.load(std::memory_order_acquire) < head_) {
+    if (h->collector_alive.load(std::memory_order_acquire) == 0) return false;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+// [SECTION] Consumer ------------------------------------------------------------------------------
+
+std::unique_ptr<RingConsumer> RingConsumer::create(const std::string& shm_name, uint64_t slot_count,
+                                                   std::string* error) {
+  if (!is_power_of_two(slot_count) || slot_count < kMinRingSlots) {
+    *error = "ring size must be a power of two of at least " + std::to_string(kMinRingSlots) + " slots";
+    return nullptr;
+  }
+  int fd = shm_open(shm_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = errno_text("cannot create ring", shm_name);
+    return nullptr;
+  }
+  const std::size_t bytes = ring_bytes(slot_count);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    *error = errno_text("cannot size ring", shm_name);
+    close(fd);
+    shm_unlink(shm_name.c_str());
+    return nullptr;
+  }
+  auto map = map_ring(fd, bytes, shm_name, error);
+  close(fd);
+  if (!map) {
+    shm_unlink(shm_name.c_str());
+    return nullptr;
+  }
+  // ftruncate zero-fills: every counter starts at 0. Magic last, so a half-made ring is refused.
+  RingHeader* h = map->header();
+  h->protocol = wire::kProtocolVersion;
+  h->slot_count = slot_count;
+  h->collector_alive.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kRingMagic;
+  return std::unique_ptr<RingConsumer>(new RingConsumer(shm_name, slot_count, std::move(map)));
+}
+
+RingConsumer::RingConsumer(std::string name, uint64_t slot_count, std::unique_ptr<RingMapping> map)
+    : name_(std::move(name)), slot_count_(slot_count), map_(std::move(map)) {}
+
+RingConsumer::~RingConsumer() {
+  mark_collector_gone();
+  map_.reset();
+  shm_unlink(name_.c_str());
+}
+
+}  // namespace fpscope

@@ -1,0 +1,276 @@
+// Tests of the shared-memory ring: ordering and integrity under a multi-threaded producer,
+// wrap-around with Pad records, back-pressure without loss, SIGKILL of the producer process at
+// random moments, and counted drops (not a hang) when the collector is gone.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "fpscope/ring.h"
+
+namespace fpscope {
+namespace {
+
+// A test record: header, producer thread, sequence number within that thread, then a payload of
+// words derived from both so that torn or misplaced slots are detected.
+struct TestRecord {
+  wire::RecordHeader h;
+  uint32_t producer;
+  uint32_t pad;
+  uint64_t seq;
+};
+
+std::string unique_name(const char* what) {
+  static std::atomic<int> n{0};
+  return "/fpscope-test-" + std::string(what) + "-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+}
+
+uint64_t payload_word(uint32_t producer, uint64_t seq, std::size_t i) {
+  return (seq * 1000003u) ^ (uint64_t{producer} << 40) ^ (i * 7919u);
+}
+
+// Writes one test record of `slots` slots; false if the ring dropped it.
+bool write_record(RingProducer& p, uint32_t producer, uint64_t seq, uint16_t slots) {
+  void* at = p.reserve(slots);
+  if (!at) return false;
+  auto* r = static_cast<TestRecord*>(at);
+  r->h = {wire::RecordType::Scalar, slots, producer};
+  r->producer = producer;
+  r->seq = seq;
+  auto* words = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(at) + sizeof(TestRecord));
+  const std::size_t n = (slots * wire::kSlotBytes - sizeof(TestRecord)) / sizeof(uint64_t);
+  for (std::size_t i = 0; i < n; ++i) words[i] = payload_word(producer, seq, i);
+  p.publish();
+  return true;
+}
+
+// Checks one drained record's payload; returns its (producer, seq).
+std::pair<uint32_t, uint64_t> check_record(const wire::RecordHeader* h) {
+  const auto* r = reinterpret_cast<const TestRecord*>(h);
+  EXPECT_EQ(r->h.thread, r->producer);
+  const auto* words = reinterpret_cast<const uint64_t*>(reinterpret_cast<const unsigned char*>(h) + sizeof(TestRecord));
+  const std::size_t n = (h->slots * wire::kSlotBytes - sizeof(TestRecord)) / sizeof(uint64_t);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (words[i] != payload_word(r->producer, r->seq, i)) {
+      ADD_FAILURE() << "torn record: producer " << r->producer << " seq " << r->seq << " word " << i;
+      break;
+    }
+  }
+  return {r->producer, r->seq};
+}
+
+struct Rings {
+  std::unique_ptr<RingConsumer> consumer;
+  std::unique_ptr<RingProducer> producer;
+};
+
+Rings make_rings(uint64_t slots) {
+  std::string error;
+  Rings r;
+  r.consumer = RingConsumer::create(unique_name("ring"), slots, &error);
+  EXPECT_TRUE(r.consumer) << error;
+  r.producer = RingProducer::attach(r.consumer->name().c_str(), &error);
+  EXPECT_TRUE(r.producer) << error;
+  EXPECT_TRUE(r.producer->claim());
+  return r;
+}
+
+TEST(Ring, MultiThreadedProducerKeepsEveryRecordInOrder) {
+  Rings r = make_rings(1024);
+  constexpr uint32_t kThreads = 4;
+  constexpr uint64_t kPerThread = 40000;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (uint32_t t = 1; t <= kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t seq = 0; seq < kPerThread; ++seq) {
+        std::lock_guard<std::mutex> lock(mu);
+        ASSERT_TRUE(write_record(*r.producer, t, seq, static_cast<uint16_t>(1 + seq % 7)));
+      }
+    });
+  }
+  std::vector<uint64_t> next(kThreads + 1, 0);
+  uint64_t total = 0;
+  while (total < kThreads * kPerThread) {
+    total += r.consumer->drain([&](const wire::RecordHeader* h) {
+      auto [producer, seq] = check_record(h);
+      ASSERT_GE(producer, 1u);
+      ASSERT_LE(producer, kThreads);
+      EXPECT_EQ(seq, next[producer]) << "producer " << producer;
+      next[producer] = seq + 1;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(r.consumer->drain([](const wire::RecordHeader*) {}), 0u);
+  for (uint32_t t = 1; t <= kThreads; ++t) EXPECT_EQ(next[t], kPerThread);
+  EXPECT_EQ(r.consumer->dropped_records(), 0u);
+  EXPECT_EQ(r.consumer->corrupt_records(), 0u);
+}
+
+TEST(Ring, RecordThatDoesNotFitBeforeTheEndIsPrecededByPad) {
+  Rings r = make_rings(1024);
+  // 341 records of 3 slots fill 1023 slots; the 342nd needs a 1-slot Pad before it.
+  for (uint64_t seq = 0; seq < 341; ++seq) ASSERT_TRUE(write_record(*r.producer, 1, seq, 3));
+  std::vector<uint64_t> seen;
+  auto collect = [&](const wire::RecordHeader* h) { seen.push_back(check_record(h).second); };
+  EXPECT_EQ(r.consumer->drain(collect), 341u);
+  EXPECT_EQ(r.consumer->header()->head.load(), 1023u);
+  ASSERT_TRUE(write_record(*r.producer, 1, 341, 3));
+  EXPECT_EQ(r.consumer->header()->head.load(), 1023u + 1u + 3u);
+  const auto* filler = reinterpret_cast<const wire::RecordHeader*>(
+      reinterpret_cast<const unsigned char*>(r.consumer->header()) + sizeof(RingHeader) + 1023 * wire::kSlotBytes);
+  EXPECT_EQ(filler->type, wire::RecordType::Pad);
+  EXPECT_EQ(filler->slots, 1u);
+  EXPECT_EQ(r.consumer->drain(collect), 1u);  // the Pad is not handed over
+  ASSERT_EQ(seen.size(), 342u);
+  for (uint64_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);
+}
+
+TEST(Ring, FullRingMakesTheProducerWaitAndLosesNothing) {
+  Rings r = make_rings(1024);
+  constexpr uint64_t kRecords = 20000;
+  std::thread producer([&] {
+    for (uint64_t seq = 0; seq < kRecords; ++seq) ASSERT_TRUE(write_record(*r.producer, 1, seq, 5));
+  });
+  uint64_t expected = 0;
+  while (expected < kRecords) {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));  // a slow collector
+    r.consumer->drain([&](const wire::RecordHeader* h) { EXPECT_EQ(check_record(h).second, expected++); });
+  }
+  producer.join();
+  EXPECT_GT(r.consumer->producer_waits(), 0u);
+  EXPECT_EQ(r.consumer->dropped_records(), 0u);
+}
+
+// The child produces numbered records forever and, after each publish, stores how many it has
+// published in `published` (shared memory). The parent drains while it runs and kills it.
+[[noreturn]] void produce_until_killed(const std::string& ring, std::atomic<uint64_t>* published, unsigned seed) {
+  std::string error;
+  auto p = RingProducer::attach(ring.c_str(), &error);
+  if (!p || !p->claim()) _exit(3);
+  std::mt19937 rng(seed);
+  for (uint64_t seq = 0;; ++seq) {
+    if (!write_record(*p, 1, seq, static_cast<uint16_t>(1 + rng() % 9))) _exit(4);
+    published->store(seq + 1, std::memory_order_release);
+  }
+}
+
+TEST(Ring, SigkilledProducerLosesNothingItPublished) {
+  auto* published = static_cast<std::atomic<uint64_t>*>(
+      mmap(nullptr, sizeof(std::atomic<uint64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(published, MAP_FAILED);
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 8; ++round) {
+    std::string error;
+    auto consumer = RingConsumer::create(unique_name("kill"), 4096, &error);
+    ASSERT_TRUE(consumer) << error;
+    published->store(0);
+    const unsigned seed = rng();
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) produce_until_killed(consumer->name(), published, seed);
+    uint64_t expected = 0;
+    auto check = [&](const wire::RecordHeader* h) { ASSERT_EQ(check_record(h).second, expected++); };
+    const auto kill_at = std::chrono::steady_clock::now() + std::chrono::microseconds(500 + rng() % 20000);
+    while (std::chrono::steady_clock::now() < kill_at) consumer->drain(check);
+    kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "producer exited early with " << WEXITSTATUS(status);
+    consumer->drain(check);
+    const uint64_t known = published->load();
+    EXPECT_GE(expected, known) << "round " << round;
+    EXPECT_LE(expected, known + 1) << "at most the record published just before the counter";
+    EXPECT_GT(expected, 0u);
+    EXPECT_EQ(consumer->corrupt_records(), 0u);
+  }
+  munmap(published, sizeof(std::atomic<uint64_t>));
+}
+
+TEST(Ring, StalledCollectorLeadsToCountedDropsNotAHang) {
+  Rings r = make_rings(1024);
+  r.producer->set_wait_limit(std::chrono::milliseconds(20));
+  uint64_t written = 0;
+  for (; written < 1024; ++written) ASSERT_TRUE(write_record(*r.producer, 1, written, 1));
+  EXPECT_FALSE(write_record(*r.producer, 1, written, 1));  // full: waits 20 ms, then drops
+  EXPECT_EQ(r.consumer->dropped_records(), 1u);
+  EXPECT_EQ(r.consumer->producer_waits(), 1u);
+  // Nothing moved since: the next record is dropped at once instead of waiting again.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(write_record(*r.producer, 1, written, 1));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(15));
+  EXPECT_EQ(r.consumer->dropped_records(), 2u);
+  // Once the collector drains again, records flow.
+  uint64_t expected = 0;
+  r.consumer->drain([&](const wire::RecordHeader* h) { EXPECT_EQ(check_record(h).second, expected++); });
+  EXPECT_EQ(expected, 1024u);
+  EXPECT_TRUE(write_record(*r.producer, 1, 1024, 1));
+}
+
+TEST(Ring, GoneCollectorEndsTheWaitAtOnce) {
+  Rings r = make_rings(1024);
+  r.producer->set_wait_limit(std::chrono::seconds(60));
+  for (uint64_t seq = 0; seq < 1024; ++seq) ASSERT_TRUE(write_record(*r.producer, 1, seq, 1));
+  r.consumer->mark_collector_gone();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(write_record(*r.producer, 1, 1024, 1));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(r.consumer->dropped_records(), 1u);
+  EXPECT_FALSE(r.producer->wait_drained(std::chrono::milliseconds(10)));
+}
+
+TEST(Ring, WaitDrainedReturnsOnceTheCollectorCaughtUp) {
+  Rings r = make_rings(1024);
+  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(write_record(*r.producer, 1, seq, 2));
+  EXPECT_FALSE(r.producer->wait_drained(std::chrono::milliseconds(5)));
+  std::thread collector([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r.consumer->drain([](const wire::RecordHeader*) {});
+  });
+  EXPECT_TRUE(r.producer->wait_drained(std::chrono::seconds(10)));
+  collector.join();
+}
+
+TEST(Ring, OnlyOneProcessMayClaim) {
+  Rings r = make_rings(1024);
+  EXPECT_TRUE(r.producer->claim());  // again, same process
+  EXPECT_EQ(r.consumer->owner_pid(), getpid());
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string error;
+    auto p = RingProducer::attach(r.consumer->name().c_str(), &error);
+    _exit(p && !p->claim() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(Ring, ErrorsSayWhatIsWrong) {
+  std::string error;
+  EXPECT_FALSE(RingProducer::attach("/fpscope-test-no-such-ring", &error));
+  EXPECT_NE(error.find("cannot open ring /fpscope-test-no-such-ring"), std::string::npos) << error;
+  EXPECT_FALSE(RingProducer::attach("", &error));
+  EXPECT_NE(error.find("FPSCOPE_RING"), std::string::npos) << error;
+  EXPECT_FALSE(RingConsumer::create(unique_name("bad"), 1000, &error));
+  EXPECT_NE(error.find("power of two"), std::string::npos) << error;
+  auto first = RingConsumer::create(unique_name("dup"), 1024, &error);
+  ASSERT_TRUE(first) << error;
+  EXPECT_FALSE(RingConsumer::create(first->name(), 1024, &error));
+  EXPECT_NE(error.find("cannot create ring"), std::string::npos) << error;
+  Rings r = make_rings(1024);
+  EXPECT_EQ(r.producer->reserve(0), nullptr);
+  EXPECT_EQ(r.producer->reserve(kMaxRecordSlots + 1), nullptr);
+}
+
+}  // namespace
+}  // namespace fpscope
