@@ -1,0 +1,479 @@
+// libfpscope_analysis: the one place where fpscope turns a trace (an SQLite file written by
+// `fpscope run`, schema in collector/schema/trace_schema.sql) into numbers. The command line
+// (`fpscope report|compare|advise|export|query`) and fpscope-gui are thin front ends over this API,
+// so both always show the same values.
+//
+// Usage:
+//   auto trace = fpscope::analysis::Trace::open("runs/fp16.sqlite");   // throws TraceError
+//   RunSummary s = summary(*trace);
+//   NonfiniteReport nf = nonfinite(*trace);
+//
+// Threads: a Trace may be opened on one thread (a background loader, with a progress callback that
+// can cancel) and used on another. Its connection is serialized, so calls from several threads are
+// safe but run one at a time; Trace::interrupt() stops a long call from any thread.
+//
+// Speed: reports read the summary tables that collector/schema/trace_finalize.sql adds when a run
+// ends. When they are absent (a trace still being written, a collector that was killed), open()
+// computes the same tables into temporary tables of its own connection, which scans the trace once.
+//
+// Conventions: times in integer nanoseconds (the traced process's monotonic clock); std::nullopt
+// where the trace has NULL (unknown or not measured), never zero.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace fpscope::analysis {
+
+// [SECTION] Versions and formats ------------------------------------------------------------------
+
+inline constexpr int32_t kApplicationId = 0x46505343;  // "FPSC", PRAGMA application_id
+inline constexpr int kOldestSchemaVersion = 1;         // oldest schema this library reads
+inline constexpr int kNewestSchemaVersion = 1;         // newest schema this library reads
+
+// The narrower formats whose cast outcome a trace counts, in the schema's column order.
+enum class Format { F16 = 0, BF16 = 1, E4M3 = 2, E5M2 = 3 };
+inline constexpr int kFormatCount = 4;
+
+struct FormatLimits {
+  const char* name;          // "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"
+  const char* column;        // column prefix in `tensors`: "f16", "bf16", "e4m3", "e5m2"
+  double max_finite;         // largest finite value
+  double min_normal;         // smallest positive normal value
+  double min_subnormal;      // smallest positive subnormal value
+};
+const FormatLimits& format_limits(Format format);
+
+// The memory categories of the kernel library (table `categories`), in id order.
+inline constexpr int kCategoryCount = 7;
+inline constexpr std::array<const char*, kCategoryCount> kCategoryNames = {
+    "weight", "master_weight", "gradient", "activation", "optimizer_state", "workspace", "data"};
+
+// The trainer's op name ("conv2d", "linear", ...) of a kernel ("conv2d_backward_data"), or "" for
+// kernels that no precision list governs (cast, fill, optimizers, the loss scaler, ...).
+std::string op_of_kernel(std::string_view kernel);
+
+// Every op name the trainer's precision lists accept that its model uses, in model order.
+const std::vector<std::string>& model_op_names();
+
+// [SECTION] Errors ---------------------------------------------------------------------------------
+
+// Why a trace could not be read. Each kind has its own process exit code (docs/cli.md).
+enum class TraceErrorKind {
+  NotFound,      // no such file, or it cannot be read                       exit 3
+  NotSqlite,     // the file is not an SQLite database                       exit 4
+  NotATrace,     // an SQLite database, but not an fpscope trace             exit 5
+  NewerSchema,   // written by a newer fpscope than this one reads          exit 6
+  Corrupt,       // truncated or damaged                                     exit 7
+  Query,         // an SQL statement failed or was refused (query verb)      exit 8
+  Cancelled,     // the progress callback or interrupt() stopped the call   exit 130
+};
+int exit_code_of(TraceErrorKind kind);
+
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(TraceErrorKind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  TraceErrorKind kind() const { return kind_; }
+
+ private:
+  TraceErrorKind kind_;
+};
+
+// [SECTION] Opening a trace ------------------------------------------------------------------------
+
+struct LoadProgress {
+  std::string stage;    // what is being done: "validating", "computing summaries", ...
+  double fraction = 0;  // 0..1 over the whole open, rough
+};
+// Return false to cancel: open() then throws TraceError(Cancelled).
+using ProgressCallback = std::function<bool(const LoadProgress&)>;
+
+struct OpenOptions {
+  ProgressCallback progress;
+  // Compute the summary tables into temporary tables when the trace lacks them. With false, the
+  // report functions still work but run live aggregates over the whole trace each time.
+  bool build_missing_summaries = true;
+};
+
+// How the traced run ended, from meta `end_reason`.
+enum class RunState {
+  Finished,    // the program exited on its own (any exit status)
+  Signalled,   // killed by a signal or stopped by the collector
+  InProgress,  // end_reason 'running': still being written, or its collector died
+  Unknown,     // no end_reason in meta
+};
+const char* run_state_name(RunState state);
+
+// A single cell of a query result.
+using Value = std::variant<std::monostate, int64_t, double, std::string>;
+std::string value_text(const Value& value);  // "" for NULL, shortest round-trip for doubles
+
+struct QueryResult {
+  std::vector<std::string> columns;
+  std::vector<std::vector<Value>> rows;
+  bool truncated = false;  // more rows existed than max_rows
+};
+
+class Trace {
+ public:
+  // Opens read-only and validates: an SQLite file, application_id, a meta table, a schema version
+  // this library reads, the tables and columns the reports need, a file not shorter than its
+  // header says. Throws TraceError with a message that says what is wrong and what to do.
+  static std::unique_ptr<Trace> open(const std::string& path, const OpenOptions& options = {});
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  const std::string& path() const;
+  int schema_version() const;
+  RunState state() const;
+  bool in_progress() const { return state() == RunState::InProgress; }
+  // True when the summary tables were written by trace_finalize.sql (not computed at open).
+  bool summaries_precomputed() const;
+  const std::map<std::string, std::string>& meta() const;
+  std::optional<std::string> meta_value(std::string_view key) const;
+
+  // Runs one read-only SQL statement. Writing statements are refused (TraceError Query), as is
+  // more than one statement. max_rows 0: no limit.
+  QueryResult query(std::string_view sql, std::size_t max_rows = 0) const;
+
+  // Stops the call running on another thread; it throws TraceError(Cancelled).
+  void interrupt() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Trace(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// [SECTION] Summary --------------------------------------------------------------------------------
+
+struct RunSummary {
+  std::string path;
+  int schema_version = 0;
+  std::string command;                                       // meta `command`
+  std::vector<std::pair<std::string, std::string>> config;   // meta config.*, prefix removed
+  std::string precision;                                     // config.precision, "" if absent
+  RunState state = RunState::Unknown;
+  std::string end_reason;                                    // meta end_reason verbatim
+  std::optional<int64_t> exit_status;                        // meta exit_status
+  std::optional<int64_t> signal;                             // meta signal
+  int64_t steps = 0;                                         // distinct step ranges
+  std::optional<int64_t> first_step, last_step;
+  std::optional<int64_t> start_ns, end_ns;                   // first and last event
+  int64_t kernels = 0, sampled_kernels = 0, tensors = 0, nonfinite_tensors = 0;
+  int64_t memory_events = 0;
+  std::optional<double> final_loss;                          // last non-NULL 'loss' scalar
+  std::optional<int64_t> final_loss_step;
+  std::optional<double> final_train_accuracy;                // last 'train_accuracy'
+  std::optional<double> test_accuracy;                       // last 'test_accuracy'
+};
+RunSummary summary(const Trace& trace);
+
+// [SECTION] Non-finite values ----------------------------------------------------------------------
+
+struct NonfiniteEvent {
+  int64_t kernel_id = 0;   // launch sequence number
+  int64_t tensor_id = 0;
+  std::string kernel, op;  // op: op_of_kernel(kernel)
+  std::optional<std::string> layer, phase;
+  std::optional<int64_t> step;
+  std::string tensor;      // tensor name
+  std::string dtype;
+  std::string shape;       // JSON array text
+  std::string kind;        // of the first one: "nan", "+inf", "-inf"
+  int64_t first_index = 0; // flat, row-major
+  int64_t first_bits = 0;
+  bool origin = false;     // all inputs finite: this kernel made it
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // in the whole tensor
+  int64_t start_ns = 0;
+};
+
+struct NonfiniteByKernel {
+  std::string kernel, op;
+  std::optional<std::string> layer;
+  int64_t tensors = 0;     // output tensors holding NaN/Inf
+  int64_t origins = 0;     // of which this kernel made the first
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // values
+  std::optional<int64_t> first_step;
+  int64_t first_kernel_id = 0;
+};
+
+struct NonfiniteReport {
+  std::optional<NonfiniteEvent> first_origin;
+  // How the first origin spread, in launch order: each launch that received a tainted tensor (by
+  // tensor id when the trace has them, otherwise every later non-finite output of the same step)
+  // and passed NaN/Inf on. Capped at max_chain entries.
+  std::vector<NonfiniteEvent> propagation;
+  bool propagation_truncated = false;
+  std::vector<NonfiniteByKernel> by_kernel;  // most values first
+  int64_t tensors = 0, origins = 0;
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // values over all output tensors
+  std::optional<int64_t> first_step;          // step of the first non-finite output
+};
+NonfiniteReport nonfinite(const Trace& trace, std::size_t max_chain = 64);
+
+// [SECTION] Value ranges ---------------------------------------------------------------------------
+
+struct FormatOutcome {
+  bool measured = false;   // false when the trace has --stats basic (NULL columns)
+  int64_t overflow = 0, underflow = 0, subnormal = 0, near_max = 0;  // values
+  double overflow_share = 0, underflow_share = 0, subnormal_share = 0, near_max_share = 0;
+};
+
+enum class RangeGrouping { LayerKernel, Layer, Kernel, Op };
+enum class RoleFilter { Outputs, Inputs, Both };
+
+struct RangeRow {
+  std::string kernel;                // "" when grouped by layer only
+  std::string op;                    // op_of_kernel, or the op when grouped by op
+  std::optional<std::string> layer;  // nullopt: outside any layer range (or grouped by kernel)
+  std::string role;                  // "out", "in" or "both"
+  int64_t tensors = 0, elements = 0;
+  int64_t nan = 0, inf = 0, zero = 0;
+  std::optional<double> absmax, min_nonzero;
+  std::optional<int> absmax_exponent;        // floor(log2(absmax))
+  std::optional<double> headroom_f16_log2;   // log2(65504 / absmax); < 0 overflows
+  std::optional<double> headroom_bf16_log2;  // log2(bf16 max / absmax)
+  std::optional<double> footroom_f16_log2;   // log2(min_nonzero / 2^-24); < 0 flushes to zero
+  std::array<FormatOutcome, kFormatCount> formats;
+};
+std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping = RangeGrouping::LayerKernel,
+                             RoleFilter roles = RoleFilter::Outputs);
+
+// Range of each layer at each step, for heat maps: output tensors, every phase.
+struct LayerStepCell {
+  std::string layer;
+  int64_t step = 0;
+  std::optional<double> absmax, min_nonzero;
+  int64_t nonfinite = 0;
+};
+std::vector<LayerStepCell> layer_step_ranges(const Trace& trace);
+
+// [SECTION] Steps and loss scale -------------------------------------------------------------------
+
+struct StepRow {
+  int64_t step = 0;
+  std::optional<int64_t> start_ns, end_ns;
+  std::optional<double> loss, train_accuracy, lr;
+  std::optional<double> loss_scale;    // scale in force during the step
+  bool skipped = false;                // the optimizer step was skipped
+  int64_t nan_values = 0, inf_values = 0;
+};
+std::vector<StepRow> steps(const Trace& trace);
+
+struct LossScaleEvent {
+  int64_t kernel_id = 0;
+  int64_t t_ns = 0;
+  std::optional<int64_t> step;
+  double scale_before = 0, scale_after = 0;
+  bool found_inf = false, skipped = false;
+  std::string event;  // "growth", "backoff", "unchanged"
+  int64_t growth_tracker = 0;
+};
+
+struct LossScaleReport {
+  bool used = false;                     // any amp_update_scale launch
+  std::vector<LossScaleEvent> events;    // in time order
+  int64_t updates = 0, skipped_steps = 0, growths = 0, backoffs = 0;
+  std::vector<int64_t> skipped_step_numbers;
+  std::optional<double> initial_scale, final_scale, min_scale, max_scale;
+};
+LossScaleReport loss_scale(const Trace& trace);
+
+// [SECTION] Memory ---------------------------------------------------------------------------------
+
+// Allocations grouped by (name, category, bytes): an activation allocated every step is one row.
+struct Allocation {
+  std::string name, category;
+  int64_t bytes = 0;            // of one allocation
+  int64_t count = 0;            // times allocated
+  int64_t first_alloc_id = 0;
+  int64_t first_alloc_ns = 0;
+  std::optional<int64_t> first_step;
+};
+
+struct CategoryMemory {
+  std::string category;
+  int64_t at_peak = 0;        // live bytes at the moment total live bytes peaked
+  int64_t max_live = 0;       // the category's own peak
+  int64_t allocated = 0;      // sum over all allocations
+  int64_t allocations = 0;
+};
+
+struct MemoryReport {
+  int64_t peak_bytes = 0;                 // total live bytes at the peak (first moment)
+  std::optional<int64_t> peak_ns, peak_step;
+  std::array<CategoryMemory, kCategoryCount> by_category;  // in kCategoryNames order
+  std::vector<Allocation> largest;        // by bytes, then first allocation
+  int64_t live_at_end = 0;
+  int64_t events = 0;
+};
+MemoryReport memory(const Trace& trace, std::size_t largest = 10);
+
+// Live bytes over time: one point after each event, thinned to at most max_points (0: all) while
+// keeping the peak.
+struct MemoryPoint {
+  int64_t t_ns = 0;
+  std::optional<int64_t> step;
+  int64_t total = 0;
+  std::array<int64_t, kCategoryCount> by_category{};
+};
+std::vector<MemoryPoint> memory_timeline(const Trace& trace, std::size_t max_points = 0);
+
+// [SECTION] Timeline -------------------------------------------------------------------------------
+
+struct KernelSpan {
+  int64_t id = 0, start_ns = 0, end_ns = 0;
+  std::string kernel;
+  std::optional<std::string> layer, phase;
+  std::optional<int64_t> step;
+  int64_t thread = 0;
+  int device = 0, status = 0;
+  bool sampled = false;
+  bool nonfinite = false;  // one of its outputs holds NaN/Inf
+};
+
+struct RangeSpan {
+  int64_t id = 0, start_ns = 0;
+  std::optional<int64_t> end_ns;  // nullopt: never closed
+  int64_t thread = 0;
+  int depth = 0;
+  std::string kind, name;
+  std::optional<std::string> domain;
+  std::optional<int64_t> step;
+};
+
+struct TimelineWindow {
+  int64_t t0 = 0, t1 = 0;
+  std::vector<KernelSpan> kernels;  // overlapping [t0, t1), by start
+  std::vector<RangeSpan> ranges;    // overlapping [t0, t1), by start
+  bool truncated = false;           // more than max_kernels kernels overlapped
+};
+// The time span of the whole trace (first to last event); nullopt for an empty trace.
+std::optional<std::pair<int64_t, int64_t>> time_bounds(const Trace& trace);
+TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t max_kernels = 100000);
+
+// [SECTION] Tensors --------------------------------------------------------------------------------
+
+struct TensorRecord {
+  int64_t id = 0, kernel_id = 0;
+  std::string role;  // "in", "out"
+  int slot = 0;
+  std::optional<int64_t> tensor_uid;
+  std::string name, dtype, shape;
+  int64_t count = 0, nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
+  std::optional<double> min, max, absmax, min_nonzero, mean, rms;
+  std::array<FormatOutcome, kFormatCount> formats;
+};
+std::vector<TensorRecord> tensors_of_kernel(const Trace& trace, int64_t kernel_id);
+
+struct ExponentHistogram {
+  int64_t tensor_id = 0;
+  std::string tensor, kernel, dtype;
+  bool measured = false;                       // false: the trace has no histogram (--stats basic)
+  std::vector<std::pair<int, int64_t>> bins;   // (e, count): 2^e <= |x| < 2^(e+1), ascending e
+  int64_t zero = 0, nan = 0, inf = 0;
+};
+ExponentHistogram exponent_histogram(const Trace& trace, int64_t tensor_id);  // throws if no such tensor
+
+// [SECTION] Comparing two runs ---------------------------------------------------------------------
+
+struct CompareOptions {
+  double loss_tolerance = 0.05;  // relative: |a-b| / max(|a|,|b|)
+  int exponent_shift = 1;        // a layer moved when its absmax exponent changed by at least this
+};
+
+struct MemoryDelta {
+  std::string category;             // a category name, or "peak" for the total
+  int64_t a = 0, b = 0;
+  std::optional<double> reduction_pct;  // (a - b) / a * 100; nullopt when a is 0
+};
+
+struct LossPoint {
+  int64_t step = 0;
+  std::optional<double> a, b;
+  std::optional<double> relative_difference;
+};
+
+struct LayerShift {
+  std::string layer;
+  std::optional<double> a_absmax, b_absmax;
+  std::optional<int> a_exponent, b_exponent;
+  std::optional<int> shift;  // b_exponent - a_exponent
+  bool moved = false;
+};
+
+struct RunEvent {
+  std::string kind;              // "nonfinite", "skipped_step", "backoff"
+  std::optional<int64_t> step;
+  std::string detail;            // kernel/layer, scale, ...
+};
+
+struct Comparison {
+  RunSummary a, b;                       // a: source, b: target
+  std::vector<MemoryDelta> memory;       // "peak" first, then each category at its run's peak
+  std::vector<MemoryDelta> memory_max_live;  // each category's own maximum
+  std::optional<double> accuracy_delta;  // b - a, test accuracy if both have it, else train
+  std::optional<double> final_loss_delta;
+  double loss_tolerance = 0;
+  std::vector<LossPoint> loss_curve;     // steps present in both runs, ascending
+  int64_t a_steps = 0, b_steps = 0;
+  std::optional<int64_t> first_divergent_step;
+  std::vector<LayerShift> layers;        // every layer of either run
+  std::vector<RunEvent> only_in_a, only_in_b;  // matched on (kind, step)
+};
+Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options = {});
+
+// [SECTION] Advice ---------------------------------------------------------------------------------
+
+enum class OpPlacement { Fp32, LowPrecision };
+
+struct OpAdvice {
+  std::string op;
+  OpPlacement placement = OpPlacement::LowPrecision;
+  std::string reason;   // one line, for the comment in the list file
+  bool observed = false;  // the trace has outputs of this op
+  std::optional<double> absmax, min_nonzero;
+  int64_t nonfinite_origins = 0;
+};
+
+struct LossScaleAdvice {
+  bool needed = false;
+  std::optional<double> initial_scale;   // a power of two
+  bool dynamic = true;
+  std::string reason;
+};
+
+struct AdviceOptions {
+  Format target = Format::F16;   // the 16-bit format of the low-precision list
+  double underflow_share = 0.01; // more of an op's values flushed to zero than this: keep fp32
+  double headroom_log2 = 1.0;    // fewer than this many powers of two below max_finite: keep fp32
+};
+
+struct Advice {
+  Format target = Format::F16;
+  std::vector<OpAdvice> ops;             // model_op_names() order
+  LossScaleAdvice loss_scale;
+  std::vector<std::string> mptrain_flags;  // suggested flags, list files named as written
+};
+Advice advise(const Trace& trace, const AdviceOptions& options = {});
+
+// The op list files: one op a line, its reason as a comment. fp32_ops lists OpPlacement::Fp32.
+std::string fp32_ops_file_text(const Advice& advice);
+std::string low_precision_ops_file_text(const Advice& advice);
+
+}  // namespace fpscope::analysis
