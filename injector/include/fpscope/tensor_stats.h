@@ -41,9 +41,11 @@ struct TensorStats {
   uint64_t count = 0;
   uint64_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
   // Over finite values; NaN when there is none (min_nonzero: no finite nonzero value).
+  // min/max order -0 below +0 (IEEE totalOrder); mean and rms are accumulated in double with the
+  // error bound given in docs/statistics.md.
   double min, max, absmax, min_nonzero, mean, rms;
   int64_t first_nonfinite = -1;     // flat index of the first NaN/Inf, -1 if none
-  uint32_t first_nonfinite_bits = 0;
+  uint32_t first_nonfinite_bits = 0;  // its raw bits (fp16/bf16: zero-extended 16 bits)
   // Full level only (zero otherwise):
   std::array<CastCounts, kCastFormatCount> cast{};
   // hist[e - kHistMinExponent] counts finite nonzero x with 2^e <= |x| < 2^(e+1).
@@ -52,7 +54,8 @@ struct TensorStats {
   uint64_t nonfinite() const { return nan + pos_inf + neg_inf; }
 };
 
-// Measures `n` elements at `data`. Thread-safe; allocates nothing.
+// Measures `n` elements at `data` (any alignment). Thread-safe; allocates nothing. Picks the
+// fastest kernel the CPU supports (AVX-512, AVX2 or portable); every kernel gives the same counts.
 void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
                    TensorStats* out);
 

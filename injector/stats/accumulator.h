@@ -1,0 +1,120 @@
+// The running state of one compute_stats() call, shared by the scalar and the vector kernels.
+//
+// Kernels add elements (or whole vectors' worth of partial results) to an Accumulator; finalize()
+// turns it into TensorStats. Extremes are kept as exact integer keys of the source format (no
+// rounding, deterministic sign of zero), sums as double-double pairs, cast outcomes as cumulative
+// counts of |x| bits >= each threshold of formats.h.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "formats.h"
+#include "fpscope/tensor_stats.h"
+
+namespace fpscope::stats {
+
+// A sum kept as hi + lo, hi + lo exact up to the rounding of lo (Knuth's TwoSum per addition).
+struct CompensatedSum {
+  double hi = 0.0, lo = 0.0;
+  void add(double x) {
+    const double s = hi + x;
+    const double bp = s - hi;
+    const double err = (hi - (s - bp)) + (x - bp);
+    hi = s;
+    lo += err;
+  }
+  double value() const { return hi + lo; }
+};
+
+// Total-order key of a float's bits: an int32 that orders like the value, with -0 < +0.
+// The transform flips the magnitude bits of negative values; it is its own inverse.
+template <typename Bits>
+inline int32_t order_key(Bits b) {
+  if constexpr (sizeof(Bits) == 4) {
+    const int32_t s = int32_t(b);
+    return s ^ int32_t(uint32_t(s >> 31) >> 1);
+  } else {
+    const int16_t s = int16_t(b);
+    return int32_t(int16_t(s ^ int16_t(uint16_t(s >> 15) >> 1)));
+  }
+}
+
+// Index into TensorStats::hist of finite nonzero magnitude bits `a`: floor(log2|x|) - (-149).
+inline int hist_index(const SourceLayout& s, uint32_t a) {
+  const int mant_bits = s.format.mantissa_bits;
+  const int field = int(a >> mant_bits);
+  if (field != 0) return field - s.format.bias - kHistMinExponent;
+  const int top_bit = 31 - __builtin_clz(a);  // a != 0
+  return top_bit + (1 - s.format.bias - mant_bits) - kHistMinExponent;
+}
+
+struct Accumulator {
+  uint64_t count = 0;
+  uint64_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
+  int32_t min_key = INT32_MAX, max_key = INT32_MIN;  // finite values only
+  uint32_t min_nonzero_abs = UINT32_MAX;             // finite nonzero values only
+  CompensatedSum sum, sum_squares;                   // finite values only
+  int64_t first_nonfinite = -1;
+  uint32_t first_nonfinite_bits = 0;
+  std::array<uint64_t, kMaxThresholds> at_least{};   // Full: finite |x| bits >= threshold
+  std::array<uint64_t, kHistBins> hist{};            // Full only
+
+  // Folds the extremes of a batch (already reduced by a kernel) into this accumulator.
+  void merge_extremes(int32_t batch_min_key, int32_t batch_max_key, uint32_t batch_min_nz) {
+    if (batch_min_key < min_key) min_key = batch_min_key;
+    if (batch_max_key > max_key) max_key = batch_max_key;
+    if (batch_min_nz < min_nonzero_abs) min_nonzero_abs = batch_min_nz;
+  }
+};
+
+// Adds element `i` with bits `b` of a tensor in layout `S`. Used by the scalar kernel for every
+// element and by the vector kernels for tails and for vectors holding a NaN or an Inf.
+template <const SourceLayout& S, const ThresholdTable& T, typename Bits>
+inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, bool full) {
+  const uint32_t a = uint32_t(b) & S.abs_mask;
+  if (a >= S.inf_abs) {
+    if (a > S.inf_abs) ++acc.nan;
+    else if (a == uint32_t(b)) ++acc.pos_inf;
+    else ++acc.neg_inf;
+    if (acc.first_nonfinite < 0) {
+      acc.first_nonfinite = index;
+      acc.first_nonfinite_bits = uint32_t(b);
+    }
+    return;
+  }
+  const int32_t key = order_key(b);
+  if (key < acc.min_key) acc.min_key = key;
+  if (key > acc.max_key) acc.max_key = key;
+  acc.sum.add(value);
+  acc.sum_squares.add(value * value);  // exact: a square of a float fits a double
+  if (a == 0) {
+    ++acc.zero;
+    return;
+  }
+  if (a < acc.min_nonzero_abs) acc.min_nonzero_abs = a;
+  if (a < S.min_normal_abs) ++acc.subnormal;
+  if (!full) return;
+  ++acc.hist[hist_index(S, a)];
+  for (int t = 0; t < T.count; ++t) acc.at_least[t] += a >= T.value[t];
+}
+
+// Exact value of a source element's bits.
+inline double bits_to_double(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline double f16_bits_to_double(uint16_t b) {
+  const uint32_t a = b & 0x7FFFu;
+  const double mag = (a >= 0x7C00u) ? (a == 0x7C00u ? INFINITY : NAN) : kLayoutF16.magnitude(a);
+  return (b & 0x8000u) ? -mag : mag;
+}
+inline double bf16_bits_to_double(uint16_t b) { return bits_to_double(uint32_t(b) << 16); }
+
+// Fills `out` from a finished accumulator of a tensor in layout `S` with thresholds `T`.
+void finalize(const Accumulator& acc, ElementType type, StatsLevel level, TensorStats* out);
+
+}  // namespace fpscope::stats

@@ -1,0 +1,120 @@
+// compute_stats(): picks the fastest kernel this CPU supports, runs it over the array and turns
+// the accumulated state into TensorStats (decoding extremes, deriving cast outcomes from the
+// cumulative threshold counts, dividing the sums).
+#include <cmath>
+
+#include "kernels.h"
+
+namespace fpscope::stats {
+namespace {
+
+const SourceLayout& layout_of(ElementType type) {
+  switch (type) {
+    case ElementType::F16: return kLayoutF16;
+    case ElementType::BF16: return kLayoutBF16;
+    case ElementType::F32: break;
+  }
+  return kLayoutF32;
+}
+
+const ThresholdTable& thresholds_of(ElementType type) {
+  switch (type) {
+    case ElementType::F16: return kThresholdsF16;
+    case ElementType::BF16: return kThresholdsBF16;
+    case ElementType::F32: break;
+  }
+  return kThresholdsF32;
+}
+
+// The value whose total-order key is `key` (order_key() is its own inverse).
+double key_to_double(ElementType type, int32_t key) {
+  if (type == ElementType::F32) return bits_to_double(uint32_t(order_key(uint32_t(key))));
+  const auto bits = uint16_t(order_key(uint16_t(key)));
+  return type == ElementType::F16 ? f16_bits_to_double(bits) : bf16_bits_to_double(bits);
+}
+
+// Finite source values whose magnitude reaches threshold reference `ref` (formats.h).
+uint64_t reaching(const Accumulator& acc, int8_t ref, uint64_t finite_nonzero) {
+  if (ref == kNoneReach) return 0;
+  if (ref == kAllNonzeroReach) return finite_nonzero;
+  return acc.at_least[ref];
+}
+
+void fill_cast_counts(const Accumulator& acc, const ThresholdTable& t, TensorStats* out) {
+  const uint64_t finite_nonzero = out->count - out->nonfinite() - out->zero;
+  for (int f = 0; f < kCastFormatCount; ++f) {
+    const CastRefs& r = t.refs[f];
+    const uint64_t overflow = reaching(acc, r.overflow, finite_nonzero);
+    const uint64_t near_max = reaching(acc, r.near_max, finite_nonzero);
+    const uint64_t nonzero = reaching(acc, r.nonzero, finite_nonzero);
+    const uint64_t normal = reaching(acc, r.normal, finite_nonzero);
+    out->cast[f] = CastCounts{overflow, finite_nonzero - nonzero, nonzero - normal,
+                              near_max - overflow};
+  }
+}
+
+}  // namespace
+
+void finalize(const Accumulator& acc, ElementType type, StatsLevel level, TensorStats* out) {
+  *out = TensorStats{};
+  out->count = acc.count;
+  out->nan = acc.nan;
+  out->pos_inf = acc.pos_inf;
+  out->neg_inf = acc.neg_inf;
+  out->zero = acc.zero;
+  out->subnormal = acc.subnormal;
+  out->first_nonfinite = acc.first_nonfinite;
+  out->first_nonfinite_bits = acc.first_nonfinite_bits;
+
+  const uint64_t finite = acc.count - out->nonfinite();
+  if (finite == 0) {
+    out->min = out->max = out->absmax = out->mean = out->rms = NAN;
+  } else {
+    out->min = key_to_double(type, acc.min_key);
+    out->max = key_to_double(type, acc.max_key);
+    out->absmax = std::fmax(std::fabs(out->min), std::fabs(out->max));
+    out->mean = acc.sum.value() / double(finite);
+    out->rms = std::sqrt(acc.sum_squares.value() / double(finite));
+  }
+  const SourceLayout& s = layout_of(type);
+  out->min_nonzero = acc.min_nonzero_abs < s.inf_abs ? s.magnitude(acc.min_nonzero_abs) : NAN;
+
+  if (level == StatsLevel::Full) {
+    out->hist = acc.hist;
+    fill_cast_counts(acc, thresholds_of(type), out);
+  }
+}
+
+bool kernel_supported(Kernel k) { return k == Kernel::Scalar; }
+
+Kernel best_kernel() { return Kernel::Scalar; }
+
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::Scalar: return "scalar";
+  }
+  return "?";
+}
+
+void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
+                        StatsLevel level, TensorStats* out) {
+  Accumulator acc;
+  acc.count = n;
+  if (n != 0) {
+    switch (k) {
+      case Kernel::Scalar: scan_scalar(data, type, n, level, acc); break;
+    }
+  }
+  finalize(acc, type, level, out);
+}
+
+}  // namespace fpscope::stats
+
+namespace fpscope {
+
+void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
+                   TensorStats* out) {
+  stats::compute_stats_with(stats::best_kernel(), data, type, n, level, out);
+}
+
+}  // namespace fpscope

@@ -1,0 +1,175 @@
+// Bit layouts of the element and cast formats, and the cast thresholds derived from them.
+//
+// Everything here is constexpr: the boundaries at which a round-to-nearest-even cast overflows,
+// flushes to zero or lands subnormal are computed from each format's parameters (exponent width,
+// mantissa width, bias, largest finite value), then translated into the abs-bit patterns of each
+// source format, so that every count becomes one unsigned compare `abs_bits >= threshold`.
+// docs/statistics.md explains the derivation; the tests check the results against an independent
+// rounding reference.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "fpscope/tensor_stats.h"
+
+namespace fpscope::stats {
+
+// 2^e as a double, exact for the range used here; constexpr unlike std::ldexp.
+constexpr double pow2(int e) {
+  double r = 1.0;
+  for (; e > 0; --e) r *= 2.0;
+  for (; e < 0; ++e) r *= 0.5;
+  return r;
+}
+
+// A binary floating-point format. `max_finite_mantissa` is the mantissa field of the largest
+// finite value at the top exponent field `max_finite_field` (E4M3FN keeps field 15, mantissa 111
+// for NaN, so its largest value is field 15, mantissa 110 = 448).
+struct FloatFormat {
+  int exponent_bits;
+  int mantissa_bits;
+  int bias;
+  int max_finite_field;
+  uint32_t max_finite_mantissa;
+
+  constexpr double min_subnormal() const { return pow2(1 - bias - mantissa_bits); }
+  constexpr double min_normal() const { return pow2(1 - bias); }
+  constexpr double max_finite() const {
+    return (1.0 + double(max_finite_mantissa) * pow2(-mantissa_bits)) *
+           pow2(max_finite_field - bias);
+  }
+  // Distance between max_finite and the next value the format would have with unbounded exponent.
+  constexpr double top_ulp() const { return pow2(max_finite_field - bias - mantissa_bits); }
+};
+
+inline constexpr FloatFormat kF32{8, 23, 127, 254, 0x7FFFFF};
+inline constexpr FloatFormat kF16{5, 10, 15, 30, 0x3FF};
+inline constexpr FloatFormat kBF16{8, 7, 127, 254, 0x7F};
+inline constexpr FloatFormat kE4M3{4, 3, 7, 15, 0x6};
+inline constexpr FloatFormat kE5M2{5, 2, 15, 30, 0x3};
+
+constexpr const FloatFormat& cast_format(int f) {
+  return f == 0 ? kF16 : f == 1 ? kBF16 : f == 2 ? kE4M3 : kE5M2;  // CastFormat order
+}
+
+// A magnitude bound: |x| >= value (inclusive) or |x| > value (exclusive).
+struct Bound {
+  double value;
+  bool inclusive;
+};
+
+// The four bounds that split finite |x| into the cast outcomes of format `f` (see statistics.md):
+//   overflow   iff |x| reaches `overflow`   (beyond max_finite + top_ulp/2; the tie goes to the
+//                                            even neighbour, beyond max_finite iff its mantissa is odd)
+//   near_max   iff |x| reaches `near_max` and not `overflow`
+//   nonzero    iff |x| reaches `nonzero`    (above min_subnormal/2; the tie rounds to even zero)
+//   normal     iff |x| reaches `normal`     (the tie between the largest subnormal, odd, and the
+//                                            smallest normal, even, goes to the normal)
+struct CastBounds {
+  Bound overflow, near_max, nonzero, normal;
+};
+
+constexpr CastBounds cast_bounds(const FloatFormat& f) {
+  const bool max_is_odd = (f.max_finite_mantissa & 1u) != 0;
+  return CastBounds{
+      Bound{f.max_finite() + f.top_ulp() / 2, max_is_odd},
+      Bound{f.max_finite() / 2, true},
+      Bound{f.min_subnormal() / 2, false},
+      Bound{f.min_normal() - f.min_subnormal() / 2, true},
+  };
+}
+
+// How a source format's magnitude bits are laid out.
+struct SourceLayout {
+  FloatFormat format;
+  uint32_t abs_mask;  // all bits but the sign
+  uint32_t inf_abs;   // abs bits of infinity; every abs at or above it is Inf or NaN
+  uint32_t min_normal_abs;
+
+  // The exact value of finite magnitude bits `a`.
+  constexpr double magnitude(uint32_t a) const {
+    const uint32_t field = a >> format.mantissa_bits;
+    const uint32_t mant = a & ((1u << format.mantissa_bits) - 1);
+    if (field == 0) return double(mant) * format.min_subnormal();
+    return double((1u << format.mantissa_bits) + mant) *
+           pow2(int(field) - format.bias - format.mantissa_bits);
+  }
+  // The smallest finite magnitude bits that satisfy `b`, or inf_abs when none does.
+  constexpr uint32_t first_reaching(Bound b) const {
+    uint32_t lo = 0, hi = inf_abs;  // answer in [lo, hi]
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      const double v = magnitude(mid);
+      const bool reaches = b.inclusive ? v >= b.value : v > b.value;
+      if (reaches) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+  }
+};
+
+constexpr SourceLayout make_layout(const FloatFormat& f) {
+  const int width = 1 + f.exponent_bits + f.mantissa_bits;
+  const uint32_t abs_mask = (width == 32) ? 0x7FFFFFFFu : ((1u << (width - 1)) - 1);
+  const uint32_t inf_abs = ((1u << f.exponent_bits) - 1) << f.mantissa_bits;
+  return SourceLayout{f, abs_mask, inf_abs, 1u << f.mantissa_bits};
+}
+
+inline constexpr SourceLayout kLayoutF32 = make_layout(kF32);
+inline constexpr SourceLayout kLayoutF16 = make_layout(kF16);
+inline constexpr SourceLayout kLayoutBF16 = make_layout(kBF16);
+
+// Cast thresholds of one source format, deduplicated. For each cast format, each bound either is
+// an index into `value` (count of finite |x| bits >= value[i]), or one of two trivial cases that
+// need no compare: kNoneReach (no finite source value reaches it) and kAllNonzeroReach (every
+// finite nonzero source value does).
+inline constexpr int kMaxThresholds = 16;
+inline constexpr int8_t kNoneReach = -1;
+inline constexpr int8_t kAllNonzeroReach = -2;
+
+struct CastRefs {
+  int8_t overflow, near_max, nonzero, normal;
+};
+
+struct ThresholdTable {
+  int count = 0;
+  std::array<uint32_t, kMaxThresholds> value{};
+  std::array<CastRefs, kCastFormatCount> refs{};
+
+  constexpr int8_t add(const SourceLayout& s, Bound b) {
+    const uint32_t t = s.first_reaching(b);
+    if (t >= s.inf_abs) return kNoneReach;
+    if (t <= 1) return kAllNonzeroReach;
+    for (int i = 0; i < count; ++i)
+      if (value[i] == t) return int8_t(i);
+    value[count] = t;
+    return int8_t(count++);
+  }
+};
+
+constexpr ThresholdTable make_thresholds(const SourceLayout& s) {
+  ThresholdTable t;
+  for (int f = 0; f < kCastFormatCount; ++f) {
+    const CastBounds b = cast_bounds(cast_format(f));
+    t.refs[f].overflow = t.add(s, b.overflow);
+    t.refs[f].near_max = t.add(s, b.near_max);
+    t.refs[f].nonzero = t.add(s, b.nonzero);
+    t.refs[f].normal = t.add(s, b.normal);
+  }
+  return t;
+}
+
+inline constexpr ThresholdTable kThresholdsF32 = make_thresholds(kLayoutF32);
+inline constexpr ThresholdTable kThresholdsF16 = make_thresholds(kLayoutF16);
+inline constexpr ThresholdTable kThresholdsBF16 = make_thresholds(kLayoutBF16);
+
+// The boundaries spelled out in docs/statistics.md, checked at compile time.
+static_assert(kThresholdsF32.value[kThresholdsF32.refs[0].overflow] == 0x477FF000u);  // 65520
+static_assert(kThresholdsF32.value[kThresholdsF32.refs[0].nonzero] == 0x33000001u);   // > 2^-25
+static_assert(kThresholdsF32.value[kThresholdsF32.refs[2].overflow] == 0x43E80001u);  // > 464
+static_assert(kThresholdsF32.value[kThresholdsF32.refs[3].overflow] == 0x47700000u);  // 61440
+static_assert(kThresholdsF32.value[kThresholdsF32.refs[1].overflow] == 0x7F7F8000u);
+static_assert(kThresholdsF16.refs[1].overflow == kNoneReach);
+static_assert(kThresholdsF16.refs[1].nonzero == kAllNonzeroReach);
+
+}  // namespace fpscope::stats

@@ -1,0 +1,31 @@
+// The statistics kernels and how one is chosen. Internal to fpscope_stats; the tests and the
+// benchmark include it to run one kernel explicitly and to compare kernels with one another.
+//
+// Every kernel scans the whole array into an Accumulator and must give exactly the same counts,
+// extremes, histogram and cast counts as the scalar kernel; sums may differ in rounding only
+// within the bound stated in docs/statistics.md.
+#pragma once
+
+#include <cstddef>
+
+#include "accumulator.h"
+#include "fpscope/tensor_stats.h"
+
+namespace fpscope::stats {
+
+enum class Kernel { Scalar };
+
+void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel level,
+                 Accumulator& acc);
+
+// Whether this CPU can run `k` (the scalar kernel always can).
+bool kernel_supported(Kernel k);
+// The fastest kernel this CPU runs; compute_stats() uses it.
+Kernel best_kernel();
+const char* kernel_name(Kernel k);
+
+// compute_stats() with a chosen kernel; `k` must be supported.
+void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
+                        StatsLevel level, TensorStats* out);
+
+}  // namespace fpscope::stats
