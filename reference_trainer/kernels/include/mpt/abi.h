@@ -120,6 +120,11 @@ MPT_API void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const ch
 /* Frees what mpt_alloc() returned. NULL is ignored. */
 MPT_API void mpt_free(void* ptr, int32_t device);
 
+/* Sets how many threads the CPU kernels use: OpenBLAS's and the library's own pool. n <= 0 means
+ * one per hardware thread (the default, or MPT_NUM_THREADS when set). Results are deterministic for
+ * a given thread count. */
+MPT_API void mpt_set_num_threads(int n);
+
 /* Reports a value of the program's own: "loss" and "train_accuracy" once a step, "test_accuracy"
  * at the end, "lr". `step` is the optimizer step it belongs to, or -1. The library does nothing
  * with it; a tool records it. */

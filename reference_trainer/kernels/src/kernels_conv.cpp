@@ -1,0 +1,146 @@
+// 2-D convolution, NCHW, square stride and zero padding, through im2col and a matrix product:
+// forward y[n] = w[K,CRS] x col(x[n])[CRS,PQ] + b; backward data scatters w^T x dy[n] back with
+// col2im; backward weight sums dy[n] x col(x[n])^T over the batch. With partials_fp16 every
+// addition of a running sum (products, window overlaps in col2im, batch terms, bias gradient)
+// is rounded to fp16, in the order the loops below visit them.
+#include <vector>
+
+#include "gemm.h"
+#include "kernels.h"
+#include "mpt/numerics.h"
+
+namespace mpt::kernels {
+namespace {
+
+struct ConvGeometry {
+  int64_t n, c, h, w;   // input
+  int64_t k, r, s;      // filters
+  int64_t p, q;         // output plane
+  int64_t stride, pad;
+  int64_t crs() const { return c * r * s; }
+  int64_t pq() const { return p * q; }
+};
+
+ConvGeometry geometry(const Launch& l, const TensorArg& x, const TensorArg& w) {
+  ConvGeometry g{};
+  g.stride = l.integer("stride", 1);
+  g.pad = l.integer("padding", 0);
+  l.expect_shape(x, {-1, -1, -1, -1}, "[N,C,H,W]");
+  l.expect_shape(w, {-1, x.dim(1), -1, -1}, "[K,C,R,S]");
+  g.n = x.dim(0); g.c = x.dim(1); g.h = x.dim(2); g.w = x.dim(3);
+  g.k = w.dim(0); g.r = w.dim(2); g.s = w.dim(3);
+  if (g.h + 2 * g.pad < g.r || g.w + 2 * g.pad < g.s)
+    l.fail(w.label + ": filter " + shape_text(*w) + " is larger than the padded input " + shape_text(*x));
+  g.p = (g.h + 2 * g.pad - g.r) / g.stride + 1;
+  g.q = (g.w + 2 * g.pad - g.s) / g.stride + 1;
+  return g;
+}
+
+// col[(c,r,s), (p,q)] = x[c, p*stride - pad + r, q*stride - pad + s], 0 outside the image.
+void im2col(const ConvGeometry& g, const float* image, float* col) {
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t r = 0; r < g.r; ++r)
+      for (int64_t s = 0; s < g.s; ++s) {
+        float* row = col + ((c * g.r + r) * g.s + s) * g.pq();
+        for (int64_t p = 0; p < g.p; ++p) {
+          int64_t y = p * g.stride - g.pad + r;
+          for (int64_t q = 0; q < g.q; ++q) {
+            int64_t x = q * g.stride - g.pad + s;
+            bool inside = y >= 0 && y < g.h && x >= 0 && x < g.w;
+            row[p * g.q + q] = inside ? image[(c * g.h + y) * g.w + x] : 0.0f;
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: image (zeroed by the caller) += the col entries that came from it.
+void col2im(const ConvGeometry& g, const float* col, float* image, bool partials_fp16) {
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t r = 0; r < g.r; ++r)
+      for (int64_t s = 0; s < g.s; ++s) {
+        const float* row = col + ((c * g.r + r) * g.s + s) * g.pq();
+        for (int64_t p = 0; p < g.p; ++p) {
+          int64_t y = p * g.stride - g.pad + r;
+          if (y < 0 || y >= g.h) continue;
+          for (int64_t q = 0; q < g.q; ++q) {
+            int64_t x = q * g.stride - g.pad + s;
+            if (x < 0 || x >= g.w) continue;
+            float& target = image[(c * g.h + y) * g.w + x];
+            target = partials_fp16 ? round_to_f16(target + row[p * g.q + q]) : target + row[p * g.q + q];
+          }
+        }
+      }
+}
+
+}  // namespace
+
+void conv2d_forward(const Launch& l) {
+  l.expect_counts(3, 1);
+  TensorArg x = l.input(0, "x"), w = l.input(1, "w"), b = l.input(2, "b"), y = l.output(0, "y");
+  for (const TensorArg* t : {&x, &w, &b, &y}) l.expect_float(*t);
+  ConvGeometry g = geometry(l, x, w);
+  l.expect_shape(b, {g.k}, "[K]");
+  l.expect_shape(y, {g.n, g.k, g.p, g.q}, "[N,K,H',W']");
+  bool partials_fp16 = l.flag("partials_fp16");
+
+  F32Input xv(*x), wv(*w), bv(*b);
+  F32Output yv(*y);
+  std::vector<float> col(static_cast<size_t>(g.crs() * g.pq()));
+  GemmShape shape{false, false, g.k, g.pq(), g.crs(), false};
+  for (int64_t n = 0; n < g.n; ++n) {
+    im2col(g, xv.data() + n * g.c * g.h * g.w, col.data());
+    float* out = yv.data() + n * g.k * g.pq();
+    gemm(shape, wv.data(), col.data(), out, partials_fp16);
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t i = 0; i < g.pq(); ++i) out[k * g.pq() + i] += bv[k];
+  }
+  yv.store();
+}
+
+void conv2d_backward_data(const Launch& l) {
+  l.expect_counts(2, 1);
+  TensorArg dy = l.input(0, "dy"), w = l.input(1, "w"), dx = l.output(0, "dx");
+  for (const TensorArg* t : {&dy, &w, &dx}) l.expect_float(*t);
+  ConvGeometry g = geometry(l, dx, w);
+  l.expect_shape(dy, {g.n, g.k, g.p, g.q}, "[N,K,H',W']");
+  bool partials_fp16 = l.flag("partials_fp16");
+
+  F32Input dyv(*dy), wv(*w);
+  F32Output dxv(*dx, /*zeroed=*/true);
+  std::vector<float> dcol(static_cast<size_t>(g.crs() * g.pq()));
+  GemmShape shape{true, false, g.crs(), g.pq(), g.k, false};
+  for (int64_t n = 0; n < g.n; ++n) {
+    gemm(shape, wv.data(), dyv.data() + n * g.k * g.pq(), dcol.data(), partials_fp16);
+    col2im(g, dcol.data(), dxv.data() + n * g.c * g.h * g.w, partials_fp16);
+  }
+  dxv.store();
+}
+
+void conv2d_backward_weight(const Launch& l) {
+  l.expect_counts(2, 2);
+  TensorArg dy = l.input(0, "dy"), x = l.input(1, "x"), dw = l.output(0, "dw"), db = l.output(1, "db");
+  for (const TensorArg* t : {&dy, &x, &dw, &db}) l.expect_float(*t);
+  ConvGeometry g = geometry(l, x, dw);
+  l.expect_shape(dy, {g.n, g.k, g.p, g.q}, "[N,K,H',W']");
+  l.expect_shape(db, {g.k}, "[K]");
+  bool partials_fp16 = l.flag("partials_fp16");
+
+  F32Input dyv(*dy), xv(*x);
+  F32Output dwv(*dw, /*zeroed=*/true), dbv(*db, /*zeroed=*/true);
+  std::vector<float> col(static_cast<size_t>(g.crs() * g.pq()));
+  for (int64_t n = 0; n < g.n; ++n) {
+    im2col(g, xv.data() + n * g.c * g.h * g.w, col.data());
+    const float* dyn = dyv.data() + n * g.k * g.pq();
+    gemm(GemmShape{false, true, g.k, g.crs(), g.pq(), n > 0}, dyn, col.data(), dwv.data(), partials_fp16);
+    for (int64_t k = 0; k < g.k; ++k) {
+      float acc = dbv[k];
+      for (int64_t i = 0; i < g.pq(); ++i)
+        acc = partials_fp16 ? round_to_f16(acc + dyn[k * g.pq() + i]) : acc + dyn[k * g.pq() + i];
+      dbv[k] = acc;
+    }
+  }
+  dwv.store();
+  dbv.store();
+}
+
+}  // namespace mpt::kernels

@@ -1,0 +1,130 @@
+// A small fixed-size pool: workers wait on a condition variable for a numbered job, each takes
+// the chunk with its own number, the calling thread takes chunk 0 and waits for the rest.
+#include "parallel.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mpt {
+namespace {
+
+class ThreadPool {
+ public:
+  ~ThreadPool() { stop_workers(); }
+
+  int size() const { return threads_; }
+
+  void resize(int n) {
+    std::lock_guard<std::mutex> use(use_mutex_);
+    stop_workers();
+    threads_ = std::max(1, n);
+  }
+
+  // Runs chunk(i) for i in [0, chunks) with chunks <= size(); returns false if the pool is busy.
+  bool run(int chunks, const std::function<void(int)>& chunk) {
+    std::unique_lock<std::mutex> use(use_mutex_, std::try_to_lock);
+    if (!use.owns_lock()) return false;
+    start_workers();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &chunk;
+      job_chunks_ = chunks;
+      pending_ = chunks - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    chunk(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    return true;
+  }
+
+ private:
+  void start_workers() {
+    if (!workers_.empty() || threads_ <= 1) return;
+    stopping_ = false;
+    for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  void work(int number) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      if (number >= job_chunks_) continue;
+      const std::function<void(int)>* job = job_;
+      lock.unlock();
+      (*job)(number);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex use_mutex_;  // one parallel loop at a time
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* job_ = nullptr;
+  int job_chunks_ = 0;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  int threads_ = default_threads();
+
+  static int default_threads() {
+    if (const char* env = std::getenv("MPT_NUM_THREADS")) {
+      int n = std::atoi(env);
+      if (n > 0) return n;
+    }
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+};
+
+ThreadPool& pool() {
+  static ThreadPool* instance = new ThreadPool();  // never destroyed: workers may outlive exit
+  return *instance;
+}
+
+thread_local bool t_inside_parallel = false;
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+
+void set_num_threads(int n) {
+  pool().resize(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  int64_t chunks = std::min<int64_t>(num_threads(), n / std::max<int64_t>(1, min_chunk));
+  if (chunks <= 1 || t_inside_parallel) {
+    body(0, n);
+    return;
+  }
+  auto chunk = [&](int i) {
+    t_inside_parallel = true;
+    body(n * i / chunks, n * (i + 1) / chunks);
+    t_inside_parallel = false;
+  };
+  if (!pool().run(static_cast<int>(chunks), chunk)) body(0, n);
+}
+
+}  // namespace mpt
