@@ -1,0 +1,311 @@
+// The nodes of layers.h: conv2d, linear, relu, max_pool2d, group_norm, log_softmax.
+#include "layers.h"
+
+#include <cmath>
+
+namespace mptrain {
+
+// [SECTION] Node basics
+
+std::vector<Param*> Node::params() {
+  std::vector<Param*> out;
+  for (Param& p : params_) out.push_back(&p);
+  return out;
+}
+
+void Node::release() { input_.reset(); }
+
+void Node::choose_precision(BuildContext& ctx, DType in_dtype, std::optional<DType> param_dtype) {
+  OpPrecision choice = ctx.policy.op_precision(op_, layer_, in_dtype, param_dtype);
+  compute_ = choice.dtype;
+  reason_ = choice.reason;
+  partials_fp16_ = ctx.partials_fp16;
+}
+
+std::vector<float> uniform_init(std::mt19937_64& rng, int64_t count, int64_t fan_in) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (float& v : values) {
+    // 53 random bits to a double in [0, 1): the same on every standard library.
+    double unit = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    v = static_cast<float>((2.0 * unit - 1.0) * bound);
+  }
+  return values;
+}
+
+Param Node::make_param(BuildContext& ctx, const std::string& name, Shape shape, std::vector<float> init) {
+  Runtime& rt = ctx.runtime;
+  Param p;
+  p.name = name;
+  if (ctx.policy.is_amp()) {
+    // The fp32 master is what the optimizer updates; a 16-bit op also gets a working copy.
+    const bool separate = compute_ != MPT_DTYPE_F32;
+    p.master = rt.alloc(separate ? name + ".master" : name, shape, MPT_DTYPE_F32, MPT_CAT_MASTER_WEIGHT);
+    rt.upload(init, p.master);
+    p.weight = p.master;
+    if (separate) {
+      p.weight = rt.alloc(name, shape, compute_, MPT_CAT_WEIGHT);
+      rt.cast_into(p.master, p.weight);
+    }
+    p.grad = rt.alloc(name + ".grad", shape, MPT_DTYPE_F32, MPT_CAT_GRADIENT);
+  } else {
+    p.weight = rt.alloc(name, shape, compute_, MPT_CAT_WEIGHT);
+    rt.upload(init, p.weight);
+    p.grad = rt.alloc(name + ".grad", shape, compute_, MPT_CAT_GRADIENT);
+  }
+  return p;
+}
+
+const Tensor& Node::take_input(Runtime& rt, const Tensor& x) {
+  input_name_ = x.name();
+  input_dtype_ = x.dtype();
+  input_shape_ = x.shape();
+  input_ = rt.cast(x, compute_);
+  return input_;
+}
+
+Tensor Node::alloc_input_grad(Runtime& rt) const {
+  return rt.alloc(input_name_ + ".grad", input_shape_, input_dtype_, MPT_CAT_ACTIVATION);
+}
+
+namespace {
+
+// [SECTION] conv2d (stride 1, no padding, as nn.Conv2d's defaults)
+
+class Conv2d final : public Node {
+ public:
+  Conv2d(std::string layer, int64_t c, int64_t k, int64_t r) : Node(std::move(layer), "conv2d"), c_(c), k_(k), r_(r) {}
+
+  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
+    choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
+    const int64_t fan_in = c_ * r_ * r_;
+    params_.push_back(make_param(ctx, layer_ + ".weight", {k_, c_, r_, r_}, uniform_init(ctx.init_rng, k_ * fan_in, fan_in)));
+    params_.push_back(make_param(ctx, layer_ + ".bias", {k_}, uniform_init(ctx.init_rng, k_, fan_in)));
+    return {k_, in[1] - r_ + 1, in[2] - r_ + 1};
+  }
+
+  Tensor forward(Runtime& rt, const Tensor& x_in) override {
+    const Tensor& x = take_input(rt, x_in);
+    Tensor y = rt.alloc(layer_ + ".out", {x.dim(0), k_, x.dim(2) - r_ + 1, x.dim(3) - r_ + 1}, compute_, MPT_CAT_ACTIVATION);
+    rt.launch("conv2d_forward", {&x, &params_[0].weight, &params_[1].weight}, {&y}, scalars());
+    return y;
+  }
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    rt.launch("conv2d_backward_weight", {&dy, &input_}, {&params_[0].grad, &params_[1].grad}, scalars());
+    if (!need_dx) return {};
+    Tensor dx = alloc_input_grad(rt);
+    rt.launch("conv2d_backward_data", {&dy, &params_[0].weight}, {&dx}, scalars());
+    return dx;
+  }
+
+ private:
+  Scalars scalars() const { return {{"stride", 1}, {"padding", 0}, {"partials_fp16", partials_fp16_ ? 1.0 : 0.0}}; }
+  int64_t c_, k_, r_;
+};
+
+// [SECTION] linear (flattens its input, as torch.flatten(x, 1) before nn.Linear)
+
+class Linear final : public Node {
+ public:
+  Linear(std::string layer, int64_t i, int64_t o) : Node(std::move(layer), "linear"), i_(i), o_(o) {}
+
+  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
+    if (i_ <= 0) {  // 0: as many features as the flattened input has
+      i_ = 1;
+      for (int64_t d : in) i_ *= d;
+    }
+    choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
+    params_.push_back(make_param(ctx, layer_ + ".weight", {o_, i_}, uniform_init(ctx.init_rng, o_ * i_, i_)));
+    params_.push_back(make_param(ctx, layer_ + ".bias", {o_}, uniform_init(ctx.init_rng, o_, i_)));
+    return {o_};
+  }
+
+  Tensor forward(Runtime& rt, const Tensor& x_in) override {
+    const Tensor& x = take_input(rt, x_in.reshaped({x_in.dim(0), i_}));
+    input_shape_ = x_in.shape();  // the gradient goes back in the unflattened shape
+    Tensor y = rt.alloc(layer_ + ".out", {x.dim(0), o_}, compute_, MPT_CAT_ACTIVATION);
+    rt.launch("linear_forward", {&x, &params_[0].weight, &params_[1].weight}, {&y}, scalars());
+    return y;
+  }
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    rt.launch("linear_backward_weight", {&dy, &input_}, {&params_[0].grad, &params_[1].grad}, scalars());
+    if (!need_dx) return {};
+    Tensor dx = alloc_input_grad(rt);
+    Tensor dx_flat = dx.reshaped({dy.dim(0), i_});
+    rt.launch("linear_backward_data", {&dy, &params_[0].weight}, {&dx_flat}, scalars());
+    return dx;
+  }
+
+ private:
+  Scalars scalars() const { return {{"partials_fp16", partials_fp16_ ? 1.0 : 0.0}}; }
+  int64_t i_, o_;
+};
+
+// [SECTION] relu
+
+class Relu final : public Node {
+ public:
+  explicit Relu(std::string layer) : Node(std::move(layer), "relu") {}
+
+  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
+    choose_precision(ctx, in_dtype, std::nullopt);
+    return in;
+  }
+
+  Tensor forward(Runtime& rt, const Tensor& x_in) override {
+    const Tensor& x = take_input(rt, x_in);
+    y_ = rt.alloc(layer_ + ".relu.out", x.shape(), compute_, MPT_CAT_ACTIVATION);
+    rt.launch("relu_forward", {&x}, {&y_});
+    input_.reset();  // backward needs only the output
+    return y_;
+  }
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    if (!need_dx) return {};
+    Tensor dx = alloc_input_grad(rt);
+    rt.launch("relu_backward", {&dy, &y_}, {&dx});
+    return dx;
+  }
+
+  void release() override {
+    Node::release();
+    y_.reset();
+  }
+
+ private:
+  Tensor y_;
+};
+
+// [SECTION] max_pool2d (kernel = stride)
+
+class MaxPool2d final : public Node {
+ public:
+  MaxPool2d(std::string layer, int64_t k) : Node(std::move(layer), "max_pool2d"), k_(k) {}
+
+  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
+    choose_precision(ctx, in_dtype, std::nullopt);
+    return {in[0], in[1] / k_, in[2] / k_};
+  }
+
+  Tensor forward(Runtime& rt, const Tensor& x_in) override {
+    const Tensor& x = take_input(rt, x_in);
+    Shape out{x.dim(0), x.dim(1), x.dim(2) / k_, x.dim(3) / k_};
+    Tensor y = rt.alloc(layer_ + ".pool.out", out, compute_, MPT_CAT_ACTIVATION);
+    argmax_ = rt.alloc(layer_ + ".pool.argmax", out, MPT_DTYPE_I32, MPT_CAT_ACTIVATION);
+    rt.launch("maxpool2d_forward", {&x}, {&y, &argmax_}, {{"kernel", static_cast<double>(k_)}, {"stride", static_cast<double>(k_)}});
+    input_.reset();  // backward needs only the argmax
+    return y;
+  }
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    if (!need_dx) return {};
+    Tensor dx = alloc_input_grad(rt);
+    rt.launch("maxpool2d_backward", {&dy, &argmax_}, {&dx});
+    return dx;
+  }
+
+  void release() override {
+    Node::release();
+    argmax_.reset();
+  }
+
+ private:
+  int64_t k_;
+  Tensor argmax_;
+};
+
+// [SECTION] group_norm (affine: gamma = 1, beta = 0 at start, eps 1e-5 as nn.GroupNorm)
+
+class GroupNorm final : public Node {
+ public:
+  GroupNorm(std::string layer, int64_t g, int64_t c) : Node(std::move(layer), "group_norm"), g_(g), c_(c) {}
+
+  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
+    choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
+    params_.push_back(make_param(ctx, layer_ + ".weight", {c_}, std::vector<float>(static_cast<std::size_t>(c_), 1.0f)));
+    params_.push_back(make_param(ctx, layer_ + ".bias", {c_}, std::vector<float>(static_cast<std::size_t>(c_), 0.0f)));
+    return in;
+  }
+
+  Tensor forward(Runtime& rt, const Tensor& x_in) override {
+    const Tensor& x = take_input(rt, x_in);
+    Tensor y = rt.alloc(layer_ + ".out", x.shape(), compute_, MPT_CAT_ACTIVATION);
+    mean_ = rt.alloc(layer_ + ".mean", {x.dim(0), g_}, MPT_DTYPE_F32, MPT_CAT_ACTIVATION);
+    rstd_ = rt.alloc(layer_ + ".rstd", {x.dim(0), g_}, MPT_DTYPE_F32, MPT_CAT_ACTIVATION);
+    rt.launch("group_norm_forward", {&x, &params_[0].weight, &params_[1].weight}, {&y, &mean_, &rstd_},
+              {{"groups", static_cast<double>(g_)}, {"eps", 1e-5}});
+    return y;
+  }
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    Tensor dx = alloc_input_grad(rt);
+    rt.launch("group_norm_backward", {&dy, &input_, &params_[0].weight, &mean_, &rstd_},
+              {&dx, &params_[0].grad, &params_[1].grad}, {{"groups", static_cast<double>(g_)}});
+    return need_dx ? dx : Tensor{};
+  }
+
+  void release() override {
+    Node::release();
+    mean_.reset();
+    rstd_.reset();
+  }
+
+ private:
+  int64_t g_, c_;
+  Tensor mean_, rstd_;
+};
+
+// [SECTION] log_softmax over the classes
+
+class LogSoftmax final : public Node {
+ public:
+  explicit LogSoftmax(std::string layer) : Node(std::move(layer), "log_softmax") {}
+
+  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
+    choose_precision(ctx, in_dtype, std::nullopt);
+    return in;
+  }
+
+  Tensor forward(Runtime& rt, const Tensor& x_in) override {
+    const Tensor& x = take_input(rt, x_in);
+    y_ = rt.alloc(layer_ + ".log_softmax.out", x.shape(), compute_, MPT_CAT_ACTIVATION);
+    rt.launch("log_softmax_forward", {&x}, {&y_});
+    input_.reset();
+    return y_;
+  }
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    Tensor dx = alloc_input_grad(rt);
+    rt.launch("log_softmax_backward", {&dy, &y_}, {&dx});
+    return dx;
+  }
+
+  void release() override {
+    Node::release();
+    y_.reset();
+  }
+
+ private:
+  Tensor y_;
+};
+
+}  // namespace
+
+std::unique_ptr<Node> make_conv2d(std::string layer, int64_t in_channels, int64_t out_channels, int64_t kernel) {
+  return std::make_unique<Conv2d>(std::move(layer), in_channels, out_channels, kernel);
+}
+std::unique_ptr<Node> make_linear(std::string layer, int64_t in_features, int64_t out_features) {
+  return std::make_unique<Linear>(std::move(layer), in_features, out_features);
+}
+std::unique_ptr<Node> make_relu(std::string layer) { return std::make_unique<Relu>(std::move(layer)); }
+std::unique_ptr<Node> make_max_pool2d(std::string layer, int64_t kernel) {
+  return std::make_unique<MaxPool2d>(std::move(layer), kernel);
+}
+std::unique_ptr<Node> make_group_norm(std::string layer, int64_t groups, int64_t channels) {
+  return std::make_unique<GroupNorm>(std::move(layer), groups, channels);
+}
+std::unique_ptr<Node> make_log_softmax(std::string layer) { return std::make_unique<LogSoftmax>(std::move(layer)); }
+
+}  // namespace mptrain

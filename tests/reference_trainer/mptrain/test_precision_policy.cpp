@@ -1,0 +1,259 @@
+// Precision policy tests: default op lists, op list files, the list / widest-input / layer
+// override rules in every mode, and parsing of the precision-related options.
+#include "cli.h"
+#include "errors.h"
+#include "fault_spec.h"
+#include "op_lists.h"
+#include "precision_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace mptrain;
+
+namespace {
+
+constexpr DType F32 = MPT_DTYPE_F32;
+constexpr DType F16 = MPT_DTYPE_F16;
+constexpr DType BF16 = MPT_DTYPE_BF16;
+
+TEST(OpLists, HmpDefaults) {
+  OpLists lists = hmp_default_lists();
+  for (const char* op : {"conv2d", "linear", "relu", "group_norm", "matmul", "mm", "addmm", "mul"}) {
+    EXPECT_EQ(lists.low_precision.count(op), 1u) << op;
+  }
+  for (const char* op : {"log_softmax", "nll_loss", "softmax", "cross_entropy"}) EXPECT_EQ(lists.fp32.count(op), 1u) << op;
+  EXPECT_EQ(lists.low_precision.size(), 25u);
+  EXPECT_EQ(lists.fp32.size(), 15u);
+  EXPECT_EQ(lists.low_precision.count("max_pool2d"), 0u);
+  EXPECT_EQ(lists.fp32.count("max_pool2d"), 0u);
+}
+
+TEST(OpLists, AutocastDefaults) {
+  OpLists lists = autocast_fp16_default_lists();
+  for (const char* op : {"conv2d", "linear", "matmul"}) EXPECT_EQ(lists.low_precision.count(op), 1u) << op;
+  for (const char* op : {"softmax", "log_softmax", "group_norm", "layer_norm", "nll_loss"}) {
+    EXPECT_EQ(lists.fp32.count(op), 1u) << op;
+  }
+  EXPECT_EQ(lists.low_precision.count("relu"), 0u);
+  EXPECT_EQ(lists.fp32.count("relu"), 0u);
+}
+
+TEST(OpLists, ParsesCommentsAndBlankLines) {
+  OpSet ops = parse_op_list("# my list\n\nconv2d\n  linear  # the fcs\r\n\t\nrelu\n", "list.txt");
+  EXPECT_EQ(ops, (OpSet{"conv2d", "linear", "relu"}));
+}
+
+TEST(OpLists, UnknownNameNamesFileAndLine) {
+  try {
+    parse_op_list("conv2d\nconv2dd\n", "my_ops.txt");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("my_ops.txt:2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("conv2dd"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OpLists, UnreadableFileIsAUsageError) {
+  EXPECT_THROW(read_op_list_file("/nonexistent/ops.txt"), UsageError);
+}
+
+TEST(OpLists, ReadsAFile) {
+  auto path = std::filesystem::temp_directory_path() / ("mptrain_ops_" + std::to_string(::getpid()));
+  std::ofstream(path) << "max_pool2d\nlinear\n";
+  EXPECT_EQ(read_op_list_file(path.string()), (OpSet{"linear", "max_pool2d"}));
+  std::filesystem::remove(path);
+}
+
+TEST(PrecisionPolicy, AmpBf16FollowsHmpLists) {
+  PrecisionPolicy p(PrecisionMode::kAmpBf16);
+  EXPECT_TRUE(p.is_amp());
+  EXPECT_EQ(p.input_dtype(), F32);
+  EXPECT_EQ(p.param_storage_dtype("conv1"), F32);
+  EXPECT_EQ(p.op_precision("conv2d", "conv1", F32, F32).dtype, BF16);
+  EXPECT_EQ(p.op_precision("relu", "conv1", BF16, std::nullopt).dtype, BF16);
+  EXPECT_EQ(p.op_precision("group_norm", "norm", BF16, F32).dtype, BF16);
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", BF16, std::nullopt).dtype, F32);
+  EXPECT_EQ(p.op_precision("nll_loss", "loss", F32, std::nullopt).reason, "fp32 list");
+}
+
+TEST(PrecisionPolicy, AmpFp16FollowsAutocastLists) {
+  PrecisionPolicy p(PrecisionMode::kAmpFp16);
+  EXPECT_EQ(p.op_precision("conv2d", "conv1", F32, F32).dtype, F16);
+  EXPECT_EQ(p.op_precision("linear", "fc1", F32, F32).dtype, F16);
+  EXPECT_EQ(p.op_precision("group_norm", "norm", F16, F32).dtype, F32);
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", F16, std::nullopt).dtype, F32);
+}
+
+TEST(PrecisionPolicy, UnlistedOpsFollowTheirInput) {
+  PrecisionPolicy p(PrecisionMode::kAmpFp16);
+  OpPrecision relu = p.op_precision("relu", "fc1", F16, std::nullopt);
+  EXPECT_EQ(relu.dtype, F16);
+  EXPECT_EQ(relu.reason, "input type");
+  EXPECT_EQ(p.op_precision("max_pool2d", "conv1", F32, std::nullopt).dtype, F32);
+}
+
+TEST(PrecisionPolicy, UnlistedOpsWithParametersTakeTheWidestInput) {
+  PrecisionPolicy p(PrecisionMode::kAmpBf16);
+  p.set_low_precision_ops({"relu"});
+  p.set_fp32_ops({});
+  OpPrecision linear = p.op_precision("linear", "fc1", BF16, F32);  // bf16 activation, fp32 master
+  EXPECT_EQ(linear.dtype, F32);
+  EXPECT_EQ(linear.reason, "widest input");
+  EXPECT_EQ(widest(F16, BF16), F32);
+  EXPECT_EQ(widest(BF16, BF16), BF16);
+  EXPECT_EQ(widest(F16, F32), F32);
+}
+
+TEST(PrecisionPolicy, UserListsApplyToAmpFp16Too) {
+  PrecisionPolicy p(PrecisionMode::kAmpFp16);
+  p.set_low_precision_ops({"relu", "log_softmax"});
+  p.set_fp32_ops({"conv2d"});
+  EXPECT_EQ(p.op_precision("relu", "conv1", F32, std::nullopt).dtype, F16);
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", F32, std::nullopt).dtype, F16);
+  EXPECT_EQ(p.op_precision("conv2d", "conv1", F16, F32).dtype, F32);
+  EXPECT_EQ(p.op_precision("linear", "fc1", F16, F32).dtype, F32);  // widest: the fp32 master
+}
+
+TEST(PrecisionPolicy, PureModesRunParameterOpsInTheirParameterType) {
+  PrecisionPolicy p(PrecisionMode::kFp16);
+  p.set_layer_overrides({{"conv1", F32}});
+  EXPECT_EQ(p.input_dtype(), F16);
+  EXPECT_EQ(p.param_storage_dtype("conv1"), F32);
+  EXPECT_EQ(p.param_storage_dtype("conv2"), F16);
+  EXPECT_EQ(p.op_precision("conv2d", "conv1", F16, F32).dtype, F32);
+  // relu inside conv1 is overridden too; conv2's own conv casts back to its fp16 parameters.
+  EXPECT_EQ(p.op_precision("relu", "conv1", F32, std::nullopt).dtype, F32);
+  EXPECT_EQ(p.op_precision("conv2d", "conv2", F32, F16).dtype, F16);
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", F16, std::nullopt).dtype, F16);
+}
+
+TEST(PrecisionPolicy, LayerOverrideBeatsLists) {
+  PrecisionPolicy p(PrecisionMode::kAmpBf16);
+  p.set_layer_overrides({{"fc1", F32}, {"loss", BF16}});
+  OpPrecision fc1 = p.op_precision("linear", "fc1", BF16, F32);
+  EXPECT_EQ(fc1.dtype, F32);
+  EXPECT_EQ(fc1.reason, "layer override");
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", F32, std::nullopt).dtype, BF16);
+  EXPECT_EQ(p.op_precision("linear", "fc2", F32, F32).dtype, BF16);
+}
+
+TEST(PrecisionPolicy, Fp32ModeKeepsEverythingFp32) {
+  PrecisionPolicy p(PrecisionMode::kFp32);
+  EXPECT_EQ(p.input_dtype(), F32);
+  EXPECT_EQ(p.op_precision("conv2d", "conv1", F32, F32).dtype, F32);
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", F32, std::nullopt).dtype, F32);
+}
+
+TEST(LayerPrecision, Parses) {
+  auto overrides = parse_layer_precision("conv1=fp16,fc1=fp32,norm=bf16");
+  EXPECT_EQ(overrides.size(), 3u);
+  EXPECT_EQ(overrides.at("conv1"), F16);
+  EXPECT_EQ(overrides.at("fc1"), F32);
+  EXPECT_EQ(overrides.at("norm"), BF16);
+  EXPECT_THROW(parse_layer_precision("conv1"), UsageError);
+  EXPECT_THROW(parse_layer_precision("conv1=fp8"), UsageError);
+  EXPECT_THROW(parse_layer_precision("=fp16"), UsageError);
+}
+
+TEST(PrecisionMode, ParsesAllNames) {
+  for (const char* name : {"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16"}) {
+    EXPECT_EQ(precision_mode_name(parse_precision_mode(name)), name);
+  }
+  EXPECT_THROW(parse_precision_mode("amp"), UsageError);
+}
+
+TEST(FaultSpecParse, Forms) {
+  FaultSpec a = parse_fault_spec("nan@fc1:5");
+  EXPECT_EQ(a.kind, 0);
+  EXPECT_EQ(a.layer, "fc1");
+  EXPECT_EQ(a.step, 5);
+  EXPECT_EQ(a.index, 0);
+  FaultSpec b = parse_fault_spec("-inf@conv2:0:17");
+  EXPECT_EQ(b.kind, 2);
+  EXPECT_EQ(b.index, 17);
+  EXPECT_EQ(parse_fault_spec("inf@norm:3").kind, 1);
+  for (const char* bad : {"nan", "nan@fc1", "nan@:3", "zero@fc1:1", "nan@fc1:x", "nan@fc1:1:-2", "nan@fc1:-1"}) {
+    EXPECT_THROW(parse_fault_spec(bad), UsageError) << bad;
+  }
+}
+
+TEST(LossScaleParse, Forms) {
+  LossScaleConfig s;
+  parse_loss_scale("static:1024", s);
+  EXPECT_EQ(s.kind, LossScaleKind::kStatic);
+  EXPECT_EQ(s.init, 1024.0);
+  parse_loss_scale("dynamic", s);
+  EXPECT_EQ(s.kind, LossScaleKind::kDynamic);
+  parse_loss_scale("none", s);
+  EXPECT_EQ(s.kind, LossScaleKind::kNone);
+  for (const char* bad : {"static:", "static:0", "static:-4", "static:12x", "auto"}) {
+    EXPECT_THROW(parse_loss_scale(bad, s), UsageError) << bad;
+  }
+}
+
+ParsedCommandLine parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "mptrain");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(CommandLine, Defaults) {
+  ParsedCommandLine p = parse({});
+  ASSERT_TRUE(p.config);
+  EXPECT_EQ(p.config->model, "cnn");
+  EXPECT_EQ(p.config->batch_size, 32);
+  EXPECT_EQ(p.config->epochs, 1);
+  EXPECT_EQ(p.config->image_size, 28);
+  EXPECT_EQ(p.config->hidden, 4096);
+  EXPECT_EQ(p.config->precision, PrecisionMode::kFp32);
+  EXPECT_EQ(p.config->loss_scale.kind, LossScaleKind::kNone);
+  EXPECT_EQ(p.config->loss_scale.init, 65536.0);
+  EXPECT_EQ(p.config->loss_scale.growth, 2.0);
+  EXPECT_EQ(p.config->loss_scale.backoff, 0.5);
+  EXPECT_EQ(p.config->loss_scale.interval, 2000);
+  EXPECT_EQ(p.config->optimizer.momentum, 0.9);
+  EXPECT_EQ(p.config->optimizer.lr, 0.01);
+  EXPECT_EQ(p.config->data_dir, "/usr/share/datasets/fashion-mnist");
+}
+
+TEST(CommandLine, AdamWDefaultsFollowPyTorch) {
+  ParsedCommandLine p = parse({"--optimizer", "adamw"});
+  ASSERT_TRUE(p.config);
+  EXPECT_EQ(p.config->optimizer.lr, 0.001);
+  EXPECT_EQ(p.config->optimizer.weight_decay, 0.01);
+  EXPECT_EQ(p.config->optimizer.beta1, 0.9);
+  EXPECT_EQ(p.config->optimizer.beta2, 0.999);
+  EXPECT_EQ(p.config->optimizer.eps, 1e-8);
+}
+
+TEST(CommandLine, ReadsEveryPrecisionOption) {
+  ParsedCommandLine p = parse({"--precision", "amp-bf16", "--layer-precision", "conv1=fp16", "--partials", "fp16",
+                               "--loss-scale", "static:1024", "--optimizer-state", "fp16", "--stochastic-rounding",
+                               "--fault", "inf@fc1:2:3"});
+  ASSERT_TRUE(p.config);
+  EXPECT_EQ(p.config->precision, PrecisionMode::kAmpBf16);
+  EXPECT_EQ(p.config->layer_precision.at("conv1"), F16);
+  EXPECT_TRUE(p.config->partials_fp16);
+  EXPECT_EQ(p.config->loss_scale.kind, LossScaleKind::kStatic);
+  EXPECT_EQ(p.config->optimizer.state_dtype, F16);
+  EXPECT_TRUE(p.config->optimizer.stochastic_rounding);
+  ASSERT_TRUE(p.config->fault);
+  EXPECT_EQ(p.config->fault->index, 3);
+}
+
+TEST(CommandLine, BadValuesExitWithTwo) {
+  for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
+           {"--precision", "fp8"}, {"--model", "resnet"}, {"--batch-size", "0"}, {"--image-size", "16"},
+           {"--loss-scale", "static:abc"}, {"--layer-precision", "conv1"}, {"--fault", "nan@fc1"},
+           {"--no-such-flag"}, {"--bf16-ops", "x.txt"}, {"--lr", "-1"}, {"--device", "tpu"}}) {
+    ParsedCommandLine p = parse(bad);
+    EXPECT_FALSE(p.config) << bad[0];
+    EXPECT_EQ(p.exit_code, 2) << bad[0];
+  }
+}
+
+}  // namespace
