@@ -1,0 +1,171 @@
+// Checks every statistic of every kernel against the independent numpy reference
+// (reference_stats.py): the test writes its tensors as raw files, runs the reference once over all
+// of them, and compares field by field. Counts, extremes, histogram and cast counts must be equal;
+// mean and rms must lie within the error bound of docs/statistics.md.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kernels.h"
+#include "test_tensors.h"
+
+namespace fpscope::stats_test {
+namespace {
+
+namespace fs = std::filesystem;
+using stats::Kernel;
+using Json = nlohmann::json;
+
+constexpr double kUnit = 0x1p-53;  // unit roundoff of double
+
+std::vector<TestTensor> all_cases() {
+  std::vector<TestTensor> cases;
+  for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    cases.push_back(specials_tensor(t));
+    cases.push_back(boundaries_tensor(t));
+    uint64_t seed = 1;
+    for (std::size_t n : {0, 1, 2, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 70001}) {
+      cases.push_back(random_tensor(t, n, seed++, 0.02));
+    }
+    cases.push_back(random_tensor(t, 300007, 99, 0.001));  // crosses many blocks
+    cases.push_back(random_tensor(t, 5000, 7, 0.5));       // specials everywhere
+  }
+  cases.push_back(all_patterns_tensor(ElementType::F16));
+  cases.push_back(all_patterns_tensor(ElementType::BF16));
+  return cases;
+}
+
+// Writes the tensors, runs the reference, returns its results by tensor name.
+Json run_reference(const std::vector<TestTensor>& cases) {
+  const fs::path dir = fs::path(FPSCOPE_STATS_TEST_WORK_DIR) / "reference";
+  fs::create_directories(dir);
+  Json manifest = Json::array();
+  for (const TestTensor& t : cases) {
+    const fs::path file = dir / (t.name + ".bin");
+    std::ofstream(file, std::ios::binary)
+        .write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+    manifest.push_back({{"name", t.name}, {"dtype", type_name(t.type)}, {"file", file.string()}});
+  }
+  std::ofstream(dir / "manifest.json") << manifest.dump();
+  const std::string cmd = std::string(FPSCOPE_REFERENCE_PYTHON) + " " + FPSCOPE_STATS_REFERENCE +
+                          " " + (dir / "manifest.json").string() + " " +
+                          (dir / "reference.json").string();
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << "reference failed: " << cmd;
+    return Json::object();
+  }
+  return Json::parse(std::ifstream(dir / "reference.json"));
+}
+
+double number_or_nan(const Json& v) { return v.is_null() ? NAN : v.get<double>(); }
+
+// Same double, NaN matching NaN and -0 distinguished from +0.
+void expect_same(double got, const Json& want, const char* field) {
+  const double w = number_or_nan(want);
+  if (std::isnan(w)) {
+    EXPECT_TRUE(std::isnan(got)) << field << " = " << got << ", want NaN";
+    return;
+  }
+  EXPECT_EQ(got, w) << field;
+  EXPECT_EQ(std::signbit(got), std::signbit(w)) << field << " sign of zero";
+}
+
+void expect_sums_close(const TensorStats& s, const Json& ref) {
+  const uint64_t finite = s.count - s.nonfinite();
+  if (finite == 0) {
+    EXPECT_TRUE(std::isnan(s.mean) && std::isnan(s.rms));
+    return;
+  }
+  // The bound of docs/statistics.md: |sum error| <= 4u * sum|x|, squares likewise, plus the
+  // rounding of the division (and of the reference's own division and sqrt).
+  const double mean = number_or_nan(ref["mean"]);
+  const double rms = number_or_nan(ref["rms"]);
+  const double sum_abs = ref["sum_abs"].get<double>();
+  EXPECT_LE(std::fabs(s.mean - mean), 4 * kUnit * sum_abs / double(finite) + 2 * kUnit * std::fabs(mean))
+      << "mean " << s.mean << " vs " << mean;
+  EXPECT_LE(std::fabs(s.rms - rms), 5 * kUnit * rms) << "rms " << s.rms << " vs " << rms;
+}
+
+void expect_matches(const TensorStats& s, const Json& ref) {
+  EXPECT_EQ(s.count, ref["count"].get<uint64_t>());
+  EXPECT_EQ(s.nan, ref["nan"].get<uint64_t>());
+  EXPECT_EQ(s.pos_inf, ref["pos_inf"].get<uint64_t>());
+  EXPECT_EQ(s.neg_inf, ref["neg_inf"].get<uint64_t>());
+  EXPECT_EQ(s.zero, ref["zero"].get<uint64_t>());
+  EXPECT_EQ(s.subnormal, ref["subnormal"].get<uint64_t>());
+  expect_same(s.min, ref["min"], "min");
+  expect_same(s.max, ref["max"], "max");
+  expect_same(s.absmax, ref["absmax"], "absmax");
+  expect_same(s.min_nonzero, ref["min_nonzero"], "min_nonzero");
+  EXPECT_EQ(s.first_nonfinite, ref["first_nonfinite"].get<int64_t>());
+  EXPECT_EQ(s.first_nonfinite_bits, ref["first_nonfinite_bits"].get<uint32_t>());
+  expect_sums_close(s, ref);
+  for (int b = 0; b < kHistBins; ++b)
+    EXPECT_EQ(s.hist[b], ref["hist"][b].get<uint64_t>()) << "hist exponent " << b + kHistMinExponent;
+  const char* names[] = {"fp16", "bf16", "e4m3", "e5m2"};
+  for (int f = 0; f < kCastFormatCount; ++f) {
+    const Json& c = ref["cast"][f];
+    EXPECT_EQ(s.cast[f].overflow, c["overflow"].get<uint64_t>()) << names[f] << " overflow";
+    EXPECT_EQ(s.cast[f].underflow, c["underflow"].get<uint64_t>()) << names[f] << " underflow";
+    EXPECT_EQ(s.cast[f].subnormal, c["subnormal"].get<uint64_t>()) << names[f] << " subnormal";
+    EXPECT_EQ(s.cast[f].near_max, c["near_max"].get<uint64_t>()) << names[f] << " near_max";
+  }
+}
+
+class ReferenceTest : public ::testing::TestWithParam<Kernel> {
+ protected:
+  static void SetUpTestSuite() {
+    cases_ = new std::vector<TestTensor>(all_cases());
+    reference_ = new Json(run_reference(*cases_));
+  }
+  static void TearDownTestSuite() {
+    delete cases_;
+    delete reference_;
+  }
+  static std::vector<TestTensor>* cases_;
+  static Json* reference_;
+};
+std::vector<TestTensor>* ReferenceTest::cases_ = nullptr;
+Json* ReferenceTest::reference_ = nullptr;
+
+TEST_P(ReferenceTest, EveryFieldMatchesTheReference) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  ASSERT_EQ(reference_->size(), cases_->size());
+  for (const TestTensor& t : *cases_) {
+    SCOPED_TRACE(t.name);
+    TensorStats s;
+    stats::compute_stats_with(k, t.bytes.data(), t.type, t.size(), StatsLevel::Full, &s);
+    expect_matches(s, (*reference_)[t.name]);
+  }
+}
+
+// The same tensors one to three bytes off their natural alignment.
+TEST_P(ReferenceTest, MisalignedArraysGiveTheSameStatistics) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  for (const TestTensor& t : *cases_) {
+    if (t.size() > 5000) continue;
+    SCOPED_TRACE(t.name);
+    for (std::size_t offset = 1; offset < 4; ++offset) {
+      std::vector<unsigned char> shifted(t.bytes.size() + offset);
+      std::memcpy(shifted.data() + offset, t.bytes.data(), t.bytes.size());
+      TensorStats s;
+      stats::compute_stats_with(k, shifted.data() + offset, t.type, t.size(), StatsLevel::Full, &s);
+      expect_matches(s, (*reference_)[t.name]);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceTest,
+                         ::testing::Values(Kernel::Scalar),
+                         [](const auto& p) { return std::string(stats::kernel_name(p.param)); });
+
+}  // namespace
+}  // namespace fpscope::stats_test

@@ -1,0 +1,152 @@
+// Builders of the hand-made and random test tensors (see test_tensors.h).
+#include "test_tensors.h"
+
+#include <cmath>
+
+namespace fpscope::stats_test {
+namespace {
+
+uint32_t sign_bit(ElementType t) { return t == ElementType::F32 ? 0x80000000u : 0x8000u; }
+uint32_t inf_bits(ElementType t) {
+  return t == ElementType::F32 ? 0x7F800000u : t == ElementType::F16 ? 0x7C00u : 0x7F80u;
+}
+uint32_t max_finite_bits(ElementType t) { return inf_bits(t) - 1; }
+uint32_t min_normal_bits(ElementType t) {
+  return t == ElementType::F32 ? 0x00800000u : t == ElementType::F16 ? 0x0400u : 0x0080u;
+}
+
+void push_both_signs(TestTensor& t, uint32_t abs_bits) {
+  t.push_bits(abs_bits);
+  t.push_bits(abs_bits | sign_bit(t.type));
+}
+
+}  // namespace
+
+double bits_value(ElementType type, uint32_t bits) {
+  if (type == ElementType::F32) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  if (type == ElementType::BF16) {
+    const uint32_t wide = bits << 16;
+    float f;
+    std::memcpy(&f, &wide, 4);
+    return f;
+  }
+  const int field = int(bits >> 10) & 0x1F;
+  const int mant = int(bits & 0x3FF);
+  double mag = field == 0 ? std::ldexp(mant, -24)
+               : field == 31 ? (mant ? NAN : INFINITY)
+                             : std::ldexp(1024 + mant, field - 25);
+  return (bits & 0x8000u) ? -mag : mag;
+}
+
+uint32_t nearest_bits(ElementType type, double value) {
+  // Binary search over finite magnitudes, then pick the closer neighbour (ties: either is fine,
+  // the callers add neighbours on both sides anyway).
+  const double mag = std::fabs(value);
+  uint32_t lo = 0, hi = max_finite_bits(type);
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (bits_value(type, mid) < mag) lo = mid + 1; else hi = mid;
+  }
+  if (lo > 0 && mag - bits_value(type, lo - 1) < bits_value(type, lo) - mag) --lo;
+  return value < 0 ? (lo | sign_bit(type)) : lo;
+}
+
+std::vector<double> cast_boundaries() {
+  const double p = 1.0;
+  return {
+      // fp16: largest finite, its midpoint to 2^16, half of it, zero/min-subnormal midpoint,
+      // largest-subnormal/min-normal midpoint.
+      65504, 65520, 65536, 32752, std::ldexp(p, -25), std::ldexp(p, -24),
+      std::ldexp(p, -14) - std::ldexp(p, -25), std::ldexp(p, -14),
+      // bf16
+      std::ldexp(255, 120), std::ldexp(511, 119), std::ldexp(255, 119), std::ldexp(p, -134),
+      std::ldexp(p, -133), std::ldexp(p, -126) - std::ldexp(p, -134), std::ldexp(p, -126),
+      // fp8 e4m3 (E4M3FN)
+      448, 464, 480, 224, std::ldexp(p, -10), std::ldexp(p, -9),
+      std::ldexp(p, -6) - std::ldexp(p, -10), std::ldexp(p, -6),
+      // fp8 e5m2
+      57344, 61440, 28672, std::ldexp(p, -17), std::ldexp(p, -16),
+      std::ldexp(p, -14) - std::ldexp(p, -17),
+  };
+}
+
+TestTensor specials_tensor(ElementType type) {
+  TestTensor t{std::string("specials_") + type_name(type), type, {}};
+  const uint32_t inf = inf_bits(type);
+  const uint32_t quiet = type == ElementType::F32   ? 0x00400000u
+                         : type == ElementType::F16 ? 0x0200u
+                                                    : 0x0040u;
+  t.push_bits(0);                              // +0
+  push_both_signs(t, 1);                       // smallest subnormal
+  push_both_signs(t, min_normal_bits(type) - 1);  // largest subnormal
+  push_both_signs(t, min_normal_bits(type));   // smallest normal
+  push_both_signs(t, max_finite_bits(type));   // largest finite
+  t.push_bits(sign_bit(type));                 // -0
+  push_both_signs(t, nearest_bits(type, 1.0));
+  push_both_signs(t, inf);                     // +-Inf
+  push_both_signs(t, inf | quiet);             // quiet NaN
+  push_both_signs(t, inf | 1);                 // signalling NaN, payload 1
+  push_both_signs(t, inf | (quiet - 1));       // signalling NaN, all payload bits
+  return t;
+}
+
+TestTensor boundaries_tensor(ElementType type) {
+  TestTensor t{std::string("boundaries_") + type_name(type), type, {}};
+  const uint32_t max_bits = max_finite_bits(type);
+  for (double b : cast_boundaries()) {
+    const uint32_t center = nearest_bits(type, b);
+    for (int d = -2; d <= 2; ++d) {
+      const int64_t bits = int64_t(center) + d;
+      if (bits < 0 || bits > int64_t(max_bits)) continue;
+      push_both_signs(t, uint32_t(bits));
+    }
+  }
+  return t;
+}
+
+TestTensor all_patterns_tensor(ElementType type) {
+  TestTensor t{std::string("all_patterns_") + type_name(type), type, {}};
+  for (uint32_t b = 0; b < 0x10000u; ++b) t.push_bits(b);
+  return t;
+}
+
+TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double special_rate) {
+  TestTensor t{std::string("random_") + type_name(type) + "_" + std::to_string(n) + "_" +
+                   std::to_string(seed),
+               type, {}};
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> gauss;
+  std::uniform_real_distribution<double> unit;
+  std::uniform_int_distribution<int> scale(-30, 30);
+  const int width = type == ElementType::F32 ? 32 : 16;
+  const std::vector<double> bounds = cast_boundaries();
+  for (std::size_t i = 0; i < n; ++i) {
+    const double u = unit(rng);
+    if (u < special_rate) {
+      // A special or a boundary: NaN, +-Inf, +-0, subnormal, or a value next to a cast bound.
+      const uint32_t kind = uint32_t(rng() % 6);
+      const uint32_t sign = (rng() & 1) ? sign_bit(type) : 0;
+      uint32_t bits = 0;
+      if (kind == 0) bits = inf_bits(type) | 1 | uint32_t(rng() % 4);
+      else if (kind == 1) bits = inf_bits(type);
+      else if (kind == 2) bits = 0;
+      else if (kind == 3) bits = 1 + uint32_t(rng() % (min_normal_bits(type) - 1));
+      else bits = nearest_bits(type, bounds[rng() % bounds.size()]) + uint32_t(rng() % 3) - 1;
+      t.push_bits(bits | sign);
+    } else if (u < 0.6) {
+      const double v = gauss(rng) * std::ldexp(1.0, scale(rng));
+      t.push_bits(nearest_bits(type, std::fmax(std::fmin(v, 3e38), -3e38)));
+    } else if (u < 0.8) {
+      t.push_bits(uint32_t(rng()) & uint32_t((uint64_t(1) << width) - 1));  // any pattern
+    } else {
+      t.push_bits(nearest_bits(type, gauss(rng)));
+    }
+  }
+  return t;
+}
+
+}  // namespace fpscope::stats_test

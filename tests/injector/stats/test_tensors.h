@@ -1,0 +1,56 @@
+// Test tensors for the statistics tests: raw element bits of fp32, fp16 and bf16 arrays, built by
+// hand (specials, limits, values around every cast boundary) or at random (with specials mixed in).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fpscope/tensor_stats.h"
+
+namespace fpscope::stats_test {
+
+// An array as raw bytes plus its element type.
+struct TestTensor {
+  std::string name;
+  ElementType type;
+  std::vector<unsigned char> bytes;
+
+  std::size_t size() const { return bytes.size() / element_size(); }
+  std::size_t element_size() const { return type == ElementType::F32 ? 4 : 2; }
+  void push_bits(uint32_t bits) {
+    const std::size_t at = bytes.size();
+    bytes.resize(at + element_size());
+    if (type == ElementType::F32) std::memcpy(&bytes[at], &bits, 4);
+    else { const auto b16 = uint16_t(bits); std::memcpy(&bytes[at], &b16, 2); }
+  }
+};
+
+inline const char* type_name(ElementType t) {
+  return t == ElementType::F32 ? "f32" : t == ElementType::F16 ? "f16" : "bf16";
+}
+
+// Nearest bits of `value` (a finite double, exact in fp32) in the source format, by search over
+// the format's own bit patterns, so that the hand-made boundary tensors do not lean on the code
+// under test.
+uint32_t nearest_bits(ElementType type, double value);
+double bits_value(ElementType type, uint32_t bits);
+
+// Magnitudes at which some cast outcome changes (docs/statistics.md), written out by hand.
+std::vector<double> cast_boundaries();
+
+// Every special and limit of the format: zeros, infinities, NaNs with payloads, subnormal and
+// normal limits, in both signs.
+TestTensor specials_tensor(ElementType type);
+// Each cast boundary, its neighbours one and two ulps (in the source format) either side, in
+// both signs.
+TestTensor boundaries_tensor(ElementType type);
+// All 65536 bit patterns of a 16-bit format.
+TestTensor all_patterns_tensor(ElementType type);
+// `n` random values: a mix of gaussian values over many scales, uniform random bit patterns and
+// specials (rate `special_rate`), reproducible from `seed`.
+TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double special_rate);
+
+}  // namespace fpscope::stats_test
