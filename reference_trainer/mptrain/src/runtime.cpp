@@ -56,19 +56,17 @@ void Runtime::cast_into(const Tensor& src, const Tensor& dst) { launch("cast", {
 void Runtime::fill(const Tensor& t, double value) { launch("fill", {}, {&t}, {{"value", value}}); }
 
 void Runtime::upload(const std::vector<float>& values, const Tensor& dst) {
-  Tensor host = Tensor::allocate(dst.name() + ".init", dst.shape(), MPT_DTYPE_F32, MPT_DEVICE_CPU,
-                                 MPT_CAT_WORKSPACE);
-  std::memcpy(host.data(), values.data(), values.size() * sizeof(float));
-  if (device_ == MPT_DEVICE_CPU) {
-    if (dst.dtype() == MPT_DTYPE_F32) {
-      std::memcpy(dst.data(), values.data(), values.size() * sizeof(float));
-    } else {
-      cast_into(host, dst);
-    }
+  if (device_ == MPT_DEVICE_CPU && dst.dtype() == MPT_DTYPE_F32) {
+    std::memcpy(dst.data(), values.data(), values.size() * sizeof(float));
     return;
   }
-  Tensor staged = dst.dtype() == MPT_DTYPE_F32 ? dst : alloc(dst.name() + ".init.device", dst.shape(), MPT_DTYPE_F32, MPT_CAT_WORKSPACE);
-  copy(host, staged);
+  Tensor host = Tensor::allocate(dst.name() + ".init", dst.shape(), MPT_DTYPE_F32, MPT_DEVICE_CPU, MPT_CAT_WORKSPACE);
+  std::memcpy(host.data(), values.data(), values.size() * sizeof(float));
+  Tensor staged = host;
+  if (device_ != MPT_DEVICE_CPU) {
+    staged = dst.dtype() == MPT_DTYPE_F32 ? dst : alloc(dst.name() + ".init.device", dst.shape(), MPT_DTYPE_F32, MPT_CAT_WORKSPACE);
+    copy(host, staged);
+  }
   if (dst.dtype() != MPT_DTYPE_F32) cast_into(staged, dst);
 }
 
