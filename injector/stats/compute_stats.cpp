@@ -85,13 +85,32 @@ void finalize(const Accumulator& acc, ElementType type, StatsLevel level, Tensor
   }
 }
 
-bool kernel_supported(Kernel k) { return k == Kernel::Scalar; }
+bool kernel_supported(Kernel k) {
+  switch (k) {
+    case Kernel::Scalar: return true;
+    case Kernel::Avx2:
+      return false && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+             __builtin_cpu_supports("fma");
+    case Kernel::Avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512cd");
+  }
+  return false;
+}
 
-Kernel best_kernel() { return Kernel::Scalar; }
+Kernel best_kernel() {
+  static const Kernel best = kernel_supported(Kernel::Avx512) ? Kernel::Avx512
+                             : kernel_supported(Kernel::Avx2) ? Kernel::Avx2
+                                                              : Kernel::Scalar;
+  return best;
+}
 
 const char* kernel_name(Kernel k) {
   switch (k) {
     case Kernel::Scalar: return "scalar";
+    case Kernel::Avx2: return "avx2";
+    case Kernel::Avx512: return "avx512";
   }
   return "?";
 }
@@ -103,6 +122,8 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
   if (n != 0) {
     switch (k) {
       case Kernel::Scalar: scan_scalar(data, type, n, level, acc); break;
+      case Kernel::Avx2: break;
+      case Kernel::Avx512: scan_avx512(data, type, n, level, acc); break;
     }
   }
   finalize(acc, type, level, out);

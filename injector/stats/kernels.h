@@ -13,9 +13,13 @@
 
 namespace fpscope::stats {
 
-enum class Kernel { Scalar };
+enum class Kernel { Scalar, Avx2, Avx512 };
 
 void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel level,
+                 Accumulator& acc);
+void scan_avx2(const void* data, ElementType type, std::size_t n, StatsLevel level,
+               Accumulator& acc);
+void scan_avx512(const void* data, ElementType type, std::size_t n, StatsLevel level,
                  Accumulator& acc);
 
 // Whether this CPU can run `k` (the scalar kernel always can).

@@ -164,7 +164,7 @@ TEST_P(ReferenceTest, MisalignedArraysGiveTheSameStatistics) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceTest,
-                         ::testing::Values(Kernel::Scalar),
+                         ::testing::Values(Kernel::Scalar, Kernel::Avx2, Kernel::Avx512),
                          [](const auto& p) { return std::string(stats::kernel_name(p.param)); });
 
 }  // namespace

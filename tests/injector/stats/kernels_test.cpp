@@ -1,0 +1,173 @@
+// The vector kernels against the scalar kernel on random tensors with specials sprinkled in, the
+// Basic level against the Full level, and the derived cast thresholds against the values written
+// out in docs/statistics.md.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "formats.h"
+#include "kernels.h"
+#include "test_tensors.h"
+
+namespace fpscope::stats_test {
+namespace {
+
+using stats::Kernel;
+
+void expect_same_double(double a, double b, const char* field) {
+  if (std::isnan(b)) {
+    EXPECT_TRUE(std::isnan(a)) << field;
+  } else {
+    EXPECT_EQ(a, b) << field;
+    EXPECT_EQ(std::signbit(a), std::signbit(b)) << field;
+  }
+}
+
+// Everything but mean and rms must be identical; those within the documented sum bound.
+void expect_same_stats(const TensorStats& v, const TensorStats& s) {
+  EXPECT_EQ(v.count, s.count);
+  EXPECT_EQ(v.nan, s.nan);
+  EXPECT_EQ(v.pos_inf, s.pos_inf);
+  EXPECT_EQ(v.neg_inf, s.neg_inf);
+  EXPECT_EQ(v.zero, s.zero);
+  EXPECT_EQ(v.subnormal, s.subnormal);
+  expect_same_double(v.min, s.min, "min");
+  expect_same_double(v.max, s.max, "max");
+  expect_same_double(v.absmax, s.absmax, "absmax");
+  expect_same_double(v.min_nonzero, s.min_nonzero, "min_nonzero");
+  EXPECT_EQ(v.first_nonfinite, s.first_nonfinite);
+  EXPECT_EQ(v.first_nonfinite_bits, s.first_nonfinite_bits);
+  EXPECT_EQ(v.hist, s.hist);
+  for (int f = 0; f < kCastFormatCount; ++f) {
+    EXPECT_EQ(v.cast[f].overflow, s.cast[f].overflow) << f;
+    EXPECT_EQ(v.cast[f].underflow, s.cast[f].underflow) << f;
+    EXPECT_EQ(v.cast[f].subnormal, s.cast[f].subnormal) << f;
+    EXPECT_EQ(v.cast[f].near_max, s.cast[f].near_max) << f;
+  }
+  if (std::isnan(s.mean)) {
+    EXPECT_TRUE(std::isnan(v.mean) && std::isnan(v.rms));
+  } else {
+    // Both are within 4u * sum|x| / n of the exact mean; rms >= |mean| bounds sum|x| / n from
+    // below only, so compare the rms (relative) and the mean against rms (absolute).
+    EXPECT_LE(std::fabs(v.rms - s.rms), 10 * 0x1p-53 * s.rms);
+    EXPECT_LE(std::fabs(v.mean - s.mean), 10 * 0x1p-53 * s.rms);
+  }
+}
+
+class VectorKernelTest : public ::testing::TestWithParam<Kernel> {};
+
+TEST_P(VectorKernelTest, MatchesScalarKernelOnRandomTensors) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  uint64_t seed = 1000;
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    for (double rate : {0.0, 0.0005, 0.01, 0.3}) {
+      for (std::size_t n : {3, 64, 100, 4095, 4096, 4097, 8191, 20000, 131073}) {
+        const TestTensor t = random_tensor(type, n, seed++, rate);
+        SCOPED_TRACE(t.name + " special rate " + std::to_string(rate));
+        for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+          TensorStats vs, ss;
+          stats::compute_stats_with(k, t.bytes.data(), type, n, level, &vs);
+          stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, n, level, &ss);
+          expect_same_stats(vs, ss);
+        }
+      }
+    }
+  }
+}
+
+// Long runs of one kind of value, so that whole blocks take the fast path or the special path.
+TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    for (uint32_t bits : {0x0u, 0x1u, 0x3Fu, 0x8000u, 0x3C00u, 0x7BFFu, 0x7C00u, 0x7E00u,
+                          0x7F7Fu, 0x7F80u, 0xFC01u, 0x00800000u, 0x7F800000u, 0x80000001u}) {
+      TestTensor t{"run", type, {}};
+      for (int i = 0; i < 9000; ++i) t.push_bits(i == 8500 ? 0x3C00u : bits);
+      SCOPED_TRACE(std::string(type_name(type)) + " bits " + std::to_string(bits));
+      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+        TensorStats vs, ss;
+        stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
+        stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
+        expect_same_stats(vs, ss);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, VectorKernelTest, ::testing::Values(Kernel::Avx2, Kernel::Avx512),
+                         [](const auto& p) { return std::string(stats::kernel_name(p.param)); });
+
+TEST(StatsLevelTest, BasicLeavesCastCountsAndHistogramZero) {
+  for (Kernel k : {Kernel::Scalar, Kernel::Avx2, Kernel::Avx512}) {
+    if (!stats::kernel_supported(k)) continue;
+    for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+      const TestTensor t = random_tensor(type, 5000, 77, 0.05);
+      TensorStats basic, full;
+      stats::compute_stats_with(k, t.bytes.data(), type, t.size(), StatsLevel::Basic, &basic);
+      stats::compute_stats_with(k, t.bytes.data(), type, t.size(), StatsLevel::Full, &full);
+      for (const CastCounts& c : basic.cast) {
+        EXPECT_EQ(c.overflow + c.underflow + c.subnormal + c.near_max, 0u);
+      }
+      for (uint64_t b : basic.hist) EXPECT_EQ(b, 0u);
+      uint64_t full_hist = 0;
+      for (uint64_t b : full.hist) full_hist += b;
+      EXPECT_EQ(full_hist, full.count - full.nonfinite() - full.zero);  // Full did fill it
+      EXPECT_EQ(basic.subnormal, full.subnormal);
+      EXPECT_EQ(basic.min, full.min);
+      EXPECT_EQ(basic.first_nonfinite, full.first_nonfinite);
+    }
+  }
+}
+
+TEST(StatsEdgeTest, EmptyTensorHasNoFiniteValues) {
+  TensorStats s;
+  compute_stats(nullptr, ElementType::F32, 0, StatsLevel::Full, &s);
+  EXPECT_EQ(s.count, 0u);
+  EXPECT_TRUE(std::isnan(s.min) && std::isnan(s.max) && std::isnan(s.mean) && std::isnan(s.rms));
+  EXPECT_TRUE(std::isnan(s.min_nonzero) && std::isnan(s.absmax));
+  EXPECT_EQ(s.first_nonfinite, -1);
+}
+
+TEST(StatsEdgeTest, MinAndMaxOrderNegativeZeroBelowPositiveZero) {
+  const float v[] = {0.0f, -0.0f, 0.0f};
+  TensorStats s;
+  compute_stats(v, ElementType::F32, 3, StatsLevel::Basic, &s);
+  EXPECT_TRUE(s.min == 0 && std::signbit(s.min));
+  EXPECT_TRUE(s.max == 0 && !std::signbit(s.max));
+  EXPECT_TRUE(std::isnan(s.min_nonzero));
+  EXPECT_EQ(s.zero, 3u);
+}
+
+// The boundaries derived in formats.h, checked against the numbers docs/statistics.md states.
+TEST(CastThresholdTest, DerivedBoundariesAreTheDocumentedOnes) {
+  using stats::cast_bounds;
+  const auto f16 = cast_bounds(stats::kF16);
+  EXPECT_EQ(f16.overflow.value, 65520.0);
+  EXPECT_TRUE(f16.overflow.inclusive);
+  EXPECT_EQ(f16.near_max.value, 32752.0);
+  EXPECT_EQ(f16.nonzero.value, std::ldexp(1.0, -25));
+  EXPECT_FALSE(f16.nonzero.inclusive);
+  EXPECT_EQ(f16.normal.value, std::ldexp(1.0, -14) - std::ldexp(1.0, -25));
+  const auto bf16 = cast_bounds(stats::kBF16);
+  EXPECT_EQ(bf16.overflow.value, std::ldexp(511.0, 119));
+  EXPECT_EQ(bf16.nonzero.value, std::ldexp(1.0, -134));
+  EXPECT_EQ(bf16.normal.value, std::ldexp(1.0, -126) - std::ldexp(1.0, -134));
+  const auto e4m3 = cast_bounds(stats::kE4M3);
+  EXPECT_EQ(e4m3.overflow.value, 464.0);
+  EXPECT_FALSE(e4m3.overflow.inclusive);  // 464 rounds to 448 (even mantissa 110)
+  EXPECT_EQ(e4m3.near_max.value, 224.0);
+  EXPECT_EQ(e4m3.nonzero.value, std::ldexp(1.0, -10));
+  EXPECT_EQ(e4m3.normal.value, std::ldexp(1.0, -6) - std::ldexp(1.0, -10));
+  const auto e5m2 = cast_bounds(stats::kE5M2);
+  EXPECT_EQ(e5m2.overflow.value, 61440.0);
+  EXPECT_TRUE(e5m2.overflow.inclusive);
+  EXPECT_EQ(e5m2.near_max.value, 28672.0);
+  EXPECT_EQ(e5m2.nonzero.value, std::ldexp(1.0, -17));
+  EXPECT_EQ(e5m2.normal.value, std::ldexp(1.0, -14) - std::ldexp(1.0, -17));
+}
+
+}  // namespace
+}  // namespace fpscope::stats_test
