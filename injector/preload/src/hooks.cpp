@@ -1,0 +1,88 @@
+// The exported hooks of libfpscope_inject.so: the kernel library's five calls, interposed through
+// LD_PRELOAD. Each hook finds the real function once (dlsym RTLD_NEXT, cached), forwards when
+// HookCall says the call is not traced, and otherwise lets the session do the work around the
+// real call. The NVTX entry point is in nvtx_injection.cpp.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "mpt/abi.h"
+#include "runtime.h"
+
+#define FPSCOPE_HOOK extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using fpscope::inject::HookCall;
+
+enum Hook { kLaunch, kAlloc, kFree, kLogScalar, kLogText, kHookCount };
+
+struct RealFunction {
+  const char* name;
+  std::atomic<void*> address{nullptr};
+};
+
+// The table of hooked functions; every one is required (the program links the kernel library).
+RealFunction g_real[kHookCount] = {
+    {"mpt_launch"}, {"mpt_alloc"}, {"mpt_free"}, {"mpt_log_scalar"}, {"mpt_log_text"},
+};
+
+template <typename Fn>
+Fn real(Hook hook) {
+  void* address = g_real[hook].address.load(std::memory_order_acquire);
+  if (address == nullptr) {
+    address = dlsym(RTLD_NEXT, g_real[hook].name);
+    if (address == nullptr) {
+      std::fprintf(stderr, "fpscope: %s is not defined by any library loaded after the injector (%s)\n",
+                   g_real[hook].name, dlerror());
+      std::abort();
+    }
+    g_real[hook].address.store(address, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(address);
+}
+
+}  // namespace
+
+FPSCOPE_HOOK int mpt_launch(const mpt_launch_desc* launch) {
+  auto real_launch = real<int (*)(const mpt_launch_desc*)>(kLaunch);
+  HookCall call;
+  if (!call.session()) return real_launch(launch);
+  return call.session()->launch(launch, real_launch);
+}
+
+FPSCOPE_HOOK void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name,
+                             uint64_t* id_out) {
+  auto real_alloc = real<void* (*)(size_t, int32_t, int32_t, const char*, uint64_t*)>(kAlloc);
+  HookCall call;
+  if (!call.session()) return real_alloc(bytes, device, category, name, id_out);
+  uint64_t id = 0;
+  void* ptr = real_alloc(bytes, device, category, name, &id);
+  if (id_out) *id_out = id;
+  if (ptr) call.session()->allocated(ptr, bytes, device, category, name, id);
+  return ptr;
+}
+
+FPSCOPE_HOOK void mpt_free(void* ptr, int32_t device) {
+  auto real_free = real<void (*)(void*, int32_t)>(kFree);
+  HookCall call;
+  // Reported before the real free: once freed, the address may be handed out again at once.
+  if (call.session() && ptr) call.session()->freed(ptr);
+  real_free(ptr, device);
+}
+
+FPSCOPE_HOOK void mpt_log_scalar(const char* name, double value, int64_t step) {
+  auto real_log = real<void (*)(const char*, double, int64_t)>(kLogScalar);
+  HookCall call;
+  real_log(name, value, step);
+  if (call.session()) call.session()->log_scalar(name, value, step);
+}
+
+FPSCOPE_HOOK void mpt_log_text(const char* key, const char* value) {
+  auto real_log = real<void (*)(const char*, const char*)>(kLogText);
+  HookCall call;
+  real_log(key, value);
+  if (call.session()) call.session()->log_text(key, value);
+}

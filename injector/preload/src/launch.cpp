@@ -1,0 +1,385 @@
+// The launch path: what the injector does around one mpt_launch().
+//
+//   1. plan: is the launch selected (options), on which device, is it the loss scaler's update?
+//   2. before the real kernel: measure the inputs (in-place kernels overwrite them), read the loss
+//      scale, and when only outputs are measured, check the in-place inputs for finiteness;
+//   3. call the real kernel; after it, measure the outputs and read the loss scale again;
+//   4. under the session lock, write Launch, then per tensor TensorStats (+ TensorFormats and
+//      TensorHistogram with full statistics, Nonfinite for outputs holding NaN/Inf, Dump), then
+//      LossScale;
+//   5. --trap: stop at the first output whose non-finite values this launch made.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "npy_writer.h"
+
+#include "session.h"
+#include "tensor_view.h"
+
+namespace fpscope::inject {
+
+struct Session::LaunchPlan {
+  uint64_t seq = 0;
+  const char* kernel = "";
+  int64_t step = -1;
+  int64_t start_ns = 0, end_ns = 0;
+  int32_t status = 0;
+  uint8_t device = MPT_DEVICE_CPU;
+  bool sampled = false;      // its tensors are measured
+  bool dump = false;         // FPSCOPE_DUMP's launch keys match
+  bool inputs = false, outputs = false;
+  bool loss_scale = false;   // amp_update_scale with host tensors
+};
+
+namespace {
+
+constexpr uint8_t kMaxSlots = 128;  // role_slot keeps the slot in 7 bits
+
+uint8_t launch_device(const mpt_launch_desc* d) {
+  for (int i = 0; i < d->n_inputs; ++i)
+    if (d->inputs[i].device == MPT_DEVICE_CUDA) return MPT_DEVICE_CUDA;
+  for (int i = 0; i < d->n_outputs; ++i)
+    if (d->outputs[i].device == MPT_DEVICE_CUDA) return MPT_DEVICE_CUDA;
+  return MPT_DEVICE_CPU;
+}
+
+bool is_host(const mpt_tensor& t, int32_t dtype) {
+  return t.device == MPT_DEVICE_CPU && t.data != nullptr && t.dtype == dtype && element_count(t) >= 1;
+}
+
+// amp_update_scale: inputs scale (f32), growth_tracker (i32), found_inf (f32); outputs scale and
+// growth_tracker, in place (docs/kernels.md). Device tensors are not read here yet.
+bool loss_scale_readable(const mpt_launch_desc* d) {
+  return std::strcmp(d->kernel, "amp_update_scale") == 0 && d->n_inputs >= 3 && d->n_outputs >= 2 &&
+         is_host(d->inputs[0], MPT_DTYPE_F32) && is_host(d->inputs[1], MPT_DTYPE_I32) &&
+         is_host(d->inputs[2], MPT_DTYPE_F32) && is_host(d->outputs[0], MPT_DTYPE_F32) &&
+         is_host(d->outputs[1], MPT_DTYPE_I32);
+}
+
+template <typename T>
+T first_value(const mpt_tensor& t) {
+  T v;
+  std::memcpy(&v, t.data, sizeof v);
+  return v;
+}
+
+uint8_t role_slot(wire::Role role, uint8_t slot) {
+  return static_cast<uint8_t>((static_cast<unsigned>(role) << 7) | slot);
+}
+
+// Inputs that share memory with an output are overwritten by the kernel: true if all are finite.
+bool in_place_inputs_finite(const mpt_launch_desc* d) {
+  for (int i = 0; i < d->n_inputs; ++i) {
+    const mpt_tensor& in = d->inputs[i];
+    if (!measurable_on_host(in)) continue;
+    for (int o = 0; o < d->n_outputs; ++o) {
+      if (!overlaps(in, d->outputs[o])) continue;
+      if (!all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
+      break;
+    }
+  }
+  return true;
+}
+
+bool aliases_an_output(const mpt_launch_desc* d, const mpt_tensor& in) {
+  for (int o = 0; o < d->n_outputs; ++o)
+    if (overlaps(in, d->outputs[o])) return true;
+  return false;
+}
+
+std::string safe_file_part(const char* text) {
+  std::string s = text ? text : "";
+  for (char& c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
+      c = '_';
+  return s.empty() ? "unnamed" : s;
+}
+
+bool trap_wants(TrapKind trap, const TensorStats& s) {
+  switch (trap) {
+    case TrapKind::NaN: return s.nan > 0;
+    case TrapKind::Inf: return s.pos_inf + s.neg_inf > 0;
+    case TrapKind::Nonfinite: return s.nonfinite() > 0;
+    default: return false;
+  }
+}
+
+std::string place_of(const Attribution& where) {
+  std::string place;
+  auto add = [&](const std::string& part) { place += (place.empty() ? "" : ", ") + part; };
+  if (where.layer) add(std::string("layer ") + where.layer);
+  if (where.step >= 0) add("step " + std::to_string(where.step));
+  if (where.phase) add(std::string("phase ") + where.phase);
+  return place.empty() ? "" : " (" + place + ")";
+}
+
+}  // namespace
+
+Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& where) const {
+  LaunchPlan p;
+  p.kernel = d->kernel ? d->kernel : "";
+  p.step = where.step;
+  p.device = launch_device(d);
+  const bool selected = options_.selects(p.kernel, where.layer, where.step);
+  p.dump = options_.dump.matches_launch(p.kernel, where.layer, where.step);
+  // Device tensors need the GPU statistics library, which is not integrated yet: such launches
+  // are recorded unmeasured (docs/injector.md).
+  p.sampled = (selected || p.dump) && p.device == MPT_DEVICE_CPU;
+  p.inputs = p.sampled && options_.measures_inputs();
+  p.outputs = p.sampled && options_.measures_outputs();
+  p.loss_scale = d->kernel != nullptr && loss_scale_readable(d);
+  return p;
+}
+
+int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
+  if (d == nullptr || d->kernel == nullptr || d->n_inputs < 0 || d->n_outputs < 0) return real(d);
+  const Attribution where = this_thread_ranges().attribution();
+  LaunchPlan p = plan(d, where);
+  p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  p.start_ns = monotonic_ns();
+
+  thread_local std::vector<Measurement> measured;
+  measured.clear();
+  if (p.inputs) measure(d, p, wire::Role::Input, &measured);
+  const bool in_place_finite = p.outputs && !p.inputs ? in_place_inputs_finite(d) : true;
+  LossScaleProbe probe;
+  if (p.loss_scale) {
+    probe.scale_before = first_value<float>(d->inputs[0]);
+    probe.found_inf = first_value<float>(d->inputs[2]) != 0.0f;
+  }
+
+  p.status = real(d);
+  p.end_ns = monotonic_ns();
+
+  bool outputs_nonfinite = false;
+  if (p.outputs) {
+    const size_t first_output = measured.size();
+    measure(d, p, wire::Role::Output, &measured);
+    for (size_t i = first_output; i < measured.size(); ++i)
+      outputs_nonfinite |= measured[i].stats.nonfinite() > 0;
+  }
+  if (p.loss_scale) {
+    probe.valid = true;
+    probe.scale_after = first_value<float>(d->outputs[0]);
+    probe.tracker_after = first_value<int32_t>(d->outputs[1]);
+  }
+  // Origin is only needed for outputs that hold NaN/Inf, so inputs are looked at only then.
+  const bool finite_in = outputs_nonfinite && in_place_finite && inputs_finite(d, p, measured);
+  write_launch_records(d, p, where, measured, finite_in, probe);
+  if (outputs_nonfinite && finite_in && options_.trap != TrapKind::None)
+    check_trap(d, p, where, measured, finite_in);
+  return p.status;
+}
+
+void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role,
+                      std::vector<Measurement>* out) {
+  const bool inputs = role == wire::Role::Input;
+  const mpt_tensor* tensors = inputs ? d->inputs : d->outputs;
+  const int n = inputs ? d->n_inputs : d->n_outputs;
+  for (int i = 0; i < n && i < kMaxSlots; ++i) {
+    const mpt_tensor& t = tensors[i];
+    if (!measurable_on_host(t)) continue;
+    Measurement& m = out->emplace_back();
+    m.tensor = &t;
+    m.role = role;
+    m.slot = static_cast<uint8_t>(i);
+    m.dump_file.clear();
+    compute_stats(t.data, *float_type(t.dtype), element_count(t), options_.stats, &m.stats);
+    if (p.dump && options_.dump.matches_tensor(t.name ? t.name : "")) dump_tensor(p, &m);
+  }
+}
+
+// With inputs measured, their statistics answer; otherwise the inputs the kernel did not
+// overwrite are scanned now (in-place ones were checked before the call).
+bool Session::inputs_finite(const mpt_launch_desc* d, const LaunchPlan& p,
+                            const std::vector<Measurement>& measured) const {
+  if (p.inputs) {
+    for (const Measurement& m : measured)
+      if (m.role == wire::Role::Input && m.stats.nonfinite() > 0) return false;
+    return true;
+  }
+  for (int i = 0; i < d->n_inputs; ++i) {
+    const mpt_tensor& in = d->inputs[i];
+    if (!measurable_on_host(in) || aliases_an_output(d, in)) continue;
+    if (!all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
+  }
+  return true;
+}
+
+void Session::dump_tensor(const LaunchPlan& p, Measurement* m) {
+  const mpt_tensor& t = *m->tensor;
+  char seq[24];
+  std::snprintf(seq, sizeof seq, "%08llu", static_cast<unsigned long long>(p.seq));
+  const std::string step = p.step >= 0 ? "step" + std::to_string(p.step) : "nostep";
+  const std::string file = step + "-launch" + seq + "-" + safe_file_part(p.kernel) + "-" +
+                           (m->role == wire::Role::Input ? "in" : "out") + std::to_string(m->slot) +
+                           "-" + safe_file_part(t.name) + ".npy";
+  std::string error;
+  const size_t bytes = element_count(t) * dtype_bytes(t.dtype);
+  if (write_npy(options_.dump_dir + "/" + file, npy_descr(t.dtype), t.shape, t.ndim, t.data, bytes,
+                &error)) {
+    m->dump_file = file;
+  } else {
+    std::fprintf(stderr, "fpscope: dump: %s\n", error.c_str());
+  }
+}
+
+void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p,
+                                   const Attribution& where, const std::vector<Measurement>& measured,
+                                   bool finite_in, const LossScaleProbe& probe) {
+  wire::LaunchRecord l{};
+  l.seq = p.seq;
+  l.start_ns = p.start_ns;
+  l.end_ns = p.end_ns;
+  l.layer = where.layer_id;
+  l.phase = where.phase_id;
+  l.status = p.status;
+  l.step = where.step;
+  l.n_inputs = static_cast<uint8_t>(d->n_inputs > 255 ? 255 : d->n_inputs);
+  l.n_outputs = static_cast<uint8_t>(d->n_outputs > 255 ? 255 : d->n_outputs);
+  l.device = p.device;
+  l.sampled = p.sampled ? 1 : 0;
+  const uint32_t thread = this_thread_number();
+  std::lock_guard lock(mutex_);
+  l.kernel = intern_locked(p.kernel);
+  writer_.put(wire::RecordType::Launch, l, thread);
+  for (const Measurement& m : measured) write_tensor_records(p, m, finite_in);
+  if (probe.valid) {
+    wire::LossScaleRecord r{};
+    r.seq = p.seq;
+    r.t_ns = p.end_ns;
+    r.step = where.step;
+    r.scale_before = probe.scale_before;
+    r.scale_after = probe.scale_after;
+    r.growth_tracker = probe.tracker_after;
+    r.found_inf = probe.found_inf ? 1 : 0;
+    r.event = probe.scale_after > probe.scale_before   ? wire::ScaleEvent::Growth
+              : probe.scale_after < probe.scale_before ? wire::ScaleEvent::Backoff
+                                                       : wire::ScaleEvent::Unchanged;
+    writer_.put(wire::RecordType::LossScale, r, thread);
+  }
+}
+
+void Session::write_tensor_records(const LaunchPlan& p, const Measurement& m, bool finite_in) {
+  const mpt_tensor& t = *m.tensor;
+  const TensorStats& s = m.stats;
+  const uint32_t thread = this_thread_number();
+  const uint8_t rs = role_slot(m.role, m.slot);
+  wire::TensorStatsRecord r{};
+  r.seq = p.seq;
+  r.tensor_id = t.id;
+  r.name = intern_locked(t.name ? t.name : "");
+  r.role = m.role;
+  r.slot = m.slot;
+  r.dtype = static_cast<uint8_t>(t.dtype);
+  r.ndim = static_cast<uint8_t>(t.ndim < 0 ? 0 : t.ndim > MPT_MAX_DIMS ? MPT_MAX_DIMS : t.ndim);
+  for (int i = 0; i < r.ndim; ++i) r.shape[i] = t.shape[i];
+  r.count = s.count;
+  r.nan = s.nan;
+  r.pos_inf = s.pos_inf;
+  r.neg_inf = s.neg_inf;
+  r.zero = s.zero;
+  r.subnormal = s.subnormal;
+  r.min = s.min;
+  r.max = s.max;
+  r.absmax = s.absmax;
+  r.min_nonzero = s.min_nonzero;
+  r.mean = s.mean;
+  r.rms = s.rms;
+  writer_.put(wire::RecordType::TensorStats, r, thread);
+
+  if (options_.stats == StatsLevel::Full) {
+    wire::TensorFormatsRecord f{};
+    f.seq = p.seq;
+    f.role_slot = rs;
+    for (int i = 0; i < wire::kFormatCount; ++i)
+      f.formats[i] = {s.cast[i].overflow, s.cast[i].underflow, s.cast[i].subnormal, s.cast[i].near_max};
+    writer_.put(wire::RecordType::TensorFormats, f, thread);
+
+    wire::HistogramBin bins[kHistBins];
+    uint32_t n = 0;
+    for (int b = 0; b < kHistBins; ++b)
+      if (s.hist[b] != 0) bins[n++] = {b + kHistMinExponent, 0, s.hist[b]};
+    wire::TensorHistogramRecord h{};
+    h.seq = p.seq;
+    h.role_slot = rs;
+    h.bins = n;
+    writer_.put_with_tail(wire::RecordType::TensorHistogram, &h, sizeof h, bins,
+                          n * sizeof(wire::HistogramBin), thread);
+  }
+
+  if (m.role == wire::Role::Output && s.nonfinite() > 0) {
+    const ElementType type = *float_type(t.dtype);
+    wire::NonfiniteRecord nf{};
+    nf.seq = p.seq;
+    nf.first_index = static_cast<uint64_t>(s.first_nonfinite);
+    nf.first_bits = s.first_nonfinite_bits;
+    nf.role_slot = rs;
+    nf.kind = nonfinite_kind(type, s.first_nonfinite_bits);
+    nf.origin = finite_in ? 1 : 0;
+    nf.dtype = static_cast<uint8_t>(t.dtype);
+    writer_.put(wire::RecordType::Nonfinite, nf, thread);
+  }
+
+  if (!m.dump_file.empty()) {
+    wire::DumpRecord dr{};
+    dr.seq = p.seq;
+    dr.path = intern_locked(m.dump_file);
+    dr.role_slot = rs;
+    writer_.put(wire::RecordType::Dump, dr, thread);
+  }
+}
+
+// The first output (in slot order) holding values of the trapped kind names the place; the index
+// is that of the first such value, which may lie after a non-finite value of another kind.
+void Session::check_trap(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
+                         const std::vector<Measurement>& measured, bool finite_in) {
+  for (const Measurement& m : measured) {
+    if (m.role != wire::Role::Output || !trap_wants(options_.trap, m.stats)) continue;
+    const mpt_tensor& t = *m.tensor;
+    const ElementType type = *float_type(t.dtype);
+    wire::NonfiniteKind kind = nonfinite_kind(type, m.stats.first_nonfinite_bits);
+    int64_t index = m.stats.first_nonfinite;
+    const bool kind_matches = options_.trap == TrapKind::Nonfinite ||
+                              (options_.trap == TrapKind::NaN) == (kind == wire::NonfiniteKind::NaN);
+    if (!kind_matches) {
+      index = first_of_kind(t.data, type, element_count(t), options_.trap == TrapKind::NaN);
+      kind = nonfinite_kind(type, element_bits(t.data, type, static_cast<size_t>(index)));
+    }
+    const std::string message = std::string("fpscope: trap: first ") + nonfinite_word(kind) +
+                                " made by " + p.kernel + place_of(where) + " in " +
+                                (t.name ? t.name : "output " + std::to_string(m.slot)) +
+                                " at index " + std::to_string(index);
+    trap(p.seq, message);
+    return;
+  }
+}
+
+// Records the trap, lets the collector read everything, then stops the program with SIGTRAP's
+// default action (a handler the program installed is bypassed on purpose).
+void Session::trap(uint64_t seq, const std::string& message) {
+  if (trapped_.exchange(true)) return;
+  {
+    std::lock_guard lock(mutex_);
+    wire::TrapRecord r{};
+    r.seq = seq;
+    r.t_ns = monotonic_ns();
+    r.reason = intern_locked(message);
+    writer_.put(wire::RecordType::Trap, r, this_thread_number());
+  }
+  sink_->wait_drained(std::chrono::seconds(10));
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  signal(SIGTRAP, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTRAP);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  raise(SIGTRAP);
+}
+
+}  // namespace fpscope::inject

@@ -1,0 +1,61 @@
+// Writes wire records into a ring, and interns strings so each travels once per process.
+//
+// RecordSink is the ring as the injector needs it (reserve contiguous slots, publish, wait until
+// the collector has read everything); RingSink adapts the collector's RingProducer to it, tests
+// may use a sink of their own. RecordWriter is not thread-safe: the session's mutex guards it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "fpscope/wire.h"
+
+namespace fpscope::inject {
+
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // `slots` contiguous slots, or null when the record had to be dropped.
+  virtual void* reserve(uint16_t slots) = 0;
+  // Makes the record last reserved visible to the collector.
+  virtual void publish() = 0;
+  virtual bool wait_drained(std::chrono::milliseconds limit) = 0;
+};
+
+class RecordWriter {
+ public:
+  explicit RecordWriter(RecordSink* sink) : sink_(sink) {}
+
+  // Fills in the header of `record` (type, slot count, thread) and publishes it.
+  template <typename R>
+  bool put(wire::RecordType type, R record, uint32_t thread) {
+    static_assert(wire::kIsWireRecord<R>);
+    return put_with_tail(type, &record, sizeof(R), nullptr, 0, thread);
+  }
+
+  // A record of `fixed_bytes` (starting with a RecordHeader) followed by `tail_bytes` more.
+  bool put_with_tail(wire::RecordType type, const void* fixed, size_t fixed_bytes, const void* tail,
+                     size_t tail_bytes, uint32_t thread);
+
+  // The id of `text` (cut to kMaxStringBytes), sending a String record the first time it is seen.
+  // An empty string is still a string (id != 0).
+  uint32_t intern(std::string_view text, uint32_t thread);
+
+  size_t interned_count() const { return ids_.size(); }
+  RecordSink* sink() const { return sink_; }
+
+ private:
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  RecordSink* sink_;
+  std::unordered_map<std::string, uint32_t, TextHash, std::equal_to<>> ids_;
+  uint32_t next_id_ = 1;
+};
+
+}  // namespace fpscope::inject

@@ -1,0 +1,88 @@
+// Lazy start-up of the session, the recursion guard, and fork/exit handling (see runtime.h).
+#include "runtime.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "ring_sink.h"
+
+namespace fpscope::inject {
+namespace {
+
+enum class State : int { Unstarted, Tracing, Forwarding };
+
+std::atomic<State> g_state{State::Unstarted};
+std::atomic<bool> g_torn_down{false};
+Session* g_session = nullptr;  // never deleted: late calls from other threads must find it alive
+// initial-exec: the preloaded library's TLS is static, and its access is then a plain load.
+__attribute__((tls_model("initial-exec"))) thread_local bool t_inside_hook = false;
+
+// A forked child shares the ring mapping but must never write into it.
+void on_fork_child() { g_state.store(State::Forwarding, std::memory_order_release); }
+
+const char* env_lookup(const char* name) { return std::getenv(name); }
+
+Session* start_session() {
+  const char* ring = std::getenv(kRingEnv);
+  if (ring == nullptr || ring[0] == '\0') return nullptr;
+  Options options;
+  std::string error;
+  if (!parse_options(env_lookup, &options, &error)) {
+    std::fprintf(stderr, "fpscope: %s; tracing disabled, the program runs untraced\n", error.c_str());
+    return nullptr;
+  }
+  auto producer = RingProducer::attach(ring, &error);
+  if (!producer) {
+    std::fprintf(stderr, "fpscope: cannot attach to the trace ring %s: %s; tracing disabled\n", ring,
+                 error.c_str());
+    return nullptr;
+  }
+  // Another process of this run owns the ring (a parent that made kernel calls, then exec'ed or
+  // spawned us): stay silent and forward.
+  if (!producer->claim()) return nullptr;
+  auto* session = new Session(std::move(options), std::make_unique<RingSink>(std::move(producer)));
+  session->announce();
+  return session;
+}
+
+Session* current_session() {
+  State s = g_state.load(std::memory_order_acquire);
+  if (s == State::Tracing) return g_session;
+  if (s == State::Forwarding) return nullptr;
+  static std::mutex start_mutex;
+  std::lock_guard lock(start_mutex);
+  s = g_state.load(std::memory_order_acquire);
+  if (s != State::Unstarted) return s == State::Tracing ? g_session : nullptr;
+  t_inside_hook = true;  // calls made while starting (none expected) are forwarded
+  g_session = start_session();
+  t_inside_hook = false;
+  g_state.store(g_session ? State::Tracing : State::Forwarding, std::memory_order_release);
+  return g_session;
+}
+
+// Registered at load, so a child forked even before the parent's first kernel call never claims
+// the ring. A child that execs starts afresh and may claim it if nobody has.
+__attribute__((constructor)) void on_load() { pthread_atfork(nullptr, nullptr, on_fork_child); }
+
+// Runs when the library is unloaded at exit, after the program's own exit-time code.
+__attribute__((destructor)) void on_unload() { g_torn_down.store(true, std::memory_order_release); }
+
+}  // namespace
+
+bool torn_down() { return g_torn_down.load(std::memory_order_acquire); }
+
+HookCall::HookCall() {
+  if (t_inside_hook || torn_down()) return;
+  session_ = current_session();
+  if (session_) t_inside_hook = true;
+}
+
+HookCall::~HookCall() {
+  if (session_) t_inside_hook = false;
+}
+
+}  // namespace fpscope::inject

@@ -1,0 +1,31 @@
+// Process-wide injector state shared by the kernel-library hooks and the NVTX callbacks: lazy
+// start-up, the recursion guard, fork and exit handling.
+//
+// Tracing starts at the first hooked call (kernel library or NVTX) of a process whose environment
+// names a ring (FPSCOPE_RING) with valid options, and only if this process can claim the ring: the
+// first process of a run to make such a call owns it. Everything else forwards to the real
+// functions untouched: no ring, invalid options, a ring owned by another process, a forked child,
+// a call made from inside the injector itself, or a call during exit after teardown.
+#pragma once
+
+#include "session.h"
+
+namespace fpscope::inject {
+
+// Scope of one hooked call. `session` is null when the call must only be forwarded.
+class HookCall {
+ public:
+  HookCall();
+  ~HookCall();
+  HookCall(const HookCall&) = delete;
+  HookCall& operator=(const HookCall&) = delete;
+  Session* session() const { return session_; }
+
+ private:
+  Session* session_ = nullptr;
+};
+
+// True once the library's destructor has run; hooks then only forward.
+bool torn_down();
+
+}  // namespace fpscope::inject

@@ -1,0 +1,160 @@
+// Session: the process announcement, allocations, logged values and NVTX ranges. The launch path
+// is in launch.cpp.
+#include "session.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace fpscope::inject {
+
+uint32_t this_thread_number() {
+  static std::atomic<uint32_t> next{1};
+  thread_local uint32_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
+int64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+namespace {
+
+int64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+std::string executable_path() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+Session::Session(Options options, std::unique_ptr<RecordSink> sink)
+    : options_(std::move(options)), sink_(std::move(sink)), writer_(sink_.get()) {}
+
+void Session::announce() {
+  const std::string exe = executable_path();
+  const std::string described = options_.describe();
+  std::lock_guard lock(mutex_);
+  wire::ProcessRecord r{};
+  r.protocol = wire::kProtocolVersion;
+  r.pid = getpid();
+  r.start_ns = realtime_ns();
+  r.mono_ns = monotonic_ns();
+  r.exe = intern_locked(exe);
+  r.options = intern_locked(described);
+  writer_.put(wire::RecordType::Process, r, this_thread_number());
+}
+
+void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name,
+                        uint64_t id) {
+  wire::AllocRecord r{};
+  r.t_ns = monotonic_ns();
+  r.id = id;
+  r.bytes = bytes;
+  r.address = reinterpret_cast<uintptr_t>(ptr);
+  r.category = static_cast<uint8_t>(category);
+  r.device = static_cast<uint8_t>(device);
+  std::lock_guard lock(mutex_);
+  r.name = intern_locked(name ? name : "");
+  live_[ptr] = Allocation{id, bytes};
+  writer_.put(wire::RecordType::Alloc, r, this_thread_number());
+}
+
+void Session::freed(void* ptr) {
+  const int64_t t = monotonic_ns();
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return;  // not ours to report: allocated before tracing began
+  wire::FreeRecord r{};
+  r.t_ns = t;
+  r.id = it->second.id;
+  r.bytes = it->second.bytes;
+  live_.erase(it);
+  writer_.put(wire::RecordType::Free, r, this_thread_number());
+}
+
+void Session::log_scalar(const char* name, double value, int64_t step) {
+  wire::ScalarRecord r{};
+  r.t_ns = monotonic_ns();
+  r.step = step;
+  r.value = value;
+  std::lock_guard lock(mutex_);
+  r.name = intern_locked(name ? name : "");
+  writer_.put(wire::RecordType::Scalar, r, this_thread_number());
+}
+
+void Session::log_text(const char* key, const char* value) {
+  wire::TextRecord r{};
+  r.t_ns = monotonic_ns();
+  std::lock_guard lock(mutex_);
+  r.key = intern_locked(key ? key : "");
+  r.value = intern_locked(value ? value : "");
+  writer_.put(wire::RecordType::Text, r, this_thread_number());
+}
+
+uint32_t Session::domain_id_locked(const NvtxDomainInfo* domain) {
+  return domain ? intern_locked(domain->name) : 0;
+}
+
+int Session::range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
+  wire::NvtxPushRecord r{};
+  r.t_ns = monotonic_ns();
+  r.category = event.category;
+  r.payload_kind = event.payload_kind;
+  r.payload_i = event.payload_i;
+  r.payload_f = event.payload_f;
+  {
+    std::lock_guard lock(mutex_);
+    r.message = intern_locked(event.message);
+    r.domain = domain_id_locked(domain);
+    writer_.put(wire::RecordType::NvtxPush, r, this_thread_number());
+  }
+  OpenRange range;
+  range.domain = domain;
+  range.trainer_domain = domain != nullptr && domain->trainer;
+  range.category = event.category;
+  if (event.payload_kind == 1) range.step = event.payload_i;
+  else if (event.payload_kind == 2) range.step = static_cast<int64_t>(event.payload_f);
+  range.message_id = r.message;
+  range.message = std::string(event.message);
+  return this_thread_ranges().push(std::move(range));
+}
+
+int Session::range_pop(const NvtxDomainInfo* domain) {
+  const int depth = this_thread_ranges().pop(domain);
+  if (depth < 0) return depth;  // unbalanced pop: nothing was open in that domain
+  wire::NvtxPopRecord r{};
+  r.t_ns = monotonic_ns();
+  std::lock_guard lock(mutex_);
+  r.domain = domain_id_locked(domain);
+  writer_.put(wire::RecordType::NvtxPop, r, this_thread_number());
+  return depth;
+}
+
+// A mark is an instant: a range that opens and closes at the same time, outside the stack.
+void Session::mark(const NvtxDomainInfo* domain, const RangeEvent& event) {
+  wire::NvtxPushRecord push{};
+  push.t_ns = monotonic_ns();
+  push.category = event.category;
+  push.payload_kind = event.payload_kind;
+  push.payload_i = event.payload_i;
+  push.payload_f = event.payload_f;
+  wire::NvtxPopRecord pop{};
+  pop.t_ns = push.t_ns;
+  std::lock_guard lock(mutex_);
+  push.message = intern_locked(event.message);
+  push.domain = pop.domain = domain_id_locked(domain);
+  writer_.put(wire::RecordType::NvtxPush, push, this_thread_number());
+  writer_.put(wire::RecordType::NvtxPop, pop, this_thread_number());
+}
+
+}  // namespace fpscope::inject

@@ -1,0 +1,121 @@
+// The tracing state of one traced process: its options, the ring it writes, interned strings,
+// live allocations and launch numbering. The hooks and NVTX callbacks hand their calls to the one
+// Session (see runtime.h); everything here runs with the real kernel library's call around it.
+//
+// Locking: one mutex guards the record writer (ring and string table) and the allocation map.
+// Tensor statistics, finiteness scans and .npy files are computed before the lock is taken, so a
+// launch holds the lock only while it copies its finished records into the ring.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "fpscope/tensor_stats.h"
+#include "fpscope/wire.h"
+#include "mpt/abi.h"
+#include "options.h"
+#include "range_stack.h"
+#include "record_writer.h"
+
+namespace fpscope::inject {
+
+using LaunchFn = int (*)(const mpt_launch_desc*);
+
+// One NVTX range as the callbacks decoded it.
+struct RangeEvent {
+  std::string_view message;
+  uint32_t category = 0;
+  uint32_t payload_kind = 0;  // 0 none, 1 int64, 2 double (as in wire::NvtxPushRecord)
+  int64_t payload_i = 0;
+  double payload_f = 0;
+};
+
+// A domain created through nvtxDomainCreateA; handles are never freed.
+struct NvtxDomainInfo {
+  std::string name;
+  bool trainer = false;  // the "mptrain" domain
+};
+
+// One measured tensor of a launch.
+struct Measurement {
+  const mpt_tensor* tensor = nullptr;
+  wire::Role role = wire::Role::Input;
+  uint8_t slot = 0;
+  TensorStats stats;
+  std::string dump_file;  // relative to FPSCOPE_DUMP_DIR, empty if not dumped
+};
+
+// The loss-scaler state around one amp_update_scale launch.
+struct LossScaleProbe {
+  bool valid = false;
+  double scale_before = 0, scale_after = 0;
+  int32_t tracker_after = 0;
+  bool found_inf = false;
+};
+
+// Small per-process thread number, from 1, for record headers.
+uint32_t this_thread_number();
+int64_t monotonic_ns();
+
+class Session {
+ public:
+  Session(Options options, std::unique_ptr<RecordSink> sink);
+
+  const Options& options() const { return options_; }
+  // Writes the Process record; the first record of the trace.
+  void announce();
+
+  int launch(const mpt_launch_desc* launch, LaunchFn real);
+  void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id);
+  void freed(void* ptr);
+  void log_scalar(const char* name, double value, int64_t step);
+  void log_text(const char* key, const char* value);
+
+  // NVTX on the calling thread; the return values are what NVTX hands back to the program.
+  int range_push(const NvtxDomainInfo* domain, const RangeEvent& event);
+  int range_pop(const NvtxDomainInfo* domain);
+  void mark(const NvtxDomainInfo* domain, const RangeEvent& event);
+
+  uint64_t launches() const { return next_seq_.load(std::memory_order_relaxed) - 1; }
+
+ private:
+  struct Allocation {
+    uint64_t id;
+    uint64_t bytes;
+  };
+  struct LaunchPlan;
+
+  uint32_t intern_locked(std::string_view text) { return writer_.intern(text, this_thread_number()); }
+  uint32_t domain_id_locked(const NvtxDomainInfo* domain);
+
+  // The launch path (launch.cpp).
+  LaunchPlan plan(const mpt_launch_desc* d, const Attribution& where) const;
+  void measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role,
+               std::vector<Measurement>* out);
+  bool inputs_finite(const mpt_launch_desc* d, const LaunchPlan& p,
+                     const std::vector<Measurement>& measured) const;
+  void dump_tensor(const LaunchPlan& p, Measurement* m);
+  void write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
+                            const std::vector<Measurement>& measured, bool inputs_finite,
+                            const LossScaleProbe& probe);
+  void write_tensor_records(const LaunchPlan& p, const Measurement& m, bool inputs_finite);
+  void check_trap(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
+                  const std::vector<Measurement>& measured, bool inputs_finite);
+  void trap(uint64_t seq, const std::string& message);
+
+  Options options_;
+  std::unique_ptr<RecordSink> sink_;
+  std::mutex mutex_;
+  RecordWriter writer_;
+  std::unordered_map<const void*, Allocation> live_;
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<bool> trapped_{false};
+};
+
+}  // namespace fpscope::inject

@@ -1,0 +1,124 @@
+// Tensor facts and finiteness scans (see tensor_view.h).
+#include "tensor_view.h"
+
+#include <cstring>
+
+namespace fpscope::inject {
+namespace {
+
+// Exponent mask and sign bit of each element type; all-ones exponent means NaN or Inf.
+struct BitLayout {
+  uint32_t exponent, sign;
+};
+constexpr BitLayout layout_of(ElementType type) {
+  switch (type) {
+    case ElementType::F32: return {0x7f800000u, 0x80000000u};
+    case ElementType::F16: return {0x7c00u, 0x8000u};
+    default: return {0x7f80u, 0x8000u};  // bf16
+  }
+}
+
+template <typename Bits>
+bool all_finite_bits(const Bits* v, size_t n, Bits exponent) {
+  // Blocks of 1024 let the compiler vectorise the inner loop while still stopping early.
+  constexpr size_t kBlock = 1024;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = start + kBlock < n ? start + kBlock : n;
+    unsigned any = 0;
+    for (size_t i = start; i < end; ++i) any |= static_cast<unsigned>((v[i] & exponent) == exponent);
+    if (any) return false;
+  }
+  return true;
+}
+
+template <typename Bits>
+int64_t first_of_kind_bits(const Bits* v, size_t n, Bits exponent, bool want_nan) {
+  const Bits mantissa = static_cast<Bits>(~exponent & static_cast<Bits>(exponent | (exponent - 1)));
+  for (size_t i = 0; i < n; ++i) {
+    if ((v[i] & exponent) != exponent) continue;
+    const bool is_nan = (v[i] & mantissa) != 0;
+    if (is_nan == want_nan) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::optional<ElementType> float_type(int32_t dtype) {
+  switch (dtype) {
+    case MPT_DTYPE_F32: return ElementType::F32;
+    case MPT_DTYPE_F16: return ElementType::F16;
+    case MPT_DTYPE_BF16: return ElementType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+size_t dtype_bytes(int32_t dtype) {
+  switch (dtype) {
+    case MPT_DTYPE_F16:
+    case MPT_DTYPE_BF16: return 2;
+    case MPT_DTYPE_I64:
+    case MPT_DTYPE_F64: return 8;
+    case MPT_DTYPE_U8: return 1;
+    default: return 4;
+  }
+}
+
+uint64_t element_count(const mpt_tensor& t) {
+  uint64_t n = 1;
+  for (int32_t d = 0; d < t.ndim && d < MPT_MAX_DIMS; ++d) n *= t.shape[d] > 0 ? uint64_t(t.shape[d]) : 0;
+  return n;
+}
+
+bool measurable_on_host(const mpt_tensor& t) {
+  return t.device == MPT_DEVICE_CPU && t.data != nullptr && float_type(t.dtype).has_value();
+}
+
+bool overlaps(const mpt_tensor& a, const mpt_tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+  const uintptr_t a1 = a0 + element_count(a) * dtype_bytes(a.dtype);
+  const uintptr_t b1 = b0 + element_count(b) * dtype_bytes(b.dtype);
+  return a0 < b1 && b0 < a1;
+}
+
+bool all_finite(const void* data, ElementType type, size_t n) {
+  const BitLayout l = layout_of(type);
+  if (type == ElementType::F32) return all_finite_bits(static_cast<const uint32_t*>(data), n, l.exponent);
+  return all_finite_bits(static_cast<const uint16_t*>(data), n, static_cast<uint16_t>(l.exponent));
+}
+
+int64_t first_of_kind(const void* data, ElementType type, size_t n, bool want_nan) {
+  const BitLayout l = layout_of(type);
+  if (type == ElementType::F32)
+    return first_of_kind_bits(static_cast<const uint32_t*>(data), n, l.exponent, want_nan);
+  return first_of_kind_bits(static_cast<const uint16_t*>(data), n, static_cast<uint16_t>(l.exponent),
+                            want_nan);
+}
+
+uint32_t element_bits(const void* data, ElementType type, size_t i) {
+  if (type == ElementType::F32) {
+    uint32_t bits;
+    std::memcpy(&bits, static_cast<const unsigned char*>(data) + 4 * i, 4);
+    return bits;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, static_cast<const unsigned char*>(data) + 2 * i, 2);
+  return bits;
+}
+
+wire::NonfiniteKind nonfinite_kind(ElementType type, uint32_t bits) {
+  const BitLayout l = layout_of(type);
+  const uint32_t mantissa = ~l.exponent & (l.sign - 1);
+  if (bits & mantissa) return wire::NonfiniteKind::NaN;
+  return (bits & l.sign) ? wire::NonfiniteKind::NegInf : wire::NonfiniteKind::PosInf;
+}
+
+const char* nonfinite_word(wire::NonfiniteKind kind) {
+  switch (kind) {
+    case wire::NonfiniteKind::NaN: return "NaN";
+    case wire::NonfiniteKind::PosInf: return "+Inf";
+    default: return "-Inf";
+  }
+}
+
+}  // namespace fpscope::inject

@@ -1,0 +1,36 @@
+// The injector exports its hooks and nothing else: no statistics, ring or C++ runtime symbols of
+// its own leak into the traced program's symbol namespace.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+
+namespace {
+
+std::set<std::string> defined_dynamic_symbols(const std::string& library) {
+  const std::string cmd = "nm -D --defined-only " + library;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::set<std::string> names;
+  char line[1024];
+  while (pipe && fgets(line, sizeof line, pipe.get())) {
+    std::string s(line);
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    const size_t space = s.rfind(' ');
+    const std::string name = s.substr(space + 1);
+    const char kind = space >= 1 ? s[space - 1] : '?';
+    if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B' || kind == 'V' || kind == 'i')
+      names.insert(name.substr(0, name.find('@')));
+  }
+  return names;
+}
+
+TEST(Exports, OnlyTheHooks) {
+  const std::set<std::string> expected = {
+      "mpt_launch", "mpt_alloc", "mpt_free", "mpt_log_scalar", "mpt_log_text",
+      "InitializeInjectionNvtx2", "InitializeInjectionNvtx2Preinject"};
+  EXPECT_EQ(defined_dynamic_symbols(FPSCOPE_INJECT_LIBRARY), expected);
+}
+
+}  // namespace

@@ -1,0 +1,506 @@
+// Tests of record assembly: fake kernels go through the session's launch path, which writes into
+// a real ring (the collector's RingProducer); the test reads the ring back with RingConsumer and
+// checks every record against values worked out by hand.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fpscope/ring.h"
+#include "memory_sink.h"
+#include "ring_sink.h"
+#include "session.h"
+
+namespace fpscope::inject {
+namespace {
+
+using testing::DecodedTrace;
+using wire::RecordType;
+
+mpt_tensor tensor(void* data, int32_t dtype, std::vector<int64_t> shape, const char* name, uint64_t id = 0) {
+  mpt_tensor t{};
+  t.data = data;
+  t.id = id;
+  t.name = name;
+  t.ndim = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
+  t.dtype = dtype;
+  t.device = MPT_DEVICE_CPU;
+  return t;
+}
+
+int64_t count_of(const mpt_tensor& t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+// y = 2x (f32).
+int scale2(const mpt_launch_desc* d) {
+  const auto* x = static_cast<const float*>(d->inputs[0].data);
+  auto* y = static_cast<float*>(d->outputs[0].data);
+  for (int64_t i = 0; i < count_of(d->outputs[0]); ++i) y[i] = 2 * x[i];
+  return MPT_OK;
+}
+
+// y = x, then a quiet NaN at index scalars[0] (f32).
+int copy_with_nan(const mpt_launch_desc* d) {
+  std::memcpy(d->outputs[0].data, d->inputs[0].data, 4 * count_of(d->outputs[0]));
+  static_cast<float*>(d->outputs[0].data)[static_cast<int64_t>(d->scalars[0].value)] =
+      std::numeric_limits<float>::quiet_NaN();
+  return MPT_OK;
+}
+
+// x *= s[0] in place: inputs x, s; outputs x.
+int scale_in_place(const mpt_launch_desc* d) {
+  auto* x = static_cast<float*>(d->inputs[0].data);
+  const float s = *static_cast<const float*>(d->inputs[1].data);
+  for (int64_t i = 0; i < count_of(d->inputs[0]); ++i) x[i] *= s;
+  return MPT_OK;
+}
+
+// The loss scaler's update, as docs/kernels.md describes it (growth interval 2).
+int update_scale(const mpt_launch_desc* d) {
+  auto* scale = static_cast<float*>(d->inputs[0].data);
+  auto* tracker = static_cast<int32_t*>(d->inputs[1].data);
+  const float found_inf = *static_cast<const float*>(d->inputs[2].data);
+  if (found_inf != 0) {
+    *scale *= 0.5f;
+    *tracker = 0;
+  } else if (++*tracker == 2) {
+    *scale *= 2;
+    *tracker = 0;
+  }
+  return MPT_OK;
+}
+
+class LaunchPath : public ::testing::Test {
+ protected:
+  void start(Options options) {
+    static int serial = 0;
+    const std::string name = "/fpscope-inject-test-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+    std::string error;
+    consumer_ = RingConsumer::create(name, 1 << 14, &error);
+    ASSERT_TRUE(consumer_) << error;
+    auto producer = RingProducer::attach(name.c_str(), &error);
+    ASSERT_TRUE(producer) << error;
+    ASSERT_TRUE(producer->claim());
+    session_ = std::make_unique<Session>(std::move(options), std::make_unique<RingSink>(std::move(producer)));
+  }
+  const DecodedTrace& drain() {
+    consumer_->drain([this](const wire::RecordHeader* h) { trace_.add(h); });
+    return trace_;
+  }
+  // Opens step / phase / layer ranges of the trainer's domain on this thread.
+  void enter(int64_t step, const char* phase, const char* layer) {
+    RangeEvent e;
+    e.message = "step";
+    e.category = kStepCategory;
+    e.payload_kind = 1;
+    e.payload_i = step;
+    session_->range_push(&trainer_, e);
+    session_->range_push(&trainer_, RangeEvent{phase, kPhaseCategory});
+    session_->range_push(&trainer_, RangeEvent{layer, kLayerCategory});
+  }
+  void leave() {
+    for (int i = 0; i < 3; ++i) session_->range_pop(&trainer_);
+  }
+  int launch(const char* kernel, std::vector<mpt_tensor> in, std::vector<mpt_tensor> out, LaunchFn fn,
+             std::vector<mpt_scalar> scalars = {}) {
+    mpt_launch_desc d{};
+    d.abi_version = MPT_ABI_VERSION;
+    d.kernel = kernel;
+    d.inputs = in.data();
+    d.n_inputs = static_cast<int32_t>(in.size());
+    d.outputs = out.data();
+    d.n_outputs = static_cast<int32_t>(out.size());
+    d.scalars = scalars.data();
+    d.n_scalars = static_cast<int32_t>(scalars.size());
+    return session_->launch(&d, fn);
+  }
+
+  NvtxDomainInfo trainer_{"mptrain", true};
+  std::unique_ptr<RingConsumer> consumer_;
+  std::unique_ptr<Session> session_;
+  DecodedTrace trace_;
+};
+
+std::vector<std::pair<int32_t, uint64_t>> bins_of(const DecodedTrace& t, size_t which) {
+  size_t seen = 0;
+  for (const auto& r : t.records) {
+    const auto* h = reinterpret_cast<const wire::TensorHistogramRecord*>(r.data());
+    if (h->h.type != RecordType::TensorHistogram || seen++ != which) continue;
+    std::vector<std::pair<int32_t, uint64_t>> bins;
+    for (uint32_t i = 0; i < h->bins; ++i) {
+      wire::HistogramBin b;
+      std::memcpy(&b, r.data() + sizeof *h + i * sizeof b, sizeof b);
+      bins.emplace_back(b.exponent, b.count);
+    }
+    return bins;
+  }
+  return {};
+}
+
+TEST_F(LaunchPath, SampledLaunchCarriesExactStatisticsAndAttribution) {
+  start(Options{});
+  float x[4] = {1, -2, 0, 4}, y[4] = {};
+  enter(3, "forward", "fc1");
+  ASSERT_EQ(launch("scale2", {tensor(x, MPT_DTYPE_F32, {2, 2}, "fc1.in", 11)},
+                   {tensor(y, MPT_DTYPE_F32, {2, 2}, "fc1.out", 12)}, scale2),
+            MPT_OK);
+  leave();
+  EXPECT_EQ(y[3], 8.0f);  // the real kernel ran
+  const DecodedTrace& t = drain();
+
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 1u);
+  const auto& l = launches[0];
+  EXPECT_EQ(l.seq, 1u);
+  EXPECT_EQ(t.text(l.kernel), "scale2");
+  EXPECT_EQ(t.text(l.layer), "fc1");
+  EXPECT_EQ(t.text(l.phase), "forward");
+  EXPECT_EQ(l.step, 3);
+  EXPECT_EQ(l.sampled, 1);
+  EXPECT_EQ(l.n_inputs, 1);
+  EXPECT_EQ(l.n_outputs, 1);
+  EXPECT_EQ(l.device, MPT_DEVICE_CPU);
+  EXPECT_EQ(l.status, MPT_OK);
+  EXPECT_LE(l.start_ns, l.end_ns);
+
+  auto stats = t.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  ASSERT_EQ(stats.size(), 2u);
+  const auto& in = stats[0];
+  EXPECT_EQ(in.seq, 1u);
+  EXPECT_EQ(in.role, wire::Role::Input);
+  EXPECT_EQ(in.slot, 0);
+  EXPECT_EQ(in.tensor_id, 11u);
+  EXPECT_EQ(t.text(in.name), "fc1.in");
+  EXPECT_EQ(in.ndim, 2);
+  EXPECT_EQ(in.shape[0], 2);
+  EXPECT_EQ(in.shape[1], 2);
+  EXPECT_EQ(in.count, 4u);
+  EXPECT_EQ(in.zero, 1u);
+  EXPECT_EQ(in.nan + in.pos_inf + in.neg_inf + in.subnormal, 0u);
+  EXPECT_EQ(in.min, -2.0);
+  EXPECT_EQ(in.max, 4.0);
+  EXPECT_EQ(in.absmax, 4.0);
+  EXPECT_EQ(in.min_nonzero, 1.0);
+  EXPECT_DOUBLE_EQ(in.mean, 0.75);
+  EXPECT_DOUBLE_EQ(in.rms, std::sqrt(21.0 / 4));
+  const auto& out = stats[1];
+  EXPECT_EQ(out.role, wire::Role::Output);
+  EXPECT_EQ(t.text(out.name), "fc1.out");
+  EXPECT_EQ(out.tensor_id, 12u);
+  EXPECT_EQ(out.min, -4.0);
+  EXPECT_EQ(out.max, 8.0);
+  EXPECT_EQ(out.min_nonzero, 2.0);
+  EXPECT_DOUBLE_EQ(out.mean, 1.5);
+  EXPECT_DOUBLE_EQ(out.rms, std::sqrt(21.0));
+
+  auto formats = t.all<wire::TensorFormatsRecord>(RecordType::TensorFormats);
+  ASSERT_EQ(formats.size(), 2u);
+  EXPECT_EQ(formats[0].role_slot, 0x00);
+  EXPECT_EQ(formats[1].role_slot, 0x80);
+  // 8 is far from every format's limits except e4m3 (max 448): nothing overflows or underflows.
+  for (const auto& f : formats)
+    for (const auto& c : f.formats) EXPECT_EQ(c.overflow + c.underflow + c.subnormal, 0u);
+  using Bins = std::vector<std::pair<int32_t, uint64_t>>;
+  EXPECT_EQ(bins_of(t, 0), (Bins{{0, 1}, {1, 1}, {2, 1}}));  // |1|, |-2|, |4|
+  EXPECT_EQ(bins_of(t, 1), (Bins{{1, 1}, {2, 1}, {3, 1}}));
+  EXPECT_EQ(t.count(RecordType::Nonfinite), 0u);
+}
+
+TEST_F(LaunchPath, RecordsComeInOrderAfterTheirStrings) {
+  start(Options{});
+  float x[2] = {1, 2}, y[2];
+  launch("scale2", {tensor(x, MPT_DTYPE_F32, {2}, "x")}, {tensor(y, MPT_DTYPE_F32, {2}, "y")}, scale2);
+  launch("scale2", {tensor(x, MPT_DTYPE_F32, {2}, "x")}, {tensor(y, MPT_DTYPE_F32, {2}, "y")}, scale2);
+  const DecodedTrace& t = drain();
+  std::vector<RecordType> kinds;
+  for (const auto& r : t.records) kinds.push_back(reinterpret_cast<const wire::RecordHeader*>(r.data())->type);
+  const std::vector<RecordType> first_launch = {
+      RecordType::String, RecordType::Launch,          RecordType::String,         RecordType::TensorStats,
+      RecordType::TensorFormats, RecordType::TensorHistogram, RecordType::String, RecordType::TensorStats,
+      RecordType::TensorFormats, RecordType::TensorHistogram};
+  ASSERT_GE(kinds.size(), first_launch.size());
+  EXPECT_EQ(std::vector<RecordType>(kinds.begin(), kinds.begin() + first_launch.size()), first_launch);
+  EXPECT_EQ(t.count(RecordType::String), 3u);  // "scale2", "x", "y" once each
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[1].seq, 2u);
+  EXPECT_EQ(launches[0].kernel, launches[1].kernel);
+  EXPECT_EQ(launches[0].step, -1);
+  EXPECT_EQ(launches[0].layer, 0u);
+}
+
+TEST_F(LaunchPath, UnselectedLaunchIsRecordedUnsampled) {
+  Options o;
+  o.ops = {"conv*"};
+  start(o);
+  float x[2] = {1, 2}, y[2];
+  launch("scale2", {tensor(x, MPT_DTYPE_F32, {2}, "x")}, {tensor(y, MPT_DTYPE_F32, {2}, "y")}, scale2);
+  EXPECT_EQ(y[1], 4.0f);
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].sampled, 0);
+  EXPECT_EQ(t.count(RecordType::TensorStats), 0u);
+}
+
+TEST_F(LaunchPath, NonfiniteOriginTellsMakingFromPassingOn) {
+  start(Options{});
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8];
+  launch("copy_with_nan", {tensor(x, MPT_DTYPE_F32, {8}, "x")}, {tensor(y, MPT_DTYPE_F32, {8}, "y")},
+         copy_with_nan, {{"index", 5}});
+  // The next kernel receives the NaN: it passes it on (and makes one of its own at 2).
+  launch("copy_with_nan", {tensor(y, MPT_DTYPE_F32, {8}, "y")}, {tensor(z, MPT_DTYPE_F32, {8}, "z")},
+         copy_with_nan, {{"index", 2}});
+  const DecodedTrace& t = drain();
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].first_index, 5u);
+  EXPECT_EQ(nf[0].first_bits, 0x7fc00000u);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NaN);
+  EXPECT_EQ(nf[0].role_slot, 0x80);
+  EXPECT_EQ(nf[0].dtype, MPT_DTYPE_F32);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].origin, 0);
+  EXPECT_EQ(nf[1].first_index, 2u);
+}
+
+TEST_F(LaunchPath, OutputsOnlyStillJudgesOriginAcrossInPlaceUpdates) {
+  Options o;
+  o.tensors = TensorRoles::Outputs;
+  start(o);
+  float x[3] = {1e30f, 1, 2}, s = 1e10f;  // 1e40 overflows fp32: made here, from finite inputs
+  launch("scale_in_place", {tensor(x, MPT_DTYPE_F32, {3}, "x"), tensor(&s, MPT_DTYPE_F32, {1}, "s")},
+         {tensor(x, MPT_DTYPE_F32, {3}, "x")}, scale_in_place);
+  float w[2] = {std::numeric_limits<float>::quiet_NaN(), 1}, one = 1;  // NaN before: passed on
+  launch("scale_in_place", {tensor(w, MPT_DTYPE_F32, {2}, "w"), tensor(&one, MPT_DTYPE_F32, {1}, "s")},
+         {tensor(w, MPT_DTYPE_F32, {2}, "w")}, scale_in_place);
+  float v[2] = {1, 2}, inf = std::numeric_limits<float>::infinity();  // an infinite scalar input
+  launch("scale_in_place", {tensor(v, MPT_DTYPE_F32, {2}, "v"), tensor(&inf, MPT_DTYPE_F32, {1}, "s")},
+         {tensor(v, MPT_DTYPE_F32, {2}, "v")}, scale_in_place);
+  const DecodedTrace& t = drain();
+  for (const auto& st : t.all<wire::TensorStatsRecord>(RecordType::TensorStats))
+    EXPECT_EQ(st.role, wire::Role::Output);
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 3u);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::PosInf);
+  EXPECT_EQ(nf[0].first_index, 0u);
+  EXPECT_EQ(nf[0].first_bits, 0x7f800000u);
+  EXPECT_EQ(nf[1].origin, 0);
+  EXPECT_EQ(nf[2].origin, 0);
+}
+
+TEST_F(LaunchPath, SixteenBitNonfiniteBitsAreZeroExtended) {
+  start(Options{});
+  uint16_t h[3] = {0x3c00, 0xfc00, 0x7e00};  // 1, -inf, nan (fp16)
+  uint16_t b[2] = {0x3f80, 0x7f80};          // 1, +inf (bf16)
+  auto passthrough = [](const mpt_launch_desc*) { return 0; };
+  launch("made_here", {}, {tensor(h, MPT_DTYPE_F16, {3}, "h"), tensor(b, MPT_DTYPE_BF16, {2}, "b")},
+         passthrough);
+  const DecodedTrace& t = drain();
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
+  EXPECT_EQ(nf[0].first_bits, 0xfc00u);
+  EXPECT_EQ(nf[0].first_index, 1u);
+  EXPECT_EQ(nf[0].dtype, MPT_DTYPE_F16);
+  EXPECT_EQ(nf[0].origin, 1);  // no inputs at all: every input was finite
+  EXPECT_EQ(nf[1].kind, wire::NonfiniteKind::PosInf);
+  EXPECT_EQ(nf[1].first_bits, 0x7f80u);
+  EXPECT_EQ(nf[1].role_slot, 0x81);
+  auto stats = t.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].nan, 1u);
+  EXPECT_EQ(stats[0].neg_inf, 1u);
+  EXPECT_EQ(stats[0].max, 1.0);
+}
+
+TEST_F(LaunchPath, BasicStatisticsLeaveOutFormatsAndHistogram) {
+  Options o;
+  o.stats = StatsLevel::Basic;
+  start(o);
+  float x[2] = {1, 2}, y[2];
+  launch("scale2", {tensor(x, MPT_DTYPE_F32, {2}, "x")}, {tensor(y, MPT_DTYPE_F32, {2}, "y")}, scale2);
+  const DecodedTrace& t = drain();
+  EXPECT_EQ(t.count(RecordType::TensorStats), 2u);
+  EXPECT_EQ(t.count(RecordType::TensorFormats), 0u);
+  EXPECT_EQ(t.count(RecordType::TensorHistogram), 0u);
+}
+
+TEST_F(LaunchPath, LossScaleEventsAreReadOffTheUpdateKernel) {
+  Options o;
+  o.ops = {"nothing-matches"};  // loss-scale events are recorded even for unsampled launches
+  start(o);
+  float scale = 1024, found_inf = 0;
+  int32_t tracker = 0;
+  auto update = [&] {
+    launch("amp_update_scale",
+           {tensor(&scale, MPT_DTYPE_F32, {1}, "scale"), tensor(&tracker, MPT_DTYPE_I32, {1}, "growth_tracker"),
+            tensor(&found_inf, MPT_DTYPE_F32, {1}, "found_inf")},
+           {tensor(&scale, MPT_DTYPE_F32, {1}, "scale"), tensor(&tracker, MPT_DTYPE_I32, {1}, "growth_tracker")},
+           update_scale);
+  };
+  enter(0, "optimizer", "scaler");
+  update();  // tracker 1: unchanged
+  leave();
+  enter(1, "optimizer", "scaler");
+  update();  // tracker 2: growth to 2048
+  leave();
+  found_inf = 1;
+  enter(2, "optimizer", "scaler");
+  update();  // backoff to 1024, skipped
+  leave();
+  const DecodedTrace& t = drain();
+  auto ls = t.all<wire::LossScaleRecord>(RecordType::LossScale);
+  ASSERT_EQ(ls.size(), 3u);
+  EXPECT_EQ(ls[0].event, wire::ScaleEvent::Unchanged);
+  EXPECT_EQ(ls[0].scale_before, 1024.0);
+  EXPECT_EQ(ls[0].scale_after, 1024.0);
+  EXPECT_EQ(ls[0].growth_tracker, 1);
+  EXPECT_EQ(ls[0].found_inf, 0);
+  EXPECT_EQ(ls[0].step, 0);
+  EXPECT_EQ(ls[1].event, wire::ScaleEvent::Growth);
+  EXPECT_EQ(ls[1].scale_after, 2048.0);
+  EXPECT_EQ(ls[1].growth_tracker, 0);
+  EXPECT_EQ(ls[2].event, wire::ScaleEvent::Backoff);
+  EXPECT_EQ(ls[2].scale_before, 2048.0);
+  EXPECT_EQ(ls[2].scale_after, 1024.0);
+  EXPECT_EQ(ls[2].found_inf, 1);
+  EXPECT_EQ(ls[2].step, 2);
+  EXPECT_EQ(ls[2].seq, 3u);
+}
+
+TEST_F(LaunchPath, DumpWritesMatchingTensorsOnly) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fpscope-dump-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  Options o;
+  o.every = 1000;  // nothing selected: the dump spec alone makes the launch measured
+  o.dump.enabled = true;
+  o.dump.op = "scale2";
+  o.dump.steps = StepRange{4, 4};
+  o.dump.tensor = "*.out";
+  o.dump_dir = dir.string();
+  start(o);
+  float x[2] = {1, 2}, y[2];
+  for (int64_t step : {3, 4}) {
+    enter(step, "forward", "fc1");
+    launch("scale2", {tensor(x, MPT_DTYPE_F32, {2}, "fc1.in")}, {tensor(y, MPT_DTYPE_F32, {2}, "fc1.out")}, scale2);
+    leave();
+  }
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].sampled, 0);
+  EXPECT_EQ(launches[1].sampled, 1);
+  auto dumps = t.all<wire::DumpRecord>(RecordType::Dump);
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].seq, 2u);
+  EXPECT_EQ(dumps[0].role_slot, 0x80);
+  const std::string file = t.text(dumps[0].path);
+  EXPECT_EQ(file, "step4-launch00000002-scale2-out0-fc1.out.npy");
+  EXPECT_EQ(std::filesystem::file_size(dir / file), 128u + 8u);  // 128-byte header, two floats
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(LaunchPath, AllocationsAndLoggedValues) {
+  start(Options{});
+  int block;
+  session_->allocated(&block, 4096, MPT_DEVICE_CPU, MPT_CAT_GRADIENT, "fc1.weight.grad", 7);
+  session_->freed(&block);
+  int stranger;
+  session_->freed(&stranger);  // never seen: nothing recorded
+  session_->log_scalar("loss", 2.5, 9);
+  session_->log_text("precision", "amp-fp16");
+  const DecodedTrace& t = drain();
+  auto a = t.all<wire::AllocRecord>(RecordType::Alloc);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].id, 7u);
+  EXPECT_EQ(a[0].bytes, 4096u);
+  EXPECT_EQ(a[0].address, reinterpret_cast<uintptr_t>(&block));
+  EXPECT_EQ(a[0].category, MPT_CAT_GRADIENT);
+  EXPECT_EQ(t.text(a[0].name), "fc1.weight.grad");
+  auto f = t.all<wire::FreeRecord>(RecordType::Free);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].id, 7u);
+  EXPECT_EQ(f[0].bytes, 4096u);
+  EXPECT_GE(f[0].t_ns, a[0].t_ns);
+  auto s = t.all<wire::ScalarRecord>(RecordType::Scalar);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(t.text(s[0].name), "loss");
+  EXPECT_EQ(s[0].value, 2.5);
+  EXPECT_EQ(s[0].step, 9);
+  auto x = t.all<wire::TextRecord>(RecordType::Text);
+  ASSERT_EQ(x.size(), 1u);
+  EXPECT_EQ(t.text(x[0].key), "precision");
+  EXPECT_EQ(t.text(x[0].value), "amp-fp16");
+}
+
+TEST_F(LaunchPath, NvtxRangesAreRecorded) {
+  start(Options{});
+  enter(12, "backward", "conv2");
+  RangeEvent user{"user range"};
+  EXPECT_EQ(session_->range_push(nullptr, user), 3);
+  EXPECT_EQ(session_->range_pop(nullptr), 3);
+  leave();
+  EXPECT_EQ(session_->range_pop(&trainer_), -1);  // unbalanced pops are refused, not recorded
+  const DecodedTrace& t = drain();
+  auto pushes = t.all<wire::NvtxPushRecord>(RecordType::NvtxPush);
+  ASSERT_EQ(pushes.size(), 4u);
+  EXPECT_EQ(t.text(pushes[0].message), "step");
+  EXPECT_EQ(t.text(pushes[0].domain), "mptrain");
+  EXPECT_EQ(pushes[0].category, kStepCategory);
+  EXPECT_EQ(pushes[0].payload_kind, 1u);
+  EXPECT_EQ(pushes[0].payload_i, 12);
+  EXPECT_EQ(t.text(pushes[2].message), "conv2");
+  EXPECT_EQ(pushes[2].category, kLayerCategory);
+  EXPECT_EQ(pushes[3].domain, 0u);
+  EXPECT_EQ(t.count(RecordType::NvtxPop), 4u);
+}
+
+TEST_F(LaunchPath, TrapStopsAtTheFirstOriginWithSigtrap) {
+  Options o;
+  o.trap = TrapKind::NaN;
+  start(o);
+  consumer_->mark_collector_gone();  // the forked child must not wait for a drain
+  float x[20] = {}, y[20], z[20];
+  float nan_in[2] = {std::numeric_limits<float>::quiet_NaN(), 0}, w[2];
+  EXPECT_EXIT(
+      {
+        enter(12, "forward", "fc1");
+        // A NaN passed on (the input held one already) does not trap.
+        launch("copy_with_nan", {tensor(nan_in, MPT_DTYPE_F32, {2}, "w.in")}, {tensor(w, MPT_DTYPE_F32, {2}, "w")},
+               copy_with_nan, {{"index", 1}});
+        launch("copy_with_nan", {tensor(x, MPT_DTYPE_F32, {20}, "fc1.in")},
+               {tensor(y, MPT_DTYPE_F32, {20}, "fc1.out")}, copy_with_nan, {{"index", 17}});
+        launch("copy_with_nan", {tensor(y, MPT_DTYPE_F32, {20}, "fc1.out")},
+               {tensor(z, MPT_DTYPE_F32, {20}, "z")}, copy_with_nan, {{"index", 3}});
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTRAP),
+      "fpscope: trap: first NaN made by copy_with_nan \\(layer fc1, step 12, phase forward\\) in fc1.out "
+      "at index 17");
+  // The child wrote into the shared ring before it stopped.
+  const DecodedTrace& t = drain();
+  auto traps = t.all<wire::TrapRecord>(RecordType::Trap);
+  ASSERT_EQ(traps.size(), 1u);
+  EXPECT_EQ(traps[0].seq, 2u);
+  EXPECT_EQ(t.text(traps[0].reason),
+            "fpscope: trap: first NaN made by copy_with_nan (layer fc1, step 12, phase forward) in fc1.out at "
+            "index 17");
+  EXPECT_EQ(t.count(RecordType::Launch), 2u);  // nothing ran after the trap
+}
+
+}  // namespace
+}  // namespace fpscope::inject

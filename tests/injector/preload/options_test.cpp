@@ -1,0 +1,158 @@
+// Tests of the injector's options: every FPSCOPE_* variable, the selection they make, and the
+// messages for invalid values.
+#include "options.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace fpscope::inject {
+namespace {
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  EnvLookup lookup() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+Options parsed(const Env& env) {
+  Options o;
+  std::string error;
+  EXPECT_TRUE(parse_options(env.lookup(), &o, &error)) << error;
+  return o;
+}
+
+std::string rejection(const Env& env) {
+  Options o;
+  std::string error;
+  EXPECT_FALSE(parse_options(env.lookup(), &o, &error));
+  return error;
+}
+
+TEST(Options, DefaultsMeasureEverythingFully) {
+  Options o = parsed(Env{{{"FPSCOPE_RING", "/fpscope-1-1"}}});
+  EXPECT_EQ(o.ring_name, "/fpscope-1-1");
+  EXPECT_EQ(o.every, 1);
+  EXPECT_FALSE(o.steps);
+  EXPECT_EQ(o.tensors, TensorRoles::Both);
+  EXPECT_EQ(o.stats, StatsLevel::Full);
+  EXPECT_EQ(o.trap, TrapKind::None);
+  EXPECT_FALSE(o.dump.enabled);
+  EXPECT_TRUE(o.selects("conv2d_forward", nullptr, -1));
+  EXPECT_TRUE(o.selects("conv2d_forward", "conv1", 7));
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full trap=off dump=off");
+}
+
+TEST(Options, EveryKeepsStepsDivisibleByN) {
+  Options o = parsed(Env{{{"FPSCOPE_EVERY", "10"}}});
+  EXPECT_TRUE(o.selects("relu_forward", "fc1", 0));
+  EXPECT_TRUE(o.selects("relu_forward", "fc1", 30));
+  EXPECT_FALSE(o.selects("relu_forward", "fc1", 31));
+  EXPECT_FALSE(o.selects("relu_forward", "fc1", 9));
+  // A step filter leaves out launches made outside any step range.
+  EXPECT_FALSE(o.selects("relu_forward", nullptr, -1));
+}
+
+TEST(Options, StepsAreInclusiveRanges) {
+  Options o = parsed(Env{{{"FPSCOPE_STEPS", "5-7"}}});
+  EXPECT_FALSE(o.selects("k", nullptr, 4));
+  EXPECT_TRUE(o.selects("k", nullptr, 5));
+  EXPECT_TRUE(o.selects("k", nullptr, 7));
+  EXPECT_FALSE(o.selects("k", nullptr, 8));
+  Options single = parsed(Env{{{"FPSCOPE_STEPS", "12"}}});
+  EXPECT_TRUE(single.selects("k", nullptr, 12));
+  EXPECT_FALSE(single.selects("k", nullptr, 13));
+  Options open = parsed(Env{{{"FPSCOPE_STEPS", "3-"}}});
+  EXPECT_FALSE(open.selects("k", nullptr, 2));
+  EXPECT_TRUE(open.selects("k", nullptr, 1000000));
+  Options both = parsed(Env{{{"FPSCOPE_STEPS", "10-40"}, {"FPSCOPE_EVERY", "20"}}});
+  EXPECT_FALSE(both.selects("k", nullptr, 0));
+  EXPECT_TRUE(both.selects("k", nullptr, 20));
+  EXPECT_TRUE(both.selects("k", nullptr, 40));
+  EXPECT_FALSE(both.selects("k", nullptr, 30));
+}
+
+TEST(Options, OpsGlobsMatchKernelOrLayer) {
+  Options o = parsed(Env{{{"FPSCOPE_OPS", "conv2d_*,fc2"}}});
+  EXPECT_TRUE(o.selects("conv2d_backward_data", "conv2", 1));
+  EXPECT_TRUE(o.selects("linear_forward", "fc2", 1));
+  EXPECT_FALSE(o.selects("linear_forward", "fc1", 1));
+  EXPECT_FALSE(o.selects("relu_forward", nullptr, 1));
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full trap=off dump=off");
+}
+
+TEST(Options, TensorsStatsTrap) {
+  Options o = parsed(Env{{{"FPSCOPE_TENSORS", "out"}, {"FPSCOPE_STATS", "basic"}, {"FPSCOPE_TRAP", "nan"}}});
+  EXPECT_EQ(o.tensors, TensorRoles::Outputs);
+  EXPECT_FALSE(o.measures_inputs());
+  EXPECT_TRUE(o.measures_outputs());
+  EXPECT_EQ(o.stats, StatsLevel::Basic);
+  EXPECT_EQ(o.trap, TrapKind::NaN);
+  EXPECT_EQ(parsed(Env{{{"FPSCOPE_TRAP", "inf"}}}).trap, TrapKind::Inf);
+  EXPECT_EQ(parsed(Env{{{"FPSCOPE_TRAP", "nonfinite"}}}).trap, TrapKind::Nonfinite);
+  Options in = parsed(Env{{{"FPSCOPE_TENSORS", "in"}}});
+  EXPECT_TRUE(in.measures_inputs());
+  EXPECT_FALSE(in.measures_outputs());
+  // The trap watches outputs, so it measures them even when only inputs were asked for.
+  EXPECT_TRUE(parsed(Env{{{"FPSCOPE_TENSORS", "in"}, {"FPSCOPE_TRAP", "nan"}}}).measures_outputs());
+}
+
+TEST(Options, EmptyValuesMeanUnset) {
+  Options o = parsed(Env{{{"FPSCOPE_EVERY", ""}, {"FPSCOPE_OPS", ""}, {"FPSCOPE_TRAP", ""}}});
+  EXPECT_EQ(o.every, 1);
+  EXPECT_TRUE(o.ops.empty());
+  EXPECT_EQ(o.trap, TrapKind::None);
+}
+
+TEST(Options, DumpSpecAllKeysMustMatch) {
+  const auto dir = std::filesystem::temp_directory_path() / "fpscope-options-test-dump";
+  std::filesystem::remove_all(dir);
+  Options o = parsed(Env{{{"FPSCOPE_DUMP", "op=conv2d_backward*,step=120,layer=conv2,tensor=*.grad"},
+                          {"FPSCOPE_DUMP_DIR", dir.string()}}});
+  EXPECT_TRUE(std::filesystem::is_directory(dir));  // created when missing
+  EXPECT_EQ(o.dump_dir, dir.string());
+  EXPECT_TRUE(o.dump.matches_launch("conv2d_backward_data", "conv2", 120));
+  EXPECT_FALSE(o.dump.matches_launch("conv2d_backward_data", "conv2", 121));
+  EXPECT_FALSE(o.dump.matches_launch("conv2d_backward_data", "conv1", 120));
+  EXPECT_FALSE(o.dump.matches_launch("conv2d_backward_data", nullptr, 120));
+  EXPECT_FALSE(o.dump.matches_launch("conv2d_forward", "conv2", 120));
+  EXPECT_TRUE(o.dump.matches_tensor("conv2.weight.grad"));
+  EXPECT_FALSE(o.dump.matches_tensor("conv2.out"));
+  Options range = parsed(Env{{{"FPSCOPE_DUMP", "step=2-4"}, {"FPSCOPE_DUMP_DIR", dir.string()}}});
+  EXPECT_TRUE(range.dump.matches_launch("anything", nullptr, 3));
+  EXPECT_FALSE(range.dump.matches_launch("anything", nullptr, 5));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Options, InvalidValuesAreRejectedWithTheVariableNamed) {
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_EVERY", "0"}}}).find("FPSCOPE_EVERY='0'"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_EVERY", "ten"}}}).find("positive integer"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_EVERY", "10x"}}}).find("FPSCOPE_EVERY"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STEPS", "9-3"}}}).find("FPSCOPE_STEPS='9-3'"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STEPS", "-3"}}}).find("FPSCOPE_STEPS"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STEPS", "a-b"}}}).find("FPSCOPE_STEPS"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_OPS", "conv,,relu"}}}).find("FPSCOPE_OPS"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_TENSORS", "all"}}}).find("in, out or both"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS", "fast"}}}).find("full or basic"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_TRAP", "zero"}}}).find("nonfinite, nan or inf"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_DUMP", "kernel=relu"}, {"FPSCOPE_DUMP_DIR", "/tmp"}}})
+                .find("unknown key 'kernel'"),
+            std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_DUMP", "op"}, {"FPSCOPE_DUMP_DIR", "/tmp"}}}).find("not key=value"),
+            std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_DUMP", "step=x"}, {"FPSCOPE_DUMP_DIR", "/tmp"}}}).find("step 'x'"),
+            std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_DUMP", "op=relu_forward"}}}).find("FPSCOPE_DUMP_DIR"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_DUMP", "op=relu_forward"}, {"FPSCOPE_DUMP_DIR", "relative/dir"}}})
+                .find("not an absolute folder"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace fpscope::inject

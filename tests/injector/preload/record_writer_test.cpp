@@ -1,0 +1,100 @@
+// Tests of record framing and string interning.
+#include "record_writer.h"
+
+#include <gtest/gtest.h>
+
+#include "memory_sink.h"
+
+namespace fpscope::inject {
+namespace {
+
+using testing::DecodedTrace;
+using testing::MemorySink;
+
+DecodedTrace decode(const MemorySink& sink) {
+  DecodedTrace t;
+  for (const auto& r : sink.records) t.add(r.data());
+  return t;
+}
+
+TEST(RecordWriter, HeaderAndZeroedPadding) {
+  MemorySink sink;
+  RecordWriter w(&sink);
+  wire::FreeRecord f{};
+  f.id = 42;
+  f.bytes = 4096;
+  f.h.thread = 999;  // overwritten by put()
+  ASSERT_TRUE(w.put(wire::RecordType::Free, f, 3));
+  ASSERT_EQ(sink.records.size(), 1u);
+  ASSERT_EQ(sink.records[0].size(), 64u);
+  wire::FreeRecord back;
+  std::memcpy(&back, sink.records[0].data(), sizeof back);
+  EXPECT_EQ(back.h.type, wire::RecordType::Free);
+  EXPECT_EQ(back.h.slots, 1);
+  EXPECT_EQ(back.h.thread, 3u);
+  EXPECT_EQ(back.id, 42u);
+  EXPECT_EQ(back.bytes, 4096u);
+}
+
+TEST(RecordWriter, TailSpillsIntoFollowingSlotsAndIsZeroPadded) {
+  MemorySink sink;
+  RecordWriter w(&sink);
+  wire::TensorHistogramRecord h{};
+  h.bins = 3;
+  wire::HistogramBin bins[3] = {{-3, 0, 5}, {0, 0, 7}, {12, 0, 1}};
+  ASSERT_TRUE(w.put_with_tail(wire::RecordType::TensorHistogram, &h, sizeof h, bins, sizeof bins, 1));
+  const auto& r = sink.records.at(0);
+  ASSERT_EQ(r.size(), 128u);  // 64 fixed + 48 of bins, rounded up
+  EXPECT_EQ(reinterpret_cast<const wire::RecordHeader*>(r.data())->slots, 2);
+  wire::HistogramBin back[3];
+  std::memcpy(back, r.data() + 64, sizeof back);
+  EXPECT_EQ(back[0].exponent, -3);
+  EXPECT_EQ(back[2].count, 1u);
+  for (size_t i = 64 + sizeof bins; i < r.size(); ++i) ASSERT_EQ(r[i], 0) << "byte " << i;
+}
+
+TEST(RecordWriter, StringsAreInternedOncePerContent) {
+  MemorySink sink;
+  RecordWriter w(&sink);
+  std::string a = "conv2d_forward", b = "conv2d_forward";  // equal content, different storage
+  const uint32_t id = w.intern(a, 1);
+  EXPECT_EQ(id, 1u);
+  EXPECT_EQ(w.intern(b, 2), id);
+  EXPECT_EQ(w.intern("relu_forward", 1), 2u);
+  EXPECT_EQ(w.intern("", 1), 3u);  // the empty string is a string too
+  const DecodedTrace t = decode(sink);
+  EXPECT_EQ(t.count(wire::RecordType::String), 3u);
+  EXPECT_EQ(t.text(1), "conv2d_forward");
+  EXPECT_EQ(t.text(2), "relu_forward");
+  EXPECT_EQ(t.text(3), "");
+}
+
+TEST(RecordWriter, LongStringsSpanSlotsAndAreCut) {
+  MemorySink sink;
+  RecordWriter w(&sink);
+  const std::string medium(200, 'm');
+  const std::string huge(wire::kMaxStringBytes + 100, 'h');
+  const uint32_t m = w.intern(medium, 1);
+  const uint32_t h = w.intern(huge, 1);
+  const DecodedTrace t = decode(sink);
+  EXPECT_EQ(t.text(m), medium);
+  EXPECT_EQ(t.text(h), huge.substr(0, wire::kMaxStringBytes));
+  EXPECT_EQ(sink.records[0].size(), 4 * 64u);  // 16 + 200 bytes
+  EXPECT_EQ(w.intern(huge.substr(0, wire::kMaxStringBytes), 1), h);
+}
+
+TEST(RecordWriter, DroppedStringIsSentAgainOnNextUse) {
+  MemorySink sink;
+  RecordWriter w(&sink);
+  sink.full = true;
+  EXPECT_FALSE(w.put(wire::RecordType::Free, wire::FreeRecord{}, 1));
+  w.intern("lost", 1);
+  sink.full = false;
+  const uint32_t id = w.intern("lost", 1);
+  const DecodedTrace t = decode(sink);
+  EXPECT_EQ(t.count(wire::RecordType::String), 1u);
+  EXPECT_EQ(t.text(id), "lost");
+}
+
+}  // namespace
+}  // namespace fpscope::inject
