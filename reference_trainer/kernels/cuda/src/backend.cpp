@@ -138,6 +138,32 @@ double LaunchArgs::scalar_or(const char* name, double fallback) const {
   return fallback;
 }
 
+bool LaunchArgs::integer_or(const char* name, int64_t fallback, int64_t min, int64_t* value) {
+  bool present = false;
+  double v = 0.0;
+  for (int i = 0; i < d_.n_scalars && !present; ++i) {
+    if (d_.scalars[i].name && std::strcmp(d_.scalars[i].name, name) == 0) {
+      present = true;
+      v = d_.scalars[i].value;
+    }
+  }
+  if (!present) {
+    *value = fallback;
+    return true;
+  }
+  if (!(v == static_cast<double>(static_cast<int64_t>(v))) || v < static_cast<double>(min)) {
+    return bad(std::string("scalar `") + name + "` = " + std::to_string(v) +
+               " must be an integer >= " + std::to_string(min));
+  }
+  *value = static_cast<int64_t>(v);
+  return true;
+}
+
+bool LaunchArgs::integer(const char* name, int64_t min, int64_t* value) {
+  double ignored;
+  return scalar(name, &ignored) && integer_or(name, 0, min, value);
+}
+
 // [SECTION] data movement and pointwise kernels
 
 namespace {
@@ -156,6 +182,11 @@ int run_fill(LaunchArgs& a) {
   const mpt_tensor& y = a.out(0);
   if (!is_float_dtype(y.dtype) && y.dtype != MPT_DTYPE_I32) {
     a.bad(std::string("y must be a float dtype or i32, got ") + dtype_name(y.dtype));
+    return a.fail();
+  }
+  if (y.dtype == MPT_DTYPE_I32 && (value != static_cast<double>(static_cast<int64_t>(value)) ||
+                                   value > 2147483647.0 || value < -2147483647.0)) {
+    a.bad("scalar `value` = " + std::to_string(value) + " is not an i32 value");
     return a.fail();
   }
   return a.done(fill(a.out_flat(0), value, a.stream()));
@@ -180,6 +211,26 @@ int run_copy(LaunchArgs& a) {
     return a.fail();
   }
   return a.done(cudaMemcpyAsync(y.data, x.data, bytes, cudaMemcpyDefault, a.stream()));
+}
+
+int run_inject_fault(LaunchArgs& a) {
+  int64_t index, kind;
+  if (!a.counts(1, 1) || !a.on_device() || !a.floating(a.in(0), "x") ||
+      !a.dtype_is(a.out(0), a.in(0).dtype, "x (output)") ||
+      !a.same_count(a.in(0), a.out(0), "x", "x (output)") || !a.integer("index", 0, &index) ||
+      !a.integer("kind", 0, &kind)) {
+    return a.fail();
+  }
+  if (index >= element_count(a.in(0))) return a.bad("scalar `index` is outside x"), a.fail();
+  if (kind > 2) return a.bad("scalar `kind` must be 0 (NaN), 1 (+Inf) or 2 (-Inf)"), a.fail();
+  cudaError_t e = cudaSuccess;
+  if (a.out(0).data != a.in(0).data) {
+    e = cudaMemcpyAsync(a.out(0).data, a.in(0).data,
+                        static_cast<size_t>(element_count(a.in(0)) * element_bytes(a.in(0).dtype)),
+                        cudaMemcpyDeviceToDevice, a.stream());
+  }
+  if (e == cudaSuccess) e = inject_fault(a.out_flat(0), index, static_cast<int>(kind), a.stream());
+  return a.done(e);
 }
 
 int run_relu_forward(LaunchArgs& a) {
@@ -208,6 +259,17 @@ bool matrix_shape(LaunchArgs& a, const mpt_tensor& t, const char* role, int64_t*
   return true;
 }
 
+/* Rows over the last dimension of a tensor of any rank (log-softmax). */
+bool row_shape(LaunchArgs& a, const mpt_tensor& t, const char* role, int64_t* rows,
+               int64_t* cols) {
+  if (t.ndim < 1 || t.shape[t.ndim - 1] == 0) {
+    return a.bad(std::string(role) + " needs at least one dimension with a nonzero last extent");
+  }
+  *cols = t.shape[t.ndim - 1];
+  *rows = element_count(t) / *cols;
+  return true;
+}
+
 bool same_shape(LaunchArgs& a, const mpt_tensor& x, const mpt_tensor& y, const char* xr,
                 const char* yr) {
   if (x.ndim == y.ndim && std::memcmp(x.shape, y.shape, sizeof(int64_t) * x.ndim) == 0) return true;
@@ -217,7 +279,7 @@ bool same_shape(LaunchArgs& a, const mpt_tensor& x, const mpt_tensor& y, const c
 int run_log_softmax_forward(LaunchArgs& a) {
   int64_t rows, cols;
   if (!a.counts(1, 1) || !a.on_device() || !a.floating(a.in(0), "x") ||
-      !a.floating(a.out(0), "y") || !matrix_shape(a, a.in(0), "x", &rows, &cols) ||
+      !a.floating(a.out(0), "y") || !row_shape(a, a.in(0), "x", &rows, &cols) ||
       !same_shape(a, a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
@@ -228,7 +290,7 @@ int run_log_softmax_backward(LaunchArgs& a) {
   int64_t rows, cols;
   if (!a.counts(2, 1) || !a.on_device() || !a.floating(a.in(0), "dy") ||
       !a.floating(a.in(1), "y") || !a.floating(a.out(0), "dx") ||
-      !matrix_shape(a, a.in(0), "dy", &rows, &cols) ||
+      !row_shape(a, a.in(0), "dy", &rows, &cols) ||
       !same_shape(a, a.in(0), a.in(1), "dy", "y") || !same_shape(a, a.in(0), a.out(0), "dy", "dx")) {
     return a.fail();
   }
@@ -245,25 +307,26 @@ int run_nll_loss_forward(LaunchArgs& a) {
   int64_t rows, cols;
   if (!a.counts(2, 1) || !a.on_device() || !a.floating(a.in(0), "logp") ||
       !matrix_shape(a, a.in(0), "logp", &rows, &cols) || !labels_for(a, a.in(1), rows) ||
-      !a.dtype_is(a.out(0), MPT_DTYPE_F32, "loss") ||
-      (element_count(a.out(0)) != 1 && !a.bad("loss must hold one element"))) {
+      !a.floating(a.out(0), "loss") ||
+      (element_count(a.out(0)) != 1 && !a.bad("loss must hold one element")) ||
+      (rows == 0 && !a.bad("the batch is empty, its mean is undefined"))) {
     return a.fail();
   }
   return a.done(nll_loss_forward(a.in_flat(0), static_cast<const int32_t*>(a.in(1).data),
-                                 static_cast<float*>(a.out(0).data), rows, cols, a.stream()));
+                                 a.out_flat(0), rows, cols, a.stream()));
 }
 
 int run_nll_loss_backward(LaunchArgs& a) {
   int64_t rows, cols;
   if (!a.counts(2, 1) || !a.on_device() || !a.floating(a.out(0), "dlogp") ||
       !matrix_shape(a, a.out(0), "dlogp", &rows, &cols) || !labels_for(a, a.in(0), rows) ||
-      !a.dtype_is(a.in(1), MPT_DTYPE_F32, "scale") ||
-      (element_count(a.in(1)) != 1 && !a.bad("scale must hold one element"))) {
+      !a.floating(a.in(1), "scale") ||
+      (element_count(a.in(1)) != 1 && !a.bad("scale must hold one element")) ||
+      (rows == 0 && !a.bad("the batch is empty"))) {
     return a.fail();
   }
-  return a.done(nll_loss_backward(static_cast<const int32_t*>(a.in(0).data),
-                                  static_cast<const float*>(a.in(1).data), a.out_flat(0), rows,
-                                  cols, a.stream()));
+  return a.done(nll_loss_backward(static_cast<const int32_t*>(a.in(0).data), a.in_flat(1),
+                                  a.out_flat(0), rows, cols, a.stream()));
 }
 
 int run_accuracy_count(LaunchArgs& a) {
@@ -313,11 +376,12 @@ int run_amp_unscale_check(LaunchArgs& a) {
 }
 
 int run_amp_update_scale(LaunchArgs& a) {
-  double growth, backoff, interval;
+  double growth, backoff;
+  int64_t interval;
   if (!a.counts(3, 2) || !a.on_device() || !one_f32(a, a.in(0), "scale") ||
       !a.dtype_is(a.in(1), MPT_DTYPE_I32, "growth_tracker") || !one_f32(a, a.in(2), "found_inf") ||
       !a.scalar("growth_factor", &growth) || !a.scalar("backoff_factor", &backoff) ||
-      !a.scalar("growth_interval", &interval)) {
+      !a.integer("growth_interval", 1, &interval)) {
     return a.fail();
   }
   if (a.out(0).data != a.in(0).data || a.out(1).data != a.in(1).data) {
@@ -327,13 +391,14 @@ int run_amp_update_scale(LaunchArgs& a) {
   return a.done(amp_update_scale(static_cast<float*>(a.in(0).data),
                                  static_cast<int32_t*>(a.in(1).data),
                                  static_cast<const float*>(a.in(2).data), growth, backoff,
-                                 static_cast<int64_t>(interval), a.stream()));
+                                 interval, a.stream()));
 }
 
-bool seed_and_step(LaunchArgs& a, uint64_t* key) {
-  double seed = a.scalar_or("seed", 0.0), step;
-  if (!a.scalar("step", &step)) return false;
-  *key = dev::random_stream_key(static_cast<uint64_t>(seed), static_cast<uint64_t>(step));
+/* `step` (from 1) and the stochastic-rounding stream key of (seed, step). */
+bool seed_and_step(LaunchArgs& a, int64_t* step, uint64_t* key) {
+  int64_t seed;
+  if (!a.integer("step", 1, step) || !a.integer_or("seed", 0, 0, &seed)) return false;
+  *key = dev::random_stream_key(static_cast<uint64_t>(seed), static_cast<uint64_t>(*step));
   return true;
 }
 
@@ -357,7 +422,7 @@ bool optimizer_tensors(LaunchArgs& a, int n) {
 int run_sgd_step(LaunchArgs& a) {
   SgdParams p{};
   if (!a.counts(3, 2) || !a.on_device() || !optimizer_tensors(a, 3) || !a.scalar("lr", &p.lr) ||
-      !seed_and_step(a, &p.stream_key)) {
+      !seed_and_step(a, &p.step, &p.stream_key)) {
     return a.fail();
   }
   p.momentum = a.scalar_or("momentum", 0.0);
@@ -368,14 +433,12 @@ int run_sgd_step(LaunchArgs& a) {
 
 int run_adamw_step(LaunchArgs& a) {
   AdamWParams p{};
-  double step;
   if (!a.counts(4, 3) || !a.on_device() || !optimizer_tensors(a, 4) || !a.scalar("lr", &p.lr) ||
       !a.scalar("beta1", &p.beta1) || !a.scalar("beta2", &p.beta2) || !a.scalar("eps", &p.eps) ||
-      !a.scalar("step", &step) || !seed_and_step(a, &p.stream_key)) {
+      !seed_and_step(a, &p.step, &p.stream_key)) {
     return a.fail();
   }
   p.weight_decay = a.scalar_or("weight_decay", 0.0);
-  p.step = static_cast<int64_t>(step);
   p.stochastic_rounding = a.flag("stochastic_rounding");
   return a.done(adamw_step(a.in_flat(0), a.in_flat(1), a.in_flat(2), a.in_flat(3), p, a.stream()));
 }
@@ -383,18 +446,17 @@ int run_adamw_step(LaunchArgs& a) {
 // [SECTION] pooling and normalisation
 
 int run_maxpool2d_forward(LaunchArgs& a) {
-  double kernel, stride;
+  int64_t k, s;
   if (!a.counts(1, 2) || !a.on_device() || !a.floating(a.in(0), "x") ||
       !a.floating(a.out(0), "y") || !a.ndim_is(a.in(0), 4, "x") || !a.ndim_is(a.out(0), 4, "y") ||
       !a.dtype_is(a.out(1), MPT_DTYPE_I32, "argmax") ||
-      !a.same_count(a.out(0), a.out(1), "y", "argmax") || !a.scalar("kernel", &kernel) ||
-      !a.scalar("stride", &stride)) {
+      !a.same_count(a.out(0), a.out(1), "y", "argmax") || !a.integer("kernel", 1, &k) ||
+      !a.integer_or("stride", k, 1, &s)) {
     return a.fail();
   }
   const mpt_tensor& x = a.in(0);
   const mpt_tensor& y = a.out(0);
-  int64_t k = static_cast<int64_t>(kernel), s = static_cast<int64_t>(stride);
-  if (k < 1 || s < 1) return a.bad("kernel and stride must be positive"), a.fail();
+  if (x.shape[2] < k || x.shape[3] < k) return a.bad("plane smaller than the pooling window"), a.fail();
   int64_t P = (x.shape[2] - k) / s + 1, Q = (x.shape[3] - k) / s + 1;
   if (y.shape[0] != x.shape[0] || y.shape[1] != x.shape[1] || y.shape[2] != P || y.shape[3] != Q) {
     a.bad("y must be [N, C, " + std::to_string(P) + ", " + std::to_string(Q) + "]");
@@ -414,20 +476,25 @@ int run_maxpool2d_backward(LaunchArgs& a) {
   }
   const mpt_tensor& dy = a.in(0);
   const mpt_tensor& dx = a.out(0);
+  if (dy.shape[0] != dx.shape[0] || dy.shape[1] != dx.shape[1]) {
+    return a.bad("dy must be [N, C, H', W'] with N and C of dx"), a.fail();
+  }
   // The window is not passed to the backward kernel; the scatter needs none (argmax is flat).
   return a.done(maxpool2d_backward(a.in_flat(0), static_cast<const int32_t*>(a.in(1).data),
                                    a.out_flat(0), dx.shape[0] * dx.shape[1], dx.shape[2],
-                                   dx.shape[3], dy.shape[2], dy.shape[3], 0, 0, a.stream()));
+                                   dx.shape[3], dy.shape[2], dy.shape[3], a.stream()));
 }
 
+/* x is [N, C, ...]: the trailing dimensions form one spatial extent. */
 bool group_norm_shape(LaunchArgs& a, const mpt_tensor& x, GroupNormShape* s) {
-  double groups;
-  if (!a.floating(x, "x") || !a.ndim_is(x, 4, "x") || !a.scalar("groups", &groups)) return false;
+  if (!a.floating(x, "x") || !a.integer("groups", 1, &s->groups)) return false;
+  if (x.ndim < 2) return a.bad("x must be [N, C, ...] with at least 2 dimensions");
   s->N = x.shape[0];
   s->C = x.shape[1];
-  s->HW = x.shape[2] * x.shape[3];
-  s->groups = static_cast<int64_t>(groups);
-  if (s->groups < 1 || s->C % s->groups != 0) return a.bad("groups must divide the channel count");
+  s->HW = 1;
+  for (int i = 2; i < x.ndim; ++i) s->HW *= x.shape[i];
+  if (s->C % s->groups != 0) return a.bad("scalar `groups` must divide the channel count");
+  if (s->HW == 0) return a.bad("x has an empty spatial extent");
   return true;
 }
 
@@ -435,7 +502,7 @@ int run_group_norm_forward(LaunchArgs& a) {
   GroupNormShape s;
   double eps;
   if (!a.counts(3, 3) || !a.on_device() || !group_norm_shape(a, a.in(0), &s) ||
-      !a.scalar("eps", &eps) || !a.floating(a.in(1), "gamma") || !a.floating(a.in(2), "beta") ||
+      !a.scalar("eps", &eps) || (!(eps >= 0.0) && !a.bad("scalar `eps` must be >= 0")) || !a.floating(a.in(1), "gamma") || !a.floating(a.in(2), "beta") ||
       !a.floating(a.out(0), "y") || !a.same_count(a.in(0), a.out(0), "x", "y") ||
       !a.dtype_is(a.out(1), MPT_DTYPE_F32, "mean") || !a.dtype_is(a.out(2), MPT_DTYPE_F32, "rstd")) {
     return a.fail();
@@ -484,6 +551,7 @@ const KernelEntry kKernels[] = {
     {"fill", run_fill},
     {"copy", run_copy},
     {"conv2d_forward", run_conv2d_forward},
+    {"inject_fault", run_inject_fault},
     {"relu_forward", run_relu_forward},
     {"maxpool2d_forward", run_maxpool2d_forward},
     {"group_norm_forward", run_group_norm_forward},

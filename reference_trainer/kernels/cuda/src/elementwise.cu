@@ -1,10 +1,12 @@
 /* Device code of the pointwise kernels, the loss and metric kernels, the loss scaler and the
- * optimizers. Every kernel reads its inputs exactly into fp32 (device_numerics.h), computes in
- * fp32 in the same order as the CPU library, and rounds once to the output dtype. Built with
- * --fmad=false so that no multiply-add is fused where the CPU rounds twice.
+ * optimizers. Each follows the CPU library's formula term for term (kernels_pointwise.cpp,
+ * kernels_amp.cpp, kernels_optim.cpp): inputs read exactly into fp32 (device_numerics.h), fp32
+ * arithmetic in the same order, one rounding to the output dtype. Built with --fmad=false so no
+ * multiply-add is fused where the CPU rounds twice.
  */
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "device_numerics.h"
@@ -46,11 +48,17 @@ __global__ void fill_kernel(Flat y, float value, int32_t ivalue) {
   }
 }
 
-/* y = x where x > 0, else 0 (a NaN gives 0, as the comparison is false). */
+/* Writes NaN, +Inf or -Inf (kind 0, 1, 2) at one element. */
+__global__ void inject_fault_kernel(Flat x, int64_t index, int kind) {
+  float value = kind == 0 ? __int_as_float(0x7fc00000) : kind == 1 ? INFINITY : -INFINITY;
+  store_float(x.data, x.dtype, index, value);
+}
+
+/* y = 0 where x < 0, else x: a NaN passes through, so a tool sees where it went. */
 __global__ void relu_forward_kernel(Flat x, Flat y) {
   MPT_FOR_EACH(i, y.n) {
     float v = load_float(x.data, x.dtype, i);
-    store_float(y.data, y.dtype, i, v > 0.0f ? v : 0.0f);
+    store_float(y.data, y.dtype, i, v < 0.0f ? 0.0f : v);
   }
 }
 
@@ -78,181 +86,166 @@ __global__ void add_bias_channels_kernel(const float* acc, Flat bias, Flat y, in
   }
 }
 
-// [SECTION] log-softmax, loss and accuracy (one block per row)
+// [SECTION] log-softmax, loss and accuracy
+// One thread per row, summing in the CPU library's order (fp32, left to right), so the sums agree
+// bit for bit; only expf/logf may differ from the host's libm by an ulp or two.
 
-/* Block-wide reduction of `v` with `op`; every thread gets the result. */
-template <typename T, typename Op>
-__device__ T block_reduce(T v, Op op, T* shared) {
-  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    T total = shared[0];
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) total = op(total, shared[w]);
-    shared[0] = total;
-  }
-  __syncthreads();
-  T result = shared[0];
-  __syncthreads();
-  return result;
-}
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct SumOp {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
-/* y = x - max - log(sum(exp(x - max))), the sum accumulated in double. */
-__global__ void log_softmax_forward_kernel(Flat x, Flat y, int64_t cols) {
-  __shared__ float fshared[32];
-  __shared__ double dshared[32];
-  int64_t row = blockIdx.x;
-  float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    m = fmaxf(m, load_float(x.data, x.dtype, row * cols + c));
-  }
-  m = block_reduce(m, MaxOp{}, fshared);
-  double s = 0.0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    s += expf(load_float(x.data, x.dtype, row * cols + c) - m);
-  }
-  float log_sum = logf(static_cast<float>(block_reduce(s, SumOp{}, dshared)));
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = load_float(x.data, x.dtype, row * cols + c);
-    store_float(y.data, y.dtype, row * cols + c, v - m - log_sum);
+/* y = x - max - log(sum(exp(x - max))); a NaN never becomes the maximum. */
+__global__ void log_softmax_forward_kernel(Flat x, Flat y, int64_t rows, int64_t cols) {
+  MPT_FOR_EACH(r, rows) {
+    int64_t base = r * cols;
+    float top = -INFINITY;
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = load_float(x.data, x.dtype, base + c);
+      top = v > top ? v : top;
+    }
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) sum += expf(load_float(x.data, x.dtype, base + c) - top);
+    float log_sum = logf(sum);
+    for (int64_t c = 0; c < cols; ++c) {
+      store_float(y.data, y.dtype, base + c, load_float(x.data, x.dtype, base + c) - top - log_sum);
+    }
   }
 }
 
 /* dx = dy - exp(y) * sum(dy). */
-__global__ void log_softmax_backward_kernel(Flat dy, Flat y, Flat dx, int64_t cols) {
-  __shared__ double dshared[32];
-  int64_t row = blockIdx.x;
-  double s = 0.0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    s += load_float(dy.data, dy.dtype, row * cols + c);
-  }
-  float sum = static_cast<float>(block_reduce(s, SumOp{}, dshared));
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    int64_t i = row * cols + c;
-    float g = load_float(dy.data, dy.dtype, i);
-    store_float(dx.data, dx.dtype, i, g - expf(load_float(y.data, y.dtype, i)) * sum);
+__global__ void log_softmax_backward_kernel(Flat dy, Flat y, Flat dx, int64_t rows, int64_t cols) {
+  MPT_FOR_EACH(r, rows) {
+    int64_t base = r * cols;
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) sum += load_float(dy.data, dy.dtype, base + c);
+    for (int64_t c = 0; c < cols; ++c) {
+      float g = load_float(dy.data, dy.dtype, base + c);
+      store_float(dx.data, dx.dtype, base + c, g - expf(load_float(y.data, y.dtype, base + c)) * sum);
+    }
   }
 }
 
-/* loss = -mean(logp[n, label[n]]); a label outside [0, cols) makes the loss NaN. */
-__global__ void nll_loss_forward_kernel(Flat logp, const int32_t* labels, float* loss,
-                                        int64_t rows, int64_t cols) {
-  __shared__ double dshared[32];
-  double s = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+/* loss = -(sum of logp[n, label[n]]) / N, summed in order. The CPU library rejects a label outside
+ * [0, cols) before running; the device cannot without waiting, so such a label makes the loss NaN. */
+__global__ void nll_loss_forward_kernel(Flat logp, const int32_t* labels, Flat loss, int64_t rows,
+                                        int64_t cols) {
+  float sum = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
     int32_t label = labels[r];
-    s += (label >= 0 && label < cols) ? static_cast<double>(load_float(logp.data, logp.dtype, r * cols + label))
-                                      : static_cast<double>(NAN);
+    sum += (label >= 0 && label < cols) ? load_float(logp.data, logp.dtype, r * cols + label) : NAN;
   }
-  double total = block_reduce(s, SumOp{}, dshared);
-  if (threadIdx.x == 0) *loss = static_cast<float>(-total / static_cast<double>(rows));
+  store_float(loss.data, loss.dtype, 0, -sum / static_cast<float>(rows));
 }
 
-/* dlogp = -scale/N at the label, 0 elsewhere. */
-__global__ void nll_loss_backward_kernel(const int32_t* labels, const float* scale, Flat dlogp,
+/* dlogp = -(scale / N) at the label, 0 elsewhere. */
+__global__ void nll_loss_backward_kernel(const int32_t* labels, Flat scale, Flat dlogp,
                                          int64_t rows, int64_t cols) {
-  float at_label = -*scale / static_cast<float>(rows);
+  float at_label = -(load_float(scale.data, scale.dtype, 0) / static_cast<float>(rows));
   MPT_FOR_EACH(i, dlogp.n) {
     int64_t r = i / cols, c = i % cols;
     store_float(dlogp.data, dlogp.dtype, i, labels[r] == c ? at_label : 0.0f);
   }
 }
 
-/* Counts rows whose first largest entry sits at the label. */
+/* Counts rows whose first largest entry sits at the label; a row holding a NaN never counts. */
 __global__ void accuracy_count_kernel(Flat logp, const int32_t* labels, int32_t* correct,
                                       int64_t rows, int64_t cols) {
   MPT_FOR_EACH(r, rows) {
     int64_t best = 0;
-    float best_value = load_float(logp.data, logp.dtype, r * cols);
-    for (int64_t c = 1; c < cols; ++c) {
+    bool has_nan = false;
+    for (int64_t c = 0; c < cols; ++c) {
       float v = load_float(logp.data, logp.dtype, r * cols + c);
-      if (v > best_value) {
-        best_value = v;
-        best = c;
-      }
+      has_nan = has_nan || isnan(v);
+      if (v > load_float(logp.data, logp.dtype, r * cols + best)) best = c;
     }
-    if (best == labels[r]) atomicAdd(correct, 1);
+    if (!has_nan && best == labels[r]) atomicAdd(correct, 1);
   }
 }
 
 // [SECTION] loss scaler
 
+/* inv_scale = fp32(1 / double(scale)); found_inf was zeroed before the first gradient and is set
+ * from the values before unscaling. */
 __global__ void unscale_check_kernel(const float* scale, Flat g, float* found_inf) {
-  float inv_scale = 1.0f / *scale;
+  float inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale));
   MPT_FOR_EACH(i, g.n) {
     float v = load_float(g.data, g.dtype, i);
     if (!isfinite(v)) *found_inf = 1.0f;
-    store_float(g.data, g.dtype, i, v * inv_scale);
+    store_float(g.data, g.dtype, i, inv_scale == 1.0f ? v : v * inv_scale);
   }
 }
 
+/* PyTorch's _amp_update_scale_: products in double, rounded to fp32; a grown scale is kept only
+ * when finite. */
 __global__ void update_scale_kernel(float* scale, int32_t* tracker, const float* found_inf,
-                                    float growth, float backoff, int64_t interval) {
+                                    double growth, double backoff, int64_t interval) {
+  float current = *scale;
+  int32_t successful = *tracker;
   if (*found_inf != 0.0f) {
-    *scale = *scale * backoff;
+    *scale = static_cast<float>(current * backoff);
     *tracker = 0;
-    return;
+  } else if (successful + 1 == interval) {
+    float grown = static_cast<float>(current * growth);
+    if (isfinite(grown)) *scale = grown;
+    *tracker = 0;
+  } else {
+    *tracker = successful + 1;
   }
-  int32_t next = *tracker + 1;
-  if (next >= interval) {
-    *scale = *scale * growth;
-    next = 0;
-  }
-  *tracker = next;
 }
 
 // [SECTION] optimizers
+// Scalar constants are formed in double on the host, as the CPU library does, and used as fp32.
 
+/* The value a tensor of `dtype` holds after storing v. */
+__device__ __forceinline__ float held_as(int dtype, float v) {
+  return dtype == dev::F16 ? dev::f16_to_f32(dev::f32_to_f16(v))
+         : dtype == dev::BF16 ? dev::bf16_to_f32(dev::f32_to_bf16(v)) : v;
+}
+
+/* The new parameter value, rounded stochastically with the element's own random bits when asked
+ * (16-bit parameters only: fp32 parameters are stored as computed). */
 __device__ void store_param(Flat p, int64_t i, float v, bool stochastic, uint64_t key) {
-  if (stochastic) {
-    dev::store_float_stochastic(p.data, p.dtype, i, v, dev::counter_random(key, i));
+  if (stochastic && p.dtype != dev::F32) {
+    dev::store_float_stochastic(p.data, p.dtype, i, v,
+                                dev::counter_random(key, static_cast<uint64_t>(i)));
   } else {
     store_float(p.data, p.dtype, i, v);
   }
 }
 
-/* PyTorch's SGD: g += wd*p; buf = momentum*buf + g; p -= lr*buf (no momentum: p -= lr*g). */
+/* PyTorch's SGD: d = g + wd*p; buf = d at step 1, buf*momentum + d after; p = p - lr*buf. */
 __global__ void sgd_kernel(Flat param, Flat grad, Flat buf, float lr, float momentum, float wd,
-                           bool stochastic, uint64_t key) {
+                           bool first_step, bool stochastic, uint64_t key) {
   MPT_FOR_EACH(i, param.n) {
     float p = load_float(param.data, param.dtype, i);
-    float g = load_float(grad.data, grad.dtype, i);
-    if (wd != 0.0f) g = g + wd * p;
+    float d = load_float(grad.data, grad.dtype, i);
+    if (wd != 0.0f) d = d + wd * p;
     if (momentum != 0.0f) {
-      g = momentum * load_float(buf.data, buf.dtype, i) + g;
-      store_float(buf.data, buf.dtype, i, g);
+      float m = first_step ? d : load_float(buf.data, buf.dtype, i) * momentum + d;
+      d = held_as(buf.dtype, m);
+      store_float(buf.data, buf.dtype, i, d);
     }
-    store_param(param, i, p - lr * g, stochastic, key);
+    store_param(param, i, p - lr * d, stochastic, key);
   }
 }
 
-/* PyTorch's AdamW: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
- * p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
 struct AdamWDevice {
-  float lr, beta1, beta2, eps, decay_factor, one_minus_beta1, one_minus_beta2, step_size,
-      sqrt_bias_correction2;
+  float decay, lerp_weight, beta2, sq_weight, neg_step_size, bias_correction2_sqrt, eps;
   bool stochastic;
   uint64_t key;
 };
 
+/* PyTorch's AdamW: p*decay; exp_avg = lerp(exp_avg, g, 1 - beta1) with torch.lerp's two-sided
+ * formula; exp_avg_sq = exp_avg_sq*beta2 + (1-beta2)*g*g; p += (-lr/bc1) * (m / denom). */
 __global__ void adamw_kernel(Flat param, Flat grad, Flat exp_avg, Flat exp_avg_sq, AdamWDevice a) {
   MPT_FOR_EACH(i, param.n) {
-    float p = load_float(param.data, param.dtype, i) * a.decay_factor;
+    float p = load_float(param.data, param.dtype, i) * a.decay;
     float g = load_float(grad.data, grad.dtype, i);
-    float m = a.beta1 * load_float(exp_avg.data, exp_avg.dtype, i) + a.one_minus_beta1 * g;
-    float v = a.beta2 * load_float(exp_avg_sq.data, exp_avg_sq.dtype, i) + a.one_minus_beta2 * g * g;
+    float m = load_float(exp_avg.data, exp_avg.dtype, i);
+    m = a.lerp_weight < 0.5f ? m + a.lerp_weight * (g - m) : g - (g - m) * (1.0f - a.lerp_weight);
+    m = held_as(exp_avg.dtype, m);
+    float v = held_as(exp_avg_sq.dtype,
+                      load_float(exp_avg_sq.data, exp_avg_sq.dtype, i) * a.beta2 + a.sq_weight * g * g);
     store_float(exp_avg.data, exp_avg.dtype, i, m);
     store_float(exp_avg_sq.data, exp_avg_sq.dtype, i, v);
-    float denom = sqrtf(v) / a.sqrt_bias_correction2 + a.eps;
-    store_param(param, i, p - a.step_size * (m / denom), a.stochastic, a.key);
+    float denom = sqrtf(v) / a.bias_correction2_sqrt + a.eps;
+    store_param(param, i, p + a.neg_step_size * (m / denom), a.stochastic, a.key);
   }
 }
 
@@ -260,77 +253,66 @@ __global__ void adamw_kernel(Flat param, Flat grad, Flat exp_avg, Flat exp_avg_s
 
 // [SECTION] launchers
 
-cudaError_t cast(Flat x, Flat y, cudaStream_t stream) {
-  if (y.n == 0) return cudaSuccess;
-  cast_kernel<<<blocks_for(y.n), kThreads, 0, stream>>>(x, y);
-  return cudaGetLastError();
-}
+#define MPT_LAUNCH_OVER(n, kernel, ...)                                    \
+  do {                                                                     \
+    if ((n) == 0) return cudaSuccess;                                      \
+    kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);           \
+    return cudaGetLastError();                                             \
+  } while (0)
+
+cudaError_t cast(Flat x, Flat y, cudaStream_t stream) { MPT_LAUNCH_OVER(y.n, cast_kernel, x, y); }
 
 cudaError_t fill(Flat y, double value, cudaStream_t stream) {
-  if (y.n == 0) return cudaSuccess;
-  fill_kernel<<<blocks_for(y.n), kThreads, 0, stream>>>(y, static_cast<float>(value),
-                                                        static_cast<int32_t>(value));
+  MPT_LAUNCH_OVER(y.n, fill_kernel, y, static_cast<float>(value), static_cast<int32_t>(value));
+}
+
+cudaError_t inject_fault(Flat x, int64_t index, int kind, cudaStream_t stream) {
+  inject_fault_kernel<<<1, 1, 0, stream>>>(x, index, kind);
   return cudaGetLastError();
 }
 
 cudaError_t relu_forward(Flat x, Flat y, cudaStream_t stream) {
-  if (y.n == 0) return cudaSuccess;
-  relu_forward_kernel<<<blocks_for(y.n), kThreads, 0, stream>>>(x, y);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(y.n, relu_forward_kernel, x, y);
 }
 
 cudaError_t relu_backward(Flat dy, Flat y, Flat dx, cudaStream_t stream) {
-  if (dx.n == 0) return cudaSuccess;
-  relu_backward_kernel<<<blocks_for(dx.n), kThreads, 0, stream>>>(dy, y, dx);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(dx.n, relu_backward_kernel, dy, y, dx);
 }
 
 cudaError_t add_bias_rows(const float* acc, Flat bias, Flat y, int64_t cols, cudaStream_t stream) {
-  if (y.n == 0) return cudaSuccess;
-  add_bias_rows_kernel<<<blocks_for(y.n), kThreads, 0, stream>>>(acc, bias, y, cols);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(y.n, add_bias_rows_kernel, acc, bias, y, cols);
 }
 
 cudaError_t add_bias_channels(const float* acc, Flat bias, Flat y, int64_t channels,
                               int64_t plane, cudaStream_t stream) {
-  if (y.n == 0) return cudaSuccess;
-  add_bias_channels_kernel<<<blocks_for(y.n), kThreads, 0, stream>>>(acc, bias, y, channels, plane);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(y.n, add_bias_channels_kernel, acc, bias, y, channels, plane);
 }
 
 cudaError_t log_softmax_forward(Flat x, Flat y, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  log_softmax_forward_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(x, y, cols);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(rows, log_softmax_forward_kernel, x, y, rows, cols);
 }
 
 cudaError_t log_softmax_backward(Flat dy, Flat y, Flat dx, int64_t rows, int64_t cols,
                                  cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  log_softmax_backward_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(dy, y, dx, cols);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(rows, log_softmax_backward_kernel, dy, y, dx, rows, cols);
 }
 
-cudaError_t nll_loss_forward(Flat logp, const int32_t* labels, float* loss, int64_t rows,
+cudaError_t nll_loss_forward(Flat logp, const int32_t* labels, Flat loss, int64_t rows,
                              int64_t cols, cudaStream_t stream) {
-  nll_loss_forward_kernel<<<1, 256, 0, stream>>>(logp, labels, loss, rows, cols);
+  nll_loss_forward_kernel<<<1, 1, 0, stream>>>(logp, labels, loss, rows, cols);
   return cudaGetLastError();
 }
 
-cudaError_t nll_loss_backward(const int32_t* labels, const float* scale, Flat dlogp, int64_t rows,
+cudaError_t nll_loss_backward(const int32_t* labels, Flat scale, Flat dlogp, int64_t rows,
                               int64_t cols, cudaStream_t stream) {
-  if (dlogp.n == 0) return cudaSuccess;
-  nll_loss_backward_kernel<<<blocks_for(dlogp.n), kThreads, 0, stream>>>(labels, scale, dlogp,
-                                                                         rows, cols);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(dlogp.n, nll_loss_backward_kernel, labels, scale, dlogp, rows, cols);
 }
 
 cudaError_t accuracy_count(Flat logp, const int32_t* labels, int32_t* correct, int64_t rows,
                            int64_t cols, cudaStream_t stream) {
   cudaError_t e = cudaMemsetAsync(correct, 0, sizeof(int32_t), stream);
-  if (e != cudaSuccess || rows == 0 || cols == 0) return e;
-  accuracy_count_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(logp, labels, correct, rows, cols);
-  return cudaGetLastError();
+  if (e != cudaSuccess || cols == 0) return e;
+  MPT_LAUNCH_OVER(rows, accuracy_count_kernel, logp, labels, correct, rows, cols);
 }
 
 cudaError_t amp_unscale_check(const float* scale, const Flat* grads, int n_grads,
@@ -347,40 +329,33 @@ cudaError_t amp_unscale_check(const float* scale, const Flat* grads, int n_grads
 cudaError_t amp_update_scale(float* scale, int32_t* growth_tracker, const float* found_inf,
                              double growth_factor, double backoff_factor,
                              int64_t growth_interval, cudaStream_t stream) {
-  update_scale_kernel<<<1, 1, 0, stream>>>(scale, growth_tracker, found_inf,
-                                           static_cast<float>(growth_factor),
-                                           static_cast<float>(backoff_factor), growth_interval);
+  update_scale_kernel<<<1, 1, 0, stream>>>(scale, growth_tracker, found_inf, growth_factor,
+                                           backoff_factor, growth_interval);
   return cudaGetLastError();
 }
 
 cudaError_t sgd_step(Flat param, Flat grad, Flat momentum_buf, const SgdParams& p,
                      cudaStream_t stream) {
-  if (param.n == 0) return cudaSuccess;
-  sgd_kernel<<<blocks_for(param.n), kThreads, 0, stream>>>(
-      param, grad, momentum_buf, static_cast<float>(p.lr), static_cast<float>(p.momentum),
-      static_cast<float>(p.weight_decay), p.stochastic_rounding, p.stream_key);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(param.n, sgd_kernel, param, grad, momentum_buf, static_cast<float>(p.lr),
+                  static_cast<float>(p.momentum), static_cast<float>(p.weight_decay), p.step == 1,
+                  p.stochastic_rounding, p.stream_key);
 }
 
 cudaError_t adamw_step(Flat param, Flat grad, Flat exp_avg, Flat exp_avg_sq, const AdamWParams& p,
                        cudaStream_t stream) {
-  if (param.n == 0) return cudaSuccess;
-  double bc1 = 1.0 - std::pow(p.beta1, static_cast<double>(p.step));
-  double bc2 = 1.0 - std::pow(p.beta2, static_cast<double>(p.step));
+  double bias_correction1 = 1.0 - std::pow(p.beta1, static_cast<double>(p.step));
+  double bias_correction2 = 1.0 - std::pow(p.beta2, static_cast<double>(p.step));
   AdamWDevice a{};
-  a.lr = static_cast<float>(p.lr);
-  a.beta1 = static_cast<float>(p.beta1);
+  a.decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
+  a.lerp_weight = static_cast<float>(1.0 - p.beta1);
   a.beta2 = static_cast<float>(p.beta2);
+  a.sq_weight = static_cast<float>(1.0 - p.beta2);
+  a.neg_step_size = static_cast<float>(-(p.lr / bias_correction1));
+  a.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   a.eps = static_cast<float>(p.eps);
-  a.decay_factor = static_cast<float>(1.0 - p.lr * p.weight_decay);
-  a.one_minus_beta1 = static_cast<float>(1.0 - p.beta1);
-  a.one_minus_beta2 = static_cast<float>(1.0 - p.beta2);
-  a.step_size = static_cast<float>(p.lr / bc1);
-  a.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bc2));
   a.stochastic = p.stochastic_rounding;
   a.key = p.stream_key;
-  adamw_kernel<<<blocks_for(param.n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, a);
-  return cudaGetLastError();
+  MPT_LAUNCH_OVER(param.n, adamw_kernel, param, grad, exp_avg, exp_avg_sq, a);
 }
 
 }  // namespace mpt::cuda::detail

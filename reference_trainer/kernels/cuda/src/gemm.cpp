@@ -228,12 +228,7 @@ int run_linear_backward_weight(LaunchArgs& a) {
 namespace {
 
 bool conv_scalars(LaunchArgs& a, int64_t* stride, int64_t* padding) {
-  double s, p;
-  if (!a.scalar("stride", &s) || !a.scalar("padding", &p)) return false;
-  *stride = static_cast<int64_t>(s);
-  *padding = static_cast<int64_t>(p);
-  if (*stride < 1 || *padding < 0) return a.bad("stride must be >= 1 and padding >= 0");
-  return true;
+  return a.integer("stride", 1, stride) && a.integer("padding", 0, padding);
 }
 
 /* Geometry from x [N,C,H,W] and w [K,C,R,S]; P, Q follow from stride and padding. */

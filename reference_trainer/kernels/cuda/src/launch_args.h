@@ -43,6 +43,9 @@ class LaunchArgs {
   /* A named scalar; required ones fail when absent, optional ones take `fallback`. */
   bool scalar(const char* name, double* value);
   double scalar_or(const char* name, double fallback) const;
+  /* An integral scalar >= min: required, or `fallback` when absent. */
+  bool integer(const char* name, int64_t min, int64_t* value);
+  bool integer_or(const char* name, int64_t fallback, int64_t min, int64_t* value);
   bool flag(const char* name) const { return scalar_or(name, 0.0) != 0.0; }
 
   bool bad(const std::string& message);

@@ -36,6 +36,8 @@ struct ConvShape {
 // [SECTION] elementwise.cu
 cudaError_t cast(Flat x, Flat y, cudaStream_t stream);
 cudaError_t fill(Flat y, double value, cudaStream_t stream);
+/* Writes NaN (kind 0), +Inf (1) or -Inf (2) at x[index]. */
+cudaError_t inject_fault(Flat x, int64_t index, int kind, cudaStream_t stream);
 cudaError_t relu_forward(Flat x, Flat y, cudaStream_t stream);
 cudaError_t relu_backward(Flat dy, Flat y, Flat dx, cudaStream_t stream);
 /* y = x + bias[column] over rows of `cols` elements, read from fp32 `acc`, rounded to y's dtype. */
@@ -46,9 +48,9 @@ cudaError_t add_bias_channels(const float* acc, Flat bias, Flat y, int64_t chann
 cudaError_t log_softmax_forward(Flat x, Flat y, int64_t rows, int64_t cols, cudaStream_t stream);
 cudaError_t log_softmax_backward(Flat dy, Flat y, Flat dx, int64_t rows, int64_t cols,
                                  cudaStream_t stream);
-cudaError_t nll_loss_forward(Flat logp, const int32_t* labels, float* loss, int64_t rows,
+cudaError_t nll_loss_forward(Flat logp, const int32_t* labels, Flat loss, int64_t rows,
                              int64_t cols, cudaStream_t stream);
-cudaError_t nll_loss_backward(const int32_t* labels, const float* scale, Flat dlogp, int64_t rows,
+cudaError_t nll_loss_backward(const int32_t* labels, Flat scale, Flat dlogp, int64_t rows,
                               int64_t cols, cudaStream_t stream);
 cudaError_t accuracy_count(Flat logp, const int32_t* labels, int32_t* correct, int64_t rows,
                            int64_t cols, cudaStream_t stream);
@@ -61,6 +63,7 @@ cudaError_t amp_update_scale(float* scale, int32_t* growth_tracker, const float*
 
 struct SgdParams {
   double lr, momentum, weight_decay;
+  int64_t step;  // counting from 1: the momentum buffer starts at step 1
   bool stochastic_rounding;
   uint64_t stream_key;  // random_stream_key(seed, step)
 };
@@ -112,8 +115,7 @@ cudaError_t maxpool2d_forward(Flat x, Flat y, int32_t* argmax, int64_t planes, i
                               int64_t W, int64_t P, int64_t Q, int64_t kernel, int64_t stride,
                               cudaStream_t stream);
 cudaError_t maxpool2d_backward(Flat dy, const int32_t* argmax, Flat dx, int64_t planes, int64_t H,
-                               int64_t W, int64_t P, int64_t Q, int64_t kernel, int64_t stride,
-                               cudaStream_t stream);
+                               int64_t W, int64_t P, int64_t Q, cudaStream_t stream);
 struct GroupNormShape {
   int64_t N, C, HW, groups;
 };

@@ -29,7 +29,8 @@ unsigned blocks_for(int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-/* One step of a running sum: fp32, or an fp16 accumulator rounded after each addition. */
+/* One step of a running sum: fp32, or an fp16 accumulator rounded after each addition. The
+ * products of the fp16-accumulator kernels use fmaf, one rounding as the CPU's std::fma. */
 __device__ __forceinline__ float accumulate(float acc, float term, bool partials_fp16) {
   float s = acc + term;
   return partials_fp16 ? round_through_f16(s) : s;
@@ -101,7 +102,7 @@ __global__ void gemm_fp16_partials_kernel(StridedMatrix a, StridedMatrix b, floa
     for (int64_t k = 0; k < depth; ++k) {
       float x = load_float(a.m.data, a.m.dtype, i * a.s_row + k * a.s_col);
       float y = load_float(b.m.data, b.m.dtype, k * b.s_row + j * b.s_col);
-      acc = round_through_f16(acc + x * y);
+      acc = round_through_f16(fmaf(x, y, acc));
     }
     c[idx] = acc;
   }
@@ -149,7 +150,8 @@ __global__ void col2im_kernel(const float* dcol, ConvShape s, int64_t n0, int64_
   }
 }
 
-/* Forward with an fp16 accumulator: acc over (c, r, s), padding skipped; acc[n, k, p, q]. */
+/* Forward with an fp16 accumulator, the CPU's im2col order: acc over (c, r, s), padding included
+ * as zero terms (fmaf(w, 0, acc) can turn a -0 sum into +0, so skipping them would differ). */
 __global__ void conv_forward_fp16_kernel(Flat x, Flat w, ConvShape s, float* acc_out) {
   MPT_FOR_EACH(idx, s.N * s.K * s.pq()) {
     int64_t n = idx / (s.K * s.pq()), k = (idx / s.pq()) % s.K, p = (idx % s.pq()) / s.Q,
@@ -158,13 +160,12 @@ __global__ void conv_forward_fp16_kernel(Flat x, Flat w, ConvShape s, float* acc
     for (int64_t c = 0; c < s.C; ++c) {
       for (int64_t r = 0; r < s.R; ++r) {
         int64_t h = p * s.stride - s.padding + r;
-        if (h < 0 || h >= s.H) continue;
         for (int64_t sc = 0; sc < s.S; ++sc) {
           int64_t wc = q * s.stride - s.padding + sc;
-          if (wc < 0 || wc >= s.W) continue;
-          float xv = load_float(x.data, x.dtype, ((n * s.C + c) * s.H + h) * s.W + wc);
+          bool inside = h >= 0 && h < s.H && wc >= 0 && wc < s.W;
+          float xv = inside ? load_float(x.data, x.dtype, ((n * s.C + c) * s.H + h) * s.W + wc) : 0.0f;
           float wv = load_float(w.data, w.dtype, ((k * s.C + c) * s.R + r) * s.S + sc);
-          acc = round_through_f16(acc + xv * wv);
+          acc = round_through_f16(fmaf(wv, xv, acc));
         }
       }
     }
@@ -172,31 +173,36 @@ __global__ void conv_forward_fp16_kernel(Flat x, Flat w, ConvShape s, float* acc
   }
 }
 
-/* Backward data with an fp16 accumulator: dx[n,c,h,w] over (k, r, s). */
+/* Backward data with an fp16 accumulator, as the CPU computes it: each column entry
+ * dcol[(c,r,s),(p,q)] is a running sum over k, and dx[n,c,h,w] sums the column entries that came
+ * from it in (r, s) order, each addition rounded to fp16. */
 __global__ void conv_backward_data_fp16_kernel(Flat dy, Flat w, ConvShape s, Flat dx) {
   MPT_FOR_EACH(idx, s.N * s.C * s.H * s.W) {
     int64_t n = idx / (s.C * s.H * s.W), c = (idx / (s.H * s.W)) % s.C, h = (idx / s.W) % s.H,
             wc = idx % s.W;
     float acc = 0.0f;
-    for (int64_t k = 0; k < s.K; ++k) {
-      for (int64_t r = 0; r < s.R; ++r) {
-        int64_t hp = h + s.padding - r;
-        if (hp < 0 || hp % s.stride != 0 || hp / s.stride >= s.P) continue;
-        for (int64_t sc = 0; sc < s.S; ++sc) {
-          int64_t wq = wc + s.padding - sc;
-          if (wq < 0 || wq % s.stride != 0 || wq / s.stride >= s.Q) continue;
-          float g = load_float(dy.data, dy.dtype,
-                               ((n * s.K + k) * s.P + hp / s.stride) * s.Q + wq / s.stride);
+    for (int64_t r = 0; r < s.R; ++r) {
+      int64_t hp = h + s.padding - r;
+      if (hp < 0 || hp % s.stride != 0 || hp / s.stride >= s.P) continue;
+      for (int64_t sc = 0; sc < s.S; ++sc) {
+        int64_t wq = wc + s.padding - sc;
+        if (wq < 0 || wq % s.stride != 0 || wq / s.stride >= s.Q) continue;
+        int64_t at = (hp / s.stride) * s.Q + wq / s.stride;
+        float column = 0.0f;
+        for (int64_t k = 0; k < s.K; ++k) {
+          float g = load_float(dy.data, dy.dtype, (n * s.K + k) * s.pq() + at);
           float wv = load_float(w.data, w.dtype, ((k * s.C + c) * s.R + r) * s.S + sc);
-          acc = round_through_f16(acc + g * wv);
+          column = round_through_f16(fmaf(wv, g, column));
         }
+        acc = round_through_f16(acc + column);
       }
     }
     store_float(dx.data, dx.dtype, idx, acc);
   }
 }
 
-/* Backward weight with an fp16 accumulator: dw[k,c,r,s] over (n, p, q). */
+/* Backward weight with an fp16 accumulator: dw[k,c,r,s] runs over n, then (p, q), padding
+ * included as zero terms, as the CPU's per-sample products continue one running sum. */
 __global__ void conv_backward_weight_fp16_kernel(Flat dy, Flat x, ConvShape s, Flat dw) {
   MPT_FOR_EACH(idx, s.K * s.crs()) {
     int64_t k = idx / s.crs(), c = (idx / (s.R * s.S)) % s.C, r = (idx / s.S) % s.R,
@@ -205,13 +211,12 @@ __global__ void conv_backward_weight_fp16_kernel(Flat dy, Flat x, ConvShape s, F
     for (int64_t n = 0; n < s.N; ++n) {
       for (int64_t p = 0; p < s.P; ++p) {
         int64_t h = p * s.stride - s.padding + r;
-        if (h < 0 || h >= s.H) continue;
         for (int64_t q = 0; q < s.Q; ++q) {
           int64_t wc = q * s.stride - s.padding + sc;
-          if (wc < 0 || wc >= s.W) continue;
+          bool inside = h >= 0 && h < s.H && wc >= 0 && wc < s.W;
           float g = load_float(dy.data, dy.dtype, ((n * s.K + k) * s.P + p) * s.Q + q);
-          float xv = load_float(x.data, x.dtype, ((n * s.C + c) * s.H + h) * s.W + wc);
-          acc = round_through_f16(acc + g * xv);
+          float xv = inside ? load_float(x.data, x.dtype, ((n * s.C + c) * s.H + h) * s.W + wc) : 0.0f;
+          acc = round_through_f16(fmaf(g, xv, acc));
         }
       }
     }
@@ -221,19 +226,20 @@ __global__ void conv_backward_weight_fp16_kernel(Flat dy, Flat x, ConvShape s, F
 
 // [SECTION] pooling
 
-/* The first largest value of each window (a later value wins only if strictly larger). */
+/* The first largest value of each window wins; a NaN wins and stays (it propagates). */
 __global__ void maxpool_forward_kernel(Flat x, Flat y, int32_t* argmax, int64_t planes,
                                        int64_t H, int64_t W, int64_t P, int64_t Q,
                                        int64_t kernel, int64_t stride) {
   MPT_FOR_EACH(idx, planes * P * Q) {
     int64_t plane = idx / (P * Q), p = (idx / Q) % P, q = idx % Q;
+    const int64_t base = plane * H * W;
     int64_t best = (p * stride) * W + q * stride;
-    float best_value = load_float(x.data, x.dtype, plane * H * W + best);
+    float best_value = load_float(x.data, x.dtype, base + best);
     for (int64_t r = 0; r < kernel; ++r) {
       for (int64_t s = 0; s < kernel; ++s) {
         int64_t at = (p * stride + r) * W + q * stride + s;
-        float v = load_float(x.data, x.dtype, plane * H * W + at);
-        if (v > best_value) {
+        float v = load_float(x.data, x.dtype, base + at);
+        if (!isnan(best_value) && (v > best_value || isnan(v))) {
           best_value = v;
           best = at;
         }
@@ -244,17 +250,22 @@ __global__ void maxpool_forward_kernel(Flat x, Flat y, int32_t* argmax, int64_t 
   }
 }
 
-/* dx (already zeroed) += dy at argmax, one plane per thread in output order, so overlapping
- * windows add up in the same order as a sequential loop. */
-__global__ void maxpool_backward_kernel(Flat dy, const int32_t* argmax, Flat dx, int64_t planes,
+/* acc (fp32, zeroed) += dy at argmax, one plane per thread in output order, so overlapping
+ * windows add up in the CPU's order; an index outside the plane is skipped (the CPU library
+ * rejects it before running, which the device cannot do without waiting). */
+__global__ void maxpool_backward_kernel(Flat dy, const int32_t* argmax, float* acc, int64_t planes,
                                         int64_t HW, int64_t PQ) {
   MPT_FOR_EACH(plane, planes) {
     for (int64_t o = 0; o < PQ; ++o) {
-      int64_t at = plane * HW + argmax[plane * PQ + o];
-      float v = load_float(dx.data, dx.dtype, at) + load_float(dy.data, dy.dtype, plane * PQ + o);
-      store_float(dx.data, dx.dtype, at, v);
+      int32_t at = argmax[plane * PQ + o];
+      if (at < 0 || at >= HW) continue;
+      acc[plane * HW + at] += load_float(dy.data, dy.dtype, plane * PQ + o);
     }
   }
+}
+
+__global__ void round_into_kernel(const float* acc, Flat out) {
+  MPT_FOR_EACH(i, out.n) store_float(out.data, out.dtype, i, acc[i]);
 }
 
 // [SECTION] group norm (one block per (n, group); a group's elements are contiguous)
@@ -287,7 +298,8 @@ __global__ void group_norm_forward_kernel(Flat x, Flat gamma, Flat beta, Flat y,
   }
 }
 
-/* dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)) over the group. */
+/* dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)) over the group; the
+ * means from sums of double products, the rest in fp32, as the CPU library. */
 __global__ void group_norm_backward_data_kernel(Flat dy, Flat x, Flat gamma, const float* mean,
                                                 const float* rstd, Flat dx, GroupNormShape s) {
   __shared__ double shared[32];
@@ -296,10 +308,11 @@ __global__ void group_norm_backward_data_kernel(Flat dy, Flat x, Flat gamma, con
   float m = mean[ng], rs = rstd[ng];
   double a = 0.0, b = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    float g = load_float(dy.data, dy.dtype, base + i) * load_float(gamma.data, gamma.dtype, c0 + i / s.HW);
+    double g = static_cast<double>(load_float(dy.data, dy.dtype, base + i)) *
+               load_float(gamma.data, gamma.dtype, c0 + i / s.HW);
     float xhat = (load_float(x.data, x.dtype, base + i) - m) * rs;
     a += g;
-    b += static_cast<double>(g) * xhat;
+    b += g * xhat;
   }
   float mean_a = static_cast<float>(warp_block_sum(a, shared) / static_cast<double>(count));
   float mean_b = static_cast<float>(warp_block_sum(b, shared) / static_cast<double>(count));
@@ -419,14 +432,27 @@ cudaError_t maxpool2d_forward(Flat x, Flat y, int32_t* argmax, int64_t planes, i
 }
 
 cudaError_t maxpool2d_backward(Flat dy, const int32_t* argmax, Flat dx, int64_t planes, int64_t H,
-                               int64_t W, int64_t P, int64_t Q, int64_t /*kernel*/,
-                               int64_t /*stride*/, cudaStream_t stream) {
-  int64_t bytes = dx.n * (dx.dtype == dev::F32 ? 4 : 2);
-  cudaError_t e = cudaMemsetAsync(dx.data, 0, static_cast<size_t>(bytes), stream);
-  if (e != cudaSuccess || planes == 0) return e;
-  maxpool_backward_kernel<<<blocks_for(planes), kThreads, 0, stream>>>(dy, argmax, dx, planes,
-                                                                       H * W, P * Q);
-  return cudaGetLastError();
+                               int64_t W, int64_t P, int64_t Q, cudaStream_t stream) {
+  // Sums are kept in fp32 and rounded once, as the CPU's zeroed fp32 output buffer.
+  float* acc = static_cast<float*>(dx.data);
+  cudaError_t e = cudaSuccess;
+  if (dx.dtype != dev::F32) e = cudaMallocAsync(reinterpret_cast<void**>(&acc), dx.n * sizeof(float) + 1, stream);
+  if (e != cudaSuccess) return e;
+  e = cudaMemsetAsync(acc, 0, static_cast<size_t>(dx.n) * sizeof(float), stream);
+  if (e == cudaSuccess && planes > 0) {
+    maxpool_backward_kernel<<<blocks_for(planes), kThreads, 0, stream>>>(dy, argmax, acc, planes,
+                                                                         H * W, P * Q);
+    e = cudaGetLastError();
+  }
+  if (dx.dtype != dev::F32) {
+    if (e == cudaSuccess && dx.n > 0) {
+      round_into_kernel<<<blocks_for(dx.n), kThreads, 0, stream>>>(acc, dx);
+      e = cudaGetLastError();
+    }
+    cudaError_t f = cudaFreeAsync(acc, stream);
+    if (e == cudaSuccess) e = f;
+  }
+  return e;
 }
 
 cudaError_t group_norm_forward(Flat x, Flat gamma, Flat beta, Flat y, float* mean, float* rstd,
