@@ -46,10 +46,23 @@ struct RawOptions {
   std::optional<double> weight_decay;
 };
 
+// CLI::PositiveNumber prints DBL_MAX as the bound; this says it plainly.
+const CLI::Validator kPositive(
+    [](std::string& text) {
+      try {
+        std::size_t used = 0;
+        double v = std::stod(text, &used);
+        if (used == text.size() && v > 0.0) return std::string();
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a positive number";
+    },
+    "POSITIVE");
+
 void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--model", c.model, "cnn (the conv/GroupNorm CNN) or mlp")
       ->check(CLI::IsMember({"cnn", "mlp"}))->capture_default_str();
-  app.add_option("--hidden", c.hidden, "MLP hidden width")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--hidden", c.hidden, "MLP hidden width")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--data-dir", c.data_dir, "folder with FashionMNIST's IDX .gz files")->capture_default_str();
   app.add_option("--image-size", c.image_size, "image side in pixels, 28 or larger (bilinear resize)")
       ->check(CLI::Range(28, 1024))->capture_default_str();
@@ -75,19 +88,19 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--bf16-ops", c.bf16_ops_file, "file replacing the low-precision op list (amp modes)");
   app.add_option("--fp32-ops", c.fp32_ops_file, "file replacing the fp32 op list (amp modes)");
   app.add_option("--loss-scale", c.loss_scale_text, "none, static:N or dynamic")->capture_default_str();
-  app.add_option("--scale-init", c.loss_scale.init, "initial dynamic loss scale")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--scale-init", c.loss_scale.init, "initial dynamic loss scale")->check(kPositive)->capture_default_str();
   app.add_option("--scale-growth", c.loss_scale.growth, "dynamic growth factor")->check(CLI::Range(1.0, 1e6))->capture_default_str();
   app.add_option("--scale-backoff", c.loss_scale.backoff, "dynamic backoff factor")->check(CLI::Range(1e-9, 1.0))->capture_default_str();
   app.add_option("--scale-interval", c.loss_scale.interval, "finite steps before the scale grows")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
   app.add_option("--optimizer", raw.optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
-  app.add_option("--lr", raw.lr, "learning rate (default 0.01 for sgd, 0.001 for adamw)")->check(CLI::PositiveNumber);
+  app.add_option("--lr", raw.lr, "learning rate (default 0.01 for sgd, 0.001 for adamw)")->check(kPositive);
   app.add_option("--momentum", c.optimizer.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", raw.weight_decay, "weight decay (default 0 for sgd, 0.01 for adamw)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--beta1", c.optimizer.beta1, "AdamW beta1")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--beta2", c.optimizer.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--eps", c.optimizer.eps, "AdamW epsilon")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--eps", c.optimizer.eps, "AdamW epsilon")->check(kPositive)->capture_default_str();
   app.add_option("--fault", raw.fault, "plant a NaN/Inf: KIND@LAYER:STEP[:INDEX], e.g. nan@fc1:5");
   app.add_option("--metrics-json", c.metrics_json, "write the run's metrics to this JSON file");
   app.add_flag("-v,--verbose", c.verbose, "print the precision plan and per-step details on stderr");
@@ -118,6 +131,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   CLI::App app{"mptrain: the reference mixed-precision trainer (FashionMNIST, CNN or MLP) whose "
                "kernels all go through libmpt_kernels.so"};
   app.get_formatter()->column_width(34);
+  // A later occurrence of an option replaces an earlier one, as scripts that append flags expect.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_options(app, config, raw);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,72 @@
+/* A tiny interposer used by the injection test: it exports mpt_launch, mpt_alloc and mpt_free,
+ * counts every call (launches per kernel name too), forwards to the real library found with
+ * dlsym(RTLD_NEXT), and at exit writes its counts to the file named by MPTRAIN_SHIM_OUT.
+ * If mptrain's own counters agree with these, no kernel or allocation bypasses the ABI. */
+#define _GNU_SOURCE
+#include <mpt/abi.h>
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KERNELS 128
+
+static unsigned long long g_launches, g_allocs, g_frees;
+static char g_kernel_names[MAX_KERNELS][64];
+static unsigned long long g_kernel_counts[MAX_KERNELS];
+static int g_kernel_kinds;
+
+static void* real(const char* name) {
+  void* fn = dlsym(RTLD_NEXT, name);
+  if (fn == NULL) {
+    fprintf(stderr, "count_shim: %s not found after the shim\n", name);
+    abort();
+  }
+  return fn;
+}
+
+static void count_kernel(const char* name) {
+  for (int i = 0; i < g_kernel_kinds; ++i) {
+    if (strcmp(g_kernel_names[i], name) == 0) {
+      ++g_kernel_counts[i];
+      return;
+    }
+  }
+  if (g_kernel_kinds < MAX_KERNELS) {
+    snprintf(g_kernel_names[g_kernel_kinds], sizeof g_kernel_names[0], "%s", name);
+    g_kernel_counts[g_kernel_kinds++] = 1;
+  }
+}
+
+MPT_API int mpt_launch(const mpt_launch_desc* launch) {
+  static int (*next)(const mpt_launch_desc*);
+  if (next == NULL) next = (int (*)(const mpt_launch_desc*))real("mpt_launch");
+  ++g_launches;
+  count_kernel(launch->kernel);
+  return next(launch);
+}
+
+MPT_API void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name, uint64_t* id_out) {
+  static void* (*next)(size_t, int32_t, int32_t, const char*, uint64_t*);
+  if (next == NULL) next = (void* (*)(size_t, int32_t, int32_t, const char*, uint64_t*))real("mpt_alloc");
+  ++g_allocs;
+  return next(bytes, device, category, name, id_out);
+}
+
+MPT_API void mpt_free(void* ptr, int32_t device) {
+  static void (*next)(void*, int32_t);
+  if (next == NULL) next = (void (*)(void*, int32_t))real("mpt_free");
+  if (ptr != NULL) ++g_frees;
+  next(ptr, device);
+}
+
+__attribute__((destructor)) static void write_counts(void) {
+  const char* path = getenv("MPTRAIN_SHIM_OUT");
+  if (path == NULL) return;
+  FILE* out = fopen(path, "w");
+  if (out == NULL) return;
+  fprintf(out, "launches %llu\nallocations %llu\nfrees %llu\n", g_launches, g_allocs, g_frees);
+  for (int i = 0; i < g_kernel_kinds; ++i) fprintf(out, "kernel %s %llu\n", g_kernel_names[i], g_kernel_counts[i]);
+  fclose(out);
+}
