@@ -7,6 +7,10 @@
 #include <cblas.h>
 #include <immintrin.h>
 
+// GCC 12 reports its own AVX-512 intrinsic headers ("'__Y' may be used uninitialized"): a known
+// false positive of the compiler's headers, not of this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <cmath>
 #include <vector>
 

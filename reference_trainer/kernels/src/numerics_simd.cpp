@@ -4,6 +4,10 @@
 // functions in numerics.cpp; lanes a vector path cannot do exactly fall back to them.
 #include <immintrin.h>
 
+// GCC 12 reports its own AVX-512 intrinsic headers ("'__Y' may be used uninitialized"): a known
+// false positive of the compiler's headers, not of this code.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <atomic>
 
 #include "mpt/numerics.h"

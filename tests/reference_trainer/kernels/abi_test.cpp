@@ -1,0 +1,147 @@
+// The C ABI itself: error statuses and the messages that say what was wrong, exactly the ABI
+// functions exported by the shared object, allocation (alignment, zero fill, unique ids),
+// the CUDA answer of a CPU-only build, and results that do not depend on the thread count.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "kernel_test_util.h"
+
+namespace {
+
+using mpt_test::HostTensor;
+using mpt_test::launch;
+
+std::string last_error() { return mpt_last_error(); }
+
+TEST(Abi, UnknownKernel) {
+  EXPECT_EQ(launch("conv3d_forward", {}, {}), MPT_ERR_UNKNOWN_KERNEL);
+  EXPECT_NE(last_error().find("unknown kernel 'conv3d_forward'"), std::string::npos) << last_error();
+}
+
+TEST(Abi, WrongTensorCount) {
+  HostTensor x({2, 3}, MPT_DTYPE_F32, "x");
+  EXPECT_EQ(launch("relu_forward", {&x}, {}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_EQ(last_error(), "relu_forward: expected 1 input(s) and 1 output(s), got 1 and 0");
+}
+
+TEST(Abi, DtypeMismatch) {
+  HostTensor logp({2, 3}, MPT_DTYPE_F32, "logp"), labels({2}, MPT_DTYPE_F32, "labels"), loss({1}, MPT_DTYPE_F32, "loss");
+  EXPECT_EQ(launch("nll_loss_forward", {&logp, &labels}, {&loss}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_EQ(last_error(), "nll_loss_forward: input 1 labels ('labels'): expected dtype i32, got f32");
+  HostTensor y({2, 3}, MPT_DTYPE_I32, "y");
+  EXPECT_EQ(launch("relu_forward", {&logp}, {&y}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_NE(last_error().find("output 0 y ('y'): expected a floating dtype"), std::string::npos) << last_error();
+}
+
+TEST(Abi, BadShapes) {
+  HostTensor x({4, 784}, MPT_DTYPE_F32, "input"), w({10, 100}, MPT_DTYPE_F32, "fc1.weight");
+  HostTensor b({10}, MPT_DTYPE_F32, "fc1.bias"), y({4, 10}, MPT_DTYPE_F32, "fc1.out");
+  EXPECT_EQ(launch("linear_forward", {&x, &w, &b}, {&y}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_EQ(last_error(), "linear_forward: input 1 w ('fc1.weight'): expected shape [O,I] = [*,784], got [10,100]");
+
+  HostTensor cx({1, 3, 8, 8}, MPT_DTYPE_F32, "x"), cw({4, 3, 3, 3}, MPT_DTYPE_F32, "w"), cb({4}, MPT_DTYPE_F32, "b");
+  HostTensor cy({1, 4, 8, 8}, MPT_DTYPE_F32, "y");
+  EXPECT_EQ(launch("conv2d_forward", {&cx, &cw, &cb}, {&cy}, {{"stride", 1}, {"padding", 0}}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_EQ(last_error(), "conv2d_forward: output 0 y ('y'): expected shape [N,K,H',W'] = [1,4,6,6], got [1,4,8,8]");
+}
+
+TEST(Abi, BadScalars) {
+  HostTensor cx({1, 3, 8, 8}, MPT_DTYPE_F32, "x"), cw({4, 3, 3, 3}, MPT_DTYPE_F32, "w"), cb({4}, MPT_DTYPE_F32, "b");
+  HostTensor cy({1, 4, 6, 6}, MPT_DTYPE_F32, "y");
+  EXPECT_EQ(launch("conv2d_forward", {&cx, &cw, &cb}, {&cy}, {{"padding", 0}}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_EQ(last_error(), "conv2d_forward: missing scalar 'stride'");
+  EXPECT_EQ(launch("conv2d_forward", {&cx, &cw, &cb}, {&cy}, {{"stride", 1.5}, {"padding", 0}}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_NE(last_error().find("scalar 'stride' must be an integer >= 1"), std::string::npos) << last_error();
+  EXPECT_EQ(launch("conv2d_forward", {&cx, &cw, &cb}, {&cy}, {{"stride", 1}, {"padding", 0}, {"partials_fp16", 2}}),
+            MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_NE(last_error().find("'partials_fp16' must be 0 or 1"), std::string::npos) << last_error();
+  auto labels = HostTensor::i32({2}, {0, 7});
+  HostTensor logp({2, 3}, MPT_DTYPE_F32, "logp"), loss({1}, MPT_DTYPE_F32, "loss");
+  EXPECT_EQ(launch("nll_loss_forward", {&logp, &labels}, {&loss}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_NE(last_error().find("label 7 at index 1 is outside 0..2"), std::string::npos) << last_error();
+}
+
+TEST(Abi, VersionAndNullDescriptor) {
+  EXPECT_EQ(mpt_launch(nullptr), MPT_ERR_BAD_ARGUMENTS);
+  mpt_launch_desc d{};
+  d.abi_version = 99;
+  d.kernel = "fill";
+  EXPECT_EQ(mpt_launch(&d), MPT_ERR_ABI_VERSION);
+  EXPECT_NE(last_error().find("abi_version 99"), std::string::npos);
+}
+
+TEST(Abi, CudaTensorOnCpuOnlyBuild) {
+#ifdef MPT_TEST_LIBRARY_HAS_CUDA
+  GTEST_SKIP() << "this library was built with CUDA";
+#else
+  HostTensor x({4}, MPT_DTYPE_F32, "x"), y({4}, MPT_DTYPE_F32, "y");
+  mpt_tensor in = x.view(), out = y.view();
+  out.device = MPT_DEVICE_CUDA;
+  mpt_launch_desc d{MPT_ABI_VERSION, 0, "copy", &in, 1, 1, &out, nullptr, 0, 0, nullptr};
+  EXPECT_EQ(mpt_launch(&d), MPT_ERR_DEVICE);
+  EXPECT_EQ(last_error(), "this libmpt_kernels was built without CUDA");
+  uint64_t id = 0;
+  EXPECT_EQ(mpt_alloc(64, MPT_DEVICE_CUDA, MPT_CAT_WEIGHT, "w", &id), nullptr);
+  EXPECT_EQ(last_error(), "this libmpt_kernels was built without CUDA");
+#endif
+}
+
+TEST(Abi, AllocationIsAlignedZeroedWithUniqueIds) {
+  std::set<uint64_t> ids;
+  for (size_t bytes : {0, 1, 63, 64, 1000, 1 << 20}) {
+    uint64_t id = 0;
+    auto* p = static_cast<unsigned char*>(mpt_alloc(bytes, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "buffer", &id));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], 0) << "byte " << i;
+    EXPECT_NE(id, 0u);
+    EXPECT_TRUE(ids.insert(id).second) << "id " << id << " given twice";
+    mpt_free(p, MPT_DEVICE_CPU);
+  }
+  mpt_free(nullptr, MPT_DEVICE_CPU);
+  mpt_log_scalar("loss", 1.0, 0);
+  mpt_log_text("precision", "fp32");
+}
+
+TEST(Abi, ExportsExactlyTheAbi) {
+  std::string command = std::string("nm -D --defined-only ") + MPT_KERNELS_LIBRARY;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  ASSERT_TRUE(pipe);
+  std::set<std::string> exported;
+  char line[512];
+  while (fgets(line, sizeof line, pipe.get())) {
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    std::string name = s.substr(s.rfind(' ') + 1);
+    char kind = s.size() > 17 ? s[17] : '?';
+    if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B' || kind == 'V' || kind == 'i') exported.insert(name);
+  }
+  std::set<std::string> abi{"mpt_launch", "mpt_last_error", "mpt_alloc", "mpt_free",
+                            "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads"};
+  EXPECT_EQ(exported, abi);
+}
+
+TEST(Abi, ResultsDoNotDependOnThreadCount) {
+  const int64_t n = 3, c = 4, h = 10, w = 10, k = 5;
+  auto x = HostTensor::from_values({n, c, h, w}, mpt_test::random_values(n * c * h * w, -1, 1, 9), MPT_DTYPE_F16, "x");
+  auto wt = HostTensor::from_values({k, c, 3, 3}, mpt_test::random_values(k * c * 9, -1, 1, 10), MPT_DTYPE_F16, "w");
+  auto b = HostTensor::from_values({k}, mpt_test::random_values(k, -1, 1, 11), MPT_DTYPE_F16, "b");
+  std::vector<std::vector<double>> results;
+  for (int threads : {1, 2, 3}) {
+    mpt_set_num_threads(threads);
+    for (int partials : {0, 1}) {
+      HostTensor y({n, k, h, w}, MPT_DTYPE_F16, "y");
+      ASSERT_EQ(launch("conv2d_forward", {&x, &wt, &b}, {&y}, {{"stride", 1}, {"padding", 1}, {"partials_fp16", partials}}),
+                MPT_OK);
+      results.push_back(y.values());
+    }
+  }
+  mpt_set_num_threads(0);
+  for (size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]) << "run " << i;
+}
+
+}  // namespace
