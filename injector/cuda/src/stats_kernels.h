@@ -1,0 +1,31 @@
+// The GPU reduction behind fpscope_gpu_api::submit(): host-callable launchers of the kernels in
+// stats_kernels.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "stats_element.h"
+
+namespace fpscope::gpu {
+
+/* What one reduction leaves in device memory, and what is copied back to pinned host memory. */
+struct StatsResult {
+  GpuPartial total;
+  uint64_t hist[kHistBins];
+};
+
+inline constexpr int kScanThreads = 256;
+inline constexpr int kMaxScanBlocks = 512;
+
+/* Blocks the scan uses for n elements (the partials buffer must hold this many). */
+int scan_blocks(size_t n);
+
+/* Queues the scan of n elements at `data` into `partials` (scan_blocks(n) entries), then the
+ * combine into `result` (its histogram zeroed first), then nothing else: the caller copies
+ * `result` back and records an event. */
+cudaError_t queue_reduction(const void* data, size_t n, const StatsParams& params,
+                            GpuPartial* partials, StatsResult* result, cudaStream_t stream);
+
+}  // namespace fpscope::gpu
