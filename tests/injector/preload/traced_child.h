@@ -1,0 +1,101 @@
+// Runs a program with the injector preloaded into it and reads its trace straight from the ring,
+// as `fpscope run` would but without SQLite: the injection tests then check records directly.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fpscope/ring.h"
+#include "memory_sink.h"
+
+extern char** environ;
+
+namespace fpscope::inject::testing {
+
+struct TracedRun {
+  int wait_status = 0;
+  std::string error;        // why the run could not be made
+  std::string stderr_text;  // what the program printed on stderr
+  DecodedTrace trace;
+  uint64_t dropped = 0;
+};
+
+// Runs argv with LD_PRELOAD and NVTX_INJECTION64_PATH naming `library` and FPSCOPE_RING naming a
+// fresh ring; `extra` adds or replaces environment variables (an empty value removes one).
+inline TracedRun run_traced(const std::string& library, const std::vector<std::string>& argv,
+                            const std::map<std::string, std::string>& extra = {}, bool with_ring = true) {
+  TracedRun run;
+  static int serial = 0;
+  const std::string ring = "/fpscope-inject-e2e-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  std::unique_ptr<RingConsumer> consumer;
+  if (with_ring) {
+    consumer = RingConsumer::create(ring, 1 << 16, &run.error);
+    if (!consumer) return run;
+  }
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  env["LD_PRELOAD"] = library;
+  env["NVTX_INJECTION64_PATH"] = library;
+  if (with_ring) env["FPSCOPE_RING"] = ring;
+  for (const auto& [k, v] : extra) {
+    if (v.empty()) env.erase(k);
+    else env[k] = v;
+  }
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+
+  char stderr_path[] = "/tmp/fpscope-e2e-stderr-XXXXXX";
+  const int err_fd = mkstemp(stderr_path);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(err_fd);
+  if (rc != 0) {
+    run.error = "cannot start " + argv[0];
+    unlink(stderr_path);
+    return run;
+  }
+  auto drain = [&] {
+    if (consumer) consumer->drain([&](const wire::RecordHeader* h) { run.trace.add(h); });
+  };
+  while (waitpid(pid, &run.wait_status, WNOHANG) == 0) {
+    drain();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  drain();
+  if (consumer) run.dropped = consumer->dropped_records();
+  std::ifstream in(stderr_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  run.stderr_text = text.str();
+  unlink(stderr_path);
+  return run;
+}
+
+}  // namespace fpscope::inject::testing
