@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,7 @@ class F32Input {
   float operator[](int64_t i) const { return data_[i]; }
  private:
   const float* data_;
-  std::vector<float> copy_;
+  std::unique_ptr<float[]> copy_;  // uninitialised on purpose: every element is written once
 };
 
 // Where a kernel writes fp32 results for a floating output: the tensor itself when it is f32,
@@ -91,7 +92,7 @@ class F32Output {
  private:
   const mpt_tensor& tensor_;
   float* data_;
-  std::vector<float> buffer_;
+  std::unique_ptr<float[]> buffer_;
 };
 
 // Elementwise conversions of n values between fp32 and a floating dtype (parallel when large).

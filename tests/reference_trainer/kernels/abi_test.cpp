@@ -74,6 +74,33 @@ TEST(Abi, VersionAndNullDescriptor) {
   EXPECT_NE(last_error().find("abi_version 99"), std::string::npos);
 }
 
+// With CUDA built in: a device tensor goes to the CUDA side (fill on the device, copy back to the
+// host through the cross-device copy); without a device, allocation fails with a reason.
+TEST(Abi, CudaTensorsReachTheCudaSide) {
+#ifndef MPT_TEST_LIBRARY_HAS_CUDA
+  GTEST_SKIP() << "this library was built without CUDA";
+#else
+  uint64_t id = 0;
+  void* device = mpt_alloc(4 * sizeof(float), MPT_DEVICE_CUDA, MPT_CAT_WORKSPACE, "device_buffer", &id);
+  if (!device) {
+    EXPECT_FALSE(last_error().empty());
+    GTEST_SKIP() << "no usable CUDA device: " << last_error();
+  }
+  HostTensor host({4}, MPT_DTYPE_F32, "host");
+  mpt_tensor on_device = host.view(), on_host = host.view();
+  on_device.data = device;
+  on_device.device = MPT_DEVICE_CUDA;
+  on_device.id = id;
+  mpt_scalar value{"value", 2.5};
+  mpt_launch_desc fill{MPT_ABI_VERSION, 0, "fill", nullptr, 0, 1, &on_device, &value, 1, 0, nullptr};
+  ASSERT_EQ(mpt_launch(&fill), MPT_OK) << last_error();
+  mpt_launch_desc copy{MPT_ABI_VERSION, 0, "copy", &on_device, 1, 1, &on_host, nullptr, 0, 0, nullptr};
+  ASSERT_EQ(mpt_launch(&copy), MPT_OK) << last_error();
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(host.value(i), 2.5);
+  mpt_free(device, MPT_DEVICE_CUDA);
+#endif
+}
+
 TEST(Abi, CudaTensorOnCpuOnlyBuild) {
 #ifdef MPT_TEST_LIBRARY_HAS_CUDA
   GTEST_SKIP() << "this library was built with CUDA";

@@ -1,6 +1,6 @@
 // Speed of the kernel library: the array conversions (elements per second; vector path and the
 // scalar fallback) and conv2d / linear forward with f32 against f16 inputs and fp32 against fp16
-// partials. Run: build-*/bin/kernels_benchmark [--benchmark_filter=...]
+// partials (wall time: OpenBLAS runs its own threads). Run: build/bin/kernels_benchmark [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
 #include "kernel_test_util.h"
@@ -78,7 +78,7 @@ void BM_Conv2dForward(benchmark::State& state) {
     if (mpt_test::launch("conv2d_forward", {&x, &wt, &b}, {&y}, s) != MPT_OK) state.SkipWithError(mpt_last_error());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n * k * h * w * c * 9);  // multiply-adds
 }
-BENCHMARK(BM_Conv2dForward)->Args({0, 0})->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Conv2dForward)->Args({0, 0})->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_LinearForward(benchmark::State& state) {
   const int64_t n = 64, in = 784, out = 256;
@@ -92,7 +92,7 @@ void BM_LinearForward(benchmark::State& state) {
     if (mpt_test::launch("linear_forward", {&x, &w, &b}, {&y}, s) != MPT_OK) state.SkipWithError(mpt_last_error());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n * in * out);
 }
-BENCHMARK(BM_LinearForward)->Args({0, 0})->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearForward)->Args({0, 0})->Args({1, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
