@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Turns the raw outputs of gpu-checks.sh into summary.md: test counts, accuracy per precision
+mode (GPU against CPU), step times with ratios to fp32, tracing overhead, the PyTorch anchor and
+the benchmark tables. Only numbers found in the results folder are printed; a missing run shows
+as "not run"."""
+import json
+import os
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def fmt(value, pattern="{:.2f}"):
+    return "not run" if value is None else pattern.format(value)
+
+
+def tests(out):
+    lines = ["## Unit tests", "", "| binary | tests | failures | skipped |", "|---|---|---|---|"]
+    for name in ("mpt_cuda_tests", "fpscope_gpu_tests"):
+        j = load(os.path.join(out, name + ".json"))
+        if not j:
+            lines.append(f"| {name} | not run | | |")
+            continue
+        skipped = sum(1 for s in j.get("testsuites", []) for t in s.get("testsuite", [])
+                      if t.get("result") == "SKIPPED")
+        lines.append(f"| {name} | {j.get('tests')} | {j.get('failures')} | {skipped} |")
+    return lines
+
+
+def run(out, name):
+    return load(os.path.join(out, "runs", name + ".json"))
+
+
+def accuracy(out):
+    lines = ["## Accuracy per precision mode (cnn, seed 1, 4096 train / 1000 test images)", "",
+             "| mode | CPU test acc % | GPU test acc % | CPU last loss | GPU last loss | GPU skipped steps |",
+             "|---|---|---|---|---|---|"]
+    for mode in ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16"):
+        cpu, gpu = run(out, f"accuracy-{mode}-cpu"), run(out, f"accuracy-{mode}-cuda")
+        def last_loss(r):
+            losses = [x for x in (r or {}).get("losses", []) if x is not None]
+            return losses[-1] if losses else None
+        lines.append(f"| {mode} | {fmt(cpu and cpu.get('test_accuracy'))} | "
+                     f"{fmt(gpu and gpu.get('test_accuracy'))} | {fmt(last_loss(cpu), '{:.4f}')} | "
+                     f"{fmt(last_loss(gpu), '{:.4f}')} | {fmt(gpu and gpu.get('skipped_steps'), '{}')} |")
+    return lines
+
+
+def step_times(out):
+    lines = ["## Step time on the GPU (mptrain --device cuda)", "",
+             "| model | mode | step ms | vs fp32 | images/s |", "|---|---|---|---|---|"]
+    for model in ("mlp", "cnn"):
+        base = run(out, f"steptime-{model}-fp32")
+        for mode in ("fp32", "amp-fp16", "amp-bf16"):
+            r = run(out, f"steptime-{model}-{mode}")
+            ms = r and r.get("step_time_ms")
+            ratio = ms / base["step_time_ms"] if ms and base and base.get("step_time_ms") else None
+            lines.append(f"| {model} | {mode} | {fmt(ms, '{:.3f}')} | {fmt(ratio)} | "
+                         f"{fmt(r and r.get('images_per_s'), '{:.0f}')} |")
+    return lines
+
+
+def tracing(out):
+    plain, traced = run(out, "steptime-mlp-amp-fp16"), run(out, "traced-mlp-amp-fp16")
+    a, b = plain and plain.get("step_time_ms"), traced and traced.get("step_time_ms")
+    ratio = b / a if a and b else None
+    return ["## Tracing overhead (mlp amp-fp16)", "", "| run | step ms |", "|---|---|",
+            f"| plain | {fmt(a, '{:.3f}')} |", f"| under fpscope run | {fmt(b, '{:.3f}')} |",
+            f"| ratio | {fmt(ratio)} |"]
+
+
+def torch_anchor(out):
+    j = load(os.path.join(out, "torch_anchor.json"))
+    lines = ["## PyTorch anchor (autocast + GradScaler)", ""]
+    if not j:
+        return lines + ["not run"]
+    lines += ["| model | mode | step ms | vs fp32 |", "|---|---|---|---|"]
+    for model, modes in j["results"].items():
+        base = modes.get("fp32")
+        for mode, ms in modes.items():
+            lines.append(f"| {model} | {mode} | {ms:.3f} | {fmt(ms / base if base else None)} |")
+    lines.append("")
+    lines.append(f"device: {j.get('device')}, torch {j.get('torch')}")
+    return lines
+
+
+def benchmarks(out):
+    lines = ["## Micro-benchmarks", ""]
+    for name in ("cuda_kernels_benchmark", "gpu_stats_benchmark"):
+        j = load(os.path.join(out, name + ".json"))
+        lines += [f"### {name}", ""]
+        if not j:
+            lines += ["not run", ""]
+            continue
+        lines += ["| benchmark | time | unit | items/s |", "|---|---|---|---|"]
+        for b in j.get("benchmarks", []):
+            if b.get("error_occurred"):
+                lines.append(f"| {b['name']} | error: {b.get('error_message')} | | |")
+                continue
+            rate = b.get("items_per_second")
+            lines.append(f"| {b['name']} | {b['real_time']:.3f} | {b['time_unit']} | "
+                         f"{fmt(rate, '{:.3e}')} |")
+        lines.append("")
+    return lines
+
+
+def main():
+    out = sys.argv[1]
+    env = ""
+    try:
+        with open(os.path.join(out, "environment.txt")) as f:
+            env = f.read().strip()
+    except OSError:
+        pass
+    parts = [["# GPU checks", "", "```", env, "```"], tests(out), accuracy(out), step_times(out),
+             tracing(out), torch_anchor(out), benchmarks(out)]
+    print("\n\n".join("\n".join(p) for p in parts))
+
+
+if __name__ == "__main__":
+    main()
