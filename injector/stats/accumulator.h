@@ -70,10 +70,16 @@ struct Accumulator {
   }
 };
 
+// What add_element() counts beyond the Basic statistics (a bit set of Full-level parts).
+inline constexpr unsigned kHistogramPart = 1;
+inline constexpr unsigned kThresholdPart = 2;
+inline constexpr unsigned kFullParts = kHistogramPart | kThresholdPart;
+
 // Adds element `i` with bits `b` of a tensor in layout `S`. Used by the scalar kernel for every
-// element and by the vector kernels for tails and for vectors holding a NaN or an Inf.
+// element and by the vector kernels for tails and for groups holding a special value (the vector
+// kernels count thresholds of such groups themselves, so they leave kThresholdPart out).
 template <const SourceLayout& S, const ThresholdTable& T, typename Bits>
-inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, bool full) {
+inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, unsigned parts) {
   const uint32_t a = uint32_t(b) & S.abs_mask;
   if (a >= S.inf_abs) {
     if (a > S.inf_abs) ++acc.nan;
@@ -96,9 +102,9 @@ inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, b
   }
   if (a < acc.min_nonzero_abs) acc.min_nonzero_abs = a;
   if (a < S.min_normal_abs) ++acc.subnormal;
-  if (!full) return;
-  ++acc.hist[hist_index(S, a)];
-  for (int t = 0; t < T.count; ++t) acc.at_least[t] += a >= T.value[t];
+  if (parts & kHistogramPart) ++acc.hist[hist_index(S, a)];
+  if (parts & kThresholdPart)
+    for (int t = 0; t < T.count; ++t) acc.at_least[t] += a >= T.value[t];
 }
 
 // Exact value of a source element's bits.

@@ -34,12 +34,14 @@ FPSCOPE_AVX512 inline void two_sum(SumLanes& s, __m512d x) {
 // then one TwoSum per accumulator. Every value passes through at most three roundings.
 FPSCOPE_AVX512 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m512 f[4]) {
   __m512d d[8];
+  #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
     d[2 * k] = _mm512_cvtps_pd(_mm512_castps512_ps256(f[k]));
     d[2 * k + 1] = _mm512_cvtps_pd(
         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f[k]), 1)));
   }
   __m512d s[4], q[4];
+  #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
     s[k] = _mm512_add_pd(d[2 * k], d[2 * k + 1]);
     q[k] = _mm512_fmadd_pd(d[2 * k], d[2 * k], _mm512_mul_pd(d[2 * k + 1], d[2 * k + 1]));
@@ -55,6 +57,7 @@ FPSCOPE_AVX512 inline void flush_sums(const SumLanes& sum, const SumLanes& squar
   _mm512_store_pd(lanes[1], sum.lo);
   _mm512_store_pd(lanes[2], squares.hi);
   _mm512_store_pd(lanes[3], squares.lo);
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {
     acc.sum.add(lanes[0][i]);
     acc.sum.add(lanes[1][i]);
@@ -73,6 +76,92 @@ FPSCOPE_AVX512 inline uint64_t lane_total_u16(__m512i counts) {
   const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(counts));
   const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(counts, 1));
   return lane_total_u32(_mm512_add_epi32(lo, hi));
+}
+
+// [SECTION] Cast thresholds that fall inside a populated binade (see fold_block_fields): one
+// compare per fast element of the block, read again while it is in L1. `special` has bit g set
+// for each group g of the block that took the scalar path (already counted there).
+
+FPSCOPE_AVX512 inline uint64_t count_at_least_f32(const unsigned char* block, std::size_t groups,
+                                                  uint64_t special, uint32_t threshold) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i t = _mm512_set1_epi32(int(threshold));
+  __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();
+  for (std::size_t g = 0; g < groups; ++g) {
+    if ((special >> g) & 1) continue;
+    const unsigned char* p = block + 4 * kGroupElements * g;
+    const __m512i a0 = _mm512_and_si512(_mm512_loadu_si512(p), abs_mask);
+    const __m512i a1 = _mm512_and_si512(_mm512_loadu_si512(p + 64), abs_mask);
+    const __m512i a2 = _mm512_and_si512(_mm512_loadu_si512(p + 128), abs_mask);
+    const __m512i a3 = _mm512_and_si512(_mm512_loadu_si512(p + 192), abs_mask);
+    c0 = _mm512_mask_add_epi32(c0, _mm512_cmpge_epu32_mask(a0, t), c0, one);
+    c1 = _mm512_mask_add_epi32(c1, _mm512_cmpge_epu32_mask(a1, t), c1, one);
+    c0 = _mm512_mask_add_epi32(c0, _mm512_cmpge_epu32_mask(a2, t), c0, one);
+    c1 = _mm512_mask_add_epi32(c1, _mm512_cmpge_epu32_mask(a3, t), c1, one);
+  }
+  return lane_total_u32(_mm512_add_epi32(c0, c1));
+}
+
+FPSCOPE_AVX512 inline uint64_t count_at_least_half(const unsigned char* block, std::size_t groups,
+                                                   uint64_t special, uint32_t threshold) {
+  const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
+  const __m512i one = _mm512_set1_epi16(1);
+  const __m512i t = _mm512_set1_epi16(int16_t(threshold));
+  __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();  // <= 64 per lane
+  for (std::size_t g = 0; g < groups; ++g) {
+    if ((special >> g) & 1) continue;
+    const unsigned char* p = block + 2 * kGroupElements * g;
+    const __m512i a0 = _mm512_and_si512(_mm512_loadu_si512(p), abs_mask);
+    const __m512i a1 = _mm512_and_si512(_mm512_loadu_si512(p + 64), abs_mask);
+    c0 = _mm512_mask_add_epi16(c0, _mm512_cmpge_epu16_mask(a0, t), c0, one);
+    c1 = _mm512_mask_add_epi16(c1, _mm512_cmpge_epu16_mask(a1, t), c1, one);
+  }
+  return lane_total_u16(_mm512_add_epi16(c0, c1));
+}
+
+// [SECTION] Exponent histogram: counts a block's buffer of exponent fields (vector_common.h).
+// A block's values usually span a few dozen binades at most: for each field between the block's
+// smallest and largest, one compare and one masked add per 64 fields, byte counters summed with
+// SAD. A block spanning more binades than that pays off for goes to the scalar counter.
+
+inline constexpr int kMaxVectorFieldRange = 64;
+
+FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256]) {
+  if (n == 0) return;
+  // Smallest nonzero field via min(field - 1): zero wraps to 255.
+  const __m512i one = _mm512_set1_epi8(1);
+  __m512i lo = _mm512_set1_epi8(-1), hi = _mm512_setzero_si512();
+  for (std::size_t i = 0; i < n; i += 64) {
+    const __m512i f = _mm512_loadu_si512(field + i);
+    lo = _mm512_min_epu8(lo, _mm512_sub_epi8(f, one));
+    hi = _mm512_max_epu8(hi, f);
+  }
+  alignas(64) uint8_t lo_bytes[64], hi_bytes[64];
+  _mm512_store_si512(lo_bytes, lo);
+  _mm512_store_si512(hi_bytes, hi);
+  const int first = *std::min_element(lo_bytes, lo_bytes + 64) + 1;
+  const int last = *std::max_element(hi_bytes, hi_bytes + 64);
+  if (first > last) return;  // all zeros
+  if (last - first >= kMaxVectorFieldRange) {
+    count_fields_scalar(field, n, h);
+    return;
+  }
+  for (int b = first; b <= last; ++b) {
+    const __m512i bin = _mm512_set1_epi8(char(b));
+    // Two byte counters, each at most 32 per lane per block.
+    __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();
+    std::size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+      c0 = _mm512_mask_add_epi8(c0, _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin), c0, one);
+      c1 = _mm512_mask_add_epi8(c1, _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i + 64), bin), c1, one);
+    }
+    if (i < n)
+      c0 = _mm512_mask_add_epi8(c0, _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin), c0, one);
+    const __m512i sums = _mm512_add_epi64(_mm512_sad_epu8(c0, _mm512_setzero_si512()),
+                                          _mm512_sad_epu8(c1, _mm512_setzero_si512()));
+    h[b] += uint32_t(_mm512_reduce_add_epi64(sums));
+  }
 }
 
 // [SECTION] fp32: 16 lanes of 32 bits.
@@ -94,22 +183,19 @@ FPSCOPE_AVX512 inline void init(F32State& st) {
 
 struct F32Counters {
   __m512i zero, subnormal;
-  __m512i at_least[kMaxThresholds];
 };
-
-FPSCOPE_AVX512 inline void init(F32Counters& c) {
-  c.zero = c.subnormal = _mm512_setzero_si512();
-  for (__m512i& t : c.at_least) t = _mm512_setzero_si512();
-}
 
 template <bool kFull>
 FPSCOPE_AVX512 inline void f32_fast_group(const __m512i v[4], const __m512i a[4], F32State& st,
-                                          F32Counters& c, uint16_t* hist_index) {
+                                          F32Counters& c, uint8_t* field) {
   const __m512i one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i min_normal_m1 = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs - 1));
   __m512 f[4];
+  #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
-    const __m512i key = _mm512_xor_si512(v[k], _mm512_srli_epi32(_mm512_srai_epi32(v[k], 31), 1));
+    // key = v ^ ((v >> 31) & 0x7FFFFFFF): flips the magnitude of negatives (0x78 = a ^ (b & c)).
+    const __m512i key = _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi32(v[k], 31), abs_mask, 0x78);
     st.min_key = _mm512_min_epi32(st.min_key, key);
     st.max_key = _mm512_max_epi32(st.max_key, key);
     const __m512i am1 = _mm512_sub_epi32(a[k], one);
@@ -117,16 +203,8 @@ FPSCOPE_AVX512 inline void f32_fast_group(const __m512i v[4], const __m512i a[4]
     const __mmask16 zero = _mm512_cmpeq_epi32_mask(a[k], _mm512_setzero_si512());
     c.zero = _mm512_mask_add_epi32(c.zero, zero, c.zero, one);
     if constexpr (kFull) {
-      for (int t = 0; t < kThresholdsF32.count; ++t) {
-        const __mmask16 m =
-            _mm512_cmpge_epu32_mask(a[k], _mm512_set1_epi32(int(kThresholdsF32.value[t])));
-        c.at_least[t] = _mm512_mask_add_epi32(c.at_least[t], m, c.at_least[t], one);
-      }
-      // Normal or zero here: index = exponent field + 23, or 0 for zero (min picks |x| bits).
-      const __m512i idx = _mm512_min_epu32(
-          _mm512_add_epi32(_mm512_srli_epi32(a[k], 23), _mm512_set1_epi32(23)), a[k]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hist_index + 16 * k),
-                          _mm512_cvtepi32_epi16(idx));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(field + 16 * k),
+                       _mm512_cvtepi32_epi8(_mm512_srli_epi32(a[k], 23)));
     } else {
       const __mmask16 sub = _mm512_cmplt_epu32_mask(am1, min_normal_m1);
       c.subnormal = _mm512_mask_add_epi32(c.subnormal, sub, c.subnormal, one);
@@ -138,24 +216,23 @@ FPSCOPE_AVX512 inline void f32_fast_group(const __m512i v[4], const __m512i a[4]
 
 template <bool kFull>
 FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulator& acc) {
-  constexpr int K = kThresholdsF32.count;
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i inf = _mm512_set1_epi32(int(kLayoutF32.inf_abs));
   const __m512i min_normal = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs));
   F32State st;
   init(st);
-  SubHistograms hist;
-  alignas(64) uint16_t hist_index[kBlockElements];
-  if constexpr (kFull) hist.clear();
+  alignas(64) uint8_t field[kBlockElements];
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
+    const std::size_t block_begin = i;
     const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
-    F32Counters c;
-    init(c);
+    F32Counters c{_mm512_setzero_si512(), _mm512_setzero_si512()};
     std::size_t buffered = 0;
+    uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {
       __m512i v[4], a[4];
       __mmask16 special = 0;
+      #pragma GCC unroll 16
       for (int k = 0; k < 4; ++k) {
         v[k] = _mm512_loadu_si512(base + 4 * (i + 16 * k));
         a[k] = _mm512_and_si512(v[k], abs_mask);
@@ -165,26 +242,32 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulat
           special |= _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a[k], a[k]), a[k], min_normal);
       }
       if (special) {
-        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements, kFull,
-                                                            bits_to_double);
+        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(
+            acc, base, i, kGroupElements, kFull ? kFullParts : 0, bits_to_double);
+        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
-      f32_fast_group<kFull>(v, a, st, c, hist_index + buffered);
+      f32_fast_group<kFull>(v, a, st, c, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     acc.zero += lane_total_u32(c.zero);
     acc.subnormal += lane_total_u32(c.subnormal);
     if constexpr (kFull) {
-      for (int t = 0; t < K; ++t) acc.at_least[t] += lane_total_u32(c.at_least[t]);
-      hist.count(hist_index, buffered, acc);
+      uint32_t h[256] = {};
+      count_fields(field, buffered, h);
+      const unsigned char* block = base + 4 * block_begin;
+      const std::size_t groups = (block_end - block_begin) / kGroupElements;
+      fold_block_fields<kThresholdsF32>(h, acc, [&](uint32_t t) {
+        return count_at_least_f32(block, groups, special_groups, t);
+      });
     }
   }
-  if constexpr (kFull) hist.flush(acc);
   const uint32_t min_nz_m1 = uint32_t(_mm512_reduce_min_epu32(st.min_nz_m1));
   acc.merge_extremes(_mm512_reduce_min_epi32(st.min_key), _mm512_reduce_max_epi32(st.max_key),
                      min_nz_m1 == UINT32_MAX ? UINT32_MAX : min_nz_m1 + 1);
   flush_sums(st.sum, st.squares, acc);
-  add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, n - i, kFull, bits_to_double);
+  add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, n - i, kFull ? kFullParts : 0,
+                                                      bits_to_double);
 }
 
 // [SECTION] fp16 and bf16: 32 lanes of 16 bits.
@@ -213,38 +296,31 @@ FPSCOPE_AVX512 inline void widen(__m512i v, __m512& lo, __m512& hi) {
   }
 }
 
-// Histogram indices of 32 finite values (no bf16 subnormals) into `out`.
+// Exponent fields (as fp32) of 32 finite values, no bf16 subnormals among them, into `out`.
 template <ElementType kType>
-FPSCOPE_AVX512 inline void half_hist_index(__m512i a, __mmask32 nonzero, __m512 lo, __m512 hi,
-                                           uint16_t* out) {
+FPSCOPE_AVX512 inline void half_fields(__m512i v, __m512 lo, __m512 hi, uint8_t* out) {
   if constexpr (kType == ElementType::BF16) {
-    const __m512i idx = _mm512_maskz_add_epi16(nonzero, _mm512_srli_epi16(a, 7),
-                                               _mm512_set1_epi16(23));
-    _mm512_storeu_si512(out, idx);
+    const __m512i f = _mm512_srli_epi16(_mm512_slli_epi16(v, 1), 8);  // bf16 has fp32's exponent
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(f));
   } else {
-    // fp16 values (subnormals included) are normal fp32 values: index from the fp32 exponent.
-    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-    const __m512i bias = _mm512_set1_epi32(23);
-    const __m512i alo = _mm512_and_si512(_mm512_castps_si512(lo), abs_mask);
-    const __m512i ahi = _mm512_and_si512(_mm512_castps_si512(hi), abs_mask);
-    const __m512i ilo = _mm512_min_epu32(_mm512_add_epi32(_mm512_srli_epi32(alo, 23), bias), alo);
-    const __m512i ihi = _mm512_min_epu32(_mm512_add_epi32(_mm512_srli_epi32(ahi, 23), bias), ahi);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(ilo));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), _mm512_cvtepi32_epi16(ihi));
+    const __m512i flo = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(lo), 1), 24);
+    const __m512i fhi = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(hi), 1), 24);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(flo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(fhi));
   }
-  (void)a;
-  (void)nonzero;
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
 FPSCOPE_AVX512 inline void half_fast_group(const __m512i v[2], const __m512i a[2], HalfState& st,
                                            __m512i& zero_count, __m512i& sub_count,
-                                           __m512i* at_least, uint16_t* hist_index) {
+                                           uint8_t* field) {
   const __m512i one = _mm512_set1_epi16(1);
+  const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i min_normal_m1 = _mm512_set1_epi16(int16_t(S.min_normal_abs - 1));
   __m512 f[4];
+  #pragma GCC unroll 16
   for (int k = 0; k < 2; ++k) {
-    const __m512i key = _mm512_xor_si512(v[k], _mm512_srli_epi16(_mm512_srai_epi16(v[k], 15), 1));
+    const __m512i key = _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi16(v[k], 15), abs_mask, 0x78);
     st.min_key = _mm512_min_epi16(st.min_key, key);
     st.max_key = _mm512_max_epi16(st.max_key, key);
     const __m512i am1 = _mm512_sub_epi16(a[k], one);
@@ -257,11 +333,7 @@ FPSCOPE_AVX512 inline void half_fast_group(const __m512i v[2], const __m512i a[2
     }
     widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
     if constexpr (kFull) {
-      for (int t = 0; t < T.count; ++t) {
-        const __mmask32 m = _mm512_cmpge_epu16_mask(a[k], _mm512_set1_epi16(int16_t(T.value[t])));
-        at_least[t] = _mm512_mask_add_epi16(at_least[t], m, at_least[t], one);
-      }
-      half_hist_index<kType>(a[k], __mmask32(~zero), f[2 * k], f[2 * k + 1], hist_index + 32 * k);
+      half_fields<kType>(v[k], f[2 * k], f[2 * k + 1], field + 32 * k);
     }
   }
   add_sums(st.sum, st.squares, f);
@@ -277,19 +349,18 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
   constexpr bool kSubnormalIsSpecial = kFull && kType == ElementType::BF16;
   HalfState st;
   init(st);
-  SubHistograms hist;
-  alignas(64) uint16_t hist_index[kBlockElements];
-  if constexpr (kFull) hist.clear();
+  alignas(64) uint8_t field[kBlockElements];
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
+    const std::size_t block_begin = i;
     const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     __m512i zero_count = _mm512_setzero_si512(), sub_count = _mm512_setzero_si512();
-    __m512i at_least[kMaxThresholds];
-    for (int t = 0; t < T.count; ++t) at_least[t] = _mm512_setzero_si512();
     std::size_t buffered = 0;
+    uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {
       __m512i v[2], a[2];
       __mmask32 special = 0;
+      #pragma GCC unroll 16
       for (int k = 0; k < 2; ++k) {
         v[k] = _mm512_loadu_si512(base + 2 * (i + 32 * k));
         a[k] = _mm512_and_si512(v[k], abs_mask);
@@ -298,21 +369,26 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
           special |= _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(a[k], a[k]), a[k], min_normal);
       }
       if (special) {
-        add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kFull, to_double);
+        add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kFull ? kFullParts : 0,
+                                     to_double);
+        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
-      half_fast_group<kType, S, T, kFull>(v, a, st, zero_count, sub_count, at_least,
-                                          hist_index + buffered);
+      half_fast_group<kType, S, T, kFull>(v, a, st, zero_count, sub_count, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     acc.zero += lane_total_u16(zero_count);
     acc.subnormal += lane_total_u16(sub_count);
     if constexpr (kFull) {
-      for (int t = 0; t < T.count; ++t) acc.at_least[t] += lane_total_u16(at_least[t]);
-      hist.count(hist_index, buffered, acc);
+      uint32_t h[256] = {};
+      count_fields(field, buffered, h);
+      const unsigned char* block = base + 2 * block_begin;
+      const std::size_t groups = (block_end - block_begin) / kGroupElements;
+      fold_block_fields<T>(h, acc, [&](uint32_t t) {
+        return count_at_least_half(block, groups, special_groups, t);
+      });
     }
   }
-  if constexpr (kFull) hist.flush(acc);
   const __m512i min_lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(st.min_key));
   const __m512i min_hi = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(st.min_key, 1));
   const __m512i max_lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(st.max_key));
@@ -324,7 +400,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
                      _mm512_reduce_max_epi32(_mm512_max_epi32(max_lo, max_hi)),
                      min_nz_m1 == 0xFFFF ? UINT32_MAX : min_nz_m1 + 1);
   flush_sums(st.sum, st.squares, acc);
-  add_elements<S, T, uint16_t>(acc, base, i, n - i, kFull, to_double);
+  add_elements<S, T, uint16_t>(acc, base, i, n - i, kFull ? kFullParts : 0, to_double);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ bool kernel_supported(Kernel k) {
   switch (k) {
     case Kernel::Scalar: return true;
     case Kernel::Avx2:
-      return false && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
              __builtin_cpu_supports("fma");
     case Kernel::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -122,7 +122,7 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
   if (n != 0) {
     switch (k) {
       case Kernel::Scalar: scan_scalar(data, type, n, level, acc); break;
-      case Kernel::Avx2: break;
+      case Kernel::Avx2: scan_avx2(data, type, n, level, acc); break;
       case Kernel::Avx512: scan_avx512(data, type, n, level, acc); break;
     }
   }

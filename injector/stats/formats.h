@@ -131,10 +131,24 @@ struct CastRefs {
   int8_t overflow, near_max, nonzero, normal;
 };
 
+// The exponent field the fp32 representation of `v` (> 0) has; 0 below fp32's normal range.
+constexpr int fp32_field_of(double v) {
+  if (v < pow2(-126)) return 0;
+  int e = 0;
+  while (v >= 2.0) { v /= 2; ++e; }
+  while (v < 1.0) { v *= 2; --e; }
+  return e + 127;
+}
+
 struct ThresholdTable {
   int count = 0;
   std::array<uint32_t, kMaxThresholds> value{};
   std::array<CastRefs, kCastFormatCount> refs{};
+  // For the vector kernels, which know each block's histogram of fp32 exponent fields: the field
+  // of each threshold's value, and whether the threshold is the smallest value of that binade
+  // (then |x| >= threshold iff field >= that field, and no compare is needed).
+  std::array<int, kMaxThresholds> field{};
+  std::array<bool, kMaxThresholds> starts_binade{};
 
   constexpr int8_t add(const SourceLayout& s, Bound b) {
     const uint32_t t = s.first_reaching(b);
@@ -155,6 +169,11 @@ constexpr ThresholdTable make_thresholds(const SourceLayout& s) {
     t.refs[f].near_max = t.add(s, b.near_max);
     t.refs[f].nonzero = t.add(s, b.nonzero);
     t.refs[f].normal = t.add(s, b.normal);
+  }
+  for (int i = 0; i < t.count; ++i) {
+    const double v = s.magnitude(t.value[i]);
+    t.field[i] = fp32_field_of(v);
+    t.starts_binade[i] = t.field[i] > 0 && v == pow2(t.field[i] - 127);
   }
   return t;
 }

@@ -8,12 +8,12 @@ namespace fpscope::stats {
 namespace {
 
 template <const SourceLayout& S, const ThresholdTable& T, typename Bits, typename ToDouble>
-void scan(const void* data, std::size_t n, bool full, Accumulator& acc, ToDouble to_double) {
+void scan(const void* data, std::size_t n, unsigned parts, Accumulator& acc, ToDouble to_double) {
   const auto* bytes = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < n; ++i) {
     Bits b;
     std::memcpy(&b, bytes + i * sizeof(Bits), sizeof(Bits));  // the array may be misaligned
-    add_element<S, T>(acc, b, int64_t(i), to_double(b), full);
+    add_element<S, T>(acc, b, int64_t(i), to_double(b), parts);
   }
 }
 
@@ -21,16 +21,16 @@ void scan(const void* data, std::size_t n, bool full, Accumulator& acc, ToDouble
 
 void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel level,
                  Accumulator& acc) {
-  const bool full = level == StatsLevel::Full;
+  const unsigned parts = level == StatsLevel::Full ? kFullParts : 0;
   switch (type) {
     case ElementType::F32:
-      scan<kLayoutF32, kThresholdsF32, uint32_t>(data, n, full, acc, bits_to_double);
+      scan<kLayoutF32, kThresholdsF32, uint32_t>(data, n, parts, acc, bits_to_double);
       break;
     case ElementType::F16:
-      scan<kLayoutF16, kThresholdsF16, uint16_t>(data, n, full, acc, f16_bits_to_double);
+      scan<kLayoutF16, kThresholdsF16, uint16_t>(data, n, parts, acc, f16_bits_to_double);
       break;
     case ElementType::BF16:
-      scan<kLayoutBF16, kThresholdsBF16, uint16_t>(data, n, full, acc, bf16_bits_to_double);
+      scan<kLayoutBF16, kThresholdsBF16, uint16_t>(data, n, parts, acc, bf16_bits_to_double);
       break;
   }
 }

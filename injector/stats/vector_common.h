@@ -25,48 +25,56 @@ namespace fpscope::stats {
 
 inline constexpr std::size_t kGroupElements = 64;
 inline constexpr std::size_t kBlockElements = 4096;
-// Histogram index as the kernels buffer it: hist bin + 1, with 0 for a zero.
-inline constexpr int kHistIndexCount = kHistBins + 1;
+// At the Full level the vector kernels record, for each fast element, the exponent field its value
+// has as an fp32 (fp16 values, subnormals included, are all normal fp32 values; fp32 and bf16
+// subnormals take the scalar path), so 0 means zero and f in 1..254 means hist bin f - 127 + 149.
+inline constexpr int kFieldToHistBin = -127 - kHistMinExponent;
 
-// Four interleaved sub-histograms with 32-bit counters, flushed into the accumulator before any
-// counter can overflow.
-struct SubHistograms {
-  uint32_t bins[4][kHistIndexCount];
-  std::size_t pending = 0;  // elements counted since the last flush
+// The scalar way to count a buffer of exponent fields into `h` (added to): eight interleaved
+// sub-histograms, so that consecutive elements with the same exponent (the common case) do not
+// wait on each other's stores. Used for blocks that span too many binades for vector counting.
+inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[256]) {
+  constexpr int kTables = 8;
+  uint32_t bins[kTables][256] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, field + i, 8);
+    for (int k = 0; k < kTables; ++k) ++bins[k][(w >> (8 * k)) & 0xFF];
+  }
+  for (; i < n; ++i) ++bins[0][field[i]];
+  for (int f = 0; f < 256; ++f)
+    for (int k = 0; k < kTables; ++k) h[f] += bins[k][f];
+}
 
-  void clear() {
-    std::memset(bins, 0, sizeof bins);
-    pending = 0;
+// Folds the exponent-field histogram `h` of a block's fast elements into the accumulator: the
+// histogram itself, and every cast threshold count that the histogram decides on its own. A
+// threshold inside a binade that holds some of the block's values needs a compare of each
+// value: `count_at_least(threshold)` does it over the block's fast elements.
+template <const ThresholdTable& T, typename CountAtLeast>
+inline void fold_block_fields(const uint32_t h[256], Accumulator& acc,
+                              CountAtLeast count_at_least) {
+  uint64_t at_or_above[257];  // at_or_above[f]: fast nonzero values with field >= f
+  at_or_above[256] = 0;
+  for (int f = 255; f >= 1; --f) at_or_above[f] = at_or_above[f + 1] + h[f];
+  at_or_above[0] = at_or_above[1];  // zeros lie below every threshold
+  for (int f = 1; f < 255; ++f) acc.hist[f + kFieldToHistBin] += h[f];
+  for (int t = 0; t < T.count; ++t) {
+    const int f = T.field[t];
+    if (T.starts_binade[t] || f == 0) acc.at_least[t] += at_or_above[f];
+    else if (h[f] == 0) acc.at_least[t] += at_or_above[f + 1];
+    else acc.at_least[t] += count_at_least(T.value[t]);
   }
-  void count(const uint16_t* index, std::size_t n, Accumulator& acc) {
-    std::size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      uint64_t w;
-      std::memcpy(&w, index + i, 8);
-      ++bins[0][w & 0xFFFF];
-      ++bins[1][(w >> 16) & 0xFFFF];
-      ++bins[2][(w >> 32) & 0xFFFF];
-      ++bins[3][w >> 48];
-    }
-    for (; i < n; ++i) ++bins[0][index[i]];
-    pending += n;
-    if (pending >= (std::size_t(1) << 31)) flush(acc);
-  }
-  void flush(Accumulator& acc) {
-    for (int b = 1; b < kHistIndexCount; ++b)
-      acc.hist[b - 1] += uint64_t(bins[0][b]) + bins[1][b] + bins[2][b] + bins[3][b];
-    clear();
-  }
-};
+}
 
 // The scalar path for `count` elements starting at element `first` of the array.
 template <const SourceLayout& S, const ThresholdTable& T, typename Bits, typename ToDouble>
 inline void add_elements(Accumulator& acc, const unsigned char* base, std::size_t first,
-                         std::size_t count, bool full, ToDouble to_double) {
+                         std::size_t count, unsigned parts, ToDouble to_double) {
   for (std::size_t i = first; i < first + count; ++i) {
     Bits b;
     std::memcpy(&b, base + i * sizeof(Bits), sizeof(Bits));
-    add_element<S, T>(acc, b, int64_t(i), to_double(b), full);
+    add_element<S, T>(acc, b, int64_t(i), to_double(b), parts);
   }
 }
 

@@ -1,0 +1,428 @@
+// The AVX2 kernel (with F16C and FMA), for CPUs without AVX-512. Same structure as the AVX-512
+// kernel (vector_common.h): groups of 64 elements, special groups to the scalar routine, per-lane
+// counters flushed per block, exponent fields counted per block. Without mask registers, compares
+// yield all-ones lanes that are subtracted from counters; all compared magnitudes are below 2^31
+// (2^15 for 16-bit formats), so signed compares order them correctly.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels.h"
+#include "vector_common.h"
+
+#define FPSCOPE_AVX2 __attribute__((target("avx2,f16c,fma")))
+
+namespace fpscope::stats {
+namespace {
+
+// [SECTION] Helpers
+
+FPSCOPE_AVX2 inline uint64_t lane_total_u32(__m256i counts) {
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), counts);
+  uint64_t total = 0;
+  for (uint32_t c : lanes) total += c;
+  return total;
+}
+
+FPSCOPE_AVX2 inline uint64_t lane_total_u16(__m256i counts) {
+  alignas(32) uint16_t lanes[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), counts);
+  uint64_t total = 0;
+  for (uint16_t c : lanes) total += c;
+  return total;
+}
+
+// a >= t for magnitudes below 2^31, as all-ones lanes.
+FPSCOPE_AVX2 inline __m256i at_least_32(__m256i a, __m256i t_minus_1) {
+  return _mm256_cmpgt_epi32(a, t_minus_1);
+}
+
+// [SECTION] Sums: 32 floats (four vectors of 8) per call, a depth-3 tree of double additions
+// (squares exact, combined with FMA), then one TwoSum per accumulator, as in the AVX-512 kernel.
+
+struct SumLanes {
+  __m256d hi, lo;
+};
+
+FPSCOPE_AVX2 inline void two_sum(SumLanes& s, __m256d x) {
+  const __m256d sum = _mm256_add_pd(s.hi, x);
+  const __m256d bp = _mm256_sub_pd(sum, s.hi);
+  const __m256d err = _mm256_add_pd(_mm256_sub_pd(s.hi, _mm256_sub_pd(sum, bp)),
+                                    _mm256_sub_pd(x, bp));
+  s.hi = sum;
+  s.lo = _mm256_add_pd(s.lo, err);
+}
+
+FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256 f[4]) {
+  __m256d d[8];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    d[2 * k] = _mm256_cvtps_pd(_mm256_castps256_ps128(f[k]));
+    d[2 * k + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(f[k], 1));
+  }
+  __m256d s[4], q[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    s[k] = _mm256_add_pd(d[2 * k], d[2 * k + 1]);
+    q[k] = _mm256_fmadd_pd(d[2 * k], d[2 * k], _mm256_mul_pd(d[2 * k + 1], d[2 * k + 1]));
+  }
+  two_sum(sum, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
+  two_sum(squares, _mm256_add_pd(_mm256_add_pd(q[0], q[1]), _mm256_add_pd(q[2], q[3])));
+}
+
+FPSCOPE_AVX2 inline void flush_sums(const SumLanes& sum, const SumLanes& squares,
+                                    Accumulator& acc) {
+  alignas(32) double lanes[4][4];
+  _mm256_store_pd(lanes[0], sum.hi);
+  _mm256_store_pd(lanes[1], sum.lo);
+  _mm256_store_pd(lanes[2], squares.hi);
+  _mm256_store_pd(lanes[3], squares.lo);
+  for (int i = 0; i < 4; ++i) {
+    acc.sum.add(lanes[0][i]);
+    acc.sum.add(lanes[1][i]);
+    acc.sum_squares.add(lanes[2][i]);
+    acc.sum_squares.add(lanes[3][i]);
+  }
+}
+
+// [SECTION] Exponent fields of a block (see the AVX-512 kernel for the method).
+
+inline constexpr int kMaxVectorFieldRange = 48;
+
+FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256]) {
+  if (n == 0) return;  // n is a multiple of 64
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256i lo = _mm256_set1_epi8(-1), hi = _mm256_setzero_si256();
+  for (std::size_t i = 0; i < n; i += 32) {
+    const __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(field + i));
+    lo = _mm256_min_epu8(lo, _mm256_sub_epi8(f, one));  // zero wraps to 255
+    hi = _mm256_max_epu8(hi, f);
+  }
+  alignas(32) uint8_t lo_bytes[32], hi_bytes[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lo_bytes), lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(hi_bytes), hi);
+  const int first = *std::min_element(lo_bytes, lo_bytes + 32) + 1;
+  const int last = *std::max_element(hi_bytes, hi_bytes + 32);
+  if (first > last) return;
+  if (last - first >= kMaxVectorFieldRange) {
+    count_fields_scalar(field, n, h);
+    return;
+  }
+  for (int b = first; b <= last; ++b) {
+    const __m256i bin = _mm256_set1_epi8(char(b));
+    __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();  // <= 64 per byte lane
+    for (std::size_t i = 0; i < n; i += 64) {
+      const auto* p = reinterpret_cast<const __m256i*>(field + i);
+      c0 = _mm256_sub_epi8(c0, _mm256_cmpeq_epi8(_mm256_loadu_si256(p), bin));
+      c1 = _mm256_sub_epi8(c1, _mm256_cmpeq_epi8(_mm256_loadu_si256(p + 1), bin));
+    }
+    const __m256i sums = _mm256_add_epi64(_mm256_sad_epu8(c0, _mm256_setzero_si256()),
+                                          _mm256_sad_epu8(c1, _mm256_setzero_si256()));
+    alignas(32) uint64_t q[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q), sums);
+    h[b] += uint32_t(q[0] + q[1] + q[2] + q[3]);
+  }
+}
+
+// Threshold compares over the fast groups of a block (`special` bit g: group g went scalar).
+FPSCOPE_AVX2 inline uint64_t count_at_least_f32(const unsigned char* block, std::size_t groups,
+                                                uint64_t special, uint32_t threshold) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i t = _mm256_set1_epi32(int(threshold - 1));
+  __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();
+  for (std::size_t g = 0; g < groups; ++g) {
+    if ((special >> g) & 1) continue;
+    const auto* p = reinterpret_cast<const __m256i*>(block + 4 * kGroupElements * g);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k += 2) {
+      c0 = _mm256_sub_epi32(c0, at_least_32(_mm256_and_si256(_mm256_loadu_si256(p + k), abs_mask), t));
+      c1 = _mm256_sub_epi32(c1, at_least_32(_mm256_and_si256(_mm256_loadu_si256(p + k + 1), abs_mask), t));
+    }
+  }
+  return lane_total_u32(_mm256_add_epi32(c0, c1));
+}
+
+FPSCOPE_AVX2 inline uint64_t count_at_least_half(const unsigned char* block, std::size_t groups,
+                                                 uint64_t special, uint32_t threshold) {
+  const __m256i abs_mask = _mm256_set1_epi16(0x7FFF);
+  const __m256i t = _mm256_set1_epi16(int16_t(threshold - 1));
+  __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();  // <= 128 per lane
+  for (std::size_t g = 0; g < groups; ++g) {
+    if ((special >> g) & 1) continue;
+    const auto* p = reinterpret_cast<const __m256i*>(block + 2 * kGroupElements * g);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k += 2) {
+      c0 = _mm256_sub_epi16(c0, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(p + k), abs_mask), t));
+      c1 = _mm256_sub_epi16(c1, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(p + k + 1), abs_mask), t));
+    }
+  }
+  return lane_total_u16(_mm256_add_epi16(c0, c1));
+}
+
+// Folds a finished block's fields and thresholds into the accumulator.
+template <const ThresholdTable& T, bool kHalf>
+FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered,
+                                      const unsigned char* block, std::size_t groups,
+                                      uint64_t special, Accumulator& acc) {
+  uint32_t h[256] = {};
+  count_fields(field, buffered, h);
+  fold_block_fields<T>(h, acc, [&](uint32_t t) {
+    return kHalf ? count_at_least_half(block, groups, special, t)
+                 : count_at_least_f32(block, groups, special, t);
+  });
+}
+
+// [SECTION] Per-group state shared by both element widths.
+
+struct State {
+  __m256i min_key, max_key, min_nz_m1;  // keys and |x| - 1 in 32- or 16-bit lanes
+  __m256i zero, subnormal;               // per-block counters
+  SumLanes sum, squares;
+};
+
+template <int kBits>
+FPSCOPE_AVX2 inline void init(State& st) {
+  if constexpr (kBits == 32) {
+    st.min_key = _mm256_set1_epi32(INT32_MAX);
+    st.max_key = _mm256_set1_epi32(INT32_MIN);
+  } else {
+    st.min_key = _mm256_set1_epi16(INT16_MAX);
+    st.max_key = _mm256_set1_epi16(INT16_MIN);
+  }
+  st.min_nz_m1 = _mm256_set1_epi32(-1);
+  st.zero = st.subnormal = _mm256_setzero_si256();
+  st.sum = st.squares = SumLanes{_mm256_setzero_pd(), _mm256_setzero_pd()};
+}
+
+// [SECTION] fp32: 8 lanes of 32 bits, a group is 8 vectors.
+
+template <bool kFull>
+FPSCOPE_AVX2 inline void f32_fast_group(const __m256i v[8], const __m256i a[8], State& st,
+                                        uint8_t* field) {
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i min_normal = _mm256_set1_epi32(int(kLayoutF32.min_normal_abs));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m256i key = _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi32(v[k], 31), abs_mask));
+    st.min_key = _mm256_min_epi32(st.min_key, key);
+    st.max_key = _mm256_max_epi32(st.max_key, key);
+    st.min_nz_m1 = _mm256_min_epu32(st.min_nz_m1, _mm256_sub_epi32(a[k], one));
+    const __m256i zero = _mm256_cmpeq_epi32(a[k], _mm256_setzero_si256());
+    st.zero = _mm256_sub_epi32(st.zero, zero);
+    if constexpr (!kFull) {  // at the Full level subnormal groups went scalar
+      const __m256i sub = _mm256_andnot_si256(zero, _mm256_cmpgt_epi32(min_normal, a[k]));
+      st.subnormal = _mm256_sub_epi32(st.subnormal, sub);
+    }
+  }
+  if constexpr (kFull) {
+    // Fields in any order (the histogram does not care): pack 64 dwords to 64 bytes.
+    __m256i f[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) f[k] = _mm256_srli_epi32(a[k], 23);
+    const __m256i w0 = _mm256_packus_epi32(f[0], f[1]), w1 = _mm256_packus_epi32(f[2], f[3]);
+    const __m256i w2 = _mm256_packus_epi32(f[4], f[5]), w3 = _mm256_packus_epi32(f[6], f[7]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field), _mm256_packus_epi16(w0, w1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32), _mm256_packus_epi16(w2, w3));
+  }
+  add_sums(st.sum, st.squares, reinterpret_cast<const __m256*>(v));
+  add_sums(st.sum, st.squares, reinterpret_cast<const __m256*>(v + 4));
+}
+
+template <bool kFull>
+FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator& acc) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i inf_m1 = _mm256_set1_epi32(int(kLayoutF32.inf_abs - 1));
+  const __m256i min_normal = _mm256_set1_epi32(int(kLayoutF32.min_normal_abs));
+  const __m256i zero = _mm256_setzero_si256();
+  constexpr unsigned kParts = kFull ? kFullParts : 0;
+  State st;
+  init<32>(st);
+  alignas(32) uint8_t field[kBlockElements];
+  std::size_t i = 0;
+  while (n - i >= kGroupElements) {
+    const std::size_t block_begin = i;
+    const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
+    std::size_t buffered = 0;
+    uint64_t special_groups = 0;
+    for (; i < block_end; i += kGroupElements) {
+      __m256i v[8], a[8];
+      __m256i special = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        v[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 4 * (i + 8 * k)));
+        a[k] = _mm256_and_si256(v[k], abs_mask);
+        special = _mm256_or_si256(special, _mm256_cmpgt_epi32(a[k], inf_m1));
+        if constexpr (kFull) {  // subnormals need an exact histogram bin: scalar path
+          const __m256i sub = _mm256_andnot_si256(_mm256_cmpeq_epi32(a[k], zero),
+                                                  _mm256_cmpgt_epi32(min_normal, a[k]));
+          special = _mm256_or_si256(special, sub);
+        }
+      }
+      if (!_mm256_testz_si256(special, special)) {
+        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements, kParts,
+                                                            bits_to_double);
+        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
+        continue;
+      }
+      f32_fast_group<kFull>(v, a, st, field + buffered);
+      if constexpr (kFull) buffered += kGroupElements;
+    }
+    acc.zero += lane_total_u32(st.zero);
+    acc.subnormal += lane_total_u32(st.subnormal);
+    st.zero = st.subnormal = _mm256_setzero_si256();
+    if constexpr (kFull)
+      finish_block<kThresholdsF32, false>(field, buffered, base + 4 * block_begin,
+                                          (block_end - block_begin) / kGroupElements,
+                                          special_groups, acc);
+  }
+  alignas(32) int32_t mins[8], maxs[8];
+  alignas(32) uint32_t nz[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mins), st.min_key);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(maxs), st.max_key);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(nz), st.min_nz_m1);
+  const uint32_t min_nz_m1 = *std::min_element(nz, nz + 8);
+  acc.merge_extremes(*std::min_element(mins, mins + 8), *std::max_element(maxs, maxs + 8),
+                     min_nz_m1 == UINT32_MAX ? UINT32_MAX : min_nz_m1 + 1);
+  flush_sums(st.sum, st.squares, acc);
+  add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, n - i, kParts, bits_to_double);
+}
+
+// [SECTION] fp16 and bf16: 16 lanes of 16 bits, a group is 4 vectors.
+
+template <ElementType kType>
+FPSCOPE_AVX2 inline void widen(__m256i v, __m256& lo, __m256& hi) {
+  if constexpr (kType == ElementType::F16) {
+    lo = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
+    hi = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
+  } else {
+    lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
+    hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
+  }
+}
+
+// fp32 exponent fields of 16 values as 16-bit lanes (fp16: from the widened floats).
+template <ElementType kType>
+FPSCOPE_AVX2 inline __m256i half_fields(__m256i v, __m256 lo, __m256 hi) {
+  if constexpr (kType == ElementType::BF16) {
+    return _mm256_srli_epi16(_mm256_slli_epi16(v, 1), 8);
+  } else {
+    const __m256i flo = _mm256_srli_epi32(_mm256_slli_epi32(_mm256_castps_si256(lo), 1), 24);
+    const __m256i fhi = _mm256_srli_epi32(_mm256_slli_epi32(_mm256_castps_si256(hi), 1), 24);
+    return _mm256_packus_epi32(flo, fhi);
+  }
+}
+
+template <ElementType kType, const SourceLayout& S, bool kFull>
+FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4], State& st,
+                                         uint8_t* field) {
+  const __m256i one = _mm256_set1_epi16(1);
+  const __m256i abs_mask = _mm256_set1_epi16(0x7FFF);
+  const __m256i min_normal = _mm256_set1_epi16(int16_t(S.min_normal_abs));
+  __m256 f[8];
+  __m256i fields[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m256i key = _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi16(v[k], 15), abs_mask));
+    st.min_key = _mm256_min_epi16(st.min_key, key);
+    st.max_key = _mm256_max_epi16(st.max_key, key);
+    st.min_nz_m1 = _mm256_min_epu16(st.min_nz_m1, _mm256_sub_epi16(a[k], one));
+    const __m256i zero = _mm256_cmpeq_epi16(a[k], _mm256_setzero_si256());
+    st.zero = _mm256_sub_epi16(st.zero, zero);
+    if constexpr (!(kFull && kType == ElementType::BF16)) {
+      const __m256i sub = _mm256_andnot_si256(zero, _mm256_cmpgt_epi16(min_normal, a[k]));
+      st.subnormal = _mm256_sub_epi16(st.subnormal, sub);
+    }
+    widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
+    if constexpr (kFull) fields[k] = half_fields<kType>(v[k], f[2 * k], f[2 * k + 1]);
+  }
+  if constexpr (kFull) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field), _mm256_packus_epi16(fields[0], fields[1]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32), _mm256_packus_epi16(fields[2], fields[3]));
+  }
+  add_sums(st.sum, st.squares, f);
+  add_sums(st.sum, st.squares, f + 4);
+}
+
+template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
+FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulator& acc) {
+  const auto to_double = kType == ElementType::F16 ? f16_bits_to_double : bf16_bits_to_double;
+  const __m256i abs_mask = _mm256_set1_epi16(0x7FFF);
+  const __m256i inf_m1 = _mm256_set1_epi16(int16_t(S.inf_abs - 1));
+  const __m256i min_normal = _mm256_set1_epi16(int16_t(S.min_normal_abs));
+  const __m256i zero = _mm256_setzero_si256();
+  constexpr bool kSubnormalIsSpecial = kFull && kType == ElementType::BF16;
+  constexpr unsigned kParts = kFull ? kFullParts : 0;
+  State st;
+  init<16>(st);
+  alignas(32) uint8_t field[kBlockElements];
+  std::size_t i = 0;
+  while (n - i >= kGroupElements) {
+    const std::size_t block_begin = i;
+    const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
+    std::size_t buffered = 0;
+    uint64_t special_groups = 0;
+    for (; i < block_end; i += kGroupElements) {
+      __m256i v[4], a[4];
+      __m256i special = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        v[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 2 * (i + 16 * k)));
+        a[k] = _mm256_and_si256(v[k], abs_mask);
+        special = _mm256_or_si256(special, _mm256_cmpgt_epi16(a[k], inf_m1));
+        if constexpr (kSubnormalIsSpecial) {
+          const __m256i sub = _mm256_andnot_si256(_mm256_cmpeq_epi16(a[k], zero),
+                                                  _mm256_cmpgt_epi16(min_normal, a[k]));
+          special = _mm256_or_si256(special, sub);
+        }
+      }
+      if (!_mm256_testz_si256(special, special)) {
+        add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kParts, to_double);
+        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
+        continue;
+      }
+      half_fast_group<kType, S, kFull>(v, a, st, field + buffered);
+      if constexpr (kFull) buffered += kGroupElements;
+    }
+    acc.zero += lane_total_u16(st.zero);  // <= 256 per lane per block
+    acc.subnormal += lane_total_u16(st.subnormal);
+    st.zero = st.subnormal = _mm256_setzero_si256();
+    if constexpr (kFull)
+      finish_block<T, true>(field, buffered, base + 2 * block_begin,
+                            (block_end - block_begin) / kGroupElements, special_groups, acc);
+  }
+  alignas(32) int16_t mins[16], maxs[16];
+  alignas(32) uint16_t nz[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mins), st.min_key);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(maxs), st.max_key);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(nz), st.min_nz_m1);
+  const uint32_t min_nz_m1 = *std::min_element(nz, nz + 16);
+  acc.merge_extremes(*std::min_element(mins, mins + 16), *std::max_element(maxs, maxs + 16),
+                     min_nz_m1 == 0xFFFF ? UINT32_MAX : min_nz_m1 + 1);
+  flush_sums(st.sum, st.squares, acc);
+  add_elements<S, T, uint16_t>(acc, base, i, n - i, kParts, to_double);
+}
+
+}  // namespace
+
+void scan_avx2(const void* data, ElementType type, std::size_t n, StatsLevel level,
+               Accumulator& acc) {
+  const auto* base = static_cast<const unsigned char*>(data);
+  const bool full = level == StatsLevel::Full;
+  switch (type) {
+    case ElementType::F32:
+      full ? scan_f32<true>(base, n, acc) : scan_f32<false>(base, n, acc);
+      break;
+    case ElementType::F16:
+      full ? scan_half<ElementType::F16, kLayoutF16, kThresholdsF16, true>(base, n, acc)
+           : scan_half<ElementType::F16, kLayoutF16, kThresholdsF16, false>(base, n, acc);
+      break;
+    case ElementType::BF16:
+      full ? scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, true>(base, n, acc)
+           : scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, false>(base, n, acc);
+      break;
+  }
+}
+
+}  // namespace fpscope::stats

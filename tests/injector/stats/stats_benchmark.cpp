@@ -1,0 +1,143 @@
+// Speed of compute_stats() per core against a plain read of the same bytes.
+//
+//   stats_benchmark [--benchmark_filter=...]
+//
+// For each element type (fp32, fp16, bf16), level (Basic, Full) and kernel, on a tensor larger
+// than the last-level cache (64 MiB) and one that fits in L2 (1 MiB): elements/s and bytes/s, plus
+// `vs_read`, the ratio of the statistics' bytes/s to a plain vectorized read (XOR of every 64-byte
+// line) of the same buffer, timed in the same process just before.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "kernels.h"
+
+namespace {
+
+using fpscope::ElementType;
+using fpscope::StatsLevel;
+using fpscope::stats::Kernel;
+
+constexpr std::size_t kLargeBytes = std::size_t(64) << 20;
+constexpr std::size_t kL2Bytes = std::size_t(1) << 20;
+
+// Gaussian values over a few scales, with a sprinkling of zeros: a typical activation tensor.
+__attribute__((target("f16c"))) std::vector<unsigned char> make_tensor(ElementType type,
+                                                                 std::size_t bytes) {
+  const std::size_t n = bytes / (type == ElementType::F32 ? 4 : 2);
+  std::vector<unsigned char> out(bytes);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> gauss;
+  for (std::size_t i = 0; i < n; ++i) {
+    float v = (i % 7 == 0) ? 0.0f : gauss(rng) * ((i % 3 == 0) ? 0.01f : 1.0f);
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if (type == ElementType::F32) {
+      std::memcpy(&out[4 * i], &bits, 4);
+    } else {
+      uint16_t half;
+      if (type == ElementType::BF16) {
+        half = uint16_t((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+      } else {
+        half = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+      }
+      std::memcpy(&out[2 * i], &half, 2);
+    }
+  }
+  return out;
+}
+
+const std::vector<unsigned char>& tensor(ElementType type, std::size_t bytes) {
+  static std::map<std::pair<int, std::size_t>, std::vector<unsigned char>> cache;
+  auto& t = cache[{int(type), bytes}];
+  if (t.empty()) t = make_tensor(type, bytes);
+  return t;
+}
+
+// The plain read: XOR of all 64-byte lines, four independent chains.
+__attribute__((target("avx2"))) uint64_t read_all(const unsigned char* p, std::size_t bytes) {
+  __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256()};
+  for (std::size_t i = 0; i + 128 <= bytes; i += 128) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_xor_si256(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32 * k)));
+    }
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
+  return uint64_t(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
+}
+
+// CPU time of this thread: the machine may be shared, so rates are per core busy, not wall time.
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Best-of-N bytes/s of the plain read over `bytes` bytes.
+double read_rate(const unsigned char* p, std::size_t bytes) {
+  double best = 0;
+  const int reps = bytes > kL2Bytes ? 8 : 200;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = thread_seconds();
+    benchmark::DoNotOptimize(read_all(p, bytes));
+    const double s = thread_seconds() - t0;
+    best = std::max(best, double(bytes) / s);
+  }
+  return best;
+}
+
+void BM_PlainRead(benchmark::State& state) {
+  const auto& t = tensor(ElementType::F32, std::size_t(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(read_all(t.data(), t.size()));
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(t.size()));
+}
+
+void BM_Stats(benchmark::State& state) {
+  const auto type = ElementType(state.range(0));
+  const auto level = StatsLevel(state.range(1));
+  const auto kernel = Kernel(state.range(2));
+  const std::size_t bytes = std::size_t(state.range(3));
+  if (!fpscope::stats::kernel_supported(kernel)) {
+    state.SkipWithError("kernel not supported on this CPU");
+    return;
+  }
+  const auto& t = tensor(type, bytes);
+  const std::size_t n = bytes / (type == ElementType::F32 ? 4 : 2);
+  const double read = read_rate(t.data(), bytes);
+  fpscope::TensorStats s;
+  for (auto _ : state) {
+    fpscope::stats::compute_stats_with(kernel, t.data(), type, n, level, &s);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * int64_t(n));
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes));
+  state.counters["read_GBps"] = read / 1e9;
+  // (seconds a plain read of the tensor takes) x iterations / CPU time = rate / read rate.
+  state.counters["vs_read"] =
+      benchmark::Counter(double(bytes) / read, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void stats_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "full", "kernel", "bytes"});
+  for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
+    for (int type : {0, 1, 2})
+      for (int level : {0, 1})
+        for (int kernel : {int(Kernel::Avx512), int(Kernel::Avx2), int(Kernel::Scalar)})
+          b->Args({type, level, kernel, bytes});
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_PlainRead)->Arg(int64_t(kLargeBytes))->Arg(int64_t(kL2Bytes))->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Stats)->Apply(stats_args);
+
+}  // namespace
+
+BENCHMARK_MAIN();
