@@ -179,7 +179,9 @@ TEST(Ring, SigkilledProducerLosesNothingItPublished) {
     if (pid == 0) produce_until_killed(consumer->name(), published, seed);
     uint64_t expected = 0;
     auto check = [&](const wire::RecordHeader* h) { ASSERT_EQ(check_record(h).second, expected++); };
-    const auto kill_at = std::chrono::steady_clock::now() + std::chrono::microseconds(500 + rng() % 20000);
+    // The random moment counts from the first publish: a loaded machine may start the child late.
+    while (published->load() == 0) consumer->drain(check);
+    const auto kill_at = std::chrono::steady_clock::now() + std::chrono::microseconds(rng() % 20000);
     while (std::chrono::steady_clock::now() < kill_at) consumer->drain(check);
     kill(pid, SIGKILL);
     int status = 0;

@@ -1,0 +1,226 @@
+// Throughput of the collector: wire records into SQLite through the trace writer (records/s on one
+// core), the ring alone, and the ring feeding the writer as `fpscope run` does. The records are the
+// ones a sampled launch produces: a Launch and, per tensor, TensorStats + TensorFormats +
+// TensorHistogram (full statistics) or TensorStats only (basic).
+//   collector_benchmark [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "fpscope/ring.h"
+#include "fpscope/trace_writer.h"
+
+namespace fpscope {
+namespace {
+
+struct alignas(64) Slot {
+  unsigned char bytes[wire::kSlotBytes];
+};
+
+// A stream of records laid out back to back, as they sit in the ring.
+struct RecordStream {
+  std::vector<Slot> slots;
+  std::size_t records = 0;
+
+  void* append(uint16_t n) {
+    slots.resize(slots.size() + n);
+    ++records;
+    return &slots[slots.size() - n];
+  }
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    for (std::size_t at = 0; at < slots.size();) {
+      const auto* h = reinterpret_cast<const wire::RecordHeader*>(&slots[at]);
+      fn(h);
+      at += h->slots;
+    }
+  }
+};
+
+constexpr int kTensorsPerLaunch = 3;
+constexpr int kHistogramBins = 30;
+
+void add_string(RecordStream& s, uint32_t id, const char* text) {
+  const std::size_t len = std::strlen(text);
+  const uint16_t n = wire::slots_for(offsetof(wire::StringRecord, bytes), len);
+  auto* r = static_cast<wire::StringRecord*>(s.append(n));
+  r->h = {wire::RecordType::String, n, 1};
+  r->id = id;
+  r->length = static_cast<uint32_t>(len);
+  std::memcpy(r->bytes, text, len);
+}
+
+void add_tensor(RecordStream& s, uint64_t seq, int slot, bool full) {
+  auto* st = static_cast<wire::TensorStatsRecord*>(s.append(4));
+  *st = {};
+  st->h = {wire::RecordType::TensorStats, 4, 1};
+  st->seq = seq;
+  st->tensor_id = seq * 4 + static_cast<uint64_t>(slot);
+  st->name = 3 + static_cast<uint32_t>(slot);
+  st->role = slot == 0 ? wire::Role::Output : wire::Role::Input;
+  st->slot = static_cast<uint8_t>(slot);
+  st->ndim = 4;
+  st->shape[0] = 64, st->shape[1] = 8, st->shape[2] = 26, st->shape[3] = 26;
+  st->count = 64 * 8 * 26 * 26;
+  st->zero = 1000 + seq % 7;
+  st->min = -3.5, st->max = 4.25, st->absmax = 4.25, st->min_nonzero = 1e-7, st->mean = 0.01, st->rms = 0.9;
+  if (!full) return;
+  const uint8_t role_slot = static_cast<uint8_t>((static_cast<unsigned>(st->role) << 7) | slot);
+  auto* f = static_cast<wire::TensorFormatsRecord*>(s.append(3));
+  *f = {};
+  f->h = {wire::RecordType::TensorFormats, 3, 1};
+  f->seq = seq;
+  f->role_slot = role_slot;
+  for (auto& c : f->formats) c = {seq % 3, seq % 5 + 10, 120, 4};
+  const uint16_t n = wire::slots_for(sizeof(wire::TensorHistogramRecord), kHistogramBins * sizeof(wire::HistogramBin));
+  auto* h = static_cast<wire::TensorHistogramRecord*>(s.append(n));
+  std::memset(static_cast<void*>(h), 0, n * wire::kSlotBytes);
+  h->h = {wire::RecordType::TensorHistogram, n, 1};
+  h->seq = seq;
+  h->role_slot = role_slot;
+  h->bins = kHistogramBins;
+  auto* bins = reinterpret_cast<wire::HistogramBin*>(h + 1);
+  for (int b = 0; b < kHistogramBins; ++b) bins[b] = {-24 + b, 0, 1000u + static_cast<uint64_t>(b) * 37 + seq % 11};
+}
+
+RecordStream make_stream(uint64_t launches, bool full) {
+  RecordStream s;
+  add_string(s, 1, "conv2d_forward");
+  add_string(s, 2, "conv1");
+  for (uint32_t i = 0; i < kTensorsPerLaunch; ++i) add_string(s, 3 + i, "conv1.tensor");
+  for (uint64_t seq = 1; seq <= launches; ++seq) {
+    for (int t = 0; t < kTensorsPerLaunch; ++t) add_tensor(s, seq, t, full);
+    auto* l = static_cast<wire::LaunchRecord*>(s.append(1));
+    *l = {};
+    l->h = {wire::RecordType::Launch, 1, 1};
+    l->seq = seq;
+    l->start_ns = static_cast<int64_t>(seq) * 1000;
+    l->end_ns = l->start_ns + 700;
+    l->kernel = 1;
+    l->layer = 2;
+    l->step = static_cast<int64_t>(seq / 100);
+    l->n_inputs = kTensorsPerLaunch - 1;
+    l->n_outputs = 1;
+    l->sampled = 1;
+  }
+  return s;
+}
+
+std::string scratch_trace() {
+  return (std::filesystem::temp_directory_path() / ("fpscope-bench-" + std::to_string(getpid()) + ".sqlite")).string();
+}
+
+void remove_trace(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
+}
+
+// Records into SQLite through the writer, committed; trace creation and finishing not timed.
+void BM_WriterIngest(benchmark::State& state) {
+  const bool full = state.range(0) == 1;
+  const RecordStream stream = make_stream(100000, full);
+  const std::string path = scratch_trace();
+  for (auto _ : state) {
+    state.PauseTiming();
+    remove_trace(path);
+    std::string error;
+    auto writer = TraceWriter::create(path, "", &error);
+    if (!writer) state.SkipWithError(error.c_str());
+    state.ResumeTiming();
+    stream.for_each([&](const wire::RecordHeader* h) { writer->on_record(h); });
+    writer->commit();
+    state.PauseTiming();
+    writer.reset();
+    state.ResumeTiming();
+  }
+  remove_trace(path);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * stream.records));
+  state.SetLabel(full ? "full stats: Launch + 3x(Stats+Formats+Histogram)" : "basic stats: Launch + 3x Stats");
+}
+BENCHMARK(BM_WriterIngest)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// The finishing work at the end of a run (pending rows, counts, trace_finalize.sql, journal switch).
+void BM_WriterFinish(benchmark::State& state) {
+  const RecordStream stream = make_stream(100000, true);
+  const std::string path = scratch_trace();
+  for (auto _ : state) {
+    state.PauseTiming();
+    remove_trace(path);
+    std::string error;
+    auto writer = TraceWriter::create(path, "", &error);
+    stream.for_each([&](const wire::RecordHeader* h) { writer->on_record(h); });
+    writer->commit();
+    state.ResumeTiming();
+    writer->finish();
+  }
+  remove_trace(path);
+  state.SetLabel("300k tensors, 100k kernels");
+}
+BENCHMARK(BM_WriterFinish)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
+// Producer thread to consumer through the shared mapping; records of `slots` slots.
+void BM_RingThroughput(benchmark::State& state) {
+  const auto slots = static_cast<uint16_t>(state.range(0));
+  constexpr uint64_t kRecords = 2000000;
+  for (auto _ : state) {
+    std::string error;
+    auto consumer = RingConsumer::create("/fpscope-bench-" + std::to_string(getpid()), 1 << 16, &error);
+    auto producer = RingProducer::attach(consumer->name().c_str(), &error);
+    producer->claim();
+    std::thread writer([&] {
+      for (uint64_t i = 0; i < kRecords; ++i) {
+        auto* h = static_cast<wire::RecordHeader*>(producer->reserve(slots));
+        *h = {wire::RecordType::Scalar, slots, 1};
+        producer->publish();
+      }
+    });
+    uint64_t received = 0;
+    while (received < kRecords) received += consumer->drain([](const wire::RecordHeader* h) { benchmark::DoNotOptimize(h); });
+    writer.join();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kRecords));
+}
+BENCHMARK(BM_RingThroughput)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What `fpscope run` does: a producer thread publishes the full-statistics stream into the ring,
+// the consumer drains it into the writer.
+void BM_RingIntoTrace(benchmark::State& state) {
+  const RecordStream stream = make_stream(100000, true);
+  const std::string path = scratch_trace();
+  for (auto _ : state) {
+    state.PauseTiming();
+    remove_trace(path);
+    std::string error;
+    auto writer = TraceWriter::create(path, "", &error);
+    auto consumer = RingConsumer::create("/fpscope-bench-" + std::to_string(getpid()), 1 << 20, &error);
+    auto producer = RingProducer::attach(consumer->name().c_str(), &error);
+    producer->claim();
+    state.ResumeTiming();
+    std::thread program([&] {
+      stream.for_each([&](const wire::RecordHeader* h) {
+        void* at = producer->reserve(h->slots);
+        std::memcpy(at, h, h->slots * wire::kSlotBytes);
+        producer->publish();
+      });
+    });
+    std::size_t received = 0;
+    while (received < stream.records) received += consumer->drain([&](const wire::RecordHeader* h) { writer->on_record(h); });
+    program.join();
+    writer->commit();
+    state.PauseTiming();
+    writer.reset();
+    consumer.reset();
+    state.ResumeTiming();
+  }
+  remove_trace(path);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * stream.records));
+}
+BENCHMARK(BM_RingIntoTrace)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+}  // namespace
+}  // namespace fpscope
+
+BENCHMARK_MAIN();

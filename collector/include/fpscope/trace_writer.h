@@ -1,0 +1,93 @@
+// The trace writer: turns wire records drained from the ring into rows of an fpscope trace
+// (SQLite, schema in collector/schema/trace_schema.sql, documented in docs/schema.md).
+//
+// One flat switch dispatches each record to a handler. Rows go through prepared statements in
+// batched transactions (a commit every ~50 ms or every kBatchRows rows), in WAL mode, so a trace
+// can be read while it is written. A tensor's TensorStats, TensorFormats, TensorHistogram and
+// Nonfinite records become one `tensors` row (plus a `nonfinite` row). When the storage fails (disk
+// full), the open batch is rolled back, the writer stops writing, keeps counting what it could not
+// store, and says why in error().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fpscope/wire.h"
+
+namespace fpscope {
+
+// What the trace holds so far (rows written or queued in the open batch).
+struct TraceCounts {
+  uint64_t records = 0;        // wire records received (Pad excluded)
+  uint64_t kernels = 0;
+  uint64_t tensors = 0;
+  uint64_t nonfinite = 0;
+  uint64_t nvtx_ranges = 0;
+  uint64_t memory_events = 0;
+  uint64_t loss_scale = 0;
+  uint64_t scalars = 0;
+  uint64_t dumps = 0;
+  uint64_t strings = 0;
+  uint64_t unknown_records = 0;   // record types this collector does not know
+  uint64_t malformed_records = 0; // records whose contents were impossible (skipped)
+  uint64_t unmatched_events = 0;  // NvtxPop without a push, Free of an unknown allocation, ...
+  uint64_t lost_to_storage = 0;   // records received after the storage failed
+  // Rows of the event tables: nvtx_ranges, memory_events, loss_scale and scalars.
+  uint64_t events() const { return nvtx_ranges + memory_events + loss_scale + scalars; }
+};
+
+// What a Trap record said.
+struct TrapInfo {
+  bool seen = false;
+  uint64_t kernel_id = 0;
+  int64_t t_ns = 0;
+  std::string message;
+};
+
+class TraceWriter {
+ public:
+  static constexpr uint64_t kBatchRows = 50000;
+  static constexpr auto kBatchInterval = std::chrono::milliseconds(50);
+
+  // Creates a new trace at `path` (the file must not exist) and runs the schema on it.
+  // `dump_folder` is the folder of --dump's .npy files relative to the trace's folder
+  // ("run.sqlite.dumps"); Dump records' paths are taken relative to it. nullptr + *error on failure.
+  static std::unique_ptr<TraceWriter> create(const std::string& path, const std::string& dump_folder,
+                                             std::string* error);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Stores one record (valid only during the call). Commits when a batch is due.
+  void on_record(const wire::RecordHeader* record);
+
+  // Sets a meta key (in the current batch).
+  void set_meta(const std::string& key, const std::string& value);
+
+  // Commits the open batch now. False once the storage has failed.
+  bool commit();
+
+  // Completes the trace: pending tensors, ranges still open (end_ns NULL), strings referenced but
+  // never received, counts in meta, then trace_finalize.sql when the build has one. Call once,
+  // after the last record and meta. False if anything failed (error() says what).
+  bool finish();
+
+  const TraceCounts& counts() const;
+  const TrapInfo& trap() const;
+  // Empty while everything was stored; otherwise the first failure.
+  const std::string& error() const;
+  bool failed() const { return !error().empty(); }
+
+  // The interned string for a wire id, or "" if none was received.
+  const std::string& string_value(uint32_t id) const;
+
+  class Impl;
+
+ private:
+  explicit TraceWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fpscope

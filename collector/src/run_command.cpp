@@ -1,0 +1,269 @@
+// `fpscope run`: checks the command line, the program and the output before anything starts;
+// creates the ring and the trace; starts the program with the injector preloaded; drains the ring
+// into the trace while it runs; and, however it ends, drains what is left, records how it ended,
+// finishes the trace, prints a short summary and exits with the program's status.
+#include "fpscope/run_command.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+
+#include "child_process.h"
+#include "fpscope/ring.h"
+#include "fpscope/trace_writer.h"
+#include "run_options.h"
+#include "trace_meta.h"
+
+extern char** environ;
+
+namespace fpscope {
+namespace {
+
+// Exit statuses of fpscope run itself (otherwise it exits with the program's status).
+constexpr int kExitSetupFailed = 1;   // the ring, the injector library or the trace failed
+constexpr int kExitUsage = 2;         // the command line or the output path is wrong
+constexpr int kExitNotExecutable = 126;
+constexpr int kExitNotFound = 127;
+
+void say_error(const std::string& what) { std::cerr << "fpscope run: " << what << "\n"; }
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+std::string current_dir() {
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof cwd) ? cwd : "";
+}
+
+// Where the trace and its dumps go.
+struct TracePaths {
+  std::string trace;          // absolute
+  std::string dump_dir;       // absolute: <trace>.dumps
+  std::string dump_folder;    // relative to the trace's folder: <trace name>.dumps
+};
+
+// Checks the output before the program starts: its folder exists and is writable, and an existing
+// trace is replaced only with --force. Empty string when fine, else the error.
+std::string prepare_output(const RunOptions& o, TracePaths* paths) {
+  paths->trace = absolute(o.output);
+  const auto slash = paths->trace.find_last_of('/');
+  const std::string dir = slash == 0 ? "/" : paths->trace.substr(0, slash);
+  const std::string name = paths->trace.substr(slash + 1);
+  paths->dump_dir = paths->trace + ".dumps";
+  paths->dump_folder = name + ".dumps";
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "the output folder " + dir + " does not exist: create it or choose another -o";
+  if (access(dir.c_str(), W_OK | X_OK) != 0) return "cannot write in the output folder " + dir + ": " + std::strerror(errno);
+  if (stat(paths->trace.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return o.output + " is a folder; -o wants a trace file name";
+    if (!o.force) return o.output + " already exists; pass --force to overwrite it or choose another -o";
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      const std::string victim = paths->trace + suffix;
+      if (unlink(victim.c_str()) != 0 && errno != ENOENT)
+        return "cannot remove the old " + victim + ": " + std::strerror(errno);
+    }
+  }
+  return "";
+}
+
+// libfpscope_inject.so: FPSCOPE_INJECT_LIB, else <fpscope's folder>/../lib/.
+std::string injector_library(std::string* error) {
+  std::string path;
+  if (const char* forced = std::getenv("FPSCOPE_INJECT_LIB"); forced && *forced) {
+    path = forced;
+  } else {
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+      *error = "cannot find fpscope's own folder; set FPSCOPE_INJECT_LIB to libfpscope_inject.so";
+      return "";
+    }
+    std::string self(exe, static_cast<std::size_t>(n));
+    path = self.substr(0, self.find_last_of('/')) + "/../lib/libfpscope_inject.so";
+  }
+  char resolved[PATH_MAX];
+  if (!realpath(path.c_str(), resolved)) {
+    *error = "the injector library " + path + " is missing (build the fpscope_inject target, or set "
+             "FPSCOPE_INJECT_LIB to libfpscope_inject.so)";
+    return "";
+  }
+  return resolved;
+}
+
+// The program's environment: the user's, without FPSCOPE_* leftovers of an outer run, plus the
+// ring, the selection, the preload and NVTX injection.
+std::vector<std::string> program_environment(const RunOptions& o, const std::string& ring,
+                                             const std::string& inject, const TracePaths& paths) {
+  std::vector<std::string> env;
+  std::string user_preload;
+  for (char** e = environ; *e; ++e) {
+    const std::string line = *e;
+    if (line.rfind("FPSCOPE_", 0) == 0 || line.rfind("NVTX_INJECTION64_PATH=", 0) == 0) continue;
+    if (line.rfind("LD_PRELOAD=", 0) == 0) {
+      user_preload = line.substr(11);
+      continue;
+    }
+    env.push_back(line);
+  }
+  env.push_back(std::string(kRingEnv) + "=" + ring);
+  for (const auto& [name, value] : selection_environment(o)) env.push_back(name + "=" + value);
+  if (!o.dumps.empty()) env.push_back("FPSCOPE_DUMP_DIR=" + paths.dump_dir);
+  env.push_back("LD_PRELOAD=" + inject + (user_preload.empty() ? "" : ":" + user_preload));
+  env.push_back("NVTX_INJECTION64_PATH=" + inject);
+  return env;
+}
+
+std::vector<std::string> user_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+std::string ring_name() {
+  std::random_device rd;
+  return fmt::format("/fpscope-{}-{:08x}", getpid(), rd());
+}
+
+void nap() {
+  timespec ts{0, 1000000};  // 1 ms: idle polling costs nothing measurable, and latency stays low
+  nanosleep(&ts, nullptr);
+}
+
+std::string end_reason(const ChildEnd& end, const TraceWriter& w, int interrupt) {
+  if (w.trap().seen && end.signaled && end.signal == SIGTRAP) return "trapped";
+  if (interrupt != 0) return "collector_interrupted";
+  return end.signaled ? "signaled" : "exited";
+}
+
+std::string how_it_ended(const ChildEnd& end, const std::string& reason) {
+  if (reason == "trapped") return "was stopped by --trap (SIGTRAP)";
+  if (end.signaled) return fmt::format("was killed by {} (signal {})", signal_name(end.signal), end.signal);
+  return fmt::format("exited with status {}", end.exit_code);
+}
+
+void print_summary(const RunOptions& o, const TraceWriter& w, const RingConsumer& ring, const ChildEnd& end,
+                   const std::string& reason) {
+  const TraceCounts& c = w.counts();
+  std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
+  std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events; the program {}\n", c.kernels, c.tensors,
+                           c.events(), how_it_ended(end, reason));
+  if (w.trap().seen) std::cerr << "fpscope: trap: " << w.trap().message << "\n";
+  if (c.kernels == 0) std::cerr << "fpscope: no kernels were seen — does the program use libmpt_kernels?\n";
+  if (ring.dropped_records() > 0)
+    std::cerr << fmt::format("fpscope: warning: {} records were dropped because the collector stalled\n",
+                             ring.dropped_records());
+}
+
+// Drains the ring into the trace until the program ends, forwarding interrupts; then drains what is
+// left. Reports a storage failure once and keeps draining so that the program never blocks on a
+// full ring.
+ChildEnd collect(ChildProcess& child, RingConsumer& ring, TraceWriter& writer, InterruptForwarder& interrupts) {
+  bool failure_reported = false;
+  auto store = [&](const wire::RecordHeader* r) { writer.on_record(r); };
+  std::optional<ChildEnd> end;
+  while (!end) {
+    const std::size_t n = ring.drain(store);
+    interrupts.forward_to(child.pid());
+    if (writer.failed() && !failure_reported) {
+      failure_reported = true;
+      say_error("writing the trace failed: " + writer.error() +
+                "; the trace keeps what was committed before; the program goes on, its records are discarded");
+    }
+    if (n != 0) continue;
+    end = child.poll();
+    if (end) break;
+    writer.commit();  // readers of the live trace see what arrived so far
+    nap();
+  }
+  while (ring.drain(store) != 0) {
+  }
+  return *end;
+}
+
+void write_ring_meta(TraceWriter& w, const RingConsumer& ring) {
+  w.set_meta("dropped_records", std::to_string(ring.dropped_records()));
+  w.set_meta("producer_waits", std::to_string(ring.producer_waits()));
+  w.set_meta("corrupt_ring_records", std::to_string(ring.corrupt_records()));
+}
+
+}  // namespace
+
+int run_main(int argc, char** argv) {
+  ParsedRun parsed = parse_run_options(argc, argv);
+  if (!parsed.options) return parsed.exit_status;
+  const RunOptions& o = *parsed.options;
+  std::string error;
+  bool not_found = false;
+  const auto program = find_program(o.program.front(), &not_found, &error);
+  if (!program) {
+    say_error(error);
+    return not_found ? kExitNotFound : kExitNotExecutable;
+  }
+  const std::string inject = injector_library(&error);
+  if (inject.empty()) {
+    say_error(error);
+    return kExitSetupFailed;
+  }
+  TracePaths paths;
+  if (error = prepare_output(o, &paths); !error.empty()) {
+    say_error(error);
+    return kExitUsage;
+  }
+  if (!o.dumps.empty() && mkdir(paths.dump_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    say_error("cannot create the dump folder " + paths.dump_dir + ": " + std::strerror(errno));
+    return kExitUsage;
+  }
+  auto ring = RingConsumer::create(ring_name(), ring_slots_for(o.ring_mib), &error);
+  if (!ring) {
+    say_error(error + " (is /dev/shm mounted and large enough for --ring-size?)");
+    return kExitSetupFailed;
+  }
+  auto writer = TraceWriter::create(paths.trace, paths.dump_folder, &error);
+  if (!writer) {
+    say_error(error);
+    return kExitUsage;
+  }
+  const int64_t start_ns = realtime_ns();
+  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), ring->slot_count(),
+                             variables_of_interest(user_environment())});
+  writer->commit();
+
+  InterruptForwarder interrupts;
+  auto child = ChildProcess::spawn(*program, o.program, program_environment(o, ring->name(), inject, paths), &error);
+  if (!child) {
+    say_error(error);
+    writer.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((paths.trace + suffix).c_str());
+    return kExitNotExecutable;
+  }
+  writer->set_meta("traced_pid", std::to_string(child->pid()));
+  const ChildEnd end = collect(*child, *ring, *writer, interrupts);
+
+  const std::string reason = end_reason(end, *writer, interrupts.first_received());
+  write_end_meta(*writer, end, reason, realtime_ns());
+  write_ring_meta(*writer, *ring);
+  if (interrupts.first_received()) writer->set_meta("interrupted_by", signal_name(interrupts.first_received()));
+  const bool stored = writer->finish();
+  if (!stored) say_error("the trace is incomplete: " + writer->error());
+  if (!o.quiet) print_summary(o, *writer, *ring, end, reason);
+  const int status = end.shell_status();
+  return status == 0 && !stored ? kExitSetupFailed : status;
+}
+
+}  // namespace fpscope

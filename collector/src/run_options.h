@@ -1,0 +1,48 @@
+// The command line of `fpscope run`: parsing, validation, and what the injector is told through
+// the environment (FPSCOPE_EVERY, FPSCOPE_STEPS, ...). Private to the collector.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fpscope {
+
+struct RunOptions {
+  std::string output;              // as given (or the default name)
+  bool force = false;
+  uint64_t every = 1;              // measure tensors of every N-th step
+  std::string steps;               // "A-B", "A-" or "A" (validated), empty: all
+  std::string ops;                 // comma-separated globs, empty: all
+  std::string tensors = "both";    // in | out | both
+  std::string stats = "full";      // full | basic
+  std::string trap;                // nonfinite | nan | inf, empty: none
+  std::vector<std::string> dumps;  // each "key=value,key=value" (op, layer, step, tensor)
+  uint64_t ring_mib = 64;
+  bool quiet = false;
+  std::vector<std::string> program;  // the program and its arguments
+};
+
+// The outcome of parsing: options to run with, or an exit status (help printed: 0; error: 2).
+struct ParsedRun {
+  std::optional<RunOptions> options;
+  int exit_status = 0;
+};
+
+ParsedRun parse_run_options(int argc, char** argv);
+
+// The selection as FPSCOPE_* variables for the injector (the ring and dump folder not included).
+std::vector<std::pair<std::string, std::string>> selection_environment(const RunOptions& o);
+
+// The selection as a JSON object, stored in meta 'options'.
+std::string selection_json(const RunOptions& o);
+
+// Ring slots for --ring-size MiB: rounded up to a power of two.
+uint64_t ring_slots_for(uint64_t mib);
+
+// fpscope-<program>-<YYYYmmdd-HHMMSS>.sqlite in the current folder.
+std::string default_output_name(const std::string& program);
+
+}  // namespace fpscope

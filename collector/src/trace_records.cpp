@@ -1,0 +1,473 @@
+// The trace writer's record handlers: one flat switch from record type to handler, and what each
+// record becomes in the trace. A tensor's records are assembled per producer thread (records of
+// one thread arrive in order; threads interleave), and written as one `tensors` row.
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "trace_writer_impl.h"
+
+namespace fpscope {
+namespace {
+
+// The record viewed as R, or nullptr if its slots cannot hold an R.
+template <typename R>
+const R* view(const wire::RecordHeader* h) {
+  return h->slots * wire::kSlotBytes >= sizeof(R) ? reinterpret_cast<const R*>(h) : nullptr;
+}
+
+uint8_t role_slot_of(const wire::TensorStatsRecord& s) {
+  return static_cast<uint8_t>((static_cast<unsigned>(s.role) << 7) | (s.slot & 0x7f));
+}
+
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, res.ptr);
+}
+
+std::string shape_json(const wire::TensorStatsRecord& s) {
+  std::string out = "[";
+  const int ndim = s.ndim < 6 ? s.ndim : 6;
+  for (int i = 0; i < ndim; ++i) {
+    if (i) out += ',';
+    append_int(out, s.shape[i]);
+  }
+  out += ']';
+  return out;
+}
+
+const char* range_kind_name(RangeKind k) {
+  switch (k) {
+    case RangeKind::Step: return "step";
+    case RangeKind::Phase: return "phase";
+    case RangeKind::Layer: return "layer";
+    case RangeKind::Range: break;
+  }
+  return "range";
+}
+
+const char* nonfinite_kind_name(wire::NonfiniteKind k) {
+  switch (k) {
+    case wire::NonfiniteKind::NaN: return "nan";
+    case wire::NonfiniteKind::PosInf: return "+inf";
+    case wire::NonfiniteKind::NegInf: return "-inf";
+  }
+  return "nan";
+}
+
+const char* scale_event_name(wire::ScaleEvent e) {
+  switch (e) {
+    case wire::ScaleEvent::Growth: return "growth";
+    case wire::ScaleEvent::Backoff: return "backoff";
+    case wire::ScaleEvent::Unchanged: break;
+  }
+  return "unchanged";
+}
+
+int64_t string_or_empty(uint32_t id) { return id ? int64_t{id} : kEmptyStringId; }
+
+void bind_step(sql::Statement& st, int i, int64_t step) { step < 0 ? st.bind_null(i) : st.bind(i, step); }
+
+}  // namespace
+
+// [SECTION] Dispatch --------------------------------------------------------------------------------
+
+void TraceWriter::Impl::dispatch(const wire::RecordHeader* h) {
+  using T = wire::RecordType;
+  // A thread's tensor is complete once that thread sends anything but the tensor's own records.
+  switch (h->type) {
+    case T::String: case T::TensorFormats: case T::TensorHistogram: case T::Nonfinite: case T::Dump:
+      break;
+    default: {
+      ThreadState& ts = thread_state(h->thread);
+      if (ts.tensor.active) flush_tensor(ts.tensor);
+    }
+  }
+  bool ok = true;
+  switch (h->type) {
+    case T::Pad: break;
+    case T::String: ok = h->slots * wire::kSlotBytes >= 16; if (ok) on_string(*reinterpret_cast<const wire::StringRecord*>(h)); break;
+    case T::Process: if ((ok = view<wire::ProcessRecord>(h))) on_process(*view<wire::ProcessRecord>(h)); break;
+    case T::NvtxPush: if ((ok = view<wire::NvtxPushRecord>(h))) on_nvtx_push(*view<wire::NvtxPushRecord>(h)); break;
+    case T::NvtxPop: if ((ok = view<wire::NvtxPopRecord>(h))) on_nvtx_pop(*view<wire::NvtxPopRecord>(h)); break;
+    case T::Launch: if ((ok = view<wire::LaunchRecord>(h))) on_launch(*view<wire::LaunchRecord>(h)); break;
+    case T::TensorStats: if ((ok = view<wire::TensorStatsRecord>(h))) on_tensor_stats(*view<wire::TensorStatsRecord>(h)); break;
+    case T::TensorFormats: if ((ok = view<wire::TensorFormatsRecord>(h))) on_tensor_formats(*view<wire::TensorFormatsRecord>(h)); break;
+    case T::TensorHistogram: if ((ok = view<wire::TensorHistogramRecord>(h))) on_tensor_histogram(*view<wire::TensorHistogramRecord>(h)); break;
+    case T::Nonfinite: if ((ok = view<wire::NonfiniteRecord>(h))) on_nonfinite(*view<wire::NonfiniteRecord>(h)); break;
+    case T::Alloc: if ((ok = view<wire::AllocRecord>(h))) on_alloc(*view<wire::AllocRecord>(h)); break;
+    case T::Free: if ((ok = view<wire::FreeRecord>(h))) on_free(*view<wire::FreeRecord>(h)); break;
+    case T::LossScale: if ((ok = view<wire::LossScaleRecord>(h))) on_loss_scale(*view<wire::LossScaleRecord>(h)); break;
+    case T::Scalar: if ((ok = view<wire::ScalarRecord>(h))) on_scalar(*view<wire::ScalarRecord>(h)); break;
+    case T::Text: if ((ok = view<wire::TextRecord>(h))) on_text(*view<wire::TextRecord>(h)); break;
+    case T::Dump: if ((ok = view<wire::DumpRecord>(h))) on_dump(*view<wire::DumpRecord>(h)); break;
+    case T::Trap: if ((ok = view<wire::TrapRecord>(h))) on_trap(*view<wire::TrapRecord>(h)); break;
+    default: ++counts.unknown_records; break;
+  }
+  if (!ok) ++counts.malformed_records;
+}
+
+ThreadState& TraceWriter::Impl::thread_state(uint32_t thread) {
+  if (last_thread_state && last_thread == thread) return *last_thread_state;
+  last_thread = thread;
+  last_thread_state = &threads[thread];  // unordered_map keeps element addresses stable
+  return *last_thread_state;
+}
+
+// [SECTION] Strings, process, meta ------------------------------------------------------------------
+
+void TraceWriter::Impl::on_string(const wire::StringRecord& r) {
+  const std::size_t room = r.h.slots * wire::kSlotBytes - offsetof(wire::StringRecord, bytes);
+  if (r.id == 0 || r.length > room || r.length > wire::kMaxStringBytes) {
+    ++counts.malformed_records;
+    return;
+  }
+  const std::string_view value(r.bytes, r.length);
+  insert_string.bind(1, r.id);
+  insert_string.bind(2, value);
+  insert_string.run();
+  row_written();
+  ++counts.strings;
+  if (r.id < (1u << 24)) {
+    if (strings.size() <= r.id) strings.resize(r.id + 1);
+    strings[r.id] = value;
+  }
+  if (value == "mptrain") mptrain_domain_id = r.id;
+}
+
+void TraceWriter::Impl::on_process(const wire::ProcessRecord& r) {
+  set_meta("traced_pid", std::to_string(r.pid));
+  set_meta("traced_protocol_version", std::to_string(r.protocol));
+  set_meta("traced_exe", string_value(r.exe));
+  set_meta("injector_options", string_value(r.options));
+  set_meta("process.realtime_ns", std::to_string(r.start_ns));
+  set_meta("process.monotonic_ns", std::to_string(r.mono_ns));
+}
+
+void TraceWriter::Impl::on_text(const wire::TextRecord& r) {
+  set_meta("config." + string_value(r.key), string_value(r.value));
+}
+
+void TraceWriter::Impl::on_trap(const wire::TrapRecord& r) {
+  trap.seen = true;
+  trap.kernel_id = r.seq;
+  trap.t_ns = r.t_ns;
+  trap.message = string_value(r.reason);
+  set_meta("trap.kernel_id", std::to_string(r.seq));
+  set_meta("trap.t_ns", std::to_string(r.t_ns));
+  set_meta("trap.message", trap.message);
+}
+
+// [SECTION] Kernels and tensors ---------------------------------------------------------------------
+
+void TraceWriter::Impl::on_launch(const wire::LaunchRecord& r) {
+  sql::Statement& st = insert_kernel;
+  st.bind(1, r.seq);
+  st.bind(2, r.start_ns);
+  st.bind(3, r.end_ns);
+  st.bind(4, string_or_empty(r.kernel));
+  st.bind_id_or_null(5, r.layer);
+  st.bind_id_or_null(6, r.phase);
+  bind_step(st, 7, r.step);
+  st.bind(8, r.h.thread);
+  st.bind(9, uint32_t{r.device});
+  st.bind(10, r.status);
+  st.bind(11, uint32_t{r.sampled});
+  st.run();
+  row_written();
+  ++counts.kernels;
+}
+
+void TraceWriter::Impl::on_tensor_stats(const wire::TensorStatsRecord& r) {
+  PendingTensor& t = thread_state(r.h.thread).tensor;
+  if (t.active) flush_tensor(t);
+  t.active = true;
+  t.row_id = next_tensor_id++;
+  t.stats = r;
+  t.has_formats = false;
+  t.has_histogram = false;
+  recent_tensors.remember(r.seq, role_slot_of(r), t.row_id);
+}
+
+void TraceWriter::Impl::flush_tensor(PendingTensor& t) {
+  t.active = false;
+  const wire::TensorStatsRecord& s = t.stats;
+  sql::Statement& st = insert_tensor;
+  st.bind(1, t.row_id);
+  st.bind(2, s.seq);
+  st.bind_static(3, s.role == wire::Role::Output ? "out" : "in");
+  st.bind(4, uint32_t{s.slot});
+  st.bind_id_or_null(5, s.tensor_id);
+  st.bind(6, string_or_empty(s.name));
+  st.bind(7, uint32_t{s.dtype});
+  const std::string shape = shape_json(s);
+  st.bind_static(8, shape);
+  const uint64_t counters[] = {s.count, s.nan, s.pos_inf, s.neg_inf, s.zero, s.subnormal};
+  for (int i = 0; i < 6; ++i) st.bind(9 + i, counters[i]);
+  const double values[] = {s.min, s.max, s.absmax, s.min_nonzero, s.mean, s.rms};
+  for (int i = 0; i < 6; ++i) st.bind(15 + i, values[i]);  // NaN (no finite value) binds NULL
+  for (int f = 0; f < wire::kFormatCount; ++f) {
+    const wire::FormatCounts& c = t.formats[f];
+    const uint64_t per_format[] = {c.overflow, c.underflow, c.subnormal, c.near_max};
+    for (int i = 0; i < 4; ++i) {
+      if (t.has_formats) st.bind(21 + 4 * f + i, per_format[i]);
+      else st.bind_null(21 + 4 * f + i);
+    }
+  }
+  if (t.has_histogram) st.bind_static(37, t.histogram);
+  else st.bind_null(37);
+  st.run();
+  row_written();
+  ++counts.tensors;
+}
+
+void TraceWriter::Impl::flush_all_tensors() {
+  for (auto& [thread, ts] : threads)
+    if (ts.tensor.active) flush_tensor(ts.tensor);
+}
+
+std::optional<int64_t> TraceWriter::Impl::tensor_row(uint64_t seq, uint8_t role_slot) const {
+  return recent_tensors.find(seq, role_slot);
+}
+
+// The thread's tensor in assembly if the record belongs to it, else nullptr.
+static PendingTensor* pending_for(ThreadState& ts, uint64_t seq, uint8_t role_slot) {
+  PendingTensor& t = ts.tensor;
+  return t.active && t.stats.seq == seq && role_slot_of(t.stats) == role_slot ? &t : nullptr;
+}
+
+void TraceWriter::Impl::on_tensor_formats(const wire::TensorFormatsRecord& r) {
+  if (PendingTensor* t = pending_for(thread_state(r.h.thread), r.seq, r.role_slot)) {
+    std::memcpy(t->formats, r.formats, sizeof t->formats);
+    t->has_formats = true;
+    return;
+  }
+  auto row = tensor_row(r.seq, r.role_slot);  // its tensor was already written: update it
+  if (!row) {
+    ++counts.unmatched_events;
+    return;
+  }
+  update_tensor_formats.bind(1, *row);
+  for (int f = 0; f < wire::kFormatCount; ++f) {
+    const wire::FormatCounts& c = r.formats[f];
+    const uint64_t per_format[] = {c.overflow, c.underflow, c.subnormal, c.near_max};
+    for (int i = 0; i < 4; ++i) update_tensor_formats.bind(2 + 4 * f + i, per_format[i]);
+  }
+  update_tensor_formats.run();
+}
+
+void TraceWriter::Impl::on_tensor_histogram(const wire::TensorHistogramRecord& r) {
+  const std::size_t room = r.h.slots * wire::kSlotBytes - sizeof(wire::TensorHistogramRecord);
+  if (r.bins > room / sizeof(wire::HistogramBin)) {
+    ++counts.malformed_records;
+    return;
+  }
+  PendingTensor* pending = pending_for(thread_state(r.h.thread), r.seq, r.role_slot);
+  std::string late_json;
+  std::string& json = pending ? pending->histogram : late_json;
+  // Formatted in place: the bins are bounded by the record's slots, 40 characters each at most.
+  json.resize(2 + static_cast<std::size_t>(r.bins) * 40);
+  char* out = json.data();
+  char* const end = out + json.size();
+  *out++ = '{';
+  const unsigned char* at = reinterpret_cast<const unsigned char*>(&r) + sizeof r;
+  for (uint32_t i = 0; i < r.bins; ++i) {
+    wire::HistogramBin bin;
+    std::memcpy(&bin, at + i * sizeof bin, sizeof bin);
+    if (i) *out++ = ',';
+    *out++ = '"';
+    out = std::to_chars(out, end, bin.exponent).ptr;
+    *out++ = '"';
+    *out++ = ':';
+    out = std::to_chars(out, end, bin.count).ptr;
+  }
+  *out++ = '}';
+  json.resize(static_cast<std::size_t>(out - json.data()));
+  if (pending) {
+    pending->has_histogram = true;
+    return;
+  }
+  auto row = tensor_row(r.seq, r.role_slot);
+  if (!row) {
+    ++counts.unmatched_events;
+    return;
+  }
+  update_tensor_histogram.bind(1, *row);
+  update_tensor_histogram.bind(2, json);
+  update_tensor_histogram.run();
+}
+
+void TraceWriter::Impl::on_nonfinite(const wire::NonfiniteRecord& r) {
+  auto row = tensor_row(r.seq, r.role_slot);
+  if (!row) {
+    ++counts.unmatched_events;
+    return;
+  }
+  sql::Statement& st = insert_nonfinite;
+  st.bind(1, *row);
+  st.bind(2, r.seq);
+  st.bind(3, std::string_view(nonfinite_kind_name(r.kind)));
+  st.bind(4, r.first_index);
+  st.bind(5, r.first_bits);
+  st.bind(6, uint32_t{r.origin});
+  st.run();
+  row_written();
+  ++counts.nonfinite;
+}
+
+void TraceWriter::Impl::on_dump(const wire::DumpRecord& r) {
+  auto row = tensor_row(r.seq, r.role_slot);
+  const std::string& file = string_value(r.path);
+  if (!row || file.empty()) {
+    ++counts.unmatched_events;
+    return;
+  }
+  // The injector names the file inside the dump folder; the trace stores it from the trace's folder.
+  const std::string prefix = dump_folder.empty() ? std::string() : dump_folder + "/";
+  const bool already_relative_to_trace = !prefix.empty() && file.compare(0, prefix.size(), prefix) == 0;
+  insert_dump.bind(1, *row);
+  insert_dump.bind(2, already_relative_to_trace || file[0] == '/' ? file : prefix + file);
+  insert_dump.run();
+  row_written();
+  ++counts.dumps;
+}
+
+// [SECTION] NVTX ranges -----------------------------------------------------------------------------
+
+void TraceWriter::Impl::on_nvtx_push(const wire::NvtxPushRecord& r) {
+  ThreadState& ts = thread_state(r.h.thread);
+  RangeKind kind = RangeKind::Range;
+  if (mptrain_domain_id != 0 && r.domain == mptrain_domain_id) {
+    if (r.category == 1) kind = RangeKind::Step;
+    if (r.category == 2) kind = RangeKind::Phase;
+    if (r.category == 3) kind = RangeKind::Layer;
+  }
+  std::optional<int64_t> step;
+  if (kind == RangeKind::Step && r.payload_kind == 1) step = r.payload_i;
+  if (kind == RangeKind::Step && r.payload_kind == 2 && std::isfinite(r.payload_f))
+    step = static_cast<int64_t>(r.payload_f);
+  ts.ranges.push_back({next_range_id++, r.t_ns, static_cast<int32_t>(ts.ranges.size()), kind,
+                       r.message, r.domain, step});
+}
+
+void TraceWriter::Impl::on_nvtx_pop(const wire::NvtxPopRecord& r) {
+  auto& ranges = thread_state(r.h.thread).ranges;
+  // A pop closes the innermost open range of its domain on this thread.
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
+    if (it->domain_id != r.domain) continue;
+    insert_range(*it, r.t_ns, r.h.thread);
+    ranges.erase(std::next(it).base());
+    return;
+  }
+  ++counts.unmatched_events;
+}
+
+void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64_t> end_ns, uint32_t thread) {
+  sql::Statement& st = insert_range_row;
+  st.bind(1, range.row_id);
+  st.bind(2, range.start_ns);
+  end_ns ? st.bind(3, *end_ns) : st.bind_null(3);
+  st.bind(4, thread);
+  st.bind(5, range.depth);
+  st.bind(6, std::string_view(range_kind_name(range.kind)));
+  st.bind(7, string_or_empty(range.name_id));
+  st.bind_id_or_null(8, range.domain_id);
+  range.step ? st.bind(9, *range.step) : st.bind_null(9);
+  st.run();
+  row_written();
+  ++counts.nvtx_ranges;
+}
+
+// Ranges the program never closed (it ended inside them) are written with end_ns NULL.
+void TraceWriter::Impl::close_open_ranges() {
+  for (auto& [thread, ts] : threads) {
+    for (const OpenRange& r : ts.ranges) insert_range(r, std::nullopt, thread);
+    ts.ranges.clear();
+  }
+}
+
+// The innermost open step range on the thread, else on any thread.
+std::optional<int64_t> TraceWriter::Impl::current_step(uint32_t thread) const {
+  auto innermost_step = [](const ThreadState& ts) -> std::optional<int64_t> {
+    for (auto it = ts.ranges.rbegin(); it != ts.ranges.rend(); ++it)
+      if (it->kind == RangeKind::Step) return it->step;
+    return std::nullopt;
+  };
+  if (auto own = threads.find(thread); own != threads.end())
+    if (auto s = innermost_step(own->second)) return s;
+  for (const auto& [t, ts] : threads)
+    if (auto s = innermost_step(ts)) return s;
+  return std::nullopt;
+}
+
+// [SECTION] Memory, loss scale, scalars -------------------------------------------------------------
+
+void TraceWriter::Impl::on_alloc(const wire::AllocRecord& r) {
+  live_allocations[r.id] = {r.bytes, r.name, r.category, r.device};
+  sql::Statement& st = insert_memory;
+  st.bind(1, r.t_ns);
+  st.bind(2, std::string_view("alloc"));
+  st.bind(3, r.id);
+  st.bind(4, r.bytes);
+  st.bind(5, uint32_t{r.category});
+  st.bind(6, string_or_empty(r.name));
+  st.bind(7, uint32_t{r.device});
+  auto step = current_step(r.h.thread);
+  step ? st.bind(8, *step) : st.bind_null(8);
+  st.run();
+  row_written();
+  ++counts.memory_events;
+}
+
+void TraceWriter::Impl::on_free(const wire::FreeRecord& r) {
+  auto it = live_allocations.find(r.id);
+  if (it == live_allocations.end()) {
+    ++counts.unmatched_events;  // its Alloc was never received: nothing to attribute it to
+    return;
+  }
+  const Allocation a = it->second;
+  live_allocations.erase(it);
+  sql::Statement& st = insert_memory;
+  st.bind(1, r.t_ns);
+  st.bind(2, std::string_view("free"));
+  st.bind(3, r.id);
+  st.bind(4, r.bytes ? r.bytes : a.bytes);
+  st.bind(5, uint32_t{a.category});
+  st.bind(6, string_or_empty(a.name_id));
+  st.bind(7, uint32_t{a.device});
+  auto step = current_step(r.h.thread);
+  step ? st.bind(8, *step) : st.bind_null(8);
+  st.run();
+  row_written();
+  ++counts.memory_events;
+}
+
+void TraceWriter::Impl::on_loss_scale(const wire::LossScaleRecord& r) {
+  sql::Statement& st = insert_loss_scale;
+  st.bind(1, r.seq);
+  st.bind(2, r.t_ns);
+  bind_step(st, 3, r.step);
+  st.bind(4, r.scale_before);
+  st.bind(5, r.scale_after);
+  st.bind(6, uint32_t{r.found_inf});
+  st.bind(7, uint32_t{r.found_inf ? 1u : 0u});
+  st.bind(8, std::string_view(scale_event_name(r.event)));
+  st.bind(9, r.growth_tracker);
+  st.run();
+  row_written();
+  ++counts.loss_scale;
+}
+
+void TraceWriter::Impl::on_scalar(const wire::ScalarRecord& r) {
+  sql::Statement& st = insert_scalar;
+  st.bind(1, r.t_ns);
+  bind_step(st, 2, r.step);
+  st.bind(3, string_or_empty(r.name));
+  st.bind(4, r.value);  // NaN binds NULL
+  st.run();
+  row_written();
+  ++counts.scalars;
+}
+
+}  // namespace fpscope

@@ -1,0 +1,265 @@
+// The trace writer's frame: opening a new trace and running the schema, the prepared statements,
+// batched transactions, storage failures, meta, and finishing the trace. The record handlers are
+// in trace_records.cpp.
+#include "fpscope/trace_writer.h"
+
+#include <unistd.h>
+
+#include "fpscope/embedded_sql.h"
+#include "trace_writer_impl.h"
+
+namespace fpscope {
+namespace {
+
+constexpr const char* kInsertTensor =
+    "INSERT INTO tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
+    " pos_inf, neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms,"
+    " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
+    " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
+    " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
+    " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+constexpr const char* kUpdateFormats =
+    "UPDATE tensors SET f16_overflow=?2, f16_underflow=?3, f16_subnormal=?4, f16_near_max=?5,"
+    " bf16_overflow=?6, bf16_underflow=?7, bf16_subnormal=?8, bf16_near_max=?9,"
+    " e4m3_overflow=?10, e4m3_underflow=?11, e4m3_subnormal=?12, e4m3_near_max=?13,"
+    " e5m2_overflow=?14, e5m2_underflow=?15, e5m2_subnormal=?16, e5m2_near_max=?17 WHERE id=?1";
+
+// Opens the file and applies the schema before the statements are prepared against it.
+sql::Database& prepare_new_trace(sql::Database& db) {
+  db.exec("PRAGMA page_size=32768; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;"
+          " PRAGMA cache_size=-16384;");
+  db.exec("BEGIN");
+  db.exec(embedded::kTraceSchemaSql);
+  db.exec("COMMIT");
+  return db;
+}
+
+}  // namespace
+
+TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
+    : db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX),
+      dump_folder(std::move(dump_folder_in)),
+      insert_meta(prepare_new_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
+      insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
+      insert_kernel(db,
+                    "INSERT OR REPLACE INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
+                    " thread, device, status, sampled) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
+      insert_tensor(db, kInsertTensor),
+      update_tensor_formats(db, kUpdateFormats),
+      update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2 WHERE id = ?1"),
+      insert_nonfinite(db,
+                       "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin)"
+                       " VALUES (?,?,?,?,?,?)"),
+      insert_range_row(db,
+                       "INSERT INTO nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id,"
+                       " domain_id, step) VALUES (?,?,?,?,?,?,?,?,?)"),
+      insert_memory(db,
+                    "INSERT INTO memory_events (t_ns, kind, alloc_id, bytes, category, name_id, device, step)"
+                    " VALUES (?,?,?,?,?,?,?,?)"),
+      insert_loss_scale(db,
+                        "INSERT INTO loss_scale (kernel_id, t_ns, step, scale_before, scale_after, found_inf,"
+                        " skipped, event, growth_tracker) VALUES (?,?,?,?,?,?,?,?,?)"),
+      insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value) VALUES (?,?,?,?)"),
+      insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)") {
+  begin_if_needed();
+  insert_string.bind(1, kEmptyStringId);
+  insert_string.bind(2, std::string_view());
+  insert_string.run();
+}
+
+// [SECTION] Batching --------------------------------------------------------------------------------
+
+void TraceWriter::Impl::begin_if_needed() {
+  if (in_transaction_ || failed()) return;
+  db.exec("BEGIN");
+  in_transaction_ = true;
+  rows_in_batch_ = 0;
+  batch_started_ = std::chrono::steady_clock::now();
+}
+
+void TraceWriter::Impl::maybe_commit() {
+  if (rows_in_batch_ >= kBatchRows) {
+    commit();
+    return;
+  }
+  // Reading the clock for every record would cost more than the check is worth.
+  if (++records_since_clock_ < 256) return;
+  records_since_clock_ = 0;
+  if (std::chrono::steady_clock::now() - batch_started_ >= kBatchInterval) commit();
+}
+
+bool TraceWriter::Impl::commit() {
+  if (failed()) return false;
+  try {
+    flush_all_tensors();
+    if (in_transaction_) {
+      in_transaction_ = false;
+      db.exec("COMMIT");
+    }
+    return true;
+  } catch (const sql::Error& e) {
+    storage_failed(e.what());
+    return false;
+  }
+}
+
+void TraceWriter::Impl::storage_failed(const std::string& what) {
+  if (error.empty()) error = what;
+  if (in_transaction_) {
+    in_transaction_ = false;
+    try {
+      db.exec("ROLLBACK");
+    } catch (const sql::Error&) {
+      // SQLite may have rolled back on its own already (SQLITE_FULL does).
+    }
+  }
+}
+
+bool TraceWriter::Impl::failed() const { return !error.empty(); }
+
+void TraceWriter::Impl::set_meta(const std::string& key, const std::string& value) {
+  if (failed()) return;
+  try {
+    begin_if_needed();
+    insert_meta.bind(1, key);
+    insert_meta.bind(2, value);
+    insert_meta.run();
+  } catch (const sql::Error& e) {
+    storage_failed(e.what());
+  }
+}
+
+const std::string& TraceWriter::Impl::string_value(uint32_t id) const {
+  static const std::string kNone;
+  return id < strings.size() ? strings[id] : kNone;
+}
+
+// [SECTION] Finishing -------------------------------------------------------------------------------
+
+// A String record lost in a drop must not make kernels vanish from the joins of the views.
+void TraceWriter::Impl::add_missing_strings() {
+  static const char* const kReferences[][2] = {
+      {"kernels", "name_id"},   {"kernels", "layer_id"},       {"kernels", "phase_id"},
+      {"tensors", "name_id"},   {"nvtx_ranges", "name_id"},    {"nvtx_ranges", "domain_id"},
+      {"scalars", "name_id"},   {"memory_events", "name_id"}};
+  for (const auto& ref : kReferences) {
+    db.exec(std::string("INSERT OR IGNORE INTO strings (id, value) SELECT DISTINCT ") + ref[1] +
+            ", '<missing string ' || " + ref[1] + " || '>' FROM " + ref[0] + " WHERE " + ref[1] +
+            " IS NOT NULL AND " + ref[1] + " NOT IN (SELECT id FROM strings)");
+  }
+}
+
+void TraceWriter::Impl::write_counts() {
+  const std::pair<const char*, uint64_t> values[] = {
+      {"records", counts.records},
+      {"kernels", counts.kernels},
+      {"tensors", counts.tensors},
+      {"events", counts.events()},
+      {"nonfinite", counts.nonfinite},
+      {"unknown_records", counts.unknown_records},
+      {"malformed_records", counts.malformed_records},
+      {"unmatched_events", counts.unmatched_events},
+  };
+  for (const auto& [key, value] : values) set_meta(key, std::to_string(value));
+}
+
+// The optional rollups of trace_finalize.sql: one transaction; the trace is valid without them.
+void TraceWriter::Impl::run_finalize_script() {
+  if (embedded::kTraceFinalizeSql[0] == '\0') return;
+  std::string status = "ok";
+  try {
+    db.exec("BEGIN");
+    db.exec(embedded::kTraceFinalizeSql);
+    db.exec("COMMIT");
+  } catch (const sql::Error& e) {
+    status = std::string("failed: ") + e.what();
+    try {
+      db.exec("ROLLBACK");
+    } catch (const sql::Error&) {
+    }
+  }
+  try {
+    begin_if_needed();
+  } catch (const sql::Error& e) {
+    storage_failed(e.what());
+    return;
+  }
+  set_meta("finalize_status", status);
+  commit();
+}
+
+bool TraceWriter::Impl::finish() {
+  if (failed()) return false;
+  try {
+    begin_if_needed();
+    flush_all_tensors();
+    close_open_ranges();
+    add_missing_strings();
+    write_counts();
+    if (!commit()) return false;
+    run_finalize_script();
+    if (failed()) return false;
+    // A finished trace needs no -wal/-shm beside it: readers on read-only media can open it.
+    db.exec("PRAGMA journal_mode=DELETE");
+    return true;
+  } catch (const sql::Error& e) {
+    storage_failed(e.what());
+    return false;
+  }
+}
+
+// [SECTION] Public interface ------------------------------------------------------------------------
+
+std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const std::string& dump_folder,
+                                                 std::string* error) {
+  // SQLite's memory statistics take a global mutex on every allocation; the writer needs none.
+  // Only possible before SQLite initializes; if this process opened a database already, it is not.
+  static const bool configured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
+  (void)configured;
+  if (access(path.c_str(), F_OK) == 0) {
+    *error = path + " already exists";
+    return nullptr;
+  }
+  try {
+    return std::unique_ptr<TraceWriter>(new TraceWriter(std::make_unique<Impl>(path, dump_folder)));
+  } catch (const sql::Error& e) {
+    *error = "cannot create trace " + path + ": " + e.what();
+    return nullptr;
+  }
+}
+
+TraceWriter::TraceWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TraceWriter::~TraceWriter() = default;
+
+void TraceWriter::on_record(const wire::RecordHeader* record) {
+  Impl& w = *impl_;
+  ++w.counts.records;
+  if (w.failed()) {
+    ++w.counts.lost_to_storage;
+    return;
+  }
+  try {
+    w.begin_if_needed();
+    w.dispatch(record);
+    w.maybe_commit();
+  } catch (const sql::Error& e) {
+    if (e.is_storage_failure()) {
+      w.storage_failed(e.what());
+      ++w.counts.lost_to_storage;
+    } else {
+      ++w.counts.malformed_records;  // e.g. a duplicate id: the record contradicts an earlier one
+    }
+  }
+}
+
+void TraceWriter::set_meta(const std::string& key, const std::string& value) { impl_->set_meta(key, value); }
+bool TraceWriter::commit() { return impl_->commit(); }
+bool TraceWriter::finish() { return impl_->finish(); }
+const TraceCounts& TraceWriter::counts() const { return impl_->counts; }
+const TrapInfo& TraceWriter::trap() const { return impl_->trap; }
+const std::string& TraceWriter::error() const { return impl_->error; }
+const std::string& TraceWriter::string_value(uint32_t id) const { return impl_->string_value(id); }
+
+}  // namespace fpscope

@@ -1,0 +1,123 @@
+// A tiny program for the `fpscope run` tests. It never uses the kernel library; when asked, it
+// produces records into the ring itself (FPSCOPE_RING), as the injector would.
+//   test_program exit N                     exit with status N
+//   test_program segv | kill-self           die of SIGSEGV / SIGKILL
+//   test_program produce COUNT_FILE US      write numbered Scalar records until it SIGKILLs itself
+//                                           US microseconds after the first; COUNT_FILE holds (8 bytes) how
+//                                           many were published, updated after each publish
+//   test_program trap MESSAGE               write a Trap record, wait for the drain, raise SIGTRAP
+//   test_program env FILE                   write its environment to FILE, one variable a line
+//   test_program wait STARTED_FILE          create STARTED_FILE, then sleep up to 30 s
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "fpscope/ring.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace fpscope;
+
+std::unique_ptr<RingProducer> attach_ring() {
+  std::string error;
+  auto p = RingProducer::attach(std::getenv(kRingEnv), &error);
+  if (!p || !p->claim()) {
+    std::fprintf(stderr, "test_program: %s\n", error.c_str());
+    std::exit(90);
+  }
+  return p;
+}
+
+void write_string(RingProducer& p, uint32_t id, const std::string& s) {
+  const uint16_t slots = wire::slots_for(offsetof(wire::StringRecord, bytes), s.size());
+  auto* r = static_cast<wire::StringRecord*>(p.reserve(slots));
+  r->h = {wire::RecordType::String, slots, 1};
+  r->id = id;
+  r->length = static_cast<uint32_t>(s.size());
+  std::memcpy(r->bytes, s.data(), s.size());
+  p.publish();
+}
+
+[[noreturn]] void produce(const char* count_file, long kill_after_us) {
+  int fd = open(count_file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0 || ftruncate(fd, 8) != 0) std::exit(91);
+  auto* published = static_cast<std::atomic<uint64_t>*>(mmap(nullptr, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  auto ring = attach_ring();
+  write_string(*ring, 1, "counter");
+  for (int64_t i = 0;; ++i) {
+    if (i == 1) {  // the clock starts at the first publish, however late a busy machine ran us
+      std::thread killer([kill_after_us] {
+        std::this_thread::sleep_for(std::chrono::microseconds(kill_after_us));
+        raise(SIGKILL);
+      });
+      killer.detach();
+    }
+    auto* r = static_cast<wire::ScalarRecord*>(ring->reserve(1));
+    if (!r) std::exit(92);
+    *r = {};
+    r->h = {wire::RecordType::Scalar, 1, 1};
+    r->t_ns = i;
+    r->step = i;
+    r->value = static_cast<double>(i) * 0.5;
+    r->name = 1;
+    ring->publish();
+    published->store(static_cast<uint64_t>(i + 1), std::memory_order_release);
+  }
+}
+
+[[noreturn]] void trap(const std::string& message) {
+  auto ring = attach_ring();
+  write_string(*ring, 1, message);
+  auto* r = static_cast<wire::TrapRecord*>(ring->reserve(1));
+  *r = {};
+  r->h = {wire::RecordType::Trap, 1, 1};
+  r->seq = 42;
+  r->t_ns = 1000;
+  r->reason = 1;
+  ring->publish();
+  ring->wait_drained(std::chrono::seconds(10));
+  std::fprintf(stderr, "%s\n", message.c_str());
+  raise(SIGTRAP);
+  std::exit(93);
+}
+
+int write_environment(const char* file) {
+  FILE* f = std::fopen(file, "w");
+  if (!f) return 94;
+  for (char** e = environ; *e; ++e) std::fprintf(f, "%s\n", *e);
+  std::fclose(f);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "exit" && argc > 2) return std::atoi(argv[2]);
+  if (mode == "segv") {
+    volatile int* nowhere = nullptr;
+    return *nowhere;
+  }
+  if (mode == "kill-self") raise(SIGKILL);
+  if (mode == "produce" && argc > 3) produce(argv[2], std::atol(argv[3]));
+  if (mode == "trap" && argc > 2) trap(argv[2]);
+  if (mode == "env" && argc > 2) return write_environment(argv[2]);
+  if (mode == "wait" && argc > 2) {
+    if (FILE* f = std::fopen(argv[2], "w")) std::fclose(f);
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return 0;
+  }
+  std::fprintf(stderr, "test_program: unknown mode\n");
+  return 64;
+}

@@ -1,0 +1,496 @@
+// Round trips through the trace writer: synthetic wire records in, the SQLite trace read back and
+// every table, view and meta key checked against the values fed. Also the schema's identity
+// (application_id, user_version), assembly of interleaved tensors, late records, missing strings,
+// reading while writing, and a storage failure that keeps what was committed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+
+#include "fpscope/trace_writer.h"
+#include "sqlite_reader.h"
+#include "wire_builder.h"
+
+namespace fpscope {
+namespace {
+
+using test::blank;
+using test::pack;
+using test::Reader;
+using test::Record;
+using wire::RecordType;
+namespace fs = std::filesystem;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary",
+                                  "v_op_ranges", "v_loss_scale", "v_memory_peak"};
+
+class WriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fpscope-writer-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    path_ = (dir_ / "t.sqlite").string();
+    std::string error;
+    writer_ = TraceWriter::create(path_, "t.sqlite.dumps", &error);
+    ASSERT_TRUE(writer_) << error;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void feed(const Record& r) {
+    writer_->on_record(test::header(r));
+    ++fed_;
+  }
+  template <typename R>
+  void feed(const R& r) { feed(pack(r)); }
+  void finish() { ASSERT_TRUE(writer_->finish()) << writer_->error(); }
+
+  fs::path dir_;
+  std::string path_;
+  std::unique_ptr<TraceWriter> writer_;
+  uint64_t fed_ = 0;
+};
+
+wire::NvtxPushRecord push(int64_t t, uint32_t domain, uint32_t category, uint32_t message, int64_t step = -1) {
+  auto r = blank<wire::NvtxPushRecord>(RecordType::NvtxPush);
+  r.t_ns = t;
+  r.domain = domain;
+  r.category = category;
+  r.message = message;
+  if (step >= 0) {
+    r.payload_kind = 1;
+    r.payload_i = step;
+  }
+  return r;
+}
+
+wire::NvtxPopRecord pop(int64_t t, uint32_t domain) {
+  auto r = blank<wire::NvtxPopRecord>(RecordType::NvtxPop);
+  r.t_ns = t;
+  r.domain = domain;
+  return r;
+}
+
+wire::TensorStatsRecord stats(uint64_t seq, wire::Role role, uint8_t slot, uint32_t name, uint32_t thread = 1) {
+  auto r = blank<wire::TensorStatsRecord>(RecordType::TensorStats, thread);
+  r.seq = seq;
+  r.role = role;
+  r.slot = slot;
+  r.name = name;
+  r.ndim = 1;
+  r.shape[0] = 10;
+  r.count = 10;
+  r.min = r.max = r.absmax = r.min_nonzero = r.mean = r.rms = 1.0;
+  return r;
+}
+
+wire::TensorFormatsRecord formats(uint64_t seq, uint8_t role_slot, uint64_t base, uint32_t thread = 1) {
+  auto r = blank<wire::TensorFormatsRecord>(RecordType::TensorFormats, thread);
+  r.seq = seq;
+  r.role_slot = role_slot;
+  for (int f = 0; f < wire::kFormatCount; ++f)
+    r.formats[f] = {base + 4u * f, base + 4u * f + 1, base + 4u * f + 2, base + 4u * f + 3};
+  return r;
+}
+
+wire::LaunchRecord launch(uint64_t seq, uint32_t kernel, int64_t step) {
+  auto r = blank<wire::LaunchRecord>(RecordType::Launch);
+  r.seq = seq;
+  r.start_ns = 1000 + 10 * static_cast<int64_t>(seq);
+  r.end_ns = r.start_ns + 5;
+  r.kernel = kernel;
+  r.step = step;
+  r.sampled = 1;
+  return r;
+}
+
+// The strings of the full round trip.
+const char* const kStrings[] = {nullptr,          "mptrain",      "step",           "forward",
+                                "conv1",          "conv2d_forward", "conv1.weight", "conv1.out",
+                                "loss",           "precision",    "amp-fp16",       "/usr/bin/mptrain",
+                                "every=1",        "first NaN in conv1.out", "conv1.out.npy"};
+
+// A whole step: ranges, an allocation, one launch with an input and an output tensor (the output
+// with a NaN, dumped), a loss, a loss-scale backoff and a trap.
+void feed_step(WriterTest& t, const std::function<void(const Record&)>& feed) {
+  (void)t;
+  for (uint32_t id = 1; id < std::size(kStrings); ++id) feed(test::string_record(id, kStrings[id]));
+  auto process = blank<wire::ProcessRecord>(RecordType::Process);
+  process.protocol = wire::kProtocolVersion;
+  process.pid = 4242;
+  process.start_ns = 1700000000123456789;
+  process.mono_ns = 5000;
+  process.exe = 11;
+  process.options = 12;
+  feed(pack(process));
+  auto text = blank<wire::TextRecord>(RecordType::Text);
+  text.key = 9;
+  text.value = 10;
+  feed(pack(text));
+  feed(pack(push(100, 1, 1, 2, 7)));
+  auto alloc = blank<wire::AllocRecord>(RecordType::Alloc);
+  alloc.t_ns = 110;
+  alloc.id = 3;
+  alloc.bytes = 4096;
+  alloc.name = 6;
+  alloc.category = 0;
+  feed(pack(alloc));
+  feed(pack(push(120, 1, 2, 3)));
+  feed(pack(push(130, 1, 3, 4)));
+
+  auto in = stats(1, wire::Role::Input, 0, 6);
+  in.tensor_id = 3;
+  in.dtype = 1;
+  in.ndim = 4;
+  in.shape[0] = 8, in.shape[1] = 1, in.shape[2] = 3, in.shape[3] = 3;
+  in.count = 72;
+  in.min = -0.5, in.max = 0.75, in.absmax = 0.75, in.min_nonzero = 0.001, in.mean = 0.1, in.rms = 0.3;
+  feed(pack(in));
+  feed(pack(formats(1, 0, 0)));
+  feed(test::histogram_record(1, 0, {{-10, 0, 2}, {-1, 0, 30}, {0, 0, 40}}));
+
+  auto out = stats(1, wire::Role::Output, 0, 7);
+  out.ndim = 2;
+  out.shape[0] = 4, out.shape[1] = 5;
+  out.count = 20, out.nan = 2, out.pos_inf = 1, out.zero = 3, out.subnormal = 1;
+  out.min = -2, out.max = 3e5, out.absmax = 3e5, out.min_nonzero = 1e-40, out.mean = kNaN, out.rms = 7;
+  feed(pack(out));
+  auto nf = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  nf.seq = 1;
+  nf.role_slot = 0x80;
+  nf.first_index = 5;
+  nf.first_bits = 0x7fc00000;
+  nf.kind = wire::NonfiniteKind::NaN;
+  nf.origin = 1;
+  feed(pack(nf));
+  auto dump = blank<wire::DumpRecord>(RecordType::Dump);
+  dump.seq = 1;
+  dump.role_slot = 0x80;
+  dump.path = 14;
+  feed(pack(dump));
+  auto l = launch(1, 5, 7);
+  l.start_ns = 140, l.end_ns = 150, l.layer = 4, l.phase = 3, l.n_inputs = 1, l.n_outputs = 1;
+  feed(pack(l));
+  feed(pack(pop(160, 1)));
+  feed(pack(pop(170, 1)));
+  auto free_rec = blank<wire::FreeRecord>(RecordType::Free);
+  free_rec.t_ns = 180;
+  free_rec.id = 3;
+  free_rec.bytes = 4096;
+  feed(pack(free_rec));
+  auto loss = blank<wire::ScalarRecord>(RecordType::Scalar);
+  loss.t_ns = 190, loss.step = 7, loss.value = 0.25, loss.name = 8;
+  feed(pack(loss));
+  loss.t_ns = 191, loss.step = -1, loss.value = kNaN;
+  feed(pack(loss));
+  auto scale = blank<wire::LossScaleRecord>(RecordType::LossScale);
+  scale.seq = 2, scale.t_ns = 195, scale.step = 7, scale.scale_before = 65536, scale.scale_after = 32768;
+  scale.growth_tracker = 0, scale.found_inf = 1, scale.event = wire::ScaleEvent::Backoff;
+  feed(pack(scale));
+  feed(pack(pop(200, 1)));
+  feed(pack(push(210, 0, 0, 2)));  // default domain, never closed
+  auto trap = blank<wire::TrapRecord>(RecordType::Trap);
+  trap.seq = 1, trap.t_ns = 220, trap.reason = 13;
+  feed(pack(trap));
+}
+
+TEST_F(WriterTest, FullStepRoundTrip) {
+  feed_step(*this, [this](const Record& r) { feed(r); });
+  finish();
+  EXPECT_EQ(writer_->counts().records, fed_);
+  EXPECT_TRUE(writer_->trap().seen);
+  EXPECT_EQ(writer_->trap().message, "first NaN in conv1.out");
+  Reader db(path_);
+
+  for (uint32_t id = 1; id < std::size(kStrings); ++id)
+    EXPECT_EQ(db.text("SELECT value FROM strings WHERE id = " + std::to_string(id)), kStrings[id]);
+
+  auto ranges = db.rows("SELECT id, start_ns, end_ns, thread, depth, kind, name_id, domain_id, step FROM nvtx_ranges ORDER BY id");
+  ASSERT_EQ(ranges.size(), 4u);
+  const int64_t expect_ranges[4][5] = {{1, 100, 200, 0, 2}, {2, 120, 170, 1, 3}, {3, 130, 160, 2, 4}, {4, 210, -1, 0, 2}};
+  const char* kinds[] = {"step", "phase", "layer", "range"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(ranges[i][0].i, expect_ranges[i][0]);
+    EXPECT_EQ(ranges[i][1].i, expect_ranges[i][1]);
+    if (expect_ranges[i][2] < 0) EXPECT_TRUE(ranges[i][2].is_null());
+    else EXPECT_EQ(ranges[i][2].i, expect_ranges[i][2]);
+    EXPECT_EQ(ranges[i][3].i, 1);
+    EXPECT_EQ(ranges[i][4].i, expect_ranges[i][3]);
+    EXPECT_EQ(ranges[i][5].s, kinds[i]);
+    EXPECT_EQ(ranges[i][6].i, expect_ranges[i][4]);
+  }
+  EXPECT_EQ(ranges[0][7].i, 1);
+  EXPECT_TRUE(ranges[3][7].is_null());
+  EXPECT_EQ(ranges[0][8].i, 7);
+  EXPECT_TRUE(ranges[1][8].is_null());
+
+  auto k = db.rows("SELECT id, start_ns, end_ns, name_id, layer_id, phase_id, step, thread, device, status, sampled FROM kernels");
+  ASSERT_EQ(k.size(), 1u);
+  const int64_t expect_kernel[] = {1, 140, 150, 5, 4, 3, 7, 1, 0, 0, 1};
+  for (int c = 0; c < 11; ++c) EXPECT_EQ(k[0][c].i, expect_kernel[c]) << "column " << c;
+
+  auto t = db.rows("SELECT * FROM tensors ORDER BY id");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0][0].i, 1);
+  EXPECT_EQ(t[0][1].i, 1);
+  EXPECT_EQ(t[0][2].s, "in");
+  EXPECT_EQ(t[0][3].i, 0);
+  EXPECT_EQ(t[0][4].i, 3);
+  EXPECT_EQ(t[0][5].i, 6);
+  EXPECT_EQ(t[0][6].i, 1);
+  EXPECT_EQ(t[0][7].s, "[8,1,3,3]");
+  EXPECT_EQ(t[0][8].i, 72);
+  for (int c = 9; c <= 13; ++c) EXPECT_EQ(t[0][c].i, 0);
+  const double in_values[] = {-0.5, 0.75, 0.75, 0.001, 0.1, 0.3};
+  for (int c = 0; c < 6; ++c) EXPECT_EQ(t[0][14 + c].d, in_values[c]);
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(t[0][20 + c].i, c) << "format column " << c;
+  EXPECT_EQ(t[0][36].s, R"({"-10":2,"-1":30,"0":40})");
+
+  EXPECT_EQ(t[1][2].s, "out");
+  EXPECT_TRUE(t[1][4].is_null());  // no allocation id
+  EXPECT_EQ(t[1][7].s, "[4,5]");
+  const int64_t out_counts[] = {20, 2, 1, 0, 3, 1};
+  for (int c = 0; c < 6; ++c) EXPECT_EQ(t[1][8 + c].i, out_counts[c]);
+  EXPECT_EQ(t[1][14].d, -2);
+  EXPECT_EQ(t[1][17].d, 1e-40);
+  EXPECT_TRUE(t[1][18].is_null());  // mean was NaN
+  for (int c = 20; c <= 36; ++c) EXPECT_TRUE(t[1][c].is_null()) << "column " << c;
+
+  auto n = db.rows("SELECT tensor_id, kernel_id, kind, first_index, first_bits, origin FROM nonfinite");
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0][0].i, 2);
+  EXPECT_EQ(n[0][1].i, 1);
+  EXPECT_EQ(n[0][2].s, "nan");
+  EXPECT_EQ(n[0][3].i, 5);
+  EXPECT_EQ(n[0][4].i, 0x7fc00000);
+  EXPECT_EQ(n[0][5].i, 1);
+
+  auto d = db.rows("SELECT tensor_id, path FROM dumps");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0][0].i, 2);
+  EXPECT_EQ(d[0][1].s, "t.sqlite.dumps/conv1.out.npy");
+
+  auto m = db.rows("SELECT t_ns, kind, alloc_id, bytes, category, name_id, device, step FROM memory_events ORDER BY id");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0][1].s, "alloc");
+  EXPECT_EQ(m[1][1].s, "free");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(m[r][0].i, r == 0 ? 110 : 180);
+    EXPECT_EQ(m[r][2].i, 3);
+    EXPECT_EQ(m[r][3].i, 4096);
+    EXPECT_EQ(m[r][4].i, 0);
+    EXPECT_EQ(m[r][5].i, 6);
+    EXPECT_EQ(m[r][7].i, 7);  // inside step 7
+  }
+
+  auto s = db.rows("SELECT t_ns, step, name_id, value FROM scalars ORDER BY id");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0][3].d, 0.25);
+  EXPECT_EQ(s[0][1].i, 7);
+  EXPECT_TRUE(s[1][1].is_null());
+  EXPECT_TRUE(s[1][3].is_null());  // NaN
+
+  auto ls = db.rows("SELECT kernel_id, t_ns, step, scale_before, scale_after, found_inf, skipped, event, growth_tracker FROM loss_scale");
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(ls[0][0].i, 2);
+  EXPECT_EQ(ls[0][3].d, 65536);
+  EXPECT_EQ(ls[0][4].d, 32768);
+  EXPECT_EQ(ls[0][5].i, 1);
+  EXPECT_EQ(ls[0][6].i, 1);
+  EXPECT_EQ(ls[0][7].s, "backoff");
+
+  EXPECT_EQ(db.meta("config.precision"), "amp-fp16");
+  EXPECT_EQ(db.meta("traced_pid"), "4242");
+  EXPECT_EQ(db.meta("traced_exe"), "/usr/bin/mptrain");
+  EXPECT_EQ(db.meta("injector_options"), "every=1");
+  EXPECT_EQ(db.meta("process.realtime_ns"), "1700000000123456789");
+  EXPECT_EQ(db.meta("trap.message"), "first NaN in conv1.out");
+  EXPECT_EQ(db.meta("trap.kernel_id"), "1");
+  EXPECT_EQ(db.meta("kernels"), "1");
+  EXPECT_EQ(db.meta("tensors"), "2");
+  EXPECT_EQ(db.meta("events"), "9");  // 4 ranges, 2 memory events, 1 loss scale, 2 scalars
+  EXPECT_EQ(db.meta("records"), std::to_string(fed_));
+  EXPECT_EQ(db.meta("unmatched_events"), "0");
+  EXPECT_EQ(db.meta("malformed_records"), "0");
+}
+
+TEST_F(WriterTest, ViewsAnswerFromTheRows) {
+  feed_step(*this, [this](const Record& r) { feed(r); });
+  finish();
+  Reader db(path_);
+  auto vk = db.rows("SELECT kernel, layer, phase, duration_ns, step FROM v_kernels");
+  ASSERT_EQ(vk.size(), 1u);
+  EXPECT_EQ(vk[0][0].s, "conv2d_forward");
+  EXPECT_EQ(vk[0][1].s, "conv1");
+  EXPECT_EQ(vk[0][2].s, "forward");
+  EXPECT_EQ(vk[0][3].i, 10);
+  auto first = db.rows("SELECT kernel, layer, step, tensor, \"index\", kind FROM v_first_nonfinite");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0][0].s, "conv2d_forward");
+  EXPECT_EQ(first[0][2].i, 7);
+  EXPECT_EQ(first[0][3].s, "conv1.out");
+  EXPECT_EQ(first[0][4].i, 5);
+  EXPECT_EQ(first[0][5].s, "nan");
+  auto steps = db.rows("SELECT step, start_ns, end_ns, loss, loss_scale, skipped, nan_values, inf_values FROM v_step_summary");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0][0].i, 7);
+  EXPECT_EQ(steps[0][1].i, 100);
+  EXPECT_EQ(steps[0][2].i, 200);
+  EXPECT_EQ(steps[0][3].d, 0.25);
+  EXPECT_EQ(steps[0][4].d, 65536);
+  EXPECT_EQ(steps[0][5].i, 1);
+  EXPECT_EQ(steps[0][6].i, 2);
+  EXPECT_EQ(steps[0][7].i, 1);
+  auto peak = db.rows("SELECT category, bytes, peak_t_ns, peak_total_bytes FROM v_memory_peak WHERE category = 'weight'");
+  ASSERT_EQ(peak.size(), 1u);
+  EXPECT_EQ(peak[0][1].i, 4096);
+  EXPECT_EQ(peak[0][2].i, 110);
+  EXPECT_EQ(peak[0][3].i, 4096);
+  EXPECT_DOUBLE_EQ(db.one("SELECT dynamic_range_log2 FROM v_tensors WHERE id = 1").d, std::log2(0.75) - std::log2(0.001));
+  EXPECT_EQ(db.one("SELECT tensor FROM v_tensors WHERE id = 2").s, "conv1.out");
+  EXPECT_DOUBLE_EQ(db.one("SELECT f16_underflow_share FROM v_op_ranges WHERE role = 'in'").d, 1.0 / 72);
+  EXPECT_TRUE(db.one("SELECT f16_underflow_share FROM v_op_ranges WHERE role = 'out'").is_null());
+  auto scale = db.rows("SELECT step, scale, event, scale_after FROM v_loss_scale");
+  ASSERT_EQ(scale.size(), 1u);
+  EXPECT_EQ(scale[0][2].s, "backoff");
+  EXPECT_EQ(scale[0][3].d, 32768);
+}
+
+TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.integer("PRAGMA application_id"), 1179668291);  // "FPSC"
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.text("PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(db.text("PRAGMA journal_mode"), "delete");  // a finished trace needs no -wal file
+  EXPECT_EQ(db.meta("kernels"), "0");
+  for (const char* view : kViews) db.rows(std::string("SELECT * FROM ") + view);  // each must run
+  EXPECT_EQ(db.integer("SELECT count(*) FROM dtypes"), 7);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM categories"), 7);
+#if FPSCOPE_TEST_HAS_FINALIZE
+  EXPECT_EQ(db.meta("finalize_status"), "ok");
+#else
+  EXPECT_FALSE(db.meta("finalize_status"));
+#endif
+}
+
+TEST_F(WriterTest, InterleavedThreadsAssembleTheirOwnTensors) {
+  feed(test::string_record(1, "a"));
+  feed(stats(10, wire::Role::Output, 0, 1, /*thread=*/1));
+  feed(stats(20, wire::Role::Output, 1, 1, /*thread=*/2));
+  feed(formats(20, 0x81, 100, /*thread=*/2));
+  feed(formats(10, 0x80, 200, /*thread=*/1));
+  feed(test::histogram_record(10, 0x80, {{3, 0, 9}}, /*thread=*/1));
+  feed(launch(10, 1, 0));
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT f16_overflow FROM tensors WHERE kernel_id = 10"), 200);
+  EXPECT_EQ(db.integer("SELECT f16_overflow FROM tensors WHERE kernel_id = 20"), 100);
+  EXPECT_EQ(db.integer("SELECT e5m2_near_max FROM tensors WHERE kernel_id = 20"), 115);
+  EXPECT_EQ(db.text("SELECT exp_hist FROM tensors WHERE kernel_id = 10"), R"({"3":9})");
+  EXPECT_TRUE(db.one("SELECT exp_hist FROM tensors WHERE kernel_id = 20").is_null());
+}
+
+TEST_F(WriterTest, RecordsArrivingAfterTheirTensorWasWrittenUpdateIt) {
+  feed(test::string_record(1, "a"));
+  feed(stats(5, wire::Role::Input, 2, 1));
+  ASSERT_TRUE(writer_->commit());  // writes the tensor as it is
+  feed(formats(5, 2, 7));
+  feed(test::histogram_record(5, 2, {{-3, 0, 4}}));
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT f16_overflow FROM tensors"), 7);
+  EXPECT_EQ(db.integer("SELECT e5m2_near_max FROM tensors"), 22);
+  EXPECT_EQ(db.text("SELECT exp_hist FROM tensors"), R"({"-3":4})");
+}
+
+TEST_F(WriterTest, MissingStringsAndUnmatchedEventsAreCountedNotFatal) {
+  feed(launch(1, 77, -1));  // string 77 never arrives (dropped)
+  feed(pop(5, 0));          // nothing open
+  auto free_rec = blank<wire::FreeRecord>(RecordType::Free);
+  free_rec.id = 99;
+  feed(free_rec);
+  auto bad = blank<wire::TensorHistogramRecord>(RecordType::TensorHistogram);
+  bad.bins = 1000;  // more bins than its one slot can hold
+  feed(bad);
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.text("SELECT kernel FROM v_kernels"), "<missing string 77>");
+  EXPECT_TRUE(db.one("SELECT step FROM kernels").is_null());
+  EXPECT_EQ(db.meta("unmatched_events"), "2");
+  EXPECT_EQ(db.meta("malformed_records"), "1");
+  EXPECT_EQ(db.integer("SELECT count(*) FROM memory_events"), 0);
+}
+
+TEST_F(WriterTest, TraceIsReadableWhileItIsWritten) {
+  feed(test::string_record(1, "k"));
+  for (uint64_t seq = 1; seq <= 100; ++seq) feed(launch(seq, 1, 0));
+  ASSERT_TRUE(writer_->commit());
+  {
+    Reader live(path_);
+    EXPECT_EQ(live.integer("SELECT count(*) FROM kernels"), 100);
+    EXPECT_EQ(live.text("PRAGMA journal_mode"), "wal");
+  }
+  for (uint64_t seq = 101; seq <= 150; ++seq) feed(launch(seq, 1, 0));
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM kernels"), 150);
+}
+
+TEST_F(WriterTest, LongStringsSpanSeveralSlots) {
+  std::string name(1000, 'x');
+  name += "end";
+  feed(test::string_record(1, name));
+  feed(launch(1, 1, 3));
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.text("SELECT kernel FROM v_kernels"), name);
+}
+
+// A full disk in the middle of a run: the writer stops, keeps what was committed, and the trace
+// stays a valid database. RLIMIT_FSIZE makes the file system refuse growth, like a full disk.
+TEST_F(WriterTest, StorageFailureKeepsWhatWasCommitted) {
+  writer_.reset();
+  fs::remove(path_);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    std::string error;
+    auto w = TraceWriter::create(path_, "", &error);
+    if (!w) _exit(10);
+    auto s = test::string_record(1, "k");
+    w->on_record(test::header(s));
+    for (uint64_t seq = 1; seq <= 100; ++seq) w->on_record(test::header(pack(launch(seq, 1, 0))));
+    if (!w->commit()) _exit(11);
+    rlimit limit{};
+    limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(fs::file_size(path_) + 64 * 1024);
+    setrlimit(RLIMIT_FSIZE, &limit);
+    for (uint64_t seq = 101; seq <= 200000 && !w->failed(); ++seq) w->on_record(test::header(pack(launch(seq, 1, 0))));
+    w->commit();
+    if (!w->failed()) _exit(12);
+    w->on_record(test::header(pack(launch(999999, 1, 0))));
+    _exit(w->counts().lost_to_storage >= 1 && !w->finish() ? 0 : 13);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  Reader db(path_);
+  EXPECT_EQ(db.text("PRAGMA integrity_check"), "ok");
+  const int64_t kept = db.integer("SELECT count(*) FROM kernels");
+  EXPECT_GE(kept, 100);
+  EXPECT_LT(kept, 200000);
+  EXPECT_EQ(db.integer("SELECT max(id) FROM kernels"), kept);  // a prefix: nothing torn out of order
+}
+
+}  // namespace
+}  // namespace fpscope
