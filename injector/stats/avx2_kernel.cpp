@@ -125,39 +125,35 @@ FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint3
   }
 }
 
-// Threshold compares over the fast groups of a block (`special` bit g: group g went scalar).
-FPSCOPE_AVX2 inline uint64_t count_at_least_f32(const unsigned char* block, std::size_t groups,
-                                                uint64_t special, uint32_t threshold) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-  const __m256i t = _mm256_set1_epi32(int(threshold - 1));
-  __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();
-  for (std::size_t g = 0; g < groups; ++g) {
-    if ((special >> g) & 1) continue;
-    const auto* p = reinterpret_cast<const __m256i*>(block + 4 * kGroupElements * g);
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k += 2) {
-      c0 = _mm256_sub_epi32(c0, at_least_32(_mm256_and_si256(_mm256_loadu_si256(p + k), abs_mask), t));
-      c1 = _mm256_sub_epi32(c1, at_least_32(_mm256_and_si256(_mm256_loadu_si256(p + k + 1), abs_mask), t));
-    }
-  }
-  return lane_total_u32(_mm256_add_epi32(c0, c1));
-}
-
-FPSCOPE_AVX2 inline uint64_t count_at_least_half(const unsigned char* block, std::size_t groups,
-                                                 uint64_t special, uint32_t threshold) {
-  const __m256i abs_mask = _mm256_set1_epi16(0x7FFF);
-  const __m256i t = _mm256_set1_epi16(int16_t(threshold - 1));
-  __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();  // <= 128 per lane
-  for (std::size_t g = 0; g < groups; ++g) {
-    if ((special >> g) & 1) continue;
-    const auto* p = reinterpret_cast<const __m256i*>(block + 2 * kGroupElements * g);
+// Threshold compares over the fast groups of a block (`special` bit g: group g went scalar), for P
+// thresholds at once.
+template <int P, bool kHalf>
+FPSCOPE_AVX2 inline void count_at_least_p(const unsigned char* block, std::size_t groups,
+                                          uint64_t special, const uint32_t* thresholds,
+                                          uint64_t* counts) {
+  const __m256i abs_mask = kHalf ? _mm256_set1_epi16(0x7FFF) : _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i t[P], c[P];  // 16-bit counters: at most 256 per lane per block
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; k += 2) {
-      c0 = _mm256_sub_epi16(c0, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(p + k), abs_mask), t));
-      c1 = _mm256_sub_epi16(c1, _mm256_cmpgt_epi16(_mm256_and_si256(_mm256_loadu_si256(p + k + 1), abs_mask), t));
+  for (int j = 0; j < P; ++j) {
+    t[j] = kHalf ? _mm256_set1_epi16(int16_t(thresholds[j] - 1))
+                 : _mm256_set1_epi32(int(thresholds[j] - 1));
+    c[j] = _mm256_setzero_si256();
+  }
+  const std::size_t group_bytes = (kHalf ? 2 : 4) * kGroupElements;
+  for (std::size_t g = 0; g < groups; ++g) {
+    if ((special >> g) & 1) continue;
+    const auto* p = reinterpret_cast<const __m256i*>(block + group_bytes * g);
+#pragma GCC unroll 8
+    for (std::size_t k = 0; k < group_bytes / 32; ++k) {
+      const __m256i a = _mm256_and_si256(_mm256_loadu_si256(p + k), abs_mask);
+#pragma GCC unroll 4
+      for (int j = 0; j < P; ++j)
+        c[j] = kHalf ? _mm256_sub_epi16(c[j], _mm256_cmpgt_epi16(a, t[j]))
+                     : _mm256_sub_epi32(c[j], at_least_32(a, t[j]));
     }
   }
-  return lane_total_u16(_mm256_add_epi16(c0, c1));
+#pragma GCC unroll 4
+  for (int j = 0; j < P; ++j) counts[j] = kHalf ? lane_total_u16(c[j]) : lane_total_u32(c[j]);
 }
 
 // Folds a finished block's fields and thresholds into the accumulator.
@@ -167,9 +163,15 @@ FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered
                                       uint64_t special, Accumulator& acc) {
   uint32_t h[256] = {};
   count_fields(field, buffered, h);
-  fold_block_fields<T>(h, acc, [&](uint32_t t) {
-    return kHalf ? count_at_least_half(block, groups, special, t)
-                 : count_at_least_f32(block, groups, special, t);
+  fold_block_fields<T>(h, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+    for (int i = 0; i < k; i += 4) {
+      switch (std::min(k - i, 4)) {
+        case 1: count_at_least_p<1, kHalf>(block, groups, special, t + i, counts + i); break;
+        case 2: count_at_least_p<2, kHalf>(block, groups, special, t + i, counts + i); break;
+        case 3: count_at_least_p<3, kHalf>(block, groups, special, t + i, counts + i); break;
+        default: count_at_least_p<4, kHalf>(block, groups, special, t + i, counts + i); break;
+      }
+    }
   });
 }
 

@@ -82,42 +82,78 @@ FPSCOPE_AVX512 inline uint64_t lane_total_u16(__m512i counts) {
 // compare per fast element of the block, read again while it is in L1. `special` has bit g set
 // for each group g of the block that took the scalar path (already counted there).
 
-FPSCOPE_AVX512 inline uint64_t count_at_least_f32(const unsigned char* block, std::size_t groups,
-                                                  uint64_t special, uint32_t threshold) {
+// Counts, for P thresholds at once, the fast elements of a block with |x| bits >= each.
+template <int P>
+FPSCOPE_AVX512 inline void count_at_least_f32(const unsigned char* block, std::size_t groups,
+                                              uint64_t special, const uint32_t* thresholds,
+                                              uint64_t* counts) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i one = _mm512_set1_epi32(1);
-  const __m512i t = _mm512_set1_epi32(int(threshold));
-  __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();
+  __m512i t[P], c[P];
+#pragma GCC unroll 4
+  for (int j = 0; j < P; ++j) {
+    t[j] = _mm512_set1_epi32(int(thresholds[j]));
+    c[j] = _mm512_setzero_si512();
+  }
   for (std::size_t g = 0; g < groups; ++g) {
     if ((special >> g) & 1) continue;
     const unsigned char* p = block + 4 * kGroupElements * g;
-    const __m512i a0 = _mm512_and_si512(_mm512_loadu_si512(p), abs_mask);
-    const __m512i a1 = _mm512_and_si512(_mm512_loadu_si512(p + 64), abs_mask);
-    const __m512i a2 = _mm512_and_si512(_mm512_loadu_si512(p + 128), abs_mask);
-    const __m512i a3 = _mm512_and_si512(_mm512_loadu_si512(p + 192), abs_mask);
-    c0 = _mm512_mask_add_epi32(c0, _mm512_cmpge_epu32_mask(a0, t), c0, one);
-    c1 = _mm512_mask_add_epi32(c1, _mm512_cmpge_epu32_mask(a1, t), c1, one);
-    c0 = _mm512_mask_add_epi32(c0, _mm512_cmpge_epu32_mask(a2, t), c0, one);
-    c1 = _mm512_mask_add_epi32(c1, _mm512_cmpge_epu32_mask(a3, t), c1, one);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * k), abs_mask);
+#pragma GCC unroll 4
+      for (int j = 0; j < P; ++j)
+        c[j] = _mm512_mask_add_epi32(c[j], _mm512_cmpge_epu32_mask(a, t[j]), c[j], one);
+    }
   }
-  return lane_total_u32(_mm512_add_epi32(c0, c1));
+#pragma GCC unroll 4
+  for (int j = 0; j < P; ++j) counts[j] = lane_total_u32(c[j]);
 }
 
-FPSCOPE_AVX512 inline uint64_t count_at_least_half(const unsigned char* block, std::size_t groups,
-                                                   uint64_t special, uint32_t threshold) {
+template <int P>
+FPSCOPE_AVX512 inline void count_at_least_half(const unsigned char* block, std::size_t groups,
+                                               uint64_t special, const uint32_t* thresholds,
+                                               uint64_t* counts) {
   const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i one = _mm512_set1_epi16(1);
-  const __m512i t = _mm512_set1_epi16(int16_t(threshold));
-  __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();  // <= 64 per lane
+  __m512i t[P], c[P];  // counters: at most 128 per 16-bit lane per block
+#pragma GCC unroll 4
+  for (int j = 0; j < P; ++j) {
+    t[j] = _mm512_set1_epi16(int16_t(thresholds[j]));
+    c[j] = _mm512_setzero_si512();
+  }
   for (std::size_t g = 0; g < groups; ++g) {
     if ((special >> g) & 1) continue;
     const unsigned char* p = block + 2 * kGroupElements * g;
-    const __m512i a0 = _mm512_and_si512(_mm512_loadu_si512(p), abs_mask);
-    const __m512i a1 = _mm512_and_si512(_mm512_loadu_si512(p + 64), abs_mask);
-    c0 = _mm512_mask_add_epi16(c0, _mm512_cmpge_epu16_mask(a0, t), c0, one);
-    c1 = _mm512_mask_add_epi16(c1, _mm512_cmpge_epu16_mask(a1, t), c1, one);
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * k), abs_mask);
+#pragma GCC unroll 4
+      for (int j = 0; j < P; ++j)
+        c[j] = _mm512_mask_add_epi16(c[j], _mm512_cmpge_epu16_mask(a, t[j]), c[j], one);
+    }
   }
-  return lane_total_u16(_mm512_add_epi16(c0, c1));
+#pragma GCC unroll 4
+  for (int j = 0; j < P; ++j) counts[j] = lane_total_u16(c[j]);
+}
+
+// Up to four thresholds per pass over the block.
+template <bool kHalf>
+FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t groups,
+                                   uint64_t special, const uint32_t* thresholds, int k,
+                                   uint64_t* counts) {
+  for (int i = 0; i < k; i += 4) {
+    const auto run = [&]<int P>() {
+      if constexpr (kHalf) count_at_least_half<P>(block, groups, special, thresholds + i, counts + i);
+      else count_at_least_f32<P>(block, groups, special, thresholds + i, counts + i);
+    };
+    switch (std::min(k - i, 4)) {
+      case 1: run.template operator()<1>(); break;
+      case 2: run.template operator()<2>(); break;
+      case 3: run.template operator()<3>(); break;
+      default: run.template operator()<4>(); break;
+    }
+  }
 }
 
 // [SECTION] Exponent histogram: counts a block's buffer of exponent fields (vector_common.h).
@@ -257,8 +293,8 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulat
       count_fields(field, buffered, h);
       const unsigned char* block = base + 4 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      fold_block_fields<kThresholdsF32>(h, acc, [&](uint32_t t) {
-        return count_at_least_f32(block, groups, special_groups, t);
+      fold_block_fields<kThresholdsF32>(h, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+        count_at_least<false>(block, groups, special_groups, t, k, counts);
       });
     }
   }
@@ -384,8 +420,8 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
       count_fields(field, buffered, h);
       const unsigned char* block = base + 2 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      fold_block_fields<T>(h, acc, [&](uint32_t t) {
-        return count_at_least_half(block, groups, special_groups, t);
+      fold_block_fields<T>(h, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+        count_at_least<true>(block, groups, special_groups, t, k, counts);
       });
     }
   }

@@ -49,8 +49,9 @@ inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[
 
 // Folds the exponent-field histogram `h` of a block's fast elements into the accumulator: the
 // histogram itself, and every cast threshold count that the histogram decides on its own. A
-// threshold inside a binade that holds some of the block's values needs a compare of each
-// value: `count_at_least(threshold)` does it over the block's fast elements.
+// threshold inside a binade that holds some of the block's values needs a compare of each value:
+// `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's fast
+// elements.
 template <const ThresholdTable& T, typename CountAtLeast>
 inline void fold_block_fields(const uint32_t h[256], Accumulator& acc,
                               CountAtLeast count_at_least) {
@@ -59,12 +60,24 @@ inline void fold_block_fields(const uint32_t h[256], Accumulator& acc,
   for (int f = 255; f >= 1; --f) at_or_above[f] = at_or_above[f + 1] + h[f];
   at_or_above[0] = at_or_above[1];  // zeros lie below every threshold
   for (int f = 1; f < 255; ++f) acc.hist[f + kFieldToHistBin] += h[f];
+  uint32_t pending[kMaxThresholds];
+  int pending_index[kMaxThresholds];
+  int k = 0;
   for (int t = 0; t < T.count; ++t) {
     const int f = T.field[t];
-    if (T.starts_binade[t] || f == 0) acc.at_least[t] += at_or_above[f];
-    else if (h[f] == 0) acc.at_least[t] += at_or_above[f + 1];
-    else acc.at_least[t] += count_at_least(T.value[t]);
+    if (T.starts_binade[t] || f == 0) {
+      acc.at_least[t] += at_or_above[f];
+    } else if (h[f] == 0) {
+      acc.at_least[t] += at_or_above[f + 1];
+    } else {
+      pending[k] = T.value[t];
+      pending_index[k++] = t;
+    }
   }
+  if (k == 0) return;
+  uint64_t counts[kMaxThresholds];
+  count_at_least(pending, k, counts);
+  for (int i = 0; i < k; ++i) acc.at_least[pending_index[i]] += counts[i];
 }
 
 // The scalar path for `count` elements starting at element `first` of the array.
