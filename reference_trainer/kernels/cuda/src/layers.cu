@@ -271,7 +271,7 @@ __global__ void round_into_kernel(const float* acc, Flat out) {
 // [SECTION] group norm (one block per (n, group); a group's elements are contiguous)
 
 __global__ void group_norm_forward_kernel(Flat x, Flat gamma, Flat beta, Flat y, float* mean_out,
-                                          float* rstd_out, GroupNormShape s, float eps) {
+                                          float* rstd_out, GroupNormShape s, double eps) {
   __shared__ double shared[32];
   int64_t ng = blockIdx.x, cg = s.C / s.groups, count = cg * s.HW;
   int64_t base = ng * count, c0 = (ng % s.groups) * cg;
@@ -285,7 +285,7 @@ __global__ void group_norm_forward_kernel(Flat x, Flat gamma, Flat beta, Flat y,
   }
   double var = warp_block_sum(sq, shared) / static_cast<double>(count);
   float mean_f = static_cast<float>(mean);
-  float rstd_f = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+  float rstd_f = static_cast<float>(1.0 / sqrt(var + eps));
   if (threadIdx.x == 0) {
     mean_out[ng] = mean_f;
     rstd_out[ng] = rstd_f;
@@ -459,7 +459,7 @@ cudaError_t group_norm_forward(Flat x, Flat gamma, Flat beta, Flat y, float* mea
                                const GroupNormShape& s, double eps, cudaStream_t stream) {
   if (s.N * s.groups == 0) return cudaSuccess;
   group_norm_forward_kernel<<<static_cast<unsigned>(s.N * s.groups), kThreads, 0, stream>>>(
-      x, gamma, beta, y, mean, rstd, s, static_cast<float>(eps));
+      x, gamma, beta, y, mean, rstd, s, eps);
   return cudaGetLastError();
 }
 
