@@ -123,7 +123,7 @@ std::vector<std::string> program_environment(const RunOptions& o, const std::str
   }
   env.push_back(std::string(kRingEnv) + "=" + ring);
   for (const auto& [name, value] : selection_environment(o)) env.push_back(name + "=" + value);
-  if (!o.dumps.empty()) env.push_back("FPSCOPE_DUMP_DIR=" + paths.dump_dir);
+  if (!o.dump.empty()) env.push_back("FPSCOPE_DUMP_DIR=" + paths.dump_dir);
   env.push_back("LD_PRELOAD=" + inject + (user_preload.empty() ? "" : ":" + user_preload));
   env.push_back("NVTX_INJECTION64_PATH=" + inject);
   return env;
@@ -225,7 +225,7 @@ int run_main(int argc, char** argv) {
     say_error(error);
     return kExitUsage;
   }
-  if (!o.dumps.empty() && mkdir(paths.dump_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  if (!o.dump.empty() && mkdir(paths.dump_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     say_error("cannot create the dump folder " + paths.dump_dir + ": " + std::strerror(errno));
     return kExitUsage;
   }

@@ -56,10 +56,10 @@ std::string check_ops(const std::string& s) {
   return "";
 }
 
-// "op=conv2d_backward,step=120": keys op, layer, tensor (globs) and step (a number), each once.
+// "op=conv2d_backward,step=120": keys op, layer, tensor (globs) and step (N, A-B or A-), each once.
 std::string check_dump(const std::string& spec) {
   const std::string usage = "--dump wants key=value pairs separated by commas with keys op, layer, tensor "
-                            "and step, e.g. --dump op=conv2d_backward,step=120; got '" + spec + "'";
+                            "and step (N or A-B), e.g. --dump op=conv2d_backward,step=120; got '" + spec + "'";
   std::vector<std::string> seen;
   std::size_t start = 0;
   while (true) {
@@ -72,8 +72,7 @@ std::string check_dump(const std::string& spec) {
     for (const auto& k : seen)
       if (k == key) return "--dump " + spec + ": '" + key + "' is given twice";
     seen.push_back(key);
-    uint64_t step = 0;
-    if (key == "step" ? !parse_uint(value, &step) : !is_glob_text(value)) return usage;
+    if (key == "step" ? !check_steps(value).empty() : !is_glob_text(value)) return usage;
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -88,8 +87,9 @@ std::string validate(const RunOptions& o) {
   if (!o.ops.empty()) {
     if (auto e = check_ops(o.ops); !e.empty()) return e;
   }
-  for (const auto& d : o.dumps)
-    if (auto e = check_dump(d); !e.empty()) return e;
+  if (!o.dump.empty()) {
+    if (auto e = check_dump(o.dump); !e.empty()) return e;
+  }
   if (o.ring_mib < 1 || o.ring_mib > 4096) return "--ring-size is in MiB, from 1 to 4096";
   if (o.program.empty()) return "no program to run: fpscope run [options] -- PROGRAM [ARGS...]";
   if (!o.output.empty() && o.output.back() == '/') return "-o wants a file name, not a folder: " + o.output;
@@ -110,11 +110,9 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"full", "basic"}));
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
-  app.add_option("--dump", o.dumps,
-                 "Write matching tensors to .npy files beside the trace (<trace>.dumps/); keys op, layer, "
-                 "tensor, step, e.g. 'op=conv2d_backward,step=120' (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--dump", o.dump,
+                 "Write the tensors of matching launches to .npy files in <trace>.dumps/; keys op, layer, "
+                 "tensor (globs) and step (N or A-B), e.g. 'op=conv2d_backward,step=120'");
   app.add_option("--ring-size", o.ring_mib, "Shared-memory ring size in MiB (rounded up to a power of two)");
   app.add_flag("-q,--quiet", o.quiet, "Print nothing but errors");
 }
@@ -158,18 +156,14 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
   if (!o.steps.empty()) env.emplace_back("FPSCOPE_STEPS", o.steps);
   if (!o.ops.empty()) env.emplace_back("FPSCOPE_OPS", o.ops);
   if (!o.trap.empty()) env.emplace_back("FPSCOPE_TRAP", o.trap);
-  if (!o.dumps.empty()) {
-    std::string joined;
-    for (const auto& d : o.dumps) joined += (joined.empty() ? "" : ";") + d;
-    env.emplace_back("FPSCOPE_DUMP", joined);
-  }
+  if (!o.dump.empty()) env.emplace_back("FPSCOPE_DUMP", o.dump);
   return env;
 }
 
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
                       {"tensors", o.tensors}, {"stats", o.stats}, {"trap", o.trap},
-                      {"dump", o.dumps},      {"ring_size_mib", o.ring_mib}};
+                      {"dump", o.dump},      {"ring_size_mib", o.ring_mib}};
   return j.dump();
 }
 

@@ -19,7 +19,7 @@ struct RunOptions {
   std::string tensors = "both";    // in | out | both
   std::string stats = "full";      // full | basic
   std::string trap;                // nonfinite | nan | inf, empty: none
-  std::vector<std::string> dumps;  // each "key=value,key=value" (op, layer, step, tensor)
+  std::string dump;                // "key=value,..." (op, layer, tensor globs; step N or A-B), empty: none
   uint64_t ring_mib = 64;
   bool quiet = false;
   std::vector<std::string> program;  // the program and its arguments

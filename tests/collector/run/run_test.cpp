@@ -153,7 +153,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   Reader db(trace_);
   EXPECT_EQ(db.meta("env.OMP_NUM_THREADS"), "3");
   EXPECT_EQ(db.meta("options"),
-            R"({"dump":["op=conv2d_backward,step=4"],"every":2,"ops":"conv*,fc1","ring_size_mib":64,)"
+            R"({"dump":"op=conv2d_backward,step=4","every":2,"ops":"conv*,fc1","ring_size_mib":64,)"
             R"("stats":"basic","steps":"3-5","tensors":"out","trap":"nan"})");
 }
 
@@ -208,7 +208,7 @@ TEST_F(RunTest, BadOptionValuesAreRefusedWithStatus2) {
   const std::vector<std::vector<std::string>> bad = {
       {"--every", "0"},        {"--every", "x"},          {"--steps", "5-2"},   {"--steps", "a-b"},
       {"--ops", ","},          {"--tensors", "all"},      {"--stats", "most"},  {"--trap", "zero"},
-      {"--dump", "op="},       {"--dump", "size=3"},      {"--dump", "step=x"}, {"--dump", "op=a,op=b"},
+      {"--dump", "op="},       {"--dump", "size=3"},      {"--dump", "step=x"}, {"--dump", "op=a,op=b"}, {"--dump", "step=5-1"},
       {"--ring-size", "0"},    {"--ring-size", "99999"},  {"--no-such-option"}};
   for (const auto& options : bad) {
     EXPECT_EQ(run_program({"exit", "0"}, options), 2) << options[0] << " " << (options.size() > 1 ? options[1] : "");
