@@ -108,11 +108,19 @@ bool LaunchArgs::ndim_is(const mpt_tensor& t, int ndim, const char* role) {
              std::to_string(t.ndim) + "-D");
 }
 
-bool LaunchArgs::same_count(const mpt_tensor& a, const mpt_tensor& b, const char* a_role,
+/* Same rank and extents, as the CPU library's expect_same_shape. */
+bool LaunchArgs::same_shape(const mpt_tensor& a, const mpt_tensor& b, const char* a_role,
                             const char* b_role) {
-  if (element_count(a) == element_count(b)) return true;
-  return bad(std::string(a_role) + " and " + b_role + " differ in element count (" +
-             std::to_string(element_count(a)) + " vs " + std::to_string(element_count(b)) + ")");
+  auto text = [](const mpt_tensor& t) {
+    std::string s = "[";
+    for (int i = 0; i < t.ndim; ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
+    return s + "]";
+  };
+  bool same = a.ndim == b.ndim;
+  for (int i = 0; same && i < a.ndim; ++i) same = a.shape[i] == b.shape[i];
+  if (same) return true;
+  return bad(std::string(b_role) + " must have the shape of " + a_role + " " + text(a) + ", got " +
+             text(b));
 }
 
 bool LaunchArgs::dim_is(const mpt_tensor& t, int axis, int64_t value, const char* role) {
@@ -170,7 +178,7 @@ namespace {
 
 int run_cast(LaunchArgs& a) {
   if (!a.counts(1, 1) || !a.on_device() || !a.floating(a.in(0), "x") ||
-      !a.floating(a.out(0), "y") || !a.same_count(a.in(0), a.out(0), "x", "y")) {
+      !a.floating(a.out(0), "y") || !a.same_shape(a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
   return a.done(cast(a.in_flat(0), a.out_flat(0), a.stream()));
@@ -203,7 +211,7 @@ int run_copy(LaunchArgs& a) {
           dtype_name(y.dtype) + "); use `cast` to convert");
     return a.fail();
   }
-  if (!a.same_count(x, y, "x", "y")) return a.fail();
+  if (!a.same_shape(x, y, "x", "y")) return a.fail();
   size_t bytes = static_cast<size_t>(element_count(x) * element_bytes(x.dtype));
   if (bytes == 0) return MPT_OK;
   if (!x.data || !y.data) {
@@ -217,7 +225,7 @@ int run_inject_fault(LaunchArgs& a) {
   int64_t index, kind;
   if (!a.counts(1, 1) || !a.on_device() || !a.floating(a.in(0), "x") ||
       !a.dtype_is(a.out(0), a.in(0).dtype, "x (output)") ||
-      !a.same_count(a.in(0), a.out(0), "x", "x (output)") || !a.integer("index", 0, &index) ||
+      !a.same_shape(a.in(0), a.out(0), "x", "x (output)") || !a.integer("index", 0, &index) ||
       !a.integer("kind", 0, &kind)) {
     return a.fail();
   }
@@ -235,7 +243,7 @@ int run_inject_fault(LaunchArgs& a) {
 
 int run_relu_forward(LaunchArgs& a) {
   if (!a.counts(1, 1) || !a.on_device() || !a.floating(a.in(0), "x") ||
-      !a.floating(a.out(0), "y") || !a.same_count(a.in(0), a.out(0), "x", "y")) {
+      !a.floating(a.out(0), "y") || !a.same_shape(a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
   return a.done(relu_forward(a.in_flat(0), a.out_flat(0), a.stream()));
@@ -244,7 +252,7 @@ int run_relu_forward(LaunchArgs& a) {
 int run_relu_backward(LaunchArgs& a) {
   if (!a.counts(2, 1) || !a.on_device() || !a.floating(a.in(0), "dy") ||
       !a.floating(a.in(1), "y") || !a.floating(a.out(0), "dx") ||
-      !a.same_count(a.in(0), a.in(1), "dy", "y") || !a.same_count(a.in(0), a.out(0), "dy", "dx")) {
+      !a.same_shape(a.in(0), a.in(1), "dy", "y") || !a.same_shape(a.in(0), a.out(0), "dy", "dx")) {
     return a.fail();
   }
   return a.done(relu_backward(a.in_flat(0), a.in_flat(1), a.out_flat(0), a.stream()));
@@ -270,17 +278,12 @@ bool row_shape(LaunchArgs& a, const mpt_tensor& t, const char* role, int64_t* ro
   return true;
 }
 
-bool same_shape(LaunchArgs& a, const mpt_tensor& x, const mpt_tensor& y, const char* xr,
-                const char* yr) {
-  if (x.ndim == y.ndim && std::memcmp(x.shape, y.shape, sizeof(int64_t) * x.ndim) == 0) return true;
-  return a.bad(std::string(xr) + " and " + yr + " must have the same shape");
-}
 
 int run_log_softmax_forward(LaunchArgs& a) {
   int64_t rows, cols;
   if (!a.counts(1, 1) || !a.on_device() || !a.floating(a.in(0), "x") ||
       !a.floating(a.out(0), "y") || !row_shape(a, a.in(0), "x", &rows, &cols) ||
-      !same_shape(a, a.in(0), a.out(0), "x", "y")) {
+      !a.same_shape(a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
   return a.done(log_softmax_forward(a.in_flat(0), a.out_flat(0), rows, cols, a.stream()));
@@ -291,7 +294,7 @@ int run_log_softmax_backward(LaunchArgs& a) {
   if (!a.counts(2, 1) || !a.on_device() || !a.floating(a.in(0), "dy") ||
       !a.floating(a.in(1), "y") || !a.floating(a.out(0), "dx") ||
       !row_shape(a, a.in(0), "dy", &rows, &cols) ||
-      !same_shape(a, a.in(0), a.in(1), "dy", "y") || !same_shape(a, a.in(0), a.out(0), "dy", "dx")) {
+      !a.same_shape(a.in(0), a.in(1), "dy", "y") || !a.same_shape(a.in(0), a.out(0), "dy", "dx")) {
     return a.fail();
   }
   return a.done(log_softmax_backward(a.in_flat(0), a.in_flat(1), a.out_flat(0), rows, cols,
@@ -365,7 +368,8 @@ int run_amp_unscale_check(LaunchArgs& a) {
   for (int i = 0; i < n; ++i) {
     const mpt_tensor& g = a.in(i + 1);
     if (!a.floating(g, "gradient")) return a.fail();
-    if (a.out(i + 1).data != g.data) {
+    if (!a.same_shape(g, a.out(i + 1), "gradient", "gradient (output)")) return a.fail();
+    if (a.out(i + 1).data != g.data || a.out(i + 1).dtype != g.dtype) {
       a.bad("gradient " + std::to_string(i) + " must be the same tensor among inputs and outputs");
       return a.fail();
     }
@@ -405,7 +409,7 @@ bool seed_and_step(LaunchArgs& a, int64_t* step, uint64_t* key) {
 bool optimizer_tensors(LaunchArgs& a, int n) {
   for (int i = 0; i < n; ++i) {
     if (!a.floating(a.in(i), "optimizer tensor") ||
-        !a.same_count(a.in(0), a.in(i), "param", "optimizer tensor")) {
+        !a.same_shape(a.in(0), a.in(i), "param", "optimizer tensor")) {
       return false;
     }
   }
@@ -450,7 +454,7 @@ int run_maxpool2d_forward(LaunchArgs& a) {
   if (!a.counts(1, 2) || !a.on_device() || !a.floating(a.in(0), "x") ||
       !a.floating(a.out(0), "y") || !a.ndim_is(a.in(0), 4, "x") || !a.ndim_is(a.out(0), 4, "y") ||
       !a.dtype_is(a.out(1), MPT_DTYPE_I32, "argmax") ||
-      !a.same_count(a.out(0), a.out(1), "y", "argmax") || !a.integer("kernel", 1, &k) ||
+      !a.same_shape(a.out(0), a.out(1), "y", "argmax") || !a.integer("kernel", 1, &k) ||
       !a.integer_or("stride", k, 1, &s)) {
     return a.fail();
   }
@@ -471,7 +475,7 @@ int run_maxpool2d_backward(LaunchArgs& a) {
   if (!a.counts(2, 1) || !a.on_device() || !a.floating(a.in(0), "dy") ||
       !a.dtype_is(a.in(1), MPT_DTYPE_I32, "argmax") || !a.floating(a.out(0), "dx") ||
       !a.ndim_is(a.in(0), 4, "dy") || !a.ndim_is(a.out(0), 4, "dx") ||
-      !a.same_count(a.in(0), a.in(1), "dy", "argmax")) {
+      !a.same_shape(a.in(0), a.in(1), "dy", "argmax")) {
     return a.fail();
   }
   const mpt_tensor& dy = a.in(0);
@@ -503,7 +507,7 @@ int run_group_norm_forward(LaunchArgs& a) {
   double eps;
   if (!a.counts(3, 3) || !a.on_device() || !group_norm_shape(a, a.in(0), &s) ||
       !a.scalar("eps", &eps) || (!(eps >= 0.0) && !a.bad("scalar `eps` must be >= 0")) || !a.floating(a.in(1), "gamma") || !a.floating(a.in(2), "beta") ||
-      !a.floating(a.out(0), "y") || !a.same_count(a.in(0), a.out(0), "x", "y") ||
+      !a.floating(a.out(0), "y") || !a.same_shape(a.in(0), a.out(0), "x", "y") ||
       !a.dtype_is(a.out(1), MPT_DTYPE_F32, "mean") || !a.dtype_is(a.out(2), MPT_DTYPE_F32, "rstd")) {
     return a.fail();
   }
@@ -523,8 +527,8 @@ int run_group_norm_backward(LaunchArgs& a) {
       !a.floating(a.in(0), "dy") || !a.floating(a.in(2), "gamma") ||
       !a.dtype_is(a.in(3), MPT_DTYPE_F32, "mean") || !a.dtype_is(a.in(4), MPT_DTYPE_F32, "rstd") ||
       !a.floating(a.out(0), "dx") || !a.floating(a.out(1), "dgamma") ||
-      !a.floating(a.out(2), "dbeta") || !a.same_count(a.in(0), a.in(1), "dy", "x") ||
-      !a.same_count(a.in(1), a.out(0), "x", "dx")) {
+      !a.floating(a.out(2), "dbeta") || !a.same_shape(a.in(0), a.in(1), "dy", "x") ||
+      !a.same_shape(a.in(1), a.out(0), "x", "dx")) {
     return a.fail();
   }
   if (element_count(a.in(2)) != s.C || element_count(a.out(1)) != s.C ||

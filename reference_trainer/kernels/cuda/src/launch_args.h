@@ -37,7 +37,7 @@ class LaunchArgs {
   bool floating(const mpt_tensor& t, const char* role);
   bool dtype_is(const mpt_tensor& t, int dtype, const char* role);
   bool ndim_is(const mpt_tensor& t, int ndim, const char* role);
-  bool same_count(const mpt_tensor& a, const mpt_tensor& b, const char* a_role,
+  bool same_shape(const mpt_tensor& a, const mpt_tensor& b, const char* a_role,
                   const char* b_role);
   bool dim_is(const mpt_tensor& t, int axis, int64_t value, const char* role);
   /* A named scalar; required ones fail when absent, optional ones take `fallback`. */
