@@ -37,7 +37,9 @@ namespace fpscope::analysis {
 
 // [SECTION] Versions and formats ------------------------------------------------------------------
 
-inline constexpr int32_t kApplicationId = 0x46505343;  // "FPSC", PRAGMA application_id
+// PRAGMA application_id as trace_schema.sql sets it (1179668291; its comment says 0x46505343 "FPSC",
+// but the number written is 0x46504F43).
+inline constexpr int32_t kApplicationId = 1179668291;
 inline constexpr int kOldestSchemaVersion = 1;         // oldest schema this library reads
 inline constexpr int kNewestSchemaVersion = 1;         // newest schema this library reads
 
@@ -169,8 +171,9 @@ struct RunSummary {
   std::string precision;                                     // config.precision, "" if absent
   RunState state = RunState::Unknown;
   std::string end_reason;                                    // meta end_reason verbatim
-  std::optional<int64_t> exit_status;                        // meta exit_status
-  std::optional<int64_t> signal;                             // meta signal
+  std::optional<int64_t> exit_status;                        // meta exit_code
+  std::optional<int64_t> signal;                             // meta signal_number
+  std::string signal_name;                                   // meta signal ("SIGKILL")
   int64_t steps = 0;                                         // distinct step ranges
   std::optional<int64_t> first_step, last_step;
   std::optional<int64_t> start_ns, end_ns;                   // first and last event

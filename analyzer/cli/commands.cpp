@@ -1,0 +1,219 @@
+// The verbs report, compare, advise, export and query: option parsing and output; every number
+// comes from libfpscope_analysis.
+#include "commands.h"
+
+#include "fpscope/analysis.h"
+#include "fpscope/export.h"
+#include "fpscope/units.h"
+#include "sections.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace fpscope::cli {
+
+using namespace fpscope::analysis;
+
+namespace {
+
+int finish(const Trace& trace, int code = kExitOk) {
+  if (code == kExitOk && trace.in_progress()) {
+    std::cerr << "fpscope: " << trace.path()
+              << ": the run had not ended when this trace was read (end_reason 'running'): the output covers "
+                 "what was written so far (exit code 9)\n";
+    return kExitInProgress;
+  }
+  return code;
+}
+
+CLI::Option* add_format(CLI::App* cmd, std::string& format, const std::vector<std::string>& choices) {
+  return cmd->add_option("--format", format, "output format")->check(CLI::IsMember(choices))->capture_default_str();
+}
+
+}  // namespace
+
+Action add_report(CLI::App& app) {
+  struct Opts {
+    std::string trace, section = "all", format = "text";
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
+  cmd->add_option("TRACE", o->trace, "trace file written by `fpscope run`")->required();
+  cmd->add_option("--section", o->section, "which section")
+      ->check(CLI::IsMember({"summary", "nonfinite", "ranges", "loss-scale", "memory", "all"}))->capture_default_str();
+  add_format(cmd, o->format, {"text", "json", "csv", "md"});
+  return [o]() {
+    auto trace = Trace::open(o->trace);
+    std::vector<Section> sections;
+    const bool all = o->section == "all";
+    if (all || o->section == "summary") sections.push_back(summary_section(*trace));
+    if (all || o->section == "nonfinite") sections.push_back(nonfinite_section(*trace));
+    if (all || o->section == "ranges") sections.push_back(ranges_section(*trace));
+    if (all || o->section == "loss-scale") sections.push_back(loss_scale_section(*trace));
+    if (all || o->section == "memory") sections.push_back(memory_section(*trace));
+    render(sections, parse_format(o->format), std::cout);
+    return finish(*trace);
+  };
+}
+
+Action add_compare(CLI::App& app) {
+  struct Opts {
+    std::string a, b, format = "text";
+    CompareOptions options;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("compare", "compare run A (source) with run B (target): memory, accuracy, loss, ranges, events");
+  cmd->add_option("A", o->a, "source trace (e.g. the fp32 run)")->required();
+  cmd->add_option("B", o->b, "target trace (e.g. the fp16 run)")->required();
+  cmd->add_option("--tolerance", o->options.loss_tolerance, "relative loss difference at which the curves part")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--exponent-shift", o->options.exponent_shift, "absmax exponent change that counts as a moved layer")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  add_format(cmd, o->format, {"text", "json", "csv", "md"});
+  return [o]() {
+    auto a = Trace::open(o->a);
+    auto b = Trace::open(o->b);
+    render(comparison_sections(compare(*a, *b, o->options)), parse_format(o->format), std::cout);
+    const int code = finish(*a);
+    return code != kExitOk ? code : finish(*b);
+  };
+}
+
+Action add_advise(CLI::App& app) {
+  struct Opts {
+    std::string trace, dir = ".", target = "fp16";
+    AdviceOptions options;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("advise", "op lists (fp32_ops.txt, bf16_ops.txt) and a loss scale for mptrain, from observed ranges");
+  cmd->add_option("TRACE", o->trace, "trace file")->required();
+  cmd->add_option("-o,--output-dir", o->dir, "folder for fp32_ops.txt and bf16_ops.txt")->capture_default_str();
+  cmd->add_option("--target", o->target, "16-bit format of the low-precision list")
+      ->check(CLI::IsMember({"fp16", "bf16"}))->capture_default_str();
+  cmd->add_option("--max-underflow", o->options.underflow_share, "share of values flushed to zero that keeps an op in fp32")
+      ->capture_default_str();
+  cmd->add_option("--min-headroom", o->options.headroom_log2, "powers of two below the format's max an op needs")
+      ->capture_default_str();
+  return [o]() {
+    auto trace = Trace::open(o->trace);
+    o->options.target = o->target == "bf16" ? analysis::Format::BF16 : analysis::Format::F16;
+    const Advice advice = advise(*trace, o->options);
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(o->dir, ec);
+    const std::string fp32_path = (fs::path(o->dir) / "fp32_ops.txt").string();
+    const std::string low_path = (fs::path(o->dir) / "bf16_ops.txt").string();
+    for (const auto& [path, text] : {std::pair{fp32_path, fp32_ops_file_text(advice)},
+                                     std::pair{low_path, low_precision_ops_file_text(advice)}}) {
+      std::ofstream out(path);
+      out << text;
+      if (!out) {
+        std::cerr << "fpscope advise: cannot write " << path << "\n";
+        return kExitFailure;
+      }
+    }
+    std::cout << fmt::format("Ops ({} target):\n", format_limits(advice.target).name);
+    for (const auto& op : advice.ops) {
+      std::cout << fmt::format("  {:<12} {:<5} {}\n", op.op, op.placement == OpPlacement::Fp32 ? "fp32" : "16-bit", op.reason);
+    }
+    std::cout << "Loss scaling: " << (advice.loss_scale.needed ? "needed. " : "not needed. ") << advice.loss_scale.reason << "\n";
+    std::cout << "Wrote " << fp32_path << " and " << low_path << "\nSuggested mptrain flags:\n ";
+    for (auto flag : advice.mptrain_flags) {
+      if (flag == "fp32_ops.txt") flag = fp32_path;
+      if (flag == "bf16_ops.txt") flag = low_path;
+      std::cout << " " << flag;
+    }
+    std::cout << "\n";
+    return finish(*trace);
+  };
+}
+
+Action add_export(CLI::App& app) {
+  struct Opts {
+    std::string trace, format, out;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("export", "write the trace as CSV files, JSON, a Chrome/Perfetto trace or an HTML report");
+  cmd->add_option("TRACE", o->trace, "trace file")->required();
+  cmd->add_option("--format", o->format, "csv (OUT is a folder), json, chrome-trace or html")
+      ->check(CLI::IsMember({"csv", "json", "chrome-trace", "html"}))->required();
+  cmd->add_option("-o,--output", o->out, "output file (a folder for csv); - for standard output")->required();
+  return [o]() {
+    auto trace = Trace::open(o->trace);
+    if (o->format == "csv") {
+      const auto files = export_csv(*trace, o->out);
+      std::cerr << fmt::format("fpscope export: wrote {} tables to {}\n", files.size(), o->out);
+      return finish(*trace);
+    }
+    std::ofstream file;
+    if (o->out != "-") {
+      file.open(o->out, std::ios::binary);
+      if (!file) {
+        std::cerr << "fpscope export: cannot write " << o->out << "\n";
+        return kExitFailure;
+      }
+    }
+    std::ostream& out = o->out == "-" ? std::cout : file;
+    if (o->format == "json") export_json(*trace, out);
+    if (o->format == "chrome-trace") export_chrome_trace(*trace, out);
+    if (o->format == "html") export_html(*trace, out);
+    out.flush();
+    if (!out) {
+      std::cerr << "fpscope export: writing " << o->out << " failed (disk full?)\n";
+      return kExitFailure;
+    }
+    return finish(*trace);
+  };
+}
+
+Action add_query(CLI::App& app) {
+  struct Opts {
+    std::string trace, sql, format = "table";
+    size_t max_rows = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("query", "run one read-only SQL statement on a trace");
+  cmd->add_option("TRACE", o->trace, "trace file")->required();
+  cmd->add_option("SQL", o->sql, "one SQL statement, e.g. \"select * from v_first_nonfinite\"")->required();
+  add_format(cmd, o->format, {"table", "csv", "json"});
+  cmd->add_option("--max-rows", o->max_rows, "stop after this many rows (0: all)")->capture_default_str();
+  return [o]() {
+    auto trace = Trace::open(o->trace, OpenOptions{{}, false});
+    const QueryResult result = trace->query(o->sql, o->max_rows);
+    Table t{"rows", result.columns, {}};
+    for (const auto& row : result.rows) {
+      std::vector<Cell> cells;
+      for (const auto& v : row) {
+        const bool number = std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
+        nlohmann::json value = std::holds_alternative<int64_t>(v)  ? nlohmann::json(std::get<int64_t>(v))
+                               : std::holds_alternative<double>(v) ? (std::isfinite(std::get<double>(v)) ? nlohmann::json(std::get<double>(v)) : nlohmann::json(value_text(v)))
+                               : std::holds_alternative<std::string>(v) ? nlohmann::json(std::get<std::string>(v))
+                                                                        : nlohmann::json();
+        cells.push_back(Cell(std::holds_alternative<std::monostate>(v) ? "NULL" : value_text(v), value, number));
+      }
+      t.rows.push_back(std::move(cells));
+    }
+    if (o->format == "table") {
+      render_table_text(t, std::cout, "");
+      std::cout << fmt::format("({} row{}{})\n", result.rows.size(), result.rows.size() == 1 ? "" : "s",
+                               result.truncated ? ", more not shown" : "");
+    } else if (o->format == "csv") {
+      render({Section{"query", "query", {}, {t}, {}}}, Format::Csv, std::cout);
+    } else {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& row : t.rows) {
+        nlohmann::json r = nlohmann::json::object();
+        for (size_t i = 0; i < row.size(); ++i) r[t.columns[i]] = row[i].value;
+        rows.push_back(std::move(r));
+      }
+      std::cout << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    return finish(*trace);
+  };
+}
+
+}  // namespace fpscope::cli

@@ -1,0 +1,284 @@
+// Builds the report and compare sections (see sections.h): which numbers appear, in what order,
+// and how they read. The numbers come from libfpscope_analysis only.
+#include "sections.h"
+
+#include "fpscope/units.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace fpscope::cli {
+
+using namespace fpscope::analysis;
+
+namespace {
+
+std::string step_text(const std::optional<int64_t>& step) { return step ? std::to_string(*step) : "-"; }
+
+std::string where(const std::string& kernel, const std::optional<std::string>& layer) {
+  return layer ? kernel + " (" + *layer + ")" : kernel;
+}
+
+std::string ending(const RunSummary& s) {
+  std::string text = s.end_reason.empty() ? "unknown (no end_reason in meta)" : s.end_reason;
+  if (s.exit_status) text += fmt::format(", exit code {}", *s.exit_status);
+  if (s.signal || !s.signal_name.empty()) {
+    text += fmt::format(", signal {}{}", s.signal_name, s.signal ? fmt::format(" ({})", *s.signal) : "");
+  }
+  if (s.state == RunState::InProgress) text += " - the trace is still being written or its collector stopped";
+  return text;
+}
+
+}  // namespace
+
+Section summary_section(const Trace& trace) {
+  const RunSummary s = summary(trace);
+  Section sec{"summary", "Summary", {}, {}, {}};
+  Table t{"summary", {"item", "value"}, {}};
+  auto add = [&](const std::string& item, Cell value) {
+    value.numeric = false;  // a list of facts reads best left-aligned
+    t.rows.push_back({Cell(item), std::move(value)});
+  };
+  add("trace", Cell(s.path));
+  add("command", Cell(s.command.empty() ? "-" : s.command));
+  for (const auto& [k, v] : s.config) add("config " + k, Cell(v));
+  add("ended", Cell(ending(s)));
+  add("steps", s.steps ? Cell(fmt::format("{} ({} .. {})", s.steps, step_text(s.first_step), step_text(s.last_step)), s.steps)
+                       : int_cell(0));
+  if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
+  add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
+  add("tensor records", int_cell(s.tensors));
+  add("non-finite outputs", int_cell(s.nonfinite_tensors));
+  add("final loss", s.final_loss ? Cell(fmt::format("{} (step {})", human_number(*s.final_loss), step_text(s.final_loss_step)),
+                                        *s.final_loss)
+                                 : Cell("-", nullptr));
+  add("final train accuracy", percent_cell(s.final_train_accuracy));
+  add("test accuracy", percent_cell(s.test_accuracy));
+  sec.tables.push_back(std::move(t));
+  if (s.state == RunState::InProgress) {
+    sec.notes.push_back("NOTE: this trace is still being written (or its collector was killed): the numbers cover what it holds so far.");
+  }
+  sec.extra["in_progress"] = s.state == RunState::InProgress;
+  sec.extra["summaries_precomputed"] = trace.summaries_precomputed();
+  return sec;
+}
+
+Section nonfinite_section(const Trace& trace) {
+  const NonfiniteReport r = nonfinite(trace);
+  Section sec{"nonfinite", "Non-finite values (NaN/Inf)", {}, {}, {}};
+  sec.extra["nan"] = r.nan;
+  sec.extra["pos_inf"] = r.pos_inf;
+  sec.extra["neg_inf"] = r.neg_inf;
+  sec.extra["tensors"] = r.tensors;
+  if (!r.first_origin) {
+    sec.notes.push_back("None: every measured output was finite.");
+    return sec;
+  }
+  const auto& o = *r.first_origin;
+  sec.notes.push_back(fmt::format("{} NaN, {} +Inf, {} -Inf in {} output tensors, from step {}.", r.nan, r.pos_inf,
+                                  r.neg_inf, r.tensors, step_text(r.first_step)));
+  sec.notes.push_back(fmt::format("First {}: {} made {} from finite inputs", o.origin ? "origin" : "non-finite output (no origin measured)",
+                                  where(o.kernel, o.layer), o.kind));
+  sec.notes.push_back(fmt::format("  phase {}, step {}, launch {}, tensor {} {} {}, index {} (bits {:#x})",
+                                  o.phase.value_or("-"), step_text(o.step), o.kernel_id, o.tensor, o.dtype, o.shape,
+                                  o.first_index, o.first_bits));
+  if (!r.propagation.empty()) {
+    std::string chain = where(o.kernel, o.layer);
+    for (const auto& e : r.propagation) chain += " -> " + where(e.kernel, e.layer);
+    sec.notes.push_back("Passed on by: " + chain + (r.propagation_truncated ? " -> ..." : ""));
+  }
+  sec.extra["first_origin"] = {{"kernel", o.kernel}, {"op", o.op}, {"layer", o.layer ? nlohmann::json(*o.layer) : nlohmann::json()},
+                               {"phase", o.phase ? nlohmann::json(*o.phase) : nlohmann::json()},
+                               {"step", o.step ? nlohmann::json(*o.step) : nlohmann::json()}, {"tensor", o.tensor},
+                               {"index", o.first_index}, {"kind", o.kind}, {"launch", o.kernel_id}, {"origin", o.origin}};
+  Table chain{"propagation", {"launch", "kernel", "layer", "phase", "step", "tensor", "kind"}, {}};
+  for (const auto& e : r.propagation) {
+    chain.rows.push_back({int_cell(e.kernel_id), Cell(e.kernel), opt_text_cell(e.layer), opt_text_cell(e.phase),
+                          opt_int_cell(e.step), Cell(e.tensor), Cell(e.kind)});
+  }
+  Table by{"by_kernel", {"kernel", "layer", "tensors", "origins", "NaN", "+Inf", "-Inf", "first step"}, {}};
+  for (const auto& k : r.by_kernel) {
+    by.rows.push_back({Cell(k.kernel), opt_text_cell(k.layer), int_cell(k.tensors), int_cell(k.origins), int_cell(k.nan),
+                       int_cell(k.pos_inf), int_cell(k.neg_inf), opt_int_cell(k.first_step)});
+  }
+  sec.tables.push_back(std::move(by));
+  sec.tables.push_back(std::move(chain));
+  return sec;
+}
+
+Section ranges_section(const Trace& trace) {
+  Section sec{"ranges", "Value ranges per layer and kernel (outputs)", {}, {}, {}};
+  sec.notes.push_back("headroom: powers of two between absmax and the format's largest value; shares of the values a cast would overflow, flush to zero or make subnormal.");
+  Table t{"ranges",
+          {"layer", "kernel", "elements", "absmax", "min nonzero", "fp16 headroom", "bf16 headroom", "fp16 overflow",
+           "fp16 underflow", "fp16 subnormal", "bf16 overflow", "bf16 underflow", "bf16 subnormal", "NaN/Inf"},
+          {}};
+  for (const auto& r : ranges(trace)) {
+    const auto& f = r.formats[0];
+    const auto& b = r.formats[1];
+    auto share = [](const FormatOutcome& o, double v) { return o.measured ? std::optional<double>(v) : std::nullopt; };
+    t.rows.push_back({opt_text_cell(r.layer), Cell(r.kernel), int_cell(r.elements), number_cell(r.absmax),
+                      number_cell(r.min_nonzero), log2_cell(r.headroom_f16_log2), log2_cell(r.headroom_bf16_log2),
+                      percent_cell(share(f, f.overflow_share)), percent_cell(share(f, f.underflow_share)),
+                      percent_cell(share(f, f.subnormal_share)), percent_cell(share(b, b.overflow_share)),
+                      percent_cell(share(b, b.underflow_share)), percent_cell(share(b, b.subnormal_share)),
+                      int_cell(r.nan + r.inf)});
+  }
+  sec.tables.push_back(std::move(t));
+  return sec;
+}
+
+Section loss_scale_section(const Trace& trace) {
+  const LossScaleReport r = loss_scale(trace);
+  Section sec{"loss_scale", "Loss scale", {}, {}, {}};
+  sec.extra["used"] = r.used;
+  if (!r.used) {
+    sec.notes.push_back("Not used: the run launched no amp_update_scale.");
+    return sec;
+  }
+  sec.notes.push_back(fmt::format("{} updates: {} skipped steps, {} growths, {} backoffs.", r.updates, r.skipped_steps,
+                                  r.growths, r.backoffs));
+  sec.notes.push_back(fmt::format("Scale: {} at the start, {} at the end (range {} .. {}).", human_scale(*r.initial_scale),
+                                  human_scale(*r.final_scale), human_scale(*r.min_scale), human_scale(*r.max_scale)));
+  if (!r.skipped_step_numbers.empty()) {
+    std::string steps;
+    for (size_t i = 0; i < r.skipped_step_numbers.size() && i < 30; ++i) steps += (i ? ", " : "") + std::to_string(r.skipped_step_numbers[i]);
+    if (r.skipped_step_numbers.size() > 30) steps += ", ...";
+    sec.notes.push_back("Skipped steps: " + steps);
+  }
+  sec.extra["updates"] = r.updates;
+  sec.extra["skipped_steps"] = r.skipped_steps;
+  sec.extra["growths"] = r.growths;
+  sec.extra["backoffs"] = r.backoffs;
+  sec.extra["initial_scale"] = *r.initial_scale;
+  sec.extra["final_scale"] = *r.final_scale;
+  // Timeline: every change of the scale (not every unchanged step).
+  Table t{"changes", {"step", "event", "scale before", "scale after", "found inf"}, {}};
+  for (const auto& e : r.events) {
+    if (e.event == "unchanged" && !e.skipped) continue;
+    t.rows.push_back({opt_int_cell(e.step), Cell(e.event), Cell(human_scale(e.scale_before), e.scale_before),
+                      Cell(human_scale(e.scale_after), e.scale_after), Cell(e.found_inf ? "yes" : "no", e.found_inf, false)});
+  }
+  if (!t.rows.empty()) sec.tables.push_back(std::move(t));
+  return sec;
+}
+
+Section memory_section(const Trace& trace) {
+  const MemoryReport m = memory(trace);
+  Section sec{"memory", "Memory", {}, {}, {}};
+  sec.notes.push_back(fmt::format("Peak {} live at step {}{}.", human_bytes(m.peak_bytes), step_text(m.peak_step),
+                                  m.peak_ns ? fmt::format(" (t = {} ns)", *m.peak_ns) : ""));
+  sec.extra["peak_bytes"] = m.peak_bytes;
+  sec.extra["peak_step"] = m.peak_step ? nlohmann::json(*m.peak_step) : nlohmann::json();
+  sec.extra["peak_ns"] = m.peak_ns ? nlohmann::json(*m.peak_ns) : nlohmann::json();
+  Table t{"by_category", {"category", "at peak", "share of peak", "own maximum", "allocated in all", "allocations"}, {}};
+  for (const auto& c : m.by_category) {
+    t.rows.push_back({Cell(c.category), bytes_cell(c.at_peak),
+                      percent_cell(m.peak_bytes ? std::optional<double>(static_cast<double>(c.at_peak) / m.peak_bytes) : std::nullopt),
+                      bytes_cell(c.max_live), bytes_cell(c.allocated), int_cell(c.allocations)});
+  }
+  Table big{"largest", {"allocation", "category", "bytes", "times", "first step"}, {}};
+  for (const auto& a : m.largest) {
+    big.rows.push_back({Cell(a.name), Cell(a.category), bytes_cell(a.bytes), int_cell(a.count), opt_int_cell(a.first_step)});
+  }
+  sec.tables.push_back(std::move(t));
+  sec.tables.push_back(std::move(big));
+  return sec;
+}
+
+std::vector<Section> comparison_sections(const Comparison& c) {
+  std::vector<Section> out;
+  Section runs{"runs", "Runs (A = source, B = target)", {}, {}, {}};
+  Table rt{"runs", {"", "A", "B", "change"}, {}};
+  auto opt = [](const std::optional<double>& v) { return number_cell(v); };
+  rt.rows.push_back({Cell("trace"), Cell(c.a.path), Cell(c.b.path), Cell("")});
+  rt.rows.push_back({Cell("precision"), Cell(c.a.precision.empty() ? "-" : c.a.precision),
+                     Cell(c.b.precision.empty() ? "-" : c.b.precision), Cell("")});
+  rt.rows.push_back({Cell("steps"), int_cell(c.a_steps), int_cell(c.b_steps), Cell("")});
+  rt.rows.push_back({Cell("final loss"), opt(c.a.final_loss), opt(c.b.final_loss), opt(c.final_loss_delta)});
+  auto acc = [](const RunSummary& s) { return s.test_accuracy ? s.test_accuracy : s.final_train_accuracy; };
+  rt.rows.push_back({Cell(c.a.test_accuracy && c.b.test_accuracy ? "test accuracy" : "train accuracy"), percent_cell(acc(c.a)),
+                     percent_cell(acc(c.b)),
+                     c.accuracy_delta ? Cell(fmt::format("{:+.2f} points", *c.accuracy_delta * 100), *c.accuracy_delta) : Cell("-", nullptr)});
+  rt.rows.push_back({Cell("non-finite outputs"), int_cell(c.a.nonfinite_tensors), int_cell(c.b.nonfinite_tensors), Cell("")});
+  runs.tables.push_back(std::move(rt));
+  out.push_back(std::move(runs));
+
+  Section mem{"memory", "Memory (at each run's peak)", {}, {}, {}};
+  Table mt{"memory", {"category", "A", "B", "reduction", "A own max", "B own max", "own max reduction"}, {}};
+  for (size_t i = 0; i < c.memory.size(); ++i) {
+    const auto& d = c.memory[i];
+    std::vector<Cell> row{Cell(d.category), bytes_cell(d.a), bytes_cell(d.b),
+                          d.reduction_pct ? Cell(fmt::format("{:.1f}%", *d.reduction_pct), *d.reduction_pct) : Cell("-", nullptr)};
+    if (i > 0 && i - 1 < c.memory_max_live.size()) {
+      const auto& m = c.memory_max_live[i - 1];
+      row.push_back(bytes_cell(m.a));
+      row.push_back(bytes_cell(m.b));
+      row.push_back(m.reduction_pct ? Cell(fmt::format("{:.1f}%", *m.reduction_pct), *m.reduction_pct) : Cell("-", nullptr));
+    } else {
+      row.insert(row.end(), {Cell(""), Cell(""), Cell("")});
+    }
+    mt.rows.push_back(std::move(row));
+  }
+  mem.tables.push_back(std::move(mt));
+  out.push_back(std::move(mem));
+
+  Section loss{"loss", "Loss curves", {}, {}, {}};
+  loss.notes.push_back(fmt::format("Aligned on the {} step numbers present in both runs (A has {} steps, B has {}).",
+                                   c.loss_curve.size(), c.a_steps, c.b_steps));
+  if (c.first_divergent_step) {
+    loss.notes.push_back(fmt::format("The curves first part by more than {} (relative) at step {}.",
+                                     human_percent(c.loss_tolerance), *c.first_divergent_step));
+  } else if (!c.loss_curve.empty()) {
+    loss.notes.push_back(fmt::format("The curves stay within {} (relative) at every common step.", human_percent(c.loss_tolerance)));
+  }
+  double worst = 0;
+  for (const auto& p : c.loss_curve) worst = std::max(worst, p.relative_difference.value_or(0));
+  loss.extra["common_steps"] = c.loss_curve.size();
+  loss.extra["first_divergent_step"] = c.first_divergent_step ? nlohmann::json(*c.first_divergent_step) : nlohmann::json();
+  loss.extra["tolerance"] = c.loss_tolerance;
+  loss.extra["max_relative_difference"] = worst;
+  Table lt{"samples", {"step", "loss A", "loss B", "relative difference"}, {}};
+  const size_t n = c.loss_curve.size(), samples = std::min<size_t>(n, 10);
+  for (size_t i = 0; i < samples; ++i) {
+    const auto& p = c.loss_curve[samples > 1 ? i * (n - 1) / (samples - 1) : 0];
+    lt.rows.push_back({int_cell(p.step), opt(p.a), opt(p.b), percent_cell(p.relative_difference)});
+  }
+  if (!lt.rows.empty()) loss.tables.push_back(std::move(lt));
+  out.push_back(std::move(loss));
+
+  Section layers{"ranges", "Layer ranges (largest output magnitude)", {}, {}, {}};
+  Table ly{"layers", {"layer", "absmax A", "absmax B", "exponent A", "exponent B", "shift", "moved"}, {}};
+  for (const auto& l : c.layers) {
+    ly.rows.push_back({Cell(l.layer), number_cell(l.a_absmax), number_cell(l.b_absmax),
+                       l.a_exponent ? int_cell(*l.a_exponent) : Cell("-", nullptr),
+                       l.b_exponent ? int_cell(*l.b_exponent) : Cell("-", nullptr),
+                       l.shift ? Cell(fmt::format("{:+d}", *l.shift), *l.shift) : Cell("-", nullptr),
+                       Cell(l.moved ? "yes" : "no", l.moved, false)});
+  }
+  layers.tables.push_back(std::move(ly));
+  out.push_back(std::move(layers));
+
+  Section events{"events", "Events in one run only", {}, {}, {}};
+  Table et{"events", {"run", "event", "step", "detail"}, {}};
+  auto add = [&](const char* run, const std::vector<RunEvent>& list) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i == 50) {
+        events.notes.push_back(fmt::format("{} more in {} (use --format json for all)", list.size() - 50, run));
+        break;
+      }
+      et.rows.push_back({Cell(run), Cell(list[i].kind), opt_int_cell(list[i].step), Cell(list[i].detail)});
+    }
+  };
+  add("A", c.only_in_a);
+  add("B", c.only_in_b);
+  if (et.rows.empty()) events.notes.push_back("None: both runs had the same non-finite origins, skipped steps and backoffs.");
+  events.extra["only_in_a"] = c.only_in_a.size();
+  events.extra["only_in_b"] = c.only_in_b.size();
+  if (!et.rows.empty()) events.tables.push_back(std::move(et));
+  out.push_back(std::move(events));
+  return out;
+}
+
+}  // namespace fpscope::cli

@@ -1,0 +1,16 @@
+// The sections of `fpscope report` and `fpscope compare`, built from libfpscope_analysis results.
+#pragma once
+
+#include "fpscope/analysis.h"
+#include "output.h"
+
+namespace fpscope::cli {
+
+Section summary_section(const analysis::Trace& trace);
+Section nonfinite_section(const analysis::Trace& trace);
+Section ranges_section(const analysis::Trace& trace);
+Section loss_scale_section(const analysis::Trace& trace);
+Section memory_section(const analysis::Trace& trace);
+std::vector<Section> comparison_sections(const analysis::Comparison& c);
+
+}  // namespace fpscope::cli

@@ -1,0 +1,131 @@
+// Comparing two runs, A (source) against B (target), as PopVision compares two reports: memory by
+// category with the reduction, accuracy and loss, where the loss curves part, which layers' ranges
+// moved, and the events (non-finite origins, skipped steps, backoffs) one run has and the other not.
+#include "report_util.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace fpscope::analysis {
+
+using detail::Stmt;
+
+namespace {
+
+MemoryDelta delta(std::string category, int64_t a, int64_t b) {
+  MemoryDelta d{std::move(category), a, b, std::nullopt};
+  if (a != 0) d.reduction_pct = 100.0 * static_cast<double>(a - b) / static_cast<double>(a);
+  return d;
+}
+
+void compare_memory(const Trace& a, const Trace& b, Comparison& c) {
+  const MemoryReport ma = memory(a, 0), mb = memory(b, 0);
+  c.memory.push_back(delta("peak", ma.peak_bytes, mb.peak_bytes));
+  for (int i = 0; i < kCategoryCount; ++i) {
+    c.memory.push_back(delta(kCategoryNames[i], ma.by_category[i].at_peak, mb.by_category[i].at_peak));
+    c.memory_max_live.push_back(delta(kCategoryNames[i], ma.by_category[i].max_live, mb.by_category[i].max_live));
+  }
+}
+
+void compare_loss(const Trace& a, const Trace& b, double tolerance, Comparison& c) {
+  const auto la = scalar_by_step(a, "loss"), lb = scalar_by_step(b, "loss");
+  c.loss_tolerance = tolerance;
+  for (const auto& [step, va] : la) {
+    auto it = lb.find(step);
+    if (it == lb.end()) continue;
+    LossPoint p{step, va, it->second, std::nullopt};
+    const double scale = std::max(std::fabs(va), std::fabs(it->second));
+    p.relative_difference = scale > 0 ? std::fabs(va - it->second) / scale : 0.0;
+    if (!c.first_divergent_step && *p.relative_difference > tolerance) c.first_divergent_step = step;
+    c.loss_curve.push_back(p);
+  }
+}
+
+void compare_layers(const Trace& a, const Trace& b, int threshold, Comparison& c) {
+  std::map<std::string, LayerShift> layers;
+  std::vector<std::string> order;
+  auto add = [&](const Trace& t, bool is_a) {
+    for (const auto& row : ranges(t, RangeGrouping::Layer, RoleFilter::Outputs)) {
+      if (!row.layer) continue;
+      auto [it, inserted] = layers.try_emplace(*row.layer);
+      if (inserted) order.push_back(*row.layer);
+      it->second.layer = *row.layer;
+      (is_a ? it->second.a_absmax : it->second.b_absmax) = row.absmax;
+      (is_a ? it->second.a_exponent : it->second.b_exponent) = row.absmax_exponent;
+    }
+  };
+  add(a, true);
+  add(b, false);
+  for (const auto& name : order) {
+    LayerShift s = layers[name];
+    if (s.a_exponent && s.b_exponent) {
+      s.shift = *s.b_exponent - *s.a_exponent;
+      s.moved = std::abs(*s.shift) >= threshold;
+    } else {
+      s.moved = s.a_exponent.has_value() != s.b_exponent.has_value();
+    }
+    c.layers.push_back(std::move(s));
+  }
+}
+
+std::vector<RunEvent> events_of(const Trace& trace) {
+  std::vector<RunEvent> events;
+  Stmt st(detail::db(trace),
+          "SELECT k.step, sk.value, sl.value, n.kind FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id "
+          "JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
+          "WHERE n.origin = 1 ORDER BY n.kernel_id");
+  std::set<std::optional<int64_t>> seen_steps;
+  while (st.step()) {
+    auto step = st.opt_i64(0);
+    if (!seen_steps.insert(step).second) continue;  // the first origin of each step
+    std::string where = st.text(1) + (st.is_null(2) ? "" : " (" + st.text(2) + ")");
+    events.push_back({"nonfinite", step, st.text(3) + " first made by " + where});
+  }
+  for (const auto& e : loss_scale(trace).events) {
+    if (e.skipped) events.push_back({"skipped_step", e.step, "found inf/nan at scale " + human_scale(e.scale_before)});
+    if (e.event == "backoff") {
+      events.push_back({"backoff", e.step, human_scale(e.scale_before) + " -> " + human_scale(e.scale_after)});
+    }
+  }
+  return events;
+}
+
+void compare_events(const Trace& a, const Trace& b, Comparison& c) {
+  const auto ea = events_of(a), eb = events_of(b);
+  auto keys = [](const std::vector<RunEvent>& events) {
+    std::set<std::pair<std::string, std::optional<int64_t>>> k;
+    for (const auto& e : events) k.insert({e.kind, e.step});
+    return k;
+  };
+  const auto ka = keys(ea), kb = keys(eb);
+  for (const auto& e : ea) {
+    if (!kb.count({e.kind, e.step})) c.only_in_a.push_back(e);
+  }
+  for (const auto& e : eb) {
+    if (!ka.count({e.kind, e.step})) c.only_in_b.push_back(e);
+  }
+}
+
+}  // namespace
+
+Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options) {
+  Comparison c;
+  c.a = summary(a);
+  c.b = summary(b);
+  c.a_steps = c.a.steps;
+  c.b_steps = c.b.steps;
+  compare_memory(a, b, c);
+  if (c.a.test_accuracy && c.b.test_accuracy) {
+    c.accuracy_delta = *c.b.test_accuracy - *c.a.test_accuracy;
+  } else if (c.a.final_train_accuracy && c.b.final_train_accuracy) {
+    c.accuracy_delta = *c.b.final_train_accuracy - *c.a.final_train_accuracy;
+  }
+  if (c.a.final_loss && c.b.final_loss) c.final_loss_delta = *c.b.final_loss - *c.a.final_loss;
+  compare_loss(a, b, options.loss_tolerance, c);
+  compare_layers(a, b, options.exponent_shift, c);
+  compare_events(a, b, c);
+  return c;
+}
+
+}  // namespace fpscope::analysis

@@ -1,0 +1,229 @@
+// The HTML report: one self-contained page (inline CSS and SVG, no scripts or external files) with
+// the summary, the first non-finite origin, value ranges, loss and loss scale over steps, memory by
+// category over time and a heat map of each layer's largest magnitude by step.
+#include "fpscope/export.h"
+#include "report_util.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace fpscope::analysis {
+
+namespace {
+
+constexpr int kWidth = 760, kHeight = 220, kMargin = 50;
+constexpr std::array<const char*, kCategoryCount> kCategoryColors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                                                     "#59a14f", "#edc948", "#b07aa1"};
+
+std::string esc(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+struct Series {
+  std::string label, color;
+  std::vector<std::pair<double, double>> points;
+};
+
+// A line plot of one or more series over a shared x axis, with min/max labels on both axes.
+std::string line_plot(const std::string& title, const std::string& x_label, const std::vector<Series>& series) {
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (const auto& s : series) {
+    for (auto [x, y] : s.points) {
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  }
+  std::ostringstream svg;
+  svg << "<h3>" << esc(title) << "</h3>\n";
+  if (x0 > x1) return svg.str() + "<p>No data.</p>\n";
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1;
+  const double pw = kWidth - 2 * kMargin, ph = kHeight - 2 * kMargin;
+  auto px = [&](double x) { return kMargin + (x - x0) / (x1 - x0) * pw; };
+  auto py = [&](double y) { return kHeight - kMargin - (y - y0) / (y1 - y0) * ph; };
+  svg << "<svg width=\"" << kWidth << "\" height=\"" << kHeight << "\" role=\"img\">\n"
+      << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n", kMargin,
+                     kMargin, pw, ph)
+      << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">{}</text>", kMargin, kHeight - kMargin + 15, human_number(x0))
+      << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}</text>", kWidth - kMargin,
+                     kHeight - kMargin + 15, human_number(x1))
+      << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">{}</text>", kWidth / 2,
+                     kHeight - kMargin + 30, esc(x_label))
+      << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}</text>", kMargin - 4, kMargin + 10,
+                     human_number(y1))
+      << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}</text>\n", kMargin - 4,
+                     kHeight - kMargin, human_number(y0));
+  int legend = 0;
+  for (const auto& s : series) {
+    svg << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.5\" points=\"";
+    for (auto [x, y] : s.points) svg << fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+    svg << "\"/>\n"
+        << fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\" class=\"ax\">{}</text>\n", kMargin + 10 + 150 * legend,
+                       kMargin - 8, s.color, esc(s.label));
+    ++legend;
+  }
+  return svg.str() + "</svg>\n";
+}
+
+std::string memory_plot(const Trace& trace) {
+  const auto points = memory_timeline(trace, 600);
+  std::vector<Series> series;
+  for (int c = 0; c < kCategoryCount; ++c) {
+    Series s{kCategoryNames[c], kCategoryColors[c], {}};
+    for (const auto& p : points) s.points.emplace_back((p.t_ns - points.front().t_ns) / 1e9, p.by_category[c] / 1048576.0);
+    bool any = std::any_of(s.points.begin(), s.points.end(), [](auto& q) { return q.second != 0; });
+    if (any) series.push_back(std::move(s));
+  }
+  Series total{"total", "#333", {}};
+  for (const auto& p : points) total.points.emplace_back((p.t_ns - points.front().t_ns) / 1e9, p.total / 1048576.0);
+  series.push_back(std::move(total));
+  return line_plot("Live memory by category (MiB)", "seconds since the first allocation", series);
+}
+
+// Rows: layers; columns: steps (binned); colour: floor(log2(absmax)), red where NaN/Inf appeared.
+std::string heat_map(const Trace& trace) {
+  const auto cells = layer_step_ranges(trace);
+  std::ostringstream svg;
+  svg << "<h3>Largest magnitude of each layer's outputs by step (log2)</h3>\n";
+  if (cells.empty()) return svg.str() + "<p>No layer ranges.</p>\n";
+  std::vector<std::string> layers;
+  int64_t s0 = cells.front().step, s1 = cells.front().step;
+  for (const auto& c : cells) {
+    if (std::find(layers.begin(), layers.end(), c.layer) == layers.end()) layers.push_back(c.layer);
+    s0 = std::min(s0, c.step), s1 = std::max(s1, c.step);
+  }
+  const int64_t columns = std::min<int64_t>(200, s1 - s0 + 1);
+  const double per_column = static_cast<double>(s1 - s0 + 1) / columns;
+  std::map<std::pair<size_t, int64_t>, std::pair<double, int64_t>> bins;  // (row, col) -> (absmax, nonfinite)
+  for (const auto& c : cells) {
+    size_t row = std::find(layers.begin(), layers.end(), c.layer) - layers.begin();
+    int64_t col = std::min<int64_t>(columns - 1, static_cast<int64_t>((c.step - s0) / per_column));
+    auto& bin = bins[{row, col}];
+    bin.first = std::max(bin.first, c.absmax.value_or(0));
+    bin.second += c.nonfinite;
+  }
+  double e0 = 1e9, e1 = -1e9;
+  for (auto& [key, bin] : bins) {
+    if (bin.first > 0) e0 = std::min(e0, std::floor(std::log2(bin.first))), e1 = std::max(e1, std::floor(std::log2(bin.first)));
+  }
+  const int label_w = 90, cell_w = std::max(2, static_cast<int>((kWidth - label_w) / columns)), cell_h = 18;
+  svg << "<svg width=\"" << label_w + cell_w * columns + 10 << "\" height=\"" << cell_h * layers.size() + 40
+      << "\" role=\"img\">\n";
+  for (size_t r = 0; r < layers.size(); ++r) {
+    svg << fmt::format("<text x=\"0\" y=\"{}\" class=\"ax\">{}</text>\n", r * cell_h + 13, esc(layers[r]));
+  }
+  for (auto& [key, bin] : bins) {
+    std::string color = "#eee";
+    if (bin.second > 0) {
+      color = "#d62728";
+    } else if (bin.first > 0) {
+      double t = e1 > e0 ? (std::floor(std::log2(bin.first)) - e0) / (e1 - e0) : 0.5;
+      color = fmt::format("rgb({},{},{})", static_cast<int>(255 - 200 * t), static_cast<int>(255 - 120 * t), 255);
+    }
+    svg << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} step {}: absmax {}{}</title></rect>\n",
+                       label_w + key.second * cell_w, key.first * cell_h, cell_w, cell_h - 2, color, esc(layers[key.first]),
+                       s0 + static_cast<int64_t>(key.second * per_column), human_number(bin.first),
+                       bin.second ? fmt::format(", {} NaN/Inf", bin.second) : "");
+  }
+  svg << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">step {} … {}; light = 2^{}, dark = 2^{}, red = NaN/Inf</text>\n",
+                     label_w, cell_h * layers.size() + 20, s0, s1, e0 < e1 || e0 == e1 ? static_cast<int>(e0) : 0,
+                     e1 >= e0 ? static_cast<int>(e1) : 0);
+  return svg.str() + "</svg>\n";
+}
+
+void summary_section(const Trace& trace, std::ostream& out) {
+  const RunSummary s = summary(trace);
+  out << "<h2>Summary</h2>\n<table>\n";
+  auto row = [&](const std::string& k, const std::string& v) { out << "<tr><th>" << esc(k) << "</th><td>" << esc(v) << "</td></tr>\n"; };
+  row("trace", s.path);
+  row("command", s.command);
+  for (const auto& [k, v] : s.config) row(k, v);
+  row("ended", s.end_reason.empty() ? run_state_name(s.state) : s.end_reason);
+  row("steps", std::to_string(s.steps));
+  row("kernel launches", std::to_string(s.kernels));
+  row("final loss", human_optional(s.final_loss));
+  row("test accuracy", s.test_accuracy ? human_percent(*s.test_accuracy) : "-");
+  out << "</table>\n";
+  const NonfiniteReport nf = nonfinite(trace, 16);
+  out << "<h2>Non-finite values</h2>\n";
+  if (!nf.first_origin) {
+    out << "<p>None: every measured output was finite.</p>\n";
+  } else {
+    const auto& o = *nf.first_origin;
+    out << fmt::format("<p class=\"bad\">First {} made by <b>{}</b> (layer {}, {}, step {}) in tensor {} at index {}.</p>\n",
+                       esc(o.kind), esc(o.kernel), esc(o.layer.value_or("-")), esc(o.phase.value_or("-")),
+                       o.step ? std::to_string(*o.step) : "-", esc(o.tensor), o.first_index);
+    if (!nf.propagation.empty()) {
+      out << "<p>Passed on by: ";
+      for (size_t i = 0; i < nf.propagation.size(); ++i) {
+        out << (i ? " → " : "") << esc(nf.propagation[i].kernel) << " (" << esc(nf.propagation[i].layer.value_or("-")) << ")";
+      }
+      out << (nf.propagation_truncated ? " …" : "") << "</p>\n";
+    }
+  }
+}
+
+void ranges_section(const Trace& trace, std::ostream& out) {
+  out << "<h2>Ranges per layer and kernel (outputs)</h2>\n<table>\n<tr><th>layer</th><th>kernel</th><th>absmax</th>"
+         "<th>smallest nonzero</th><th>fp16 headroom</th><th>bf16 headroom</th><th>fp16 overflow</th>"
+         "<th>fp16 underflow</th><th>fp16 subnormal</th><th>NaN/Inf</th></tr>\n";
+  for (const auto& r : ranges(trace)) {
+    const auto& f16 = r.formats[0];
+    out << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       esc(r.layer.value_or("-")), esc(r.kernel), human_optional(r.absmax), human_optional(r.min_nonzero),
+                       r.headroom_f16_log2 ? fmt::format("2^{:.1f}", *r.headroom_f16_log2) : "-",
+                       r.headroom_bf16_log2 ? fmt::format("2^{:.1f}", *r.headroom_bf16_log2) : "-",
+                       f16.measured ? human_percent(f16.overflow_share) : "-",
+                       f16.measured ? human_percent(f16.underflow_share) : "-",
+                       f16.measured ? human_percent(f16.subnormal_share) : "-", r.nan + r.inf);
+  }
+  out << "</table>\n";
+}
+
+}  // namespace
+
+void export_html(const Trace& trace, std::ostream& out) {
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fpscope report: "
+      << esc(trace.path()) << "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
+      << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
+      << "th{background:#f3f3f3}.ax{font-size:11px;fill:#555}.bad{color:#b00}</style></head><body>\n"
+      << "<h1>fpscope report</h1>\n";
+  if (trace.in_progress()) out << "<p class=\"bad\">This trace is still being written (or its collector stopped): it may be incomplete.</p>\n";
+  summary_section(trace, out);
+  const auto step_rows = steps(trace);
+  Series loss{"loss", "#4e79a7", {}}, scale{"log2(loss scale)", "#e15759", {}};
+  for (const auto& r : step_rows) {
+    if (r.loss) loss.points.emplace_back(r.step, *r.loss);
+    if (r.loss_scale && *r.loss_scale > 0) scale.points.emplace_back(r.step, std::log2(*r.loss_scale));
+  }
+  out << "<h2>Training</h2>\n" << line_plot("Loss by step", "step", {loss});
+  if (!scale.points.empty()) out << line_plot("Loss scale by step (log2)", "step", {scale});
+  const LossScaleReport ls = loss_scale(trace);
+  if (ls.used) {
+    out << fmt::format("<p>Loss scale: {} updates, {} skipped steps, {} growths, {} backoffs, final scale {}.</p>\n",
+                       ls.updates, ls.skipped_steps, ls.growths, ls.backoffs, ls.final_scale ? human_scale(*ls.final_scale) : "-");
+  }
+  out << "<h2>Memory</h2>\n";
+  const MemoryReport m = memory(trace);
+  out << fmt::format("<p>Peak {} at step {}.</p>\n<table><tr><th>category</th><th>at peak</th><th>own maximum</th></tr>\n",
+                     human_bytes(m.peak_bytes), m.peak_step ? std::to_string(*m.peak_step) : "-");
+  for (const auto& c : m.by_category) {
+    out << "<tr><td>" << c.category << "</td><td>" << human_bytes(c.at_peak) << "</td><td>" << human_bytes(c.max_live) << "</td></tr>\n";
+  }
+  out << "</table>\n" << memory_plot(trace);
+  out << "<h2>Ranges</h2>\n" << heat_map(trace);
+  ranges_section(trace, out);
+  out << "</body></html>\n";
+}
+
+}  // namespace fpscope::analysis

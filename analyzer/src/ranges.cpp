@@ -1,0 +1,136 @@
+// Value ranges per layer and kernel: magnitudes, headroom below each format's largest value and room
+// above its smallest, and the shares of values a cast to each narrower format would break.
+#include "report_util.h"
+
+#include <map>
+#include <tuple>
+
+namespace fpscope::analysis {
+
+using detail::Stmt;
+
+namespace {
+
+// Sums of one group; format counts stay "unmeasured" until a measured row arrives.
+struct Accumulator {
+  RangeRow row;
+  int64_t first_kernel_id = INT64_MAX;
+  int64_t measured_elements = 0;
+  std::array<std::array<int64_t, 4>, kFormatCount> counts{};
+  bool measured = false;
+
+  void add(const Stmt& st) {
+    row.tensors += st.i64(4);
+    row.elements += st.i64(5);
+    row.nan += st.i64(6);
+    row.inf += st.i64(7);
+    row.zero += st.i64(8);
+    if (auto v = st.opt_f64(9); v && (!row.absmax || *v > *row.absmax)) row.absmax = v;
+    if (auto v = st.opt_f64(10); v && (!row.min_nonzero || *v < *row.min_nonzero)) row.min_nonzero = v;
+    first_kernel_id = std::min(first_kernel_id, st.i64(11));
+    if (!st.is_null(12) && !st.is_null(13)) {
+      measured = true;
+      measured_elements += st.i64(12);
+      for (int f = 0; f < kFormatCount; ++f) {
+        for (int c = 0; c < 4; ++c) counts[f][c] += st.i64(13 + 4 * f + c);
+      }
+    }
+  }
+
+  RangeRow finish() {
+    row.absmax_exponent = exponent_of(row.absmax);
+    if (row.absmax && *row.absmax > 0) {
+      row.headroom_f16_log2 = std::log2(format_limits(Format::F16).max_finite / *row.absmax);
+      row.headroom_bf16_log2 = std::log2(format_limits(Format::BF16).max_finite / *row.absmax);
+    }
+    if (row.min_nonzero && *row.min_nonzero > 0) {
+      row.footroom_f16_log2 = std::log2(*row.min_nonzero / format_limits(Format::F16).min_subnormal);
+    }
+    for (int f = 0; f < kFormatCount && measured && measured_elements > 0; ++f) {
+      FormatOutcome& out = row.formats[f];
+      out.measured = true;
+      out.overflow = counts[f][0];
+      out.underflow = counts[f][1];
+      out.subnormal = counts[f][2];
+      out.near_max = counts[f][3];
+      const double n = static_cast<double>(measured_elements);
+      out.overflow_share = out.overflow / n;
+      out.underflow_share = out.underflow / n;
+      out.subnormal_share = out.subnormal / n;
+      out.near_max_share = out.near_max / n;
+    }
+    return row;
+  }
+};
+
+std::string role_clause(RoleFilter roles) {
+  switch (roles) {
+    case RoleFilter::Outputs: return "WHERE r.role = 'out' ";
+    case RoleFilter::Inputs: return "WHERE r.role = 'in' ";
+    case RoleFilter::Both: return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFilter roles) {
+  std::string sql =
+      "SELECT sk.value, sl.value, r.role, NULL, sum(r.tensors), sum(r.elements), sum(r.nan), "
+      "  sum(r.pos_inf + r.neg_inf), sum(r.zero), max(r.absmax), min(r.min_nonzero), min(r.first_kernel_id), "
+      "  sum(r.formats_measured_elements), "
+      "  sum(r.f16_overflow), sum(r.f16_underflow), sum(r.f16_subnormal), sum(r.f16_near_max), "
+      "  sum(r.bf16_overflow), sum(r.bf16_underflow), sum(r.bf16_subnormal), sum(r.bf16_near_max), "
+      "  sum(r.e4m3_overflow), sum(r.e4m3_underflow), sum(r.e4m3_subnormal), sum(r.e4m3_near_max), "
+      "  sum(r.e5m2_overflow), sum(r.e5m2_underflow), sum(r.e5m2_subnormal), sum(r.e5m2_near_max) "
+      "FROM summary_ranges r JOIN strings sk ON sk.id = r.kernel_name_id "
+      "LEFT JOIN strings sl ON sl.id = r.layer_id " +
+      role_clause(roles) + "GROUP BY r.kernel_name_id, r.layer_id, r.role";
+  Stmt st(detail::db(trace), sql);
+  // Key: (kernel or op, layer, role) as the grouping asks.
+  std::map<std::tuple<std::string, std::optional<std::string>, std::string>, Accumulator> groups;
+  while (st.step()) {
+    std::string kernel = st.text(0);
+    std::optional<std::string> layer = st.opt_text(1);
+    std::string role = roles == RoleFilter::Both ? "both" : st.text(2);
+    std::string key_name = kernel;
+    if (grouping == RangeGrouping::Layer) key_name.clear();
+    if (grouping == RangeGrouping::Op) key_name = op_of_kernel(kernel);
+    if (grouping == RangeGrouping::Kernel) layer.reset();
+    if (grouping == RangeGrouping::Op && key_name.empty()) continue;  // not a model op
+    auto& acc = groups[{key_name, layer, role}];
+    if (acc.row.tensors == 0) {
+      acc.row.kernel = grouping == RangeGrouping::LayerKernel || grouping == RangeGrouping::Kernel ? kernel : "";
+      acc.row.op = grouping == RangeGrouping::Layer ? "" : op_of_kernel(kernel);
+      acc.row.layer = layer;
+      acc.row.role = role;
+    }
+    acc.add(st);
+  }
+  std::vector<std::pair<int64_t, RangeRow>> ordered;
+  for (auto& [key, acc] : groups) ordered.emplace_back(acc.first_kernel_id, acc.finish());
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<RangeRow> rows;
+  for (auto& [first, row] : ordered) rows.push_back(std::move(row));
+  return rows;
+}
+
+std::vector<LayerStepCell> layer_step_ranges(const Trace& trace) {
+  Stmt st(detail::db(trace),
+          "SELECT sl.value, r.step, max(r.absmax), min(r.min_nonzero), sum(r.nan + r.inf) "
+          "FROM summary_layer_steps r JOIN strings sl ON sl.id = r.layer_id "
+          "WHERE r.step IS NOT NULL GROUP BY r.layer_id, r.step ORDER BY r.step, min(r.layer_id)");
+  std::vector<LayerStepCell> cells;
+  while (st.step()) {
+    LayerStepCell c;
+    c.layer = st.text(0);
+    c.step = st.i64(1);
+    c.absmax = st.opt_f64(2);
+    c.min_nonzero = st.opt_f64(3);
+    c.nonfinite = st.i64(4);
+    cells.push_back(std::move(c));
+  }
+  return cells;
+}
+
+}  // namespace fpscope::analysis

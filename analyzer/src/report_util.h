@@ -1,0 +1,48 @@
+// Helpers shared by the report sources of libfpscope_analysis.
+#pragma once
+
+#include "fpscope/analysis.h"
+#include "sqlite_db.h"
+#include "trace_impl.h"
+#include "fpscope/units.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace fpscope::analysis {
+
+// The last non-NULL value of a scalar (by step, then insertion) and its step.
+std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name);
+
+// The last value of one scalar ("loss", "train_accuracy", ...) at each step.
+std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name);
+
+inline std::optional<int> exponent_of(const std::optional<double>& magnitude) {
+  if (!magnitude || !(*magnitude > 0) || !std::isfinite(*magnitude)) return std::nullopt;
+  return static_cast<int>(std::floor(std::log2(*magnitude)));
+}
+
+// Fills an outcome from summed counts (any may be NULL) over `measured_elements` elements.
+inline FormatOutcome make_outcome(const detail::Stmt& st, int first_col, std::optional<int64_t> measured_elements) {
+  FormatOutcome out;
+  if (st.is_null(first_col) || !measured_elements || *measured_elements <= 0) return out;
+  out.measured = true;
+  out.overflow = st.i64(first_col);
+  out.underflow = st.i64(first_col + 1);
+  out.subnormal = st.i64(first_col + 2);
+  out.near_max = st.i64(first_col + 3);
+  const double n = static_cast<double>(*measured_elements);
+  out.overflow_share = out.overflow / n;
+  out.underflow_share = out.underflow / n;
+  out.subnormal_share = out.subnormal / n;
+  out.near_max_share = out.near_max / n;
+  return out;
+}
+
+}  // namespace fpscope::analysis

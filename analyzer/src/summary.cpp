@@ -1,0 +1,83 @@
+// The run summary: what ran, how it was configured, how it ended, and its final loss and accuracy.
+#include "report_util.h"
+
+#include <nlohmann/json.hpp>
+
+namespace fpscope::analysis {
+
+using detail::Stmt;
+
+namespace {
+
+std::optional<int64_t> parse_int(const std::optional<std::string>& text) {
+  if (!text || text->empty()) return std::nullopt;
+  try {
+    size_t used = 0;
+    int64_t value = std::stoll(*text, &used);
+    if (used == text->size()) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// The collector stores the command as a JSON array of arguments; show it as a shell line.
+std::string command_text(const std::string& stored) {
+  auto json = nlohmann::json::parse(stored, nullptr, false);
+  if (json.is_discarded() || !json.is_array()) return stored;
+  std::string line;
+  for (const auto& arg : json) {
+    std::string a = arg.is_string() ? arg.get<std::string>() : arg.dump();
+    if (a.empty() || a.find_first_of(" \t'\"$") != std::string::npos) a = "'" + a + "'";
+    line += (line.empty() ? "" : " ") + a;
+  }
+  return line;
+}
+
+}  // namespace
+
+std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name) {
+  Stmt st(detail::db(trace),
+          "SELECT sc.value, sc.step FROM scalars sc "
+          "WHERE sc.name_id IN (SELECT id FROM strings WHERE value = ?1) AND sc.value IS NOT NULL "
+          "ORDER BY sc.step DESC, sc.id DESC LIMIT 1");
+  st.bind(1, name);
+  if (!st.step()) return std::nullopt;
+  return std::make_pair(st.f64(0), st.opt_i64(1));
+}
+
+RunSummary summary(const Trace& trace) {
+  auto& impl = detail::impl(trace);
+  RunSummary s;
+  s.path = trace.path();
+  s.schema_version = trace.schema_version();
+  s.command = command_text(trace.meta_value("command").value_or(""));
+  for (const auto& [key, value] : trace.meta()) {
+    if (key.rfind("config.", 0) == 0) s.config.emplace_back(key.substr(7), value);
+  }
+  s.precision = trace.meta_value("config.precision").value_or("");
+  s.state = trace.state();
+  s.end_reason = trace.meta_value("end_reason").value_or("");
+  s.exit_status = parse_int(trace.meta_value("exit_status"));
+  if (!s.exit_status) s.exit_status = parse_int(trace.meta_value("exit_code"));
+  s.signal = parse_int(trace.meta_value("signal_number"));
+  s.signal_name = trace.meta_value("signal").value_or("");
+  s.steps = impl.count("steps").value_or(0);
+  s.first_step = impl.count("first_step");
+  s.last_step = impl.count("last_step");
+  s.start_ns = impl.count("start_ns");
+  s.end_ns = impl.count("end_ns");
+  s.kernels = impl.count("kernels").value_or(0);
+  s.sampled_kernels = impl.count("sampled_kernels").value_or(0);
+  s.tensors = impl.count("tensors").value_or(0);
+  s.nonfinite_tensors = impl.count("nonfinite_tensors").value_or(0);
+  s.memory_events = impl.count("memory_events").value_or(0);
+  if (auto loss = last_scalar(trace, "loss")) {
+    s.final_loss = loss->first;
+    s.final_loss_step = loss->second;
+  }
+  if (auto acc = last_scalar(trace, "train_accuracy")) s.final_train_accuracy = acc->first;
+  if (auto acc = last_scalar(trace, "test_accuracy")) s.test_accuracy = acc->first;
+  return s;
+}
+
+}  // namespace fpscope::analysis

@@ -1,0 +1,61 @@
+// Human-readable numbers shared by the command line and the GUI: see fpscope/units.h.
+#include "fpscope/units.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+
+namespace fpscope::analysis {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (std::fabs(value) >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{} B", bytes);
+  if (std::fabs(value) >= 100) return fmt::format("{:.1f} {}", value, units[unit]);
+  return fmt::format("{:.2f} {}", value, units[unit]);
+}
+
+std::string human_duration(int64_t ns) {
+  const double v = static_cast<double>(ns);
+  if (std::llabs(ns) < 1000) return fmt::format("{} ns", ns);
+  if (std::llabs(ns) < 1000000) return fmt::format("{:.3g} us", v / 1e3);
+  if (std::llabs(ns) < 1000000000) return fmt::format("{:.3g} ms", v / 1e6);
+  return fmt::format("{:.3g} s", v / 1e9);
+}
+
+std::string human_percent(double share) {
+  if (share != 0 && std::fabs(share) < 0.0001) return share > 0 ? "<0.01%" : ">-0.01%";
+  return fmt::format("{:.2f}%", share * 100.0);
+}
+
+std::string human_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4g}", value);
+}
+
+std::string human_number_exact(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return fmt::format("{}", value);
+}
+
+std::string human_scale(double scale) {
+  if (scale > 0 && std::isfinite(scale)) {
+    int exponent = 0;
+    if (std::frexp(scale, &exponent) == 0.5) return fmt::format("2^{}", exponent - 1);
+  }
+  return fmt::format("{:g}", scale);
+}
+
+std::string human_optional(const std::optional<double>& value, const char* missing) {
+  return value ? human_number(*value) : std::string(missing);
+}
+
+}  // namespace fpscope::analysis

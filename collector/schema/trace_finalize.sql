@@ -1,0 +1,135 @@
+-- Summary tables of a finished trace, computed once when a run ends so that reports over millions
+-- of tensor records answer at once. The collector runs this file in one transaction after its last
+-- insert; fpscope-gen-trace runs it too. Running it again recomputes everything.
+--
+-- The analyzer reads these tables when meta summary_version matches; otherwise (a trace still being
+-- written, a collector that was killed) it runs every `CREATE TABLE summary_...` statement of this
+-- file into a temporary table of its own read-only connection, so both paths share one definition.
+-- Keep each summary a single `CREATE TABLE summary_<name> AS SELECT ...` statement for that reason;
+-- a summary may read summaries created before it.
+
+DROP TABLE IF EXISTS summary_ranges;
+DROP TABLE IF EXISTS summary_layer_steps;
+DROP TABLE IF EXISTS summary_steps;
+DROP TABLE IF EXISTS summary_nonfinite;
+DROP TABLE IF EXISTS summary_memory;
+DROP TABLE IF EXISTS summary_allocations;
+DROP TABLE IF EXISTS summary_counts;
+
+-- Value ranges per (kernel, layer, phase, role, dtype). *_measured_elements: elements of tensors
+-- whose format columns were measured (NULL with --stats basic), the denominator of their shares.
+CREATE TABLE summary_ranges AS
+SELECT k.name_id AS kernel_name_id, k.layer_id, k.phase_id, t.role, t.dtype,
+       count(*) AS tensors, sum(t.count) AS elements, min(t.kernel_id) AS first_kernel_id,
+       sum(t.nan) AS nan, sum(t.pos_inf) AS pos_inf, sum(t.neg_inf) AS neg_inf,
+       sum(t.zero) AS zero, sum(t.subnormal) AS subnormal,
+       max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
+       sum(CASE WHEN t.f16_overflow IS NOT NULL THEN t.count END) AS formats_measured_elements,
+       sum(t.f16_overflow) AS f16_overflow, sum(t.f16_underflow) AS f16_underflow,
+       sum(t.f16_subnormal) AS f16_subnormal, sum(t.f16_near_max) AS f16_near_max,
+       sum(t.bf16_overflow) AS bf16_overflow, sum(t.bf16_underflow) AS bf16_underflow,
+       sum(t.bf16_subnormal) AS bf16_subnormal, sum(t.bf16_near_max) AS bf16_near_max,
+       sum(t.e4m3_overflow) AS e4m3_overflow, sum(t.e4m3_underflow) AS e4m3_underflow,
+       sum(t.e4m3_subnormal) AS e4m3_subnormal, sum(t.e4m3_near_max) AS e4m3_near_max,
+       sum(t.e5m2_overflow) AS e5m2_overflow, sum(t.e5m2_underflow) AS e5m2_underflow,
+       sum(t.e5m2_subnormal) AS e5m2_subnormal, sum(t.e5m2_near_max) AS e5m2_near_max
+FROM tensors t JOIN kernels k ON k.id = t.kernel_id
+GROUP BY k.name_id, k.layer_id, k.phase_id, t.role, t.dtype;
+
+-- Output ranges per (step, layer, phase): heat maps, per-step non-finite counts, gradient ranges.
+CREATE TABLE summary_layer_steps AS
+SELECT k.step, k.layer_id, k.phase_id, count(*) AS tensors, sum(t.count) AS elements,
+       sum(t.nan) AS nan, sum(t.pos_inf + t.neg_inf) AS inf,
+       max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
+       sum(t.f16_overflow) AS f16_overflow, sum(t.f16_underflow) AS f16_underflow
+FROM tensors t JOIN kernels k ON k.id = t.kernel_id
+WHERE t.role = 'out'
+GROUP BY k.step, k.layer_id, k.phase_id;
+
+-- One row per step that has a step range or kernels: time span and non-finite values of outputs.
+CREATE TABLE summary_steps AS
+WITH spans AS (
+  SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+  FROM nvtx_ranges WHERE kind = 'step' AND step IS NOT NULL GROUP BY step
+),
+values_by_step AS (
+  SELECT step, sum(nan) AS nan, sum(inf) AS inf
+  FROM summary_layer_steps WHERE step IS NOT NULL GROUP BY step
+)
+SELECT s.step, sp.start_ns, sp.end_ns, coalesce(v.nan, 0) AS nan, coalesce(v.inf, 0) AS inf
+FROM (SELECT step FROM spans UNION SELECT step FROM values_by_step) s
+LEFT JOIN spans sp ON sp.step = s.step
+LEFT JOIN values_by_step v ON v.step = s.step;
+
+-- Non-finite output tensors per (kernel, layer).
+CREATE TABLE summary_nonfinite AS
+SELECT k.name_id AS kernel_name_id, k.layer_id, count(*) AS tensors, sum(n.origin) AS origins,
+       min(n.kernel_id) AS first_kernel_id, min(k.step) AS first_step
+FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id
+GROUP BY k.name_id, k.layer_id;
+
+-- Memory per category: live bytes when the total peaked (its first moment), the category's own
+-- maximum, and what was allocated in all. Events are ordered by (t_ns, id), as in v_memory_peak.
+CREATE TABLE summary_memory AS
+WITH signed AS MATERIALIZED (
+  SELECT id, t_ns, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
+  FROM memory_events
+),
+running AS MATERIALIZED (
+  SELECT id, t_ns, category,
+         sum(delta) OVER (ORDER BY t_ns, id) AS live,
+         sum(delta) OVER (PARTITION BY category ORDER BY t_ns, id) AS category_live
+  FROM signed
+),
+peak AS MATERIALIZED (SELECT id, t_ns, live FROM running ORDER BY live DESC, t_ns, id LIMIT 1)
+SELECT c.id AS category,
+       (SELECT coalesce(sum(s.delta), 0) FROM signed s, peak p
+        WHERE s.category = c.id AND (s.t_ns < p.t_ns OR (s.t_ns = p.t_ns AND s.id <= p.id))) AS at_peak,
+       (SELECT coalesce(max(r.category_live), 0) FROM running r WHERE r.category = c.id) AS max_live,
+       (SELECT coalesce(sum(s.bytes), 0) FROM signed s WHERE s.category = c.id AND s.kind = 'alloc') AS allocated,
+       (SELECT count(*) FROM signed s WHERE s.category = c.id AND s.kind = 'alloc') AS allocations,
+       (SELECT coalesce(sum(s.delta), 0) FROM signed s WHERE s.category = c.id) AS live_at_end
+FROM categories c ORDER BY c.id;
+
+-- Allocations grouped by (name, category, bytes), so an activation allocated every step is one row.
+-- The bare columns come from the group's first event: SQLite takes them from the min() row.
+CREATE TABLE summary_allocations AS
+SELECT m.name_id, m.category, m.bytes, count(*) AS count, min(m.id) AS first_event_id,
+       m.alloc_id AS first_alloc_id, m.t_ns AS first_alloc_ns, m.step AS first_step
+FROM memory_events m WHERE m.kind = 'alloc'
+GROUP BY m.name_id, m.category, m.bytes;
+
+-- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
+CREATE TABLE summary_counts AS
+WITH signed AS (
+  SELECT id, t_ns, step, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
+  FROM memory_events
+),
+peak AS (
+  SELECT id, t_ns, step, sum(delta) OVER (ORDER BY t_ns, id) AS live FROM signed
+  ORDER BY live DESC, t_ns, id LIMIT 1
+)
+SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
+UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
+UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
+UNION ALL SELECT 'tensors', (SELECT count(*) FROM tensors)
+UNION ALL SELECT 'nonfinite_tensors', (SELECT count(*) FROM nonfinite)
+UNION ALL SELECT 'memory_events', (SELECT count(*) FROM memory_events)
+UNION ALL SELECT 'steps', (SELECT count(DISTINCT step) FROM nvtx_ranges WHERE kind = 'step')
+UNION ALL SELECT 'first_step', (SELECT min(step) FROM nvtx_ranges WHERE kind = 'step')
+UNION ALL SELECT 'last_step', (SELECT max(step) FROM nvtx_ranges WHERE kind = 'step')
+UNION ALL SELECT 'start_ns', (SELECT min(v) FROM (SELECT min(start_ns) AS v FROM kernels
+                              UNION ALL SELECT min(start_ns) FROM nvtx_ranges
+                              UNION ALL SELECT min(t_ns) FROM memory_events))
+UNION ALL SELECT 'end_ns', (SELECT max(v) FROM (SELECT max(end_ns) AS v FROM kernels
+                            UNION ALL SELECT max(end_ns) FROM nvtx_ranges
+                            UNION ALL SELECT max(t_ns) FROM memory_events))
+UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM peak)
+UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM peak)
+UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak);
+
+-- Indexes for timeline windows.
+CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);
+CREATE INDEX IF NOT EXISTS nvtx_ranges_by_start ON nvtx_ranges(start_ns);
+
+INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '1');
