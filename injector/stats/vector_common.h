@@ -1,18 +1,19 @@
-// Pieces shared by the AVX2 and AVX-512 kernels that need no vector instructions: the block and
-// group sizes, the scalar fallback for a group holding a NaN/Inf (or, at the Full level, a
-// subnormal of fp32/bf16), and the exponent histogram counted from a buffer of bin indices.
+// Pieces shared by the AVX2 and AVX-512 kernels that need no vector instructions: the group and
+// block sizes, the scalar fallback for a group holding a special value, and the Full level's
+// per-block bookkeeping of exponent fields and cast thresholds.
 //
 // How the vector kernels work (docs/statistics.md has the reasoning):
 // - The array is read in groups of 64 elements. A group without special values takes the fast
 //   path: min/max as integer total-order keys, smallest nonzero magnitude as min(|x| bits - 1)
-//   (zero wraps to the largest value), zero/subnormal counts and the cast threshold counts as
-//   per-lane counters incremented under compare masks, sums converted to double.
-// - A group with a special value is handed element by element to add_element(), the scalar
-//   kernel's own routine; its order is kept, so the first NaN/Inf is found exactly.
+//   (zero wraps to the largest value), zero/subnormal counts as per-lane counters incremented under
+//   compare masks, sums converted to double.
+// - A group holding a NaN or an Inf (at the Full level also an fp32 or bf16 subnormal) is handed
+//   element by element to add_element(), the scalar kernel's own routine, in order, so the first
+//   NaN/Inf is found exactly.
 // - Per-lane counters are flushed every block of 4096 elements (short enough for 16-bit lanes).
-// - At the Full level each fast element's histogram index (floor(log2|x|) + 150, 0 for zero) goes
-//   to a small buffer; a scalar loop then counts the block's buffer into four sub-histograms, so
-//   that repeated bins do not wait on one another's stores.
+// - At the Full level each fast element's exponent field (as an fp32) goes to a per-block byte
+//   buffer; the block's field histogram gives the exponent histogram and decides most cast
+//   thresholds; the rest are compared against the block's values while they are still in L1.
 #pragma once
 
 #include <cstddef>

@@ -77,6 +77,23 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnRandomTensors) {
   }
 }
 
+TEST_P(VectorKernelTest, MatchesScalarKernelOnGaussianTensors) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    for (int scale : {-24, -16, -10, -6, 0, 7, 14, 120}) {
+      const TestTensor t = gaussian_tensor(type, 50000, uint64_t(900 + scale), scale);
+      SCOPED_TRACE(t.name);
+      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+        TensorStats vs, ss;
+        stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
+        stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
+        expect_same_stats(vs, ss);
+      }
+    }
+  }
+}
+
 // Long runs of one kind of value, so that whole blocks take the fast path or the special path.
 TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
   const Kernel k = GetParam();

@@ -35,6 +35,9 @@ std::vector<TestTensor> all_cases() {
     }
     cases.push_back(random_tensor(t, 300007, 99, 0.001));  // crosses many blocks
     cases.push_back(random_tensor(t, 5000, 7, 0.5));       // specials everywhere
+    // Few binades per block, around each cast boundary region and at ordinary scales.
+    for (int scale : {-20, -14, -9, 0, 8, 15})
+      cases.push_back(gaussian_tensor(t, 20000, uint64_t(50 + scale), scale));
   }
   cases.push_back(all_patterns_tensor(ElementType::F16));
   cases.push_back(all_patterns_tensor(ElementType::BF16));

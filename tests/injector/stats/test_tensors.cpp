@@ -149,4 +149,17 @@ TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double 
   return t;
 }
 
+TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int scale_exponent) {
+  TestTensor t{std::string("gaussian_") + type_name(type) + "_" + std::to_string(n) + "_" +
+                   std::to_string(scale_exponent),
+               type, {}};
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> gauss;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = (rng() % 5 == 0) ? 0.0 : gauss(rng) * std::ldexp(1.0, scale_exponent);
+    t.push_bits(nearest_bits(type, v));
+  }
+  return t;
+}
+
 }  // namespace fpscope::stats_test

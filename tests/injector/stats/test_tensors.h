@@ -52,5 +52,8 @@ TestTensor all_patterns_tensor(ElementType type);
 // `n` random values: a mix of gaussian values over many scales, uniform random bit patterns and
 // specials (rate `special_rate`), reproducible from `seed`.
 TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double special_rate);
+// `n` gaussian values times 2^scale_exponent with one zero in five: few binades per block, like a
+// real activation or gradient tensor (the vector kernels count such blocks differently).
+TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int scale_exponent);
 
 }  // namespace fpscope::stats_test
