@@ -181,6 +181,7 @@ int run_cast(LaunchArgs& a) {
       !a.floating(a.out(0), "y") || !a.same_shape(a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(cast(a.in_flat(0), a.out_flat(0), a.stream()));
 }
 
@@ -197,6 +198,7 @@ int run_fill(LaunchArgs& a) {
     a.bad("scalar `value` = " + std::to_string(value) + " is not an i32 value");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(fill(a.out_flat(0), value, a.stream()));
 }
 
@@ -218,6 +220,7 @@ int run_copy(LaunchArgs& a) {
     a.bad("x or y has no data");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(cudaMemcpyAsync(y.data, x.data, bytes, cudaMemcpyDefault, a.stream()));
 }
 
@@ -231,6 +234,7 @@ int run_inject_fault(LaunchArgs& a) {
   }
   if (index >= element_count(a.in(0))) return a.bad("scalar `index` is outside x"), a.fail();
   if (kind > 2) return a.bad("scalar `kind` must be 0 (NaN), 1 (+Inf) or 2 (-Inf)"), a.fail();
+  if (a.dry_run()) return MPT_OK;
   cudaError_t e = cudaSuccess;
   if (a.out(0).data != a.in(0).data) {
     e = cudaMemcpyAsync(a.out(0).data, a.in(0).data,
@@ -246,6 +250,7 @@ int run_relu_forward(LaunchArgs& a) {
       !a.floating(a.out(0), "y") || !a.same_shape(a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(relu_forward(a.in_flat(0), a.out_flat(0), a.stream()));
 }
 
@@ -255,6 +260,7 @@ int run_relu_backward(LaunchArgs& a) {
       !a.same_shape(a.in(0), a.in(1), "dy", "y") || !a.same_shape(a.in(0), a.out(0), "dy", "dx")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(relu_backward(a.in_flat(0), a.in_flat(1), a.out_flat(0), a.stream()));
 }
 
@@ -286,6 +292,7 @@ int run_log_softmax_forward(LaunchArgs& a) {
       !a.same_shape(a.in(0), a.out(0), "x", "y")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(log_softmax_forward(a.in_flat(0), a.out_flat(0), rows, cols, a.stream()));
 }
 
@@ -297,6 +304,7 @@ int run_log_softmax_backward(LaunchArgs& a) {
       !a.same_shape(a.in(0), a.in(1), "dy", "y") || !a.same_shape(a.in(0), a.out(0), "dy", "dx")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(log_softmax_backward(a.in_flat(0), a.in_flat(1), a.out_flat(0), rows, cols,
                                      a.stream()));
 }
@@ -315,6 +323,7 @@ int run_nll_loss_forward(LaunchArgs& a) {
       (rows == 0 && !a.bad("the batch is empty, its mean is undefined"))) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(nll_loss_forward(a.in_flat(0), static_cast<const int32_t*>(a.in(1).data),
                                  a.out_flat(0), rows, cols, a.stream()));
 }
@@ -328,6 +337,7 @@ int run_nll_loss_backward(LaunchArgs& a) {
       (rows == 0 && !a.bad("the batch is empty"))) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(nll_loss_backward(static_cast<const int32_t*>(a.in(0).data), a.in_flat(1),
                                   a.out_flat(0), rows, cols, a.stream()));
 }
@@ -340,6 +350,7 @@ int run_accuracy_count(LaunchArgs& a) {
       (element_count(a.out(0)) != 1 && !a.bad("correct must hold one element"))) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(accuracy_count(a.in_flat(0), static_cast<const int32_t*>(a.in(1).data),
                                static_cast<int32_t*>(a.out(0).data), rows, cols, a.stream()));
 }
@@ -375,6 +386,7 @@ int run_amp_unscale_check(LaunchArgs& a) {
     }
     grads[i] = LaunchArgs::flat(g);
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(amp_unscale_check(static_cast<const float*>(a.in(0).data), grads, n,
                                   static_cast<float*>(a.out(0).data), a.stream()));
 }
@@ -388,10 +400,18 @@ int run_amp_update_scale(LaunchArgs& a) {
       !a.integer("growth_interval", 1, &interval)) {
     return a.fail();
   }
+  if (!one_f32(a, a.out(0), "scale (output)") ||
+      !a.dtype_is(a.out(1), MPT_DTYPE_I32, "growth_tracker (output)")) {
+    return a.fail();
+  }
+  if (element_count(a.in(1)) != 1 || element_count(a.out(1)) != 1) {
+    return a.bad("growth_tracker must hold one element"), a.fail();
+  }
   if (a.out(0).data != a.in(0).data || a.out(1).data != a.in(1).data) {
     a.bad("scale and growth_tracker are updated in place: outputs must be the input tensors");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(amp_update_scale(static_cast<float*>(a.in(0).data),
                                  static_cast<int32_t*>(a.in(1).data),
                                  static_cast<const float*>(a.in(2).data), growth, backoff,
@@ -415,7 +435,8 @@ bool optimizer_tensors(LaunchArgs& a, int n) {
   }
   for (int i = 0; i < a.desc().n_outputs; ++i) {
     int input = i == 0 ? 0 : i + 1;  // outputs are param, then the state tensors
-    if (a.out(i).data != a.in(input).data) {
+    if (!a.same_shape(a.in(input), a.out(i), "optimizer tensor", "its output")) return false;
+    if (a.out(i).data != a.in(input).data || a.out(i).dtype != a.in(input).dtype) {
       return a.bad("output " + std::to_string(i) + " must be input " + std::to_string(input) +
                    " (updated in place)");
     }
@@ -432,6 +453,7 @@ int run_sgd_step(LaunchArgs& a) {
   p.momentum = a.scalar_or("momentum", 0.0);
   p.weight_decay = a.scalar_or("weight_decay", 0.0);
   p.stochastic_rounding = a.flag("stochastic_rounding");
+  if (a.dry_run()) return MPT_OK;
   return a.done(sgd_step(a.in_flat(0), a.in_flat(1), a.in_flat(2), p, a.stream()));
 }
 
@@ -444,6 +466,7 @@ int run_adamw_step(LaunchArgs& a) {
   }
   p.weight_decay = a.scalar_or("weight_decay", 0.0);
   p.stochastic_rounding = a.flag("stochastic_rounding");
+  if (a.dry_run()) return MPT_OK;
   return a.done(adamw_step(a.in_flat(0), a.in_flat(1), a.in_flat(2), a.in_flat(3), p, a.stream()));
 }
 
@@ -466,6 +489,7 @@ int run_maxpool2d_forward(LaunchArgs& a) {
     a.bad("y must be [N, C, " + std::to_string(P) + ", " + std::to_string(Q) + "]");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(maxpool2d_forward(a.in_flat(0), a.out_flat(0),
                                   static_cast<int32_t*>(a.out(1).data), x.shape[0] * x.shape[1],
                                   x.shape[2], x.shape[3], P, Q, k, s, a.stream()));
@@ -484,6 +508,7 @@ int run_maxpool2d_backward(LaunchArgs& a) {
     return a.bad("dy must be [N, C, H', W'] with N and C of dx"), a.fail();
   }
   // The window is not passed to the backward kernel; the scatter needs none (argmax is flat).
+  if (a.dry_run()) return MPT_OK;
   return a.done(maxpool2d_backward(a.in_flat(0), static_cast<const int32_t*>(a.in(1).data),
                                    a.out_flat(0), dx.shape[0] * dx.shape[1], dx.shape[2],
                                    dx.shape[3], dy.shape[2], dy.shape[3], a.stream()));
@@ -516,6 +541,7 @@ int run_group_norm_forward(LaunchArgs& a) {
     a.bad("gamma and beta must hold C values, mean and rstd N*groups");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(group_norm_forward(a.in_flat(0), a.in_flat(1), a.in_flat(2), a.out_flat(0),
                                    static_cast<float*>(a.out(1).data),
                                    static_cast<float*>(a.out(2).data), s, eps, a.stream()));
@@ -537,11 +563,14 @@ int run_group_norm_backward(LaunchArgs& a) {
     a.bad("gamma, dgamma and dbeta must hold C values, mean and rstd N*groups");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   return a.done(group_norm_backward(a.in_flat(0), a.in_flat(1), a.in_flat(2),
                                     static_cast<const float*>(a.in(3).data),
                                     static_cast<const float*>(a.in(4).data), a.out_flat(0),
                                     a.out_flat(1), a.out_flat(2), s, a.stream()));
 }
+
+}  // namespace
 
 // [SECTION] dispatch
 
@@ -578,7 +607,6 @@ const KernelEntry kKernels[] = {
     {"accuracy_count", run_accuracy_count},
 };
 
-}  // namespace
 }  // namespace detail
 
 // [SECTION] public interface
@@ -604,26 +632,53 @@ bool available(std::string* why) {
   return usable;
 }
 
-int launch(const mpt_launch_desc& d, std::string* error) {
-  const char* name = d.kernel ? d.kernel : "";
+namespace {
+
+const detail::KernelEntry* find_kernel(const char* name) {
   for (const auto& entry : detail::kKernels) {
-    if (std::strcmp(entry.name, name) != 0) continue;
-    std::string why;
-    if (!available(&why)) {
-      if (error) *error = std::string(name) + " (cuda): " + why;
-      return MPT_ERR_DEVICE;
-    }
-    if (d.n_inputs < 0 || d.n_outputs < 0 || d.n_scalars < 0 ||
-        (d.n_inputs > 0 && !d.inputs) || (d.n_outputs > 0 && !d.outputs) ||
-        (d.n_scalars > 0 && !d.scalars)) {
-      if (error) *error = std::string(name) + " (cuda): malformed launch description";
-      return MPT_ERR_BAD_ARGUMENTS;
-    }
-    detail::LaunchArgs args(d, error);
-    return entry.run(args);
+    if (std::strcmp(entry.name, name) == 0) return &entry;
   }
-  if (error) *error = std::string("unknown kernel `") + name + "` (cuda); docs/kernels.md lists them";
-  return MPT_ERR_UNKNOWN_KERNEL;
+  return nullptr;
+}
+
+bool well_formed(const mpt_launch_desc& d) {
+  return d.n_inputs >= 0 && d.n_outputs >= 0 && d.n_scalars >= 0 && (d.n_inputs == 0 || d.inputs) &&
+         (d.n_outputs == 0 || d.outputs) && (d.n_scalars == 0 || d.scalars);
+}
+
+}  // namespace
+
+namespace detail {
+
+int validate(const mpt_launch_desc& d, std::string* error) {
+  const char* name = d.kernel ? d.kernel : "";
+  const KernelEntry* entry = find_kernel(name);
+  if (!entry) {
+    if (error) *error = std::string("unknown kernel `") + name + "` (cuda); docs/kernels.md lists them";
+    return MPT_ERR_UNKNOWN_KERNEL;
+  }
+  if (!well_formed(d)) {
+    if (error) *error = std::string(name) + " (cuda): malformed launch description";
+    return MPT_ERR_BAD_ARGUMENTS;
+  }
+  LaunchArgs args(d, error, /*dry_run=*/true);
+  return entry->run(args);
+}
+
+}  // namespace detail
+
+/* Arguments are checked before the device: a wrong launch is MPT_ERR_BAD_ARGUMENTS on any machine,
+ * a right one without a device MPT_ERR_DEVICE. */
+int launch(const mpt_launch_desc& d, std::string* error) {
+  int status = detail::validate(d, error);
+  if (status != MPT_OK) return status;
+  std::string why;
+  if (!available(&why)) {
+    if (error) *error = std::string(d.kernel) + " (cuda): " + why;
+    return MPT_ERR_DEVICE;
+  }
+  detail::LaunchArgs args(d, error, /*dry_run=*/false);
+  return find_kernel(d.kernel)->run(args);
 }
 
 void* alloc(size_t bytes, std::string* error) {

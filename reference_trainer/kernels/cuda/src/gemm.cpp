@@ -144,6 +144,7 @@ int run_linear_forward(LaunchArgs& a) {
     if (element_count(a.in(2)) != O) a.bad("b must hold O values");
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   Scratch acc_mem(a.stream()), widened(a.stream());
   void* acc;
   cudaError_t e = acc_mem.get(static_cast<size_t>(N * O) * sizeof(float), &acc);
@@ -173,6 +174,7 @@ int run_linear_backward_data(LaunchArgs& a) {
       !a.dim_is(a.out(0), 1, I, "dx")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   Scratch acc_mem(a.stream()), widened(a.stream());
   void* acc;
   cudaError_t e = acc_mem.get(static_cast<size_t>(N * I) * sizeof(float), &acc);
@@ -203,6 +205,7 @@ int run_linear_backward_weight(LaunchArgs& a) {
     return a.fail();
   }
   bool fp16 = a.flag("partials_fp16");
+  if (a.dry_run()) return MPT_OK;
   Scratch acc_mem(a.stream()), widened(a.stream());
   void* acc;
   cudaError_t e = acc_mem.get(static_cast<size_t>(O * I) * sizeof(float), &acc);
@@ -283,6 +286,7 @@ int run_conv2d_forward(LaunchArgs& a) {
       (element_count(a.in(2)) != s.K && !a.bad("b must hold K values"))) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   Flat x = a.in_flat(0), w = a.in_flat(1), b = a.in_flat(2), y = a.out_flat(0);
   cudaStream_t st = a.stream();
   Scratch acc_mem(st), col_mem(st), w_mem(st);
@@ -320,6 +324,7 @@ int run_conv2d_backward_data(LaunchArgs& a) {
       !a.floating(a.in(0), "dy") || !output_is(a, a.in(0), s.N, s.K, s.P, s.Q, "dy")) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   Flat dy = a.in_flat(0), w = a.in_flat(1), dx = a.out_flat(0);
   cudaStream_t st = a.stream();
   if (a.flag("partials_fp16")) return a.done(conv_backward_data_fp16_partials(dy, w, s, dx, st));
@@ -350,6 +355,7 @@ int run_conv2d_backward_weight(LaunchArgs& a) {
       !a.floating(a.out(1), "db") || (element_count(a.out(1)) != s.K && !a.bad("db must hold K values"))) {
     return a.fail();
   }
+  if (a.dry_run()) return MPT_OK;
   Flat dy = a.in_flat(0), x = a.in_flat(1), dw = a.out_flat(0), db = a.out_flat(1);
   cudaStream_t st = a.stream();
   bool fp16 = a.flag("partials_fp16");

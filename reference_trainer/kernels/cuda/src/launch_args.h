@@ -21,7 +21,11 @@ int64_t element_bytes(int dtype);
 
 class LaunchArgs {
  public:
-  LaunchArgs(const mpt_launch_desc& d, std::string* error) : d_(d), error_(error) {}
+  /* With dry_run, a kernel checks its arguments and returns before touching the device. */
+  LaunchArgs(const mpt_launch_desc& d, std::string* error, bool dry_run)
+      : d_(d), error_(error), dry_run_(dry_run) {}
+
+  bool dry_run() const { return dry_run_; }
 
   const mpt_launch_desc& desc() const { return d_; }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(d_.stream); }
@@ -56,8 +60,13 @@ class LaunchArgs {
  private:
   const mpt_launch_desc& d_;
   std::string* error_;
+  bool dry_run_;
   int status_ = MPT_ERR_BAD_ARGUMENTS;
 };
+
+/* Checks a launch's arguments exactly as launch() does, without a device and without running
+ * anything: MPT_OK, MPT_ERR_UNKNOWN_KERNEL or MPT_ERR_BAD_ARGUMENTS (tests use it everywhere). */
+int validate(const mpt_launch_desc& d, std::string* error);
 
 /* Kernel entry points of the dispatch table (backend.cpp, gemm.cpp). */
 int run_linear_forward(LaunchArgs& a);
