@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <string_view>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "test_tensors.h"
@@ -44,9 +47,27 @@ std::vector<TestTensor> all_cases() {
   return cases;
 }
 
-// Writes the tensors, runs the reference, returns its results by tensor name.
+// A fingerprint of the tensors and of the reference script, naming the cached reference results.
+std::string fingerprint(const std::vector<TestTensor>& cases) {
+  std::ifstream script(FPSCOPE_STATS_REFERENCE);
+  std::string text((std::istreambuf_iterator<char>(script)), std::istreambuf_iterator<char>());
+  uint64_t h = std::hash<std::string>{}(text);
+  for (const TestTensor& t : cases) {
+    h = h * 1000003u ^ std::hash<std::string>{}(t.name);
+    h = h * 1000003u ^ std::hash<std::string_view>{}(std::string_view(
+                           reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size()));
+  }
+  return std::to_string(h);
+}
+
+// Writes the tensors, runs the reference, returns its results by tensor name. The results are
+// kept in the build folder under a fingerprint of their inputs, so the test cases of this binary
+// (which ctest runs as separate, possibly parallel processes) run the reference once.
 Json run_reference(const std::vector<TestTensor>& cases) {
-  const fs::path dir = fs::path(FPSCOPE_STATS_TEST_WORK_DIR) / "reference";
+  const fs::path work(FPSCOPE_STATS_TEST_WORK_DIR);
+  const fs::path cached = work / ("reference-" + fingerprint(cases) + ".json");
+  if (fs::exists(cached)) return Json::parse(std::ifstream(cached));
+  const fs::path dir = work / ("reference-" + std::to_string(getpid()));
   fs::create_directories(dir);
   Json manifest = Json::array();
   for (const TestTensor& t : cases) {
@@ -63,7 +84,10 @@ Json run_reference(const std::vector<TestTensor>& cases) {
     ADD_FAILURE() << "reference failed: " << cmd;
     return Json::object();
   }
-  return Json::parse(std::ifstream(dir / "reference.json"));
+  Json result = Json::parse(std::ifstream(dir / "reference.json"));
+  fs::rename(dir / "reference.json", cached);  // atomic: a parallel reader sees all or nothing
+  fs::remove_all(dir);
+  return result;
 }
 
 double number_or_nan(const Json& v) { return v.is_null() ? NAN : v.get<double>(); }
