@@ -196,9 +196,9 @@ F32Input::F32Input(const mpt_tensor& t) {
     data_ = static_cast<const float*>(t.data);
     return;
   }
-  copy_.reset(new float[static_cast<size_t>(element_count(t))]);
-  load_as_f32(t.data, t.dtype, copy_.get(), element_count(t));
-  data_ = copy_.get();
+  copy_ = ScratchFloats(static_cast<size_t>(element_count(t)));
+  load_as_f32(t.data, t.dtype, copy_.data(), element_count(t));
+  data_ = copy_.data();
 }
 
 F32Output::F32Output(const mpt_tensor& t, bool zeroed) : tensor_(t) {
@@ -208,8 +208,8 @@ F32Output::F32Output(const mpt_tensor& t, bool zeroed) : tensor_(t) {
     if (zeroed && n > 0) std::memset(data_, 0, static_cast<size_t>(n) * 4);
     return;
   }
-  buffer_.reset(new float[static_cast<size_t>(n)]);
-  data_ = buffer_.get();
+  buffer_ = ScratchFloats(static_cast<size_t>(n));
+  data_ = buffer_.data();
   if (zeroed && n > 0) std::memset(data_, 0, static_cast<size_t>(n) * 4);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mpt/abi.h"
+#include "scratch.h"
 
 namespace mpt {
 
@@ -77,7 +78,7 @@ class F32Input {
   float operator[](int64_t i) const { return data_[i]; }
  private:
   const float* data_;
-  std::unique_ptr<float[]> copy_;  // uninitialised on purpose: every element is written once
+  ScratchFloats copy_;
 };
 
 // Where a kernel writes fp32 results for a floating output: the tensor itself when it is f32,
@@ -92,7 +93,7 @@ class F32Output {
  private:
   const mpt_tensor& tensor_;
   float* data_;
-  std::unique_ptr<float[]> buffer_;
+  ScratchFloats buffer_;
 };
 
 // Elementwise conversions of n values between fp32 and a floating dtype (parallel when large).

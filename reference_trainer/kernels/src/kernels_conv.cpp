@@ -3,11 +3,15 @@
 // col2im; backward weight sums dy[n] x col(x[n])^T over the batch. With partials_fp16 every
 // addition of a running sum (products, window overlaps in col2im, batch terms, bias gradient)
 // is rounded to fp16, in the order the loops below visit them.
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "gemm.h"
 #include "kernels.h"
 #include "mpt/numerics.h"
+#include "parallel.h"
+#include "scratch.h"
 
 namespace mpt::kernels {
 namespace {
@@ -36,12 +40,23 @@ ConvGeometry geometry(const Launch& l, const TensorArg& x, const TensorArg& w) {
   return g;
 }
 
-// col[(c,r,s), (p,q)] = x[c, p*stride - pad + r, q*stride - pad + s], 0 outside the image.
-void im2col(const ConvGeometry& g, const float* image, float* col) {
+// Images are processed in groups: the group's im2col columns sit side by side, [CRS, G*PQ], so
+// one matrix product covers the whole group (a wide product threads and vectorises far better
+// than one small product per image). Column index = image-in-group * PQ + p*Q + q, so a reduction
+// over columns visits images in batch order, as the documented partials recurrence requires.
+constexpr int64_t kMaxGroupFloats = int64_t{1} << 22;  // 16 MiB of fp32 per scratch matrix
+
+int64_t images_per_group(const ConvGeometry& g) {
+  return std::max<int64_t>(1, std::min<int64_t>(g.n, kMaxGroupFloats / std::max<int64_t>(1, g.crs() * g.pq())));
+}
+
+// col[(c,r,s), column0 + p*Q + q] = x[c, p*stride - pad + r, q*stride - pad + s], 0 outside;
+// `ld` is the row length of col.
+void im2col(const ConvGeometry& g, const float* image, float* col, int64_t ld, int64_t column0) {
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t r = 0; r < g.r; ++r)
       for (int64_t s = 0; s < g.s; ++s) {
-        float* row = col + ((c * g.r + r) * g.s + s) * g.pq();
+        float* row = col + ((c * g.r + r) * g.s + s) * ld + column0;
         for (int64_t p = 0; p < g.p; ++p) {
           int64_t y = p * g.stride - g.pad + r;
           for (int64_t q = 0; q < g.q; ++q) {
@@ -54,11 +69,11 @@ void im2col(const ConvGeometry& g, const float* image, float* col) {
 }
 
 // The adjoint of im2col: image (zeroed by the caller) += the col entries that came from it.
-void col2im(const ConvGeometry& g, const float* col, float* image, bool partials_fp16) {
+void col2im(const ConvGeometry& g, const float* col, int64_t ld, int64_t column0, float* image, bool partials_fp16) {
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t r = 0; r < g.r; ++r)
       for (int64_t s = 0; s < g.s; ++s) {
-        const float* row = col + ((c * g.r + r) * g.s + s) * g.pq();
+        const float* row = col + ((c * g.r + r) * g.s + s) * ld + column0;
         for (int64_t p = 0; p < g.p; ++p) {
           int64_t y = p * g.stride - g.pad + r;
           if (y < 0 || y >= g.h) continue;
@@ -70,6 +85,21 @@ void col2im(const ConvGeometry& g, const float* col, float* image, bool partials
           }
         }
       }
+}
+
+// im2col of images [first, first + count) into col [CRS, count*PQ].
+void im2col_group(const ConvGeometry& g, const float* x, int64_t first, int64_t count, float* col) {
+  parallel_for(count, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) im2col(g, x + (first + i) * g.c * g.h * g.w, col, count * g.pq(), i * g.pq());
+  });
+}
+
+// dy of images [first, first + count), [N,K,PQ], gathered into [K, count*PQ].
+void gather_dy(const ConvGeometry& g, const float* dy, int64_t first, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t k = 0; k < g.k; ++k)
+      std::memcpy(out + k * count * g.pq() + i * g.pq(), dy + ((first + i) * g.k + k) * g.pq(),
+                  static_cast<size_t>(g.pq()) * sizeof(float));
 }
 
 }  // namespace
@@ -85,14 +115,20 @@ void conv2d_forward(const Launch& l) {
 
   F32Input xv(*x), wv(*w), bv(*b);
   F32Output yv(*y);
-  std::vector<float> col(static_cast<size_t>(g.crs() * g.pq()));
-  GemmShape shape{false, false, g.k, g.pq(), g.crs(), false};
-  for (int64_t n = 0; n < g.n; ++n) {
-    im2col(g, xv.data() + n * g.c * g.h * g.w, col.data());
-    float* out = yv.data() + n * g.k * g.pq();
-    gemm(shape, wv.data(), col.data(), out, partials_fp16);
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t i = 0; i < g.pq(); ++i) out[k * g.pq() + i] += bv[k];
+  int64_t group = images_per_group(g), pq = g.pq();
+  ScratchFloats col(static_cast<size_t>(g.crs() * group * pq)), product(static_cast<size_t>(g.k * group * pq));
+  for (int64_t first = 0; first < g.n; first += group) {
+    int64_t count = std::min(group, g.n - first);
+    im2col_group(g, xv.data(), first, count, col.data());
+    gemm(GemmShape{false, false, g.k, count * pq, g.crs(), false}, wv.data(), col.data(), product.data(), partials_fp16);
+    parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int64_t k = 0; k < g.k; ++k) {
+          const float* from = product.data() + k * count * pq + i * pq;
+          float* to = yv.data() + ((first + i) * g.k + k) * pq;
+          for (int64_t j = 0; j < pq; ++j) to[j] = from[j] + bv[k];
+        }
+    });
   }
   yv.store();
 }
@@ -107,11 +143,16 @@ void conv2d_backward_data(const Launch& l) {
 
   F32Input dyv(*dy), wv(*w);
   F32Output dxv(*dx, /*zeroed=*/true);
-  std::vector<float> dcol(static_cast<size_t>(g.crs() * g.pq()));
-  GemmShape shape{true, false, g.crs(), g.pq(), g.k, false};
-  for (int64_t n = 0; n < g.n; ++n) {
-    gemm(shape, wv.data(), dyv.data() + n * g.k * g.pq(), dcol.data(), partials_fp16);
-    col2im(g, dcol.data(), dxv.data() + n * g.c * g.h * g.w, partials_fp16);
+  int64_t group = images_per_group(g), pq = g.pq();
+  ScratchFloats dcol(static_cast<size_t>(g.crs() * group * pq)), dy_rows(static_cast<size_t>(g.k * group * pq));
+  for (int64_t first = 0; first < g.n; first += group) {
+    int64_t count = std::min(group, g.n - first);
+    gather_dy(g, dyv.data(), first, count, dy_rows.data());
+    gemm(GemmShape{true, false, g.crs(), count * pq, g.k, false}, wv.data(), dy_rows.data(), dcol.data(), partials_fp16);
+    parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        col2im(g, dcol.data(), count * pq, i * pq, dxv.data() + (first + i) * g.c * g.h * g.w, partials_fp16);
+    });
   }
   dxv.store();
 }
@@ -127,15 +168,17 @@ void conv2d_backward_weight(const Launch& l) {
 
   F32Input dyv(*dy), xv(*x);
   F32Output dwv(*dw, /*zeroed=*/true), dbv(*db, /*zeroed=*/true);
-  std::vector<float> col(static_cast<size_t>(g.crs() * g.pq()));
-  for (int64_t n = 0; n < g.n; ++n) {
-    im2col(g, xv.data() + n * g.c * g.h * g.w, col.data());
-    const float* dyn = dyv.data() + n * g.k * g.pq();
-    gemm(GemmShape{false, true, g.k, g.crs(), g.pq(), n > 0}, dyn, col.data(), dwv.data(), partials_fp16);
-    for (int64_t k = 0; k < g.k; ++k) {
+  int64_t group = images_per_group(g), pq = g.pq();
+  ScratchFloats col(static_cast<size_t>(g.crs() * group * pq)), dy_rows(static_cast<size_t>(g.k * group * pq));
+  for (int64_t first = 0; first < g.n; first += group) {
+    int64_t count = std::min(group, g.n - first);
+    im2col_group(g, xv.data(), first, count, col.data());
+    gather_dy(g, dyv.data(), first, count, dy_rows.data());
+    gemm(GemmShape{false, true, g.k, g.crs(), count * pq, first > 0}, dy_rows.data(), col.data(), dwv.data(), partials_fp16);
+    for (int64_t k = 0; k < g.k; ++k) {  // images in batch order, then positions
       float acc = dbv[k];
-      for (int64_t i = 0; i < g.pq(); ++i)
-        acc = partials_fp16 ? round_to_f16(acc + dyn[k * g.pq() + i]) : acc + dyn[k * g.pq() + i];
+      const float* row = dy_rows.data() + k * count * pq;
+      for (int64_t i = 0; i < count * pq; ++i) acc = partials_fp16 ? round_to_f16(acc + row[i]) : acc + row[i];
       dbv[k] = acc;
     }
   }

@@ -5,11 +5,11 @@
 // when asked and the parameter is 16-bit. Scalar constants are formed in double, as Python
 // forms them, and used as fp32.
 #include <cmath>
-#include <vector>
 
 #include "kernels.h"
 #include "mpt/numerics.h"
 #include "parallel.h"
+#include "scratch.h"
 
 namespace mpt::kernels {
 namespace {
@@ -72,8 +72,8 @@ void sgd_step(const Launch& l) {
   UpdateRounding rounding = update_rounding(l, param, step);
 
   F32Input pv(*param), gv(*grad), bv(*buf);
-  std::vector<float> new_param(static_cast<size_t>(param.numel()));
-  std::vector<float> new_buf(momentum != 0.0f ? new_param.size() : 0);
+  ScratchFloats new_param(static_cast<size_t>(param.numel()));
+  ScratchFloats new_buf(momentum != 0.0f ? new_param.size() : 0);
   parallel_for(param.numel(), kChunk, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float d = gv[i];
@@ -118,7 +118,7 @@ void adamw_step(const Launch& l) {
 
   F32Input pv(*param), gv(*grad), mv(*avg), vv(*avg_sq);
   size_t n = static_cast<size_t>(param.numel());
-  std::vector<float> new_param(n), new_m(n), new_v(n);
+  ScratchFloats new_param(n), new_m(n), new_v(n);
   parallel_for(param.numel(), kChunk, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float p = pv[i] * decay, g = gv[i], m = mv[i];

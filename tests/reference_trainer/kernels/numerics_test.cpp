@@ -215,6 +215,9 @@ TEST(Numerics, RoundThroughMatchesConvertAndBack) {
     if (is_nan_bits(inputs[i])) continue;
     ASSERT_EQ(float_bits(f[i]), float_bits(mpt::f16_to_f32(mpt::f32_to_f16(bits_float(inputs[i]))))) << i;
     ASSERT_EQ(float_bits(g[i]), float_bits(mpt::bf16_to_f32(mpt::f32_to_bf16(bits_float(inputs[i]))))) << i;
+    // The inline scalar shortcuts agree too.
+    ASSERT_EQ(float_bits(mpt::round_to_f16(bits_float(inputs[i]))), float_bits(f[i])) << std::hex << inputs[i];
+    ASSERT_EQ(float_bits(mpt::round_to_bf16(bits_float(inputs[i]))), float_bits(g[i])) << std::hex << inputs[i];
   }
 }
 

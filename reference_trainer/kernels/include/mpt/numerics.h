@@ -29,9 +29,19 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float x);
 inline float bf16_to_f32(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
-/* fp32 rounded to the format and back: the value a 16-bit tensor would hold. */
-inline float round_to_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
-inline float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+/* fp32 rounded to the format and back: the value a 16-bit tensor would hold. Inline: the common
+ * case (a result in fp16's normal range) is a few integer operations on the fp32 bits. */
+inline float round_to_f16(float x) {
+  uint32_t b = float_bits(x), a = b & 0x7fffffffu;
+  if (a >= 0x38800000u && a < 0x477ff000u)  // normal fp16 result: round the 13 low bits away
+    return bits_float((b + 0xfffu + ((b >> 13) & 1u)) & ~0x1fffu);
+  return f16_to_f32(f32_to_f16(x));
+}
+inline float round_to_bf16(float x) {
+  uint32_t b = float_bits(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return bf16_to_f32(f32_to_bf16(x));  // NaN
+  return bits_float((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+}
 
 /* Stochastic rounding of x using the 32 random bits `random` (uniform). */
 uint16_t f32_to_f16_stochastic(float x, uint32_t random);
