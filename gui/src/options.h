@@ -1,0 +1,28 @@
+// Command line of fpscope-gui: the traces to open and the unattended modes (screenshot, benchmark,
+// state dump) that tests and documentation use.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fpscope::gui {
+
+struct Options {
+  std::vector<std::string> traces;  // first is the source, second the comparison target
+  std::string screenshot;           // write this PNG once loading is done, then exit
+  std::string view = "summary";     // tab shown first (and captured by --screenshot)
+  int width = 1600;
+  int height = 1000;
+  float font_size = 17.0f;
+  int bench_frames = 0;   // > 0: pan the timeline this many frames and print frame times
+  bool dump_state = false;  // print each trace's load state and headline numbers on stdout
+  int settle_frames = 4;    // frames drawn after loading before the screenshot is taken
+};
+
+// Parses argv into `options`. Returns -1 to go on, or the exit code (0 after --help, 2 on error).
+int parse_options(int argc, char** argv, Options& options);
+
+// The names accepted by --view, in tab order.
+const std::vector<std::string>& view_names();
+
+}  // namespace fpscope::gui

@@ -1,0 +1,47 @@
+// The selection every view shares: a step, a layer, a kernel launch (of one trace) and the tensor
+// looked at. A view that selects something sets it here; the others follow on their next frame.
+// Views may also ask to be shown (a double-click in the event table opens the timeline there).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace fpscope::gui {
+
+struct KernelRef {
+  int trace_id = 0;       // TraceDoc::id()
+  int64_t kernel_id = 0;  // kernels.id in that trace
+  bool operator==(const KernelRef&) const = default;
+};
+
+struct Selection {
+  std::optional<int64_t> step;
+  std::optional<std::string> layer;
+  std::optional<KernelRef> kernel;
+  std::optional<int64_t> tensor_id;  // of the selected kernel's trace
+  std::optional<std::string> tensor_name;
+
+  // Set by a view that wants the timeline to centre on the selected kernel (or step).
+  bool focus_timeline = false;
+  // Set to a view name ("timeline", ...) to bring that tab to the front on the next frame.
+  std::string show_view;
+
+  void select_step(int64_t s) {
+    step = s;
+  }
+  void select_kernel(int trace_id, int64_t kernel_id, std::optional<int64_t> kernel_step,
+                     std::optional<std::string> kernel_layer) {
+    kernel = KernelRef{trace_id, kernel_id};
+    if (kernel_step) step = kernel_step;
+    if (kernel_layer) layer = std::move(kernel_layer);
+    tensor_id.reset();
+  }
+  void jump_to_timeline() {
+    focus_timeline = true;
+    show_view = "timeline";
+  }
+  void clear() { *this = Selection{}; }
+};
+
+}  // namespace fpscope::gui

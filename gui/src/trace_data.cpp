@@ -1,0 +1,162 @@
+// Loading a trace for the views (see trace_data.h). Every report comes from libfpscope_analysis;
+// this file only sequences the calls, reports progress and builds the timeline's index.
+#include "trace_data.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include <fpscope/units.h>
+
+#include "trace_set.h"
+
+namespace fpscope::gui {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Writes progress for the window; throws Cancelled when the trace was closed meanwhile.
+void report(LoadStatus& status, const std::string& stage, double fraction) {
+  if (status.cancelled) throw analysis::TraceError(analysis::TraceErrorKind::Cancelled, "closed while loading");
+  status.fraction = static_cast<float>(fraction);
+  std::lock_guard lock(status.mutex);
+  status.stage = stage;
+}
+
+// Reads every kernel and range through analysis::timeline() in windows of about a million kernels,
+// keeping each span once: a window accepts the spans that start inside it.
+void build_timeline(const analysis::Trace& trace, TraceData& data, LoadStatus& status) {
+  if (!data.bounds) return;
+  const auto [first, last] = *data.bounds;
+  const int64_t end = last + 1;
+  constexpr size_t kBatch = 1'000'000;
+  int64_t width = std::max<int64_t>(1, (end - first) / 8);
+  for (int64_t t0 = first; t0 < end;) {
+    const int64_t t1 = std::min(end, t0 + width);
+    const analysis::TimelineWindow window = analysis::timeline(trace, t0, t1, kBatch);
+    int64_t cut = t1;
+    if (window.truncated && !window.kernels.empty() && window.kernels.back().start_ns > t0) {
+      cut = window.kernels.back().start_ns;  // the rest of that instant comes with the next window
+      width = std::max<int64_t>(1, (cut - t0));
+    } else if (window.kernels.size() < kBatch / 4) {
+      width *= 2;
+    }
+    data.timeline.add(window, t0, cut);
+    t0 = cut;
+    report(status, "indexing the timeline", 0.45 + 0.45 * static_cast<double>(t0 - first) / static_cast<double>(end - first));
+  }
+  data.timeline.finish();
+}
+
+std::vector<std::string> layers_in_order(const std::vector<analysis::LayerStepCell>& cells) {
+  std::vector<std::string> layers;
+  for (const auto& c : cells) {
+    if (std::find(layers.begin(), layers.end(), c.layer) == layers.end()) layers.push_back(c.layer);
+  }
+  return layers;
+}
+
+}  // namespace
+
+const analysis::StepRow* TraceData::step_row(int64_t step) const {
+  auto it = std::lower_bound(steps.begin(), steps.end(), step,
+                             [](const analysis::StepRow& r, int64_t s) { return r.step < s; });
+  return it != steps.end() && it->step == step ? &*it : nullptr;
+}
+
+std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& status) {
+  auto data = std::make_shared<TraceData>();
+  data->path = path;
+  auto started = Clock::now();
+  report(status, "opening", 0.0);
+  analysis::OpenOptions options;
+  options.progress = [&status](const analysis::LoadProgress& p) {
+    if (status.cancelled) return false;
+    status.fraction = static_cast<float>(0.3 * p.fraction);
+    std::lock_guard lock(status.mutex);
+    status.stage = p.stage;
+    return true;
+  };
+  data->trace = analysis::Trace::open(path.string(), options);
+  const analysis::Trace& trace = *data->trace;
+  data->seconds_open = seconds_since(started);
+
+  started = Clock::now();
+  report(status, "summary", 0.3);
+  data->summary = analysis::summary(trace);
+  data->nonfinite = analysis::nonfinite(trace);
+  report(status, "steps and loss scale", 0.34);
+  data->loss_scale = analysis::loss_scale(trace);
+  data->steps = analysis::steps(trace);
+  report(status, "memory", 0.37);
+  data->memory = analysis::memory(trace, 12);
+  data->memory_over_time = analysis::memory_timeline(trace, 4000);
+  report(status, "value ranges", 0.4);
+  data->layer_steps = analysis::layer_step_ranges(trace);
+  data->layers = layers_in_order(data->layer_steps);
+  data->ranges = analysis::ranges(trace, analysis::RangeGrouping::LayerKernel, analysis::RoleFilter::Outputs);
+  data->bounds = analysis::time_bounds(trace);
+  data->seconds_reports = seconds_since(started);
+
+  started = Clock::now();
+  build_timeline(trace, *data, status);
+  report(status, "events", 0.92);
+  collect_events(*data);
+  data->seconds_timeline = seconds_since(started);
+  report(status, "done", 1.0);
+  return data;
+}
+
+std::string describe(const TraceData& d) {
+  const analysis::RunSummary& s = d.summary;
+  std::ostringstream out;
+  out << "  run: " << analysis::run_state_name(s.state) << " (end_reason " << (s.end_reason.empty() ? "-" : s.end_reason)
+      << "), precision " << (s.precision.empty() ? "-" : s.precision) << ", steps " << s.steps << ", kernels "
+      << s.kernels << ", tensors " << s.tensors << "\n";
+  if (d.nonfinite.first_origin) {
+    const auto& o = *d.nonfinite.first_origin;
+    out << "  first non-finite: " << o.kind << " in " << o.kernel << " (" << o.layer.value_or("-") << ") step "
+        << (o.step ? std::to_string(*o.step) : "-") << ", kernel id " << o.kernel_id << "\n";
+  } else {
+    out << "  first non-finite: none\n";
+  }
+  out << "  skipped steps: " << d.loss_scale.skipped_steps << ", peak memory: " << analysis::human_bytes(d.memory.peak_bytes)
+      << "\n  timeline: " << d.timeline.kernel_count() << " kernels in " << d.timeline.lanes.size()
+      << " lanes; events listed: " << d.events.size() << (d.events_truncated ? " (truncated)" : "") << "\n";
+  return out.str();
+}
+
+void KernelDetailCache::reset_for(const TraceData& data) {
+  if (owner_ == &data) return;
+  owner_ = &data;
+  tensors_.clear();
+  histograms_.clear();
+}
+
+const std::vector<analysis::TensorRecord>* KernelDetailCache::tensors(const TraceData& data, int64_t kernel_id,
+                                                                     std::string* error) {
+  reset_for(data);
+  if (auto it = tensors_.find(kernel_id); it != tensors_.end()) return &it->second;
+  try {
+    return &tensors_.emplace(kernel_id, analysis::tensors_of_kernel(*data.trace, kernel_id)).first->second;
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return nullptr;
+  }
+}
+
+const analysis::ExponentHistogram* KernelDetailCache::histogram(const TraceData& data, int64_t tensor_id,
+                                                                std::string* error) {
+  reset_for(data);
+  if (auto it = histograms_.find(tensor_id); it != histograms_.end()) return &it->second;
+  try {
+    return &histograms_.emplace(tensor_id, analysis::exponent_histogram(*data.trace, tensor_id)).first->second;
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace fpscope::gui

@@ -1,0 +1,94 @@
+// One loaded trace: the analyzer's Trace plus everything the views draw, read once on the loading
+// thread through libfpscope_analysis (so the numbers are the CLI's), and the GUI's own time index
+// of kernels and ranges for the timeline. A TraceData is immutable once built; a trace still being
+// written is re-read into a new TraceData and swapped in whole.
+#pragma once
+
+#include <fpscope/analysis.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "timeline_index.h"
+
+namespace fpscope::gui {
+
+struct LoadStatus;
+
+// A row of the event table: a non-finite output, an fp16/bf16 overflow or underflow of a tensor,
+// or a loss-scale event (backoff, growth, skipped step).
+struct EventRow {
+  enum class Kind { kNaN, kInf, kOverflow, kUnderflow, kBackoff, kGrowth, kSkipped };
+  Kind kind = Kind::kNaN;
+  int64_t t_ns = 0;
+  std::optional<int64_t> step;
+  int64_t kernel_id = 0;
+  std::optional<int64_t> tensor_id;
+  std::string kernel, layer, tensor;
+  std::string detail;  // what happened, in words: "first NaN at 17 (origin)", "f16: 12 of 4096 overflow"
+  double amount = 0;   // values involved (or the new scale), for sorting
+};
+const char* event_kind_name(EventRow::Kind kind);
+
+struct TraceData {
+  std::filesystem::path path;
+  // The connection the loader used; kept for the views' small on-demand queries (hovered kernel's
+  // tensors, a tensor's exponent histogram). Calls on it are serialized by the library.
+  std::shared_ptr<analysis::Trace> trace;
+
+  analysis::RunSummary summary;
+  analysis::NonfiniteReport nonfinite;
+  analysis::LossScaleReport loss_scale;
+  std::vector<analysis::StepRow> steps;
+  analysis::MemoryReport memory;
+  std::vector<analysis::MemoryPoint> memory_over_time;  // thinned for plotting
+  std::vector<analysis::LayerStepCell> layer_steps;
+  std::vector<std::string> layers;  // in first-seen order, for heat map rows
+  std::vector<analysis::RangeRow> ranges;  // by layer and kernel, outputs
+  std::vector<EventRow> events;
+  bool events_truncated = false;
+  std::optional<std::pair<int64_t, int64_t>> bounds;
+  TimelineIndex timeline;
+
+  // Seconds each stage took, for --dump-state and the benchmark.
+  double seconds_open = 0, seconds_reports = 0, seconds_timeline = 0;
+
+  bool still_running() const { return summary.state == analysis::RunState::InProgress; }
+  // The step row of a step, or null.
+  const analysis::StepRow* step_row(int64_t step) const;
+};
+
+// Reads the trace at `path` (throws analysis::TraceError or std::exception with a message that says
+// what is wrong). Reports progress and stops when progress.cancelled is set.
+std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& progress);
+
+// Fills data.events: non-finite outputs and fp16/bf16 overflow and underflow of output tensors
+// (raw rows read with Trace::query, at most kEventLimit of each), and the loss-scale events of
+// data.loss_scale. Sorted by time.
+inline constexpr size_t kEventLimit = 50'000;
+void collect_events(TraceData& data);
+
+// Headline numbers in plain text (for --dump-state).
+std::string describe(const TraceData& data);
+
+// On-demand queries for the views, cached per trace: the tensors of a kernel launch and the
+// exponent histogram of a tensor. Failures come back as an error string (never thrown).
+class KernelDetailCache {
+ public:
+  const std::vector<analysis::TensorRecord>* tensors(const TraceData& data, int64_t kernel_id, std::string* error);
+  const analysis::ExponentHistogram* histogram(const TraceData& data, int64_t tensor_id, std::string* error);
+
+ private:
+  const TraceData* owner_ = nullptr;
+  std::unordered_map<int64_t, std::vector<analysis::TensorRecord>> tensors_;
+  std::unordered_map<int64_t, analysis::ExponentHistogram> histograms_;
+  void reset_for(const TraceData& data);
+};
+
+}  // namespace fpscope::gui

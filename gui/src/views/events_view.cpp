@@ -1,0 +1,219 @@
+// Events view: one sortable, filterable table of every non-finite output, fp16/bf16 overflow and
+// underflow of an output tensor, and loss-scale event (backoff, growth, skipped step) of the open
+// pair. Only the visible rows are drawn (ImGuiListClipper). A click selects the event's kernel and
+// step; a double click also shows it in the timeline.
+#include <imgui.h>
+
+#include <algorithm>
+#include <array>
+
+#include "ui/format.h"
+#include "views/view.h"
+#include "views/view_util.h"
+
+namespace fpscope::gui {
+namespace {
+
+constexpr int kKinds = 7;
+
+ImU32 kind_color(EventRow::Kind kind) {
+  switch (kind) {
+    case EventRow::Kind::kNaN:
+    case EventRow::Kind::kInf: return colors::kNaN;
+    case EventRow::Kind::kOverflow: return colors::kOverflow;
+    case EventRow::Kind::kUnderflow: return colors::kUnderflow;
+    case EventRow::Kind::kBackoff: return colors::kScaleBackoff;
+    case EventRow::Kind::kGrowth: return colors::kScaleGrowth;
+    case EventRow::Kind::kSkipped: return colors::kSkipped;
+  }
+  return colors::kDimText;
+}
+
+enum Column { kRun, kTime, kStep, kKind, kKernel, kLayer, kTensor, kAmount, kDetail, kColumns };
+
+class EventsView final : public View {
+ public:
+  const char* name() const override { return "events"; }
+  const char* title() const override { return "Events"; }
+
+  void draw(ViewContext& ctx) override {
+    if (draw_empty_state(ctx.traces)) return;
+    collect_sources(ctx);
+    draw_filters();
+    if (rows_dirty_) rebuild_rows();
+    draw_table(ctx);
+  }
+
+ private:
+  struct Source {
+    const TraceDoc* doc;
+    const TraceData* data;
+    int index;
+  };
+  struct Row {
+    uint32_t source;
+    uint32_t event;
+  };
+
+  void collect_sources(ViewContext& ctx) {
+    std::vector<Source> now;
+    for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
+      const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
+      if (const TraceData* d = loaded(doc)) now.push_back({doc, d, i});
+    }
+    const bool same = now.size() == sources_.size() &&
+                      std::equal(now.begin(), now.end(), sources_.begin(),
+                                 [](const Source& a, const Source& b) { return a.data == b.data && a.index == b.index; });
+    if (!same) {
+      sources_ = std::move(now);
+      rows_dirty_ = true;
+    }
+  }
+
+  void draw_filters() {
+    static constexpr std::array<EventRow::Kind, kKinds> kinds = {
+        EventRow::Kind::kNaN,      EventRow::Kind::kInf,     EventRow::Kind::kOverflow, EventRow::Kind::kUnderflow,
+        EventRow::Kind::kBackoff,  EventRow::Kind::kGrowth,  EventRow::Kind::kSkipped};
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(kind_color(kinds[i])));
+      rows_dirty_ |= ImGui::Checkbox(event_kind_name(kinds[i]), &show_kind_[i]);
+      ImGui::PopStyleColor();
+      ImGui::SameLine();
+    }
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 16);
+    if (filter_.Draw("filter", ImGui::GetFontSize() * 16)) rows_dirty_ = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Matches kernel, layer, tensor or detail; e.g. conv1,-backward");
+    ImGui::SameLine();
+    size_t total = 0;
+    bool truncated = false;
+    for (const auto& s : sources_) {
+      total += s.data->events.size();
+      truncated |= s.data->events_truncated;
+    }
+    ImGui::TextDisabled("%s of %s events%s", format_count(static_cast<int64_t>(rows_.size())).c_str(),
+                        format_count(static_cast<int64_t>(total)).c_str(),
+                        truncated ? " (the trace has more; the first 50,000 of each kind are listed)" : "");
+  }
+
+  bool passes(const EventRow& e) const {
+    if (!show_kind_[static_cast<size_t>(e.kind)]) return false;
+    if (!filter_.IsActive()) return true;
+    return filter_.PassFilter(e.kernel.c_str()) || filter_.PassFilter(e.layer.c_str()) ||
+           filter_.PassFilter(e.tensor.c_str()) || filter_.PassFilter(e.detail.c_str());
+  }
+
+  void rebuild_rows() {
+    rows_.clear();
+    for (uint32_t s = 0; s < sources_.size(); ++s) {
+      const auto& events = sources_[s].data->events;
+      for (uint32_t i = 0; i < events.size(); ++i) {
+        if (passes(events[i])) rows_.push_back({s, i});
+      }
+    }
+    rows_dirty_ = false;
+    sort_dirty_ = true;
+  }
+
+  const EventRow& event(const Row& r) const { return sources_[r.source].data->events[r.event]; }
+  int64_t rel_time(const Row& r) const {
+    const TraceData& d = *sources_[r.source].data;
+    return event(r).t_ns - (d.bounds ? d.bounds->first : 0);
+  }
+
+  void sort_rows(const ImGuiTableSortSpecs* specs) {
+    if (!specs || specs->SpecsCount == 0) return;
+    const ImGuiTableColumnSortSpecs& s = specs->Specs[0];
+    const bool asc = s.SortDirection == ImGuiSortDirection_Ascending;
+    auto key_less = [&](const Row& a, const Row& b) {
+      const EventRow& x = event(a);
+      const EventRow& y = event(b);
+      switch (s.ColumnUserID) {
+        case kRun: return a.source < b.source;
+        case kStep: return x.step.value_or(-1) < y.step.value_or(-1);
+        case kKind: return x.kind < y.kind;
+        case kKernel: return x.kernel < y.kernel;
+        case kLayer: return x.layer < y.layer;
+        case kTensor: return x.tensor < y.tensor;
+        case kAmount: return x.amount < y.amount;
+        default: return rel_time(a) < rel_time(b);
+      }
+    };
+    std::stable_sort(rows_.begin(), rows_.end(), [&](const Row& a, const Row& b) {
+      return asc ? key_less(a, b) : key_less(b, a);
+    });
+  }
+
+  void draw_table(ViewContext& ctx) {
+    const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders |
+                                  ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit;
+    if (!ImGui::BeginTable("events", kColumns, flags)) return;
+    const float em = ImGui::GetFontSize();
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("run", 0, em * 5, kRun);
+    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 5.5f, kTime);
+    ImGui::TableSetupColumn("step", 0, em * 3.5f, kStep);
+    ImGui::TableSetupColumn("kind", 0, em * 7, kKind);
+    ImGui::TableSetupColumn("kernel", 0, em * 13, kKernel);
+    ImGui::TableSetupColumn("layer", 0, em * 6, kLayer);
+    ImGui::TableSetupColumn("tensor", 0, em * 8, kTensor);
+    ImGui::TableSetupColumn("values", 0, em * 5, kAmount);
+    ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_NoSort, 0, kDetail);
+    ImGui::TableHeadersRow();
+    if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || sort_dirty_)) {
+      sort_rows(specs);
+      specs->SpecsDirty = false;
+      sort_dirty_ = false;
+    }
+    ImGuiListClipper clipper;
+    clipper.Begin(static_cast<int>(rows_.size()));
+    while (clipper.Step()) {
+      for (int r = clipper.DisplayStart; r < clipper.DisplayEnd; ++r) draw_row(ctx, rows_[static_cast<size_t>(r)], r);
+    }
+    ImGui::EndTable();
+  }
+
+  void draw_row(ViewContext& ctx, const Row& row, int r) {
+    const EventRow& e = event(row);
+    const Source& src = sources_[row.source];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::PushID(r);
+    const bool selected = ctx.selection.kernel && ctx.selection.kernel->trace_id == src.doc->id() &&
+                          ctx.selection.kernel->kernel_id == e.kernel_id;
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(colors::run(src.index)));
+    if (ImGui::Selectable(src.index == 0 ? "source" : "target", selected,
+                          ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowDoubleClick)) {
+      ctx.selection.select_kernel(src.doc->id(), e.kernel_id, e.step,
+                                  e.layer.empty() ? std::nullopt : std::optional<std::string>(e.layer));
+      if (e.tensor_id) {
+        ctx.selection.tensor_id = e.tensor_id;
+        ctx.selection.tensor_name = e.tensor;
+      }
+      if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) ctx.selection.jump_to_timeline();
+    }
+    ImGui::PopStyleColor();
+    ImGui::PopID();
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(static_cast<double>(rel_time(row))).c_str());
+    ImGui::TableNextColumn();
+    if (e.step) ImGui::Text("%lld", static_cast<long long>(*e.step)); else ImGui::TextDisabled("-");
+    ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s", event_kind_name(e.kind));
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.kernel.c_str());
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.layer.c_str());
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_value(e.amount).c_str());
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.detail.c_str());
+  }
+
+  std::vector<Source> sources_;
+  std::vector<Row> rows_;
+  std::array<bool, kKinds> show_kind_{true, true, true, true, true, true, true};
+  ImGuiTextFilter filter_;
+  bool rows_dirty_ = true;
+  bool sort_dirty_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_events_view() { return std::make_unique<EventsView>(); }
+
+}  // namespace fpscope::gui

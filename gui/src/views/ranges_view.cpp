@@ -1,0 +1,429 @@
+// Tensor ranges view: a heat map of layers by step coloured by the absmax exponent (log2) of their
+// outputs, with the fp16 and bf16 limits on the colour scale and cells beyond fp16's largest value
+// outlined; and the exponent histogram of the selected tensor against the representable ranges of
+// fp16, bf16, fp8 e4m3 and e5m2 (normal, subnormal, overflow and flush-to-zero bands).
+// Clicking a cell selects that layer and step and shows the histogram of its largest output.
+//
+// [SECTION] Heat map grid
+// [SECTION] Heat map drawing
+// [SECTION] Exponent histogram
+#include <imgui.h>
+
+#include <fpscope/units.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "ui/format.h"
+#include "ui/plot.h"
+#include "views/view.h"
+#include "views/view_util.h"
+
+namespace fpscope::gui {
+namespace {
+
+constexpr double kF16MaxExp = 15.9991;  // log2(65504)
+
+std::string exp_label(double e) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "2^%d", static_cast<int>(std::lround(e)));
+  return buf;
+}
+
+// [SECTION] Heat map grid ------------------------------------------------------------------------
+
+struct HeatGrid {
+  const TraceData* owner = nullptr;
+  std::vector<std::string> layers;
+  std::vector<int64_t> steps;                  // distinct, ascending
+  std::vector<std::optional<double>> absmax;   // [layer * steps + step]
+  std::vector<int64_t> nonfinite;
+  double lo = -24, hi = 16;                    // exponent range of the data
+
+  void build(const TraceData& d) {
+    owner = &d;
+    layers = d.layers;
+    steps.clear();
+    for (const auto& c : d.layer_steps) steps.push_back(c.step);
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+    absmax.assign(layers.size() * steps.size(), std::nullopt);
+    nonfinite.assign(layers.size() * steps.size(), 0);
+    plot::Range r = plot::Range::empty();
+    for (const auto& c : d.layer_steps) {
+      const size_t li = static_cast<size_t>(std::find(layers.begin(), layers.end(), c.layer) - layers.begin());
+      const size_t si = static_cast<size_t>(std::lower_bound(steps.begin(), steps.end(), c.step) - steps.begin());
+      const size_t at = li * steps.size() + si;
+      if (c.absmax && *c.absmax > 0) {
+        absmax[at] = std::max(absmax[at].value_or(0.0), *c.absmax);
+        r.include(std::log2(*c.absmax));
+      }
+      nonfinite[at] += c.nonfinite;
+    }
+    lo = std::floor(std::min(r.is_empty() ? -24.0 : r.lo, -25.0));
+    hi = std::ceil(std::max(r.is_empty() ? 16.0 : r.hi, 17.0));
+  }
+};
+
+class RangesView final : public View {
+ public:
+  const char* name() const override { return "ranges"; }
+  const char* title() const override { return "Tensor ranges"; }
+
+  void draw(ViewContext& ctx) override {
+    if (draw_empty_state(ctx.traces)) return;
+    std::vector<std::pair<const TraceDoc*, int>> runs;
+    for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
+      const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
+      if (loaded(doc)) runs.push_back({doc, i});
+    }
+    const float map_h = ImGui::GetContentRegionAvail().y * 0.52f;
+    const float bar_w = ImGui::GetFontSize() * 10.5f;
+    const float map_w = (ImGui::GetContentRegionAvail().x - bar_w) / static_cast<float>(runs.size()) - 8;
+    double lo = 0, hi = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      HeatGrid& g = grid_for(i, *runs[i].first->data());
+      lo = i == 0 ? g.lo : std::min(lo, g.lo);
+      hi = i == 0 ? g.hi : std::max(hi, g.hi);
+    }
+    for (size_t i = 0; i < runs.size(); ++i) {
+      ImGui::BeginGroup();
+      ImGui::PushID(static_cast<int>(i));
+      draw_heat_map(ctx, *runs[i].first, runs[i].second, grids_[i], lo, hi, ImVec2(map_w, map_h));
+      ImGui::PopID();
+      ImGui::EndGroup();
+      ImGui::SameLine();
+    }
+    draw_color_scale(lo, hi, ImVec2(bar_w, map_h));
+    ImGui::Spacing();
+    draw_histogram_section(ctx);
+  }
+
+ private:
+  HeatGrid& grid_for(size_t i, const TraceData& d) {
+    if (grids_.size() <= i) grids_.resize(i + 1);
+    if (grids_[i].owner != &d) grids_[i].build(d);
+    return grids_[i];
+  }
+
+  // [SECTION] Heat map drawing ---------------------------------------------------------------------
+
+  void draw_heat_map(ViewContext& ctx, const TraceDoc& doc, int index, const HeatGrid& g, double lo, double hi,
+                     ImVec2 size) {
+    const float line = ImGui::GetTextLineHeight();
+    ImGui::TextColored(colors::to_vec4(colors::run(index)), "%s", run_label(doc, index).c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("absmax of layer outputs per step");
+    size.y -= line + 6;
+    if (g.layers.empty() || g.steps.empty()) {
+      ImGui::TextDisabled("no layer ranges in this trace (no measured tensors inside layer ranges)");
+      ImGui::Dummy(ImVec2(size.x, size.y - line));
+      return;
+    }
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("heat", size);
+    const bool hovered = ImGui::IsItemHovered();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    float label_w = 0;
+    for (const auto& l : g.layers) label_w = std::max(label_w, ImGui::CalcTextSize(l.c_str()).x);
+    label_w = std::min(label_w + 10, size.x * 0.35f);
+    const ImVec2 a(origin.x + label_w, origin.y);
+    const ImVec2 b(origin.x + size.x, origin.y + size.y - line - 6);
+    const float row_h = (b.y - a.y) / static_cast<float>(g.layers.size());
+    const size_t n_steps = g.steps.size();
+    const float col_w = (b.x - a.x) / static_cast<float>(n_steps);
+    // With more steps than pixels, each drawn column takes the largest absmax of its steps.
+    const size_t columns = std::min(n_steps, static_cast<size_t>(std::max(1.0f, b.x - a.x)));
+    const float drawn_w = (b.x - a.x) / static_cast<float>(columns);
+    for (size_t li = 0; li < g.layers.size(); ++li) {
+      const float y0 = a.y + row_h * static_cast<float>(li);
+      dl->PushClipRect(ImVec2(origin.x, y0), ImVec2(a.x - 4, y0 + row_h), true);
+      dl->AddText(ImVec2(origin.x, y0 + (row_h - line) / 2), IM_COL32(210, 210, 220, 255), g.layers[li].c_str());
+      dl->PopClipRect();
+      for (size_t c = 0; c < columns; ++c) {
+        const size_t s0 = c * n_steps / columns, s1 = std::max(s0 + 1, (c + 1) * n_steps / columns);
+        std::optional<double> v;
+        int64_t bad = 0;
+        for (size_t s = s0; s < s1; ++s) {
+          const auto& cell = g.absmax[li * n_steps + s];
+          if (cell) v = std::max(v.value_or(0.0), *cell);
+          bad += g.nonfinite[li * n_steps + s];
+        }
+        const ImVec2 p0(a.x + drawn_w * static_cast<float>(c), y0);
+        const ImVec2 p1(p0.x + drawn_w, y0 + row_h);
+        const ImU32 fill = v ? colors::exponent_scale(std::log2(*v), lo, hi) : IM_COL32(45, 45, 52, 255);
+        dl->AddRectFilled(p0, ImVec2(p1.x - (drawn_w > 4 ? 1 : 0), p1.y - 1), fill);
+        if (v && std::log2(*v) > kF16MaxExp) dl->AddRect(p0, ImVec2(p1.x - 1, p1.y - 1), colors::kOverflow, 0, 0, 2.0f);
+        if (bad > 0) {
+          const float r = std::min(drawn_w, row_h) * 0.22f;
+          dl->AddCircleFilled(ImVec2((p0.x + p1.x) / 2, (p0.y + p1.y) / 2), std::max(r, 2.0f), colors::kNaN);
+        }
+      }
+    }
+    draw_selection_marks(ctx, g, a, b, row_h, col_w, dl);
+    // Step axis below the map.
+    double step = 1;
+    for (double t : plot::nice_ticks(static_cast<double>(g.steps.front()), static_cast<double>(g.steps.back()),
+                                     std::max(2, static_cast<int>((b.x - a.x) / 70)), &step)) {
+      const size_t si = static_cast<size_t>(std::lower_bound(g.steps.begin(), g.steps.end(), static_cast<int64_t>(t)) - g.steps.begin());
+      if (si >= n_steps) continue;
+      const float x = a.x + col_w * (static_cast<float>(si) + 0.5f);
+      dl->AddLine(ImVec2(x, b.y), ImVec2(x, b.y + 4), IM_COL32(180, 180, 190, 255));
+      dl->AddText(ImVec2(x - 8, b.y + 5), IM_COL32(200, 200, 210, 255), plot::tick_label(t, step).c_str());
+    }
+    dl->AddText(ImVec2(a.x - ImGui::CalcTextSize("step").x - 6, b.y + 5), IM_COL32(160, 160, 170, 255), "step");
+    if (hovered) hover_cell(ctx, doc, g, a, b, row_h, col_w);
+  }
+
+  void draw_selection_marks(ViewContext& ctx, const HeatGrid& g, ImVec2 a, ImVec2 b, float row_h, float col_w,
+                            ImDrawList* dl) {
+    const auto& sel = ctx.selection;
+    if (sel.layer) {
+      auto it = std::find(g.layers.begin(), g.layers.end(), *sel.layer);
+      if (it != g.layers.end()) {
+        const float y = a.y + row_h * static_cast<float>(it - g.layers.begin());
+        dl->AddRect(ImVec2(a.x - 2, y), ImVec2(b.x + 1, y + row_h), IM_COL32(255, 255, 255, 120), 0, 0, 1.0f);
+      }
+    }
+    if (sel.step) {
+      auto it = std::lower_bound(g.steps.begin(), g.steps.end(), *sel.step);
+      if (it != g.steps.end() && *it == *sel.step) {
+        const float x = a.x + col_w * static_cast<float>(it - g.steps.begin());
+        dl->AddRect(ImVec2(x - 1, a.y - 1), ImVec2(x + std::max(col_w, 2.0f) + 1, b.y + 1), colors::kSelection, 0, 0, 2.0f);
+      }
+    }
+  }
+
+  void hover_cell(ViewContext& ctx, const TraceDoc& doc, const HeatGrid& g, ImVec2 a, ImVec2 b, float row_h,
+                  float col_w) {
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    if (m.x < a.x || m.x >= b.x || m.y < a.y || m.y >= b.y) return;
+    const size_t li = std::min(g.layers.size() - 1, static_cast<size_t>((m.y - a.y) / row_h));
+    const size_t si = std::min(g.steps.size() - 1, static_cast<size_t>((m.x - a.x) / col_w));
+    const auto& v = g.absmax[li * g.steps.size() + si];
+    ImGui::BeginTooltip();
+    ImGui::Text("layer %s, step %lld", g.layers[li].c_str(), static_cast<long long>(g.steps[si]));
+    if (v) {
+      ImGui::Text("absmax %s (2^%.2f)", analysis::human_number(*v).c_str(), std::log2(*v));
+      const double head = kF16MaxExp - std::log2(*v);
+      ImGui::TextColored(colors::to_vec4(head < 0 ? colors::kOverflow : colors::kDimText),
+                         head < 0 ? "overflows fp16 by 2^%.1f" : "fp16 headroom 2^%.1f", std::fabs(head));
+    } else {
+      ImGui::TextDisabled("no finite nonzero value");
+    }
+    if (const int64_t bad = g.nonfinite[li * g.steps.size() + si]) {
+      ImGui::TextColored(colors::to_vec4(colors::kNaN), "%lld NaN/Inf values", static_cast<long long>(bad));
+    }
+    ImGui::TextDisabled("click: select, and show the histogram of its largest output");
+    ImGui::EndTooltip();
+    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+      ctx.selection.step = g.steps[si];
+      ctx.selection.layer = g.layers[li];
+      ctx.selection.kernel.reset();
+      pick_tensor(ctx, doc, g.layers[li], g.steps[si]);
+    }
+  }
+
+  void draw_color_scale(double lo, double hi, ImVec2 size) {
+    const std::vector<plot::ColorBarMark> marks = {
+        {kF16MaxExp, "fp16 max", colors::kOverflow},
+        {-14, "fp16 min normal", colors::kWarningText},
+        {-24, "fp16 min subnormal", colors::kUnderflow},
+        {127.99, "bf16 max", colors::kOverflow},
+        {-126, "bf16 min normal", colors::kWarningText},
+        {-133, "bf16 min subnormal", colors::kUnderflow},
+    };
+    ImGui::BeginGroup();
+    plot::color_bar("log2 absmax", ImVec2(size.x, size.y - ImGui::GetTextLineHeight() * 3.2f), lo, hi,
+                    [&](double e) { return colors::exponent_scale(e, lo, hi); }, marks, exp_label);
+    ImGui::TextDisabled("bf16 limits off scale:");
+    ImGui::TextDisabled("2^-133 .. 2^128");
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float h = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + h, p.y + h), colors::kOverflow, 0, 0, 2.0f);
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine();
+    ImGui::TextDisabled("> fp16 max");
+    ImGui::EndGroup();
+  }
+
+  // Finds the largest output of `layer` in `step` through the timeline index and the library's
+  // tensors_of_kernel, and selects it.
+  void pick_tensor(ViewContext& ctx, const TraceDoc& doc, const std::string& layer, int64_t step) {
+    const TraceData& d = *doc.data();
+    const analysis::StepRow* row = d.step_row(step);
+    std::optional<double> best;
+    for (const TimeLane& lane : d.timeline.lanes) {
+      if (lane.kind != TimeLane::Kind::kKernels) continue;
+      size_t i = row && row->start_ns ? lane.first_visible(*row->start_ns) : 0;
+      for (; i < lane.spans.size(); ++i) {
+        const TimeSpan& s = lane.spans[i];
+        if (row && row->end_ns && s.start > *row->end_ns) break;
+        if (s.step != step || d.timeline.name(s.layer) != layer) continue;
+        const auto* tensors = details_.tensors(d, s.id, nullptr);
+        if (!tensors) continue;
+        for (const auto& t : *tensors) {
+          if (t.role != "out" || !t.absmax) continue;
+          if (!best || *t.absmax > *best) {
+            best = t.absmax;
+            ctx.selection.kernel = KernelRef{doc.id(), s.id};
+            ctx.selection.tensor_id = t.id;
+            ctx.selection.tensor_name = t.name;
+          }
+        }
+      }
+    }
+  }
+
+  // [SECTION] Exponent histogram -------------------------------------------------------------------
+
+  const TraceDoc* selected_doc(ViewContext& ctx) const {
+    if (!ctx.selection.kernel) return nullptr;
+    for (const auto& d : ctx.traces.docs()) {
+      if (d->id() == ctx.selection.kernel->trace_id && d->data()) return d.get();
+    }
+    return nullptr;
+  }
+
+  void draw_histogram_section(ViewContext& ctx) {
+    heading("Exponent histogram of the selected tensor");
+    const TraceDoc* doc = selected_doc(ctx);
+    if (!doc) {
+      ImGui::TextDisabled("Select a heat map cell, or a kernel in the timeline, to see its tensor's exponents.");
+      return;
+    }
+    const TraceData& d = *doc->data();
+    // A kernel chosen elsewhere: show its largest output (or first tensor).
+    if (!ctx.selection.tensor_id) {
+      if (const auto* ts = details_.tensors(d, ctx.selection.kernel->kernel_id, nullptr); ts && !ts->empty()) {
+        const analysis::TensorRecord* pick = &ts->front();
+        for (const auto& t : *ts) {
+          if (t.role == "out" && t.absmax && (!pick->absmax || pick->role != "out" || *t.absmax > *pick->absmax)) pick = &t;
+        }
+        ctx.selection.tensor_id = pick->id;
+        ctx.selection.tensor_name = pick->name;
+      }
+    }
+    if (!ctx.selection.tensor_id) {
+      ImGui::TextDisabled("The selected kernel has no measured tensors.");
+      return;
+    }
+    draw_tensor_picker(ctx, d);
+    std::string error;
+    const analysis::ExponentHistogram* h = details_.histogram(d, *ctx.selection.tensor_id, &error);
+    if (!h) {
+      ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", error.c_str());
+      return;
+    }
+    draw_histogram(*h);
+  }
+
+  void draw_tensor_picker(ViewContext& ctx, const TraceData& d) {
+    const auto* ts = details_.tensors(d, ctx.selection.kernel->kernel_id, nullptr);
+    if (!ts) return;
+    ImGui::TextDisabled("kernel #%lld, tensor:", static_cast<long long>(ctx.selection.kernel->kernel_id));
+    for (const auto& t : *ts) {
+      ImGui::SameLine();
+      const std::string label = t.name + " (" + t.role + ")";
+      if (ImGui::RadioButton(label.c_str(), ctx.selection.tensor_id == t.id)) {
+        ctx.selection.tensor_id = t.id;
+        ctx.selection.tensor_name = t.name;
+      }
+    }
+    ImGui::SameLine(0, 30);
+    ImGui::TextDisabled("shade:");
+    static const char* const names[] = {"fp16", "bf16", "e4m3", "e5m2"};
+    for (int f = 0; f < analysis::kFormatCount; ++f) {
+      ImGui::SameLine();
+      ImGui::RadioButton(names[f], &shaded_format_, f);
+    }
+  }
+
+  void draw_histogram(const analysis::ExponentHistogram& h) {
+    ImGui::Text("%s of %s (%s): %lld zero, %lld NaN, %lld Inf", h.tensor.c_str(), h.kernel.c_str(), h.dtype.c_str(),
+                static_cast<long long>(h.zero), static_cast<long long>(h.nan), static_cast<long long>(h.inf));
+    if (!h.measured || h.bins.empty()) {
+      ImGui::TextDisabled(h.measured ? "no finite nonzero values" : "this trace has no histograms (--stats basic)");
+      return;
+    }
+    const auto& f = analysis::format_limits(static_cast<analysis::Format>(shaded_format_));
+    const double fmax = std::log2(f.max_finite), fnorm = std::log2(f.min_normal), fsub = std::log2(f.min_subnormal);
+    plot::Range xr = plot::Range::empty();
+    int64_t peak = 1;
+    for (const auto& [e, n] : h.bins) {
+      xr.include(e);
+      xr.include(e + 1);
+      peak = std::max(peak, n);
+    }
+    xr.include(fsub - 1);
+    xr.include(std::min(fmax + 2, xr.hi + 8));
+    const float strips_h = ImGui::GetTextLineHeight() * 4 + 16;
+    plot::Plot p("hist", ImVec2(-ImGui::GetFontSize() * 13, -strips_h),
+                 plot::Axis{"exponent e (values in [2^e, 2^(e+1)))", xr, plot::Scale::kLinear, exp_label},
+                 plot::Axis{"values", plot::Range{0, static_cast<double>(peak) * 1.08}, plot::Scale::kLinear, {}});
+    p.vband(xr.lo, fsub, IM_COL32(80, 170, 240, 40));
+    p.vband(fsub, fnorm, IM_COL32(250, 190, 70, 45));
+    p.vband(fnorm, fmax, IM_COL32(90, 200, 110, 30));
+    p.vband(fmax, xr.hi, IM_COL32(235, 90, 60, 50));
+    for (const auto& [e, n] : h.bins) {
+      const bool over = e + 1 > fmax, under = e < fsub, sub = e < fnorm;
+      const ImU32 c = over ? colors::kOverflow : under ? colors::kUnderflow : sub ? colors::kWarningText : IM_COL32(200, 200, 215, 255);
+      p.bar(e + 0.08, e + 0.92, 0, static_cast<double>(n), c);
+    }
+    const std::vector<plot::LegendItem> legend = {
+        {std::string(f.name) + " normal", IM_COL32(90, 200, 110, 160), true},
+        {std::string(f.name) + " subnormal", IM_COL32(250, 190, 70, 160), true},
+        {std::string(f.name) + " overflow", IM_COL32(235, 90, 60, 160), true},
+        {"flush to zero", IM_COL32(80, 170, 240, 160), true}};
+    p.legend(legend);
+    p.hover_readout([&](double x) {
+      const int e = static_cast<int>(std::floor(x));
+      int64_t n = 0;
+      for (const auto& [be, bn] : h.bins) {
+        if (be == e) n = bn;
+      }
+      ImGui::Text("[2^%d, 2^%d): %lld values", e, e + 1, static_cast<long long>(n));
+    });
+    const float right_of_plot = p.area_max().x;
+    const float left_of_plot = p.area_min().x;
+    draw_format_strips(xr, left_of_plot, right_of_plot, [&](double x) { return p.px(x); });
+  }
+
+  // One strip per format under the histogram: where its values underflow, are subnormal, normal,
+  // or overflow, on the same exponent axis.
+  template <typename ToPx>
+  void draw_format_strips(const plot::Range& xr, float left, float right, ToPx px) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float line = ImGui::GetTextLineHeight();
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(right - origin.x, line * 4 + 8));
+    for (int fi = 0; fi < analysis::kFormatCount; ++fi) {
+      const auto& f = analysis::format_limits(static_cast<analysis::Format>(fi));
+      const float y = origin.y + static_cast<float>(fi) * (line + 2);
+      const double fmax = std::log2(f.max_finite), fnorm = std::log2(f.min_normal), fsub = std::log2(f.min_subnormal);
+      auto band = [&](double e0, double e1, ImU32 c) {
+        const float x0 = std::clamp(px(std::max(e0, xr.lo)), left, right);
+        const float x1 = std::clamp(px(std::min(e1, xr.hi)), left, right);
+        if (x1 > x0) dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + line), c);
+      };
+      band(xr.lo, fsub, IM_COL32(80, 170, 240, 150));
+      band(fsub, fnorm, IM_COL32(250, 190, 70, 170));
+      band(fnorm, fmax, IM_COL32(90, 200, 110, 150));
+      band(fmax, xr.hi, IM_COL32(235, 90, 60, 170));
+      const float w = ImGui::CalcTextSize(f.name).x;
+      dl->AddText(ImVec2(left - w - 8, y), IM_COL32(210, 210, 220, 255), f.name);
+    }
+  }
+
+  std::vector<HeatGrid> grids_;
+  KernelDetailCache details_;
+  int shaded_format_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<View> make_ranges_view() { return std::make_unique<RangesView>(); }
+
+}  // namespace fpscope::gui

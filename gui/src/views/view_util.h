@@ -1,0 +1,68 @@
+// Small helpers shared by the views: finding the loaded pair, the "nothing to show yet" message,
+// headings, clickable links and key-value rows.
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+
+#include "trace_set.h"
+#include "ui/colors.h"
+
+namespace fpscope::gui {
+
+inline const TraceData* loaded(const TraceDoc* doc) {
+  return doc && doc->data() ? doc->data().get() : nullptr;
+}
+
+// Says why a view is empty (no trace, still loading, failed) and returns true when it is.
+inline bool draw_empty_state(const TraceSet& traces) {
+  const TraceDoc* source = traces.source();
+  if (!source) {
+    ImGui::TextDisabled("No trace open. Use File > Open trace..., drop a .sqlite file on the window,");
+    ImGui::TextDisabled("or start with: fpscope-gui runs/fp32.sqlite runs/fp16.sqlite");
+    return true;
+  }
+  if (source->data()) return false;
+  if (source->state() == LoadState::kFailed) {
+    ImGui::TextColored(colors::to_vec4(colors::kErrorText), "Cannot read %s:", source->name().c_str());
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", source->error().c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::TextDisabled("Other traces are unaffected; close this one in the list on the left.");
+  } else {
+    ImGui::Text("Loading %s: %s", source->name().c_str(), source->stage().c_str());
+    ImGui::ProgressBar(source->progress(), ImVec2(400, 0));
+  }
+  return true;
+}
+
+inline void heading(const char* text) {
+  ImGui::Spacing();
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.62f, 0.78f, 1.0f, 1.0f));
+  ImGui::TextUnformatted(text);
+  ImGui::PopStyleColor();
+  ImGui::Separator();
+}
+
+// Text drawn like a hyperlink; returns true when clicked.
+inline bool link(const std::string& text, ImU32 color = IM_COL32(110, 180, 255, 255)) {
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(color));
+  ImGui::TextUnformatted(text.c_str());
+  ImGui::PopStyleColor();
+  const bool hovered = ImGui::IsItemHovered();
+  if (hovered) {
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    ImGui::GetWindowDrawList()->AddLine(ImVec2(a.x, b.y), b, color);
+    ImGui::SetMouseCursor(ImGuiMouseCursor_Hand);
+  }
+  return hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
+}
+
+// Name of a trace for legends: its file name, with the role when comparing.
+inline std::string run_label(const TraceDoc& doc, int index) {
+  const char* role = index == 0 ? "source" : index == 1 ? "target" : "";
+  return *role ? doc.name() + " (" + role + ")" : doc.name();
+}
+
+}  // namespace fpscope::gui
