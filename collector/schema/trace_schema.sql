@@ -199,21 +199,27 @@ LEFT JOIN loss_scale ls ON ls.step = st.step
 LEFT JOIN nonfinite_by_step nf ON nf.step = st.step
 ORDER BY st.step;
 
+-- Shares of the format columns are over the elements of tensors whose formats were measured
+-- (--stats full, floating-point tensors); NULL when none were.
 CREATE VIEW v_op_ranges AS
+WITH measured AS (
+  SELECT t.*, CASE WHEN t.f16_overflow IS NOT NULL THEN t.count END AS measured_count
+  FROM tensors t
+)
 SELECT k.kernel, k.layer, t.role, count(*) AS tensors, sum(t.count) AS elements,
        max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
        sum(t.nan + t.pos_inf + t.neg_inf) AS nonfinite,
-       1.0 * sum(t.f16_overflow) / sum(t.count) AS f16_overflow_share,
-       1.0 * sum(t.f16_underflow) / sum(t.count) AS f16_underflow_share,
-       1.0 * sum(t.f16_subnormal) / sum(t.count) AS f16_subnormal_share,
-       1.0 * sum(t.bf16_overflow) / sum(t.count) AS bf16_overflow_share,
-       1.0 * sum(t.bf16_underflow) / sum(t.count) AS bf16_underflow_share,
-       1.0 * sum(t.bf16_subnormal) / sum(t.count) AS bf16_subnormal_share,
-       1.0 * sum(t.e4m3_overflow) / sum(t.count) AS e4m3_overflow_share,
-       1.0 * sum(t.e4m3_underflow) / sum(t.count) AS e4m3_underflow_share,
-       1.0 * sum(t.e5m2_overflow) / sum(t.count) AS e5m2_overflow_share,
-       1.0 * sum(t.e5m2_underflow) / sum(t.count) AS e5m2_underflow_share
-FROM tensors t JOIN v_kernels k ON k.id = t.kernel_id
+       1.0 * sum(t.f16_overflow) / sum(t.measured_count) AS f16_overflow_share,
+       1.0 * sum(t.f16_underflow) / sum(t.measured_count) AS f16_underflow_share,
+       1.0 * sum(t.f16_subnormal) / sum(t.measured_count) AS f16_subnormal_share,
+       1.0 * sum(t.bf16_overflow) / sum(t.measured_count) AS bf16_overflow_share,
+       1.0 * sum(t.bf16_underflow) / sum(t.measured_count) AS bf16_underflow_share,
+       1.0 * sum(t.bf16_subnormal) / sum(t.measured_count) AS bf16_subnormal_share,
+       1.0 * sum(t.e4m3_overflow) / sum(t.measured_count) AS e4m3_overflow_share,
+       1.0 * sum(t.e4m3_underflow) / sum(t.measured_count) AS e4m3_underflow_share,
+       1.0 * sum(t.e5m2_overflow) / sum(t.measured_count) AS e5m2_overflow_share,
+       1.0 * sum(t.e5m2_underflow) / sum(t.measured_count) AS e5m2_underflow_share
+FROM measured t JOIN v_kernels k ON k.id = t.kernel_id
 GROUP BY k.kernel, k.layer, t.role;
 
 CREATE VIEW v_loss_scale AS

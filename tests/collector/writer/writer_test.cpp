@@ -399,6 +399,21 @@ TEST_F(WriterTest, InterleavedThreadsAssembleTheirOwnTensors) {
   EXPECT_TRUE(db.one("SELECT exp_hist FROM tensors WHERE kernel_id = 20").is_null());
 }
 
+TEST_F(WriterTest, FormatSharesCountOnlyMeasuredTensors) {
+  feed(test::string_record(1, "k"));
+  feed(stats(1, wire::Role::Output, 0, 1));  // 10 elements with format counts
+  auto measured = formats(1, 0x80, 0);
+  measured.formats[0].underflow = 1;
+  feed(measured);
+  feed(stats(2, wire::Role::Output, 0, 1));  // 10 elements without (an integer tensor, say)
+  feed(launch(1, 1, 0));
+  feed(launch(2, 1, 0));
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT elements FROM v_op_ranges"), 20);
+  EXPECT_DOUBLE_EQ(db.one("SELECT f16_underflow_share FROM v_op_ranges").d, 0.1);
+}
+
 TEST_F(WriterTest, RecordsArrivingAfterTheirTensorWasWrittenUpdateIt) {
   feed(test::string_record(1, "a"));
   feed(stats(5, wire::Role::Input, 2, 1));
