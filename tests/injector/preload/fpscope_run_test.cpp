@@ -1,0 +1,168 @@
+// End-to-end through the whole pipeline: `fpscope run` starts mptrain with the injector, the
+// collector writes SQLite, and the tests query the trace's tables and views. Label `injection`.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "traced_child.h"
+
+namespace fpscope::inject {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::environment_with;
+using testing::spawn_and_wait;
+
+struct RunResult {
+  int status = -1;  // exit status of fpscope run
+  std::string stderr_text;
+};
+
+// One row per result row, columns as text (NULL as "NULL").
+std::vector<std::vector<std::string>> query(const fs::path& trace, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (sqlite3_open_v2(trace.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "cannot open " << trace;
+    sqlite3_close(db);
+    return rows;
+  }
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db);
+  } else {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      auto& row = rows.emplace_back();
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const auto* text = sqlite3_column_text(st, c);
+        row.push_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+      }
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rows;
+}
+
+class FpscopeRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fpscope-inject-run-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    trace_ = dir_ / "trace.sqlite";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunResult trace_run(std::vector<std::string> fpscope_options, std::vector<std::string> trainer_options) {
+    std::vector<std::string> argv = {FPSCOPE_CLI, "run", "-q", "-o", trace_.string()};
+    argv.insert(argv.end(), fpscope_options.begin(), fpscope_options.end());
+    std::vector<std::string> trainer = {"--", FPSCOPE_MPTRAIN, "--model", "cnn", "--data-dir", FPSCOPE_TEST_DATA_DIR,
+                                        "--train-subset", "256", "--test-subset", "64"};
+    argv.insert(argv.end(), trainer.begin(), trainer.end());
+    argv.insert(argv.end(), trainer_options.begin(), trainer_options.end());
+    RunResult r;
+    int wait_status = 0;
+    // fpscope finds the injector beside itself (../lib), as installed by the build.
+    EXPECT_TRUE(spawn_and_wait(argv, environment_with({}), [] {}, &wait_status, &r.stderr_text));
+    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+    return r;
+  }
+  fs::path dir_, trace_;
+};
+
+TEST_F(FpscopeRun, TracedLossesEqualUntracedOnesBitForBit) {
+  const fs::path plain = dir_ / "plain.json", traced = dir_ / "traced.json";
+  int wait_status = 0;
+  std::string err;
+  ASSERT_TRUE(spawn_and_wait({FPSCOPE_MPTRAIN, "--model", "cnn", "--data-dir", FPSCOPE_TEST_DATA_DIR, "--train-subset",
+                              "256", "--test-subset", "64", "--precision", "amp-fp16", "--loss-scale", "dynamic",
+                              "--metrics-json", plain.string()},
+                             environment_with({}), [] {}, &wait_status, &err));
+  ASSERT_EQ(wait_status, 0) << err;
+  const RunResult r = trace_run({}, {"--precision", "amp-fp16", "--loss-scale", "dynamic", "--metrics-json", traced.string()});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto losses = [](const fs::path& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in).at("losses").get<std::vector<double>>();
+  };
+  const auto a = losses(plain), b = losses(traced);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0);
+  // The loss scaler ran every step: one loss-scale row per step.
+  EXPECT_EQ(query(trace_, "select count(*) from loss_scale")[0][0], "8");
+}
+
+TEST_F(FpscopeRun, FirstNonfiniteIsThePlantedFault) {
+  const RunResult r = trace_run({}, {"--fault", "nan@fc1:3:17"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  const auto first = query(trace_, "select kernel, layer, phase, step, \"index\", kind from v_first_nonfinite");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0], (std::vector<std::string>{"inject_fault", "fc1", "forward", "3", "17", "nan"}));
+  // Everything downstream holds NaN that it was handed: origin 0.
+  const auto origins = query(trace_, "select origin, count(*) from nonfinite group by origin order by origin");
+  ASSERT_EQ(origins.size(), 2u);
+  EXPECT_EQ(origins[1], (std::vector<std::string>{"1", "1"}));
+  EXPECT_GT(std::stoi(origins[0][1]), 10);
+  const auto later = query(trace_,
+                           "select min(k.step) from nonfinite n join kernels k on k.id = n.kernel_id "
+                           "where n.origin = 0");
+  EXPECT_EQ(later[0][0], "3");
+}
+
+TEST_F(FpscopeRun, TrapStopsWithSigtrapAndTheTraceHoldsIt) {
+  const RunResult r = trace_run({"--trap", "nan"}, {"--fault", "nan@fc1:3:17"});
+  EXPECT_EQ(r.status, 128 + SIGTRAP) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("fpscope: trap: first NaN made by inject_fault (layer fc1, step 3, phase forward) in "),
+            std::string::npos)
+      << r.stderr_text;
+  const auto message = query(trace_, "select value from meta where key = 'trap.message'");
+  ASSERT_EQ(message.size(), 1u);
+  EXPECT_NE(message[0][0].find(" at index 17"), std::string::npos);
+  EXPECT_NE(r.stderr_text.find(message[0][0]), std::string::npos);
+  const auto kernel = query(trace_,
+                            "select kernel, step from v_kernels where id = "
+                            "(select cast(value as integer) from meta where key = 'trap.kernel_id')");
+  ASSERT_EQ(kernel.size(), 1u);
+  EXPECT_EQ(kernel[0], (std::vector<std::string>{"inject_fault", "3"}));
+  // Nothing ran after the trap.
+  EXPECT_EQ(query(trace_, "select count(*) from kernels where step > 3")[0][0], "0");
+}
+
+TEST_F(FpscopeRun, EveryTenMeasuresOnlyThoseSteps) {
+  const RunResult r = trace_run({"--every", "10"}, {"--train-subset", "704"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  std::set<std::string> steps;
+  for (const auto& row : query(trace_, "select distinct k.step from tensors t join kernels k on k.id = t.kernel_id"))
+    steps.insert(row[0]);
+  EXPECT_EQ(steps, (std::set<std::string>{"0", "10", "20"}));
+  EXPECT_EQ(query(trace_, "select count(*) from kernels where sampled = 1 and (step is null or step % 10 != 0)")[0][0],
+            "0");
+  EXPECT_EQ(query(trace_, "select count(distinct step) from kernels where step is not null")[0][0], "22");
+}
+
+TEST_F(FpscopeRun, DumpsLandBesideTheTraceWithTheirTensorRows) {
+  const RunResult r = trace_run({"--dump", "op=linear_forward,step=2"}, {});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  const auto rows = query(trace_,
+                          "select d.path, t.count, t.role, k.kernel from dumps d join tensors t on t.id = d.tensor_id "
+                          "join v_kernels k on k.id = t.kernel_id");
+  ASSERT_EQ(rows.size(), 8u);  // fc1 and fc2: x, w, b in, y out
+  for (const auto& row : rows) {
+    const fs::path file = dir_ / row[0];
+    ASSERT_TRUE(fs::exists(file)) << file;
+    EXPECT_EQ(row[3], "linear_forward");
+    // f32 data after the header: the element count agrees with the tensor row.
+    const auto header = fs::file_size(file) - 4 * std::stoull(row[1]);
+    EXPECT_EQ(header % 64, 0u) << file;
+  }
+}
+
+}  // namespace
+}  // namespace fpscope::inject
