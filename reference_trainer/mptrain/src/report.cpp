@@ -93,6 +93,7 @@ nlohmann::json metrics_json(const ConfigItems& config, const RunResult& result, 
   j["loss_scales"] = result.loss_scales;
   j["images_per_s"] = result.images_per_s;
   j["step_time_ms"] = result.step_time_ms;
+  j["train_cpu_seconds"] = result.train_cpu_seconds;
   j["steps"] = result.steps;
   j["skipped_steps"] = result.skipped_steps;
   j["final_loss_scale"] = result.final_loss_scale;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <ctime>
 #include <iostream>
 
 namespace mptrain {
@@ -41,6 +42,12 @@ int64_t count_correct(Runtime& rt, const Tensor& logp, const Tensor& labels) {
   Tensor correct = rt.alloc("accuracy.correct", {1}, MPT_DTYPE_I32, MPT_CAT_WORKSPACE);
   rt.launch("accuracy_count", {&logp, &labels}, {&correct});
   return static_cast<int64_t>(rt.read_scalar(correct));
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 double percent(int64_t part, int64_t whole) {
@@ -165,7 +172,9 @@ RunResult train_and_evaluate(const TrainConfig& config, const PrecisionPolicy& p
   TrainingLoop loop(config, policy, rt, model);
   EpochOrder order(train.count, config.seed);
   auto start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
   for (int epoch = 0; epoch < config.epochs; ++epoch) loop.run_epoch(epoch, train, order, result);
+  result.train_cpu_seconds = process_cpu_seconds() - cpu_start;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.images_per_s = seconds > 0.0 ? static_cast<double>(train.count) * config.epochs / seconds : 0.0;
   result.test_accuracy = loop.evaluate(test);

@@ -26,6 +26,7 @@ struct RunResult {
   double test_accuracy = 0.0;       // percent
   double step_time_ms = 0.0;        // mean over all steps
   double images_per_s = 0.0;        // over all training
+  double train_cpu_seconds = 0.0;   // CPU time of all threads during training: robust to a busy machine
   int64_t steps = 0;
   int64_t skipped_steps = 0;
   double final_loss_scale = 1.0;

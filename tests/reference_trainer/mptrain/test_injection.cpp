@@ -70,4 +70,12 @@ TEST(Injection, ShimSeesEveryKernelAndAllocationOfAmpSteps) {
                               "--fault inf@conv2:1");
 }
 
+TEST(Injection, KernelFailureNamesKernelAndReasonAndExitsWithOne) {
+  RunOutcome r = run_mptrain(std::string("--train-subset 64 --test-subset 32 --data-dir ") + FPSCOPE_TEST_DATA_DIR,
+                             std::string("LD_PRELOAD=") + COUNT_SHIM + " MPTRAIN_SHIM_FAIL=relu_backward");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("'relu_backward'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("planted failure from count_shim"), std::string::npos) << r.output;
+}
+
 }  // namespace

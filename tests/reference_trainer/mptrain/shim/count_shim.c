@@ -1,7 +1,9 @@
 /* A tiny interposer used by the injection test: it exports mpt_launch, mpt_alloc and mpt_free,
  * counts every call (launches per kernel name too), forwards to the real library found with
  * dlsym(RTLD_NEXT), and at exit writes its counts to the file named by MPTRAIN_SHIM_OUT.
- * If mptrain's own counters agree with these, no kernel or allocation bypasses the ABI. */
+ * If mptrain's own counters agree with these, no kernel or allocation bypasses the ABI.
+ * MPTRAIN_SHIM_FAIL=KERNEL makes every launch of KERNEL fail (MPT_ERR_BAD_ARGUMENTS, with a
+ * message from mpt_last_error()) without running it, to test how mptrain reports kernel errors. */
 #define _GNU_SOURCE
 #include <mpt/abi.h>
 
@@ -16,6 +18,7 @@ static unsigned long long g_launches, g_allocs, g_frees;
 static char g_kernel_names[MAX_KERNELS][64];
 static unsigned long long g_kernel_counts[MAX_KERNELS];
 static int g_kernel_kinds;
+static int g_planted_failure; /* the last launch failed on purpose */
 
 static void* real(const char* name) {
   void* fn = dlsym(RTLD_NEXT, name);
@@ -44,7 +47,16 @@ MPT_API int mpt_launch(const mpt_launch_desc* launch) {
   if (next == NULL) next = (int (*)(const mpt_launch_desc*))real("mpt_launch");
   ++g_launches;
   count_kernel(launch->kernel);
+  const char* fail = getenv("MPTRAIN_SHIM_FAIL");
+  g_planted_failure = fail != NULL && strcmp(fail, launch->kernel) == 0;
+  if (g_planted_failure) return MPT_ERR_BAD_ARGUMENTS;
   return next(launch);
+}
+
+MPT_API const char* mpt_last_error(void) {
+  static const char* (*next)(void);
+  if (next == NULL) next = (const char* (*)(void))real("mpt_last_error");
+  return g_planted_failure ? "planted failure from count_shim" : next();
 }
 
 MPT_API void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name, uint64_t* id_out) {
