@@ -31,16 +31,31 @@ FPSCOPE_AVX512 inline void two_sum(SumLanes& s, __m512d x) {
   s.lo = _mm512_add_pd(s.lo, err);
 }
 
-// Adds 64 finite floats: a depth-3 tree of double additions (squares exact, combined with FMA),
-// then one TwoSum per accumulator. Every value passes through at most three roundings.
-FPSCOPE_AVX512 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m512 f[4]) {
-  __m512d d[8];
-  #pragma GCC unroll 16
+// 64 finite values as eight vectors of doubles (exact conversions). fp32 and fp16 are converted
+// straight from memory (the group is in L1), bf16 from its widened floats.
+FPSCOPE_AVX512 inline void f32_doubles(const unsigned char* p, __m512d d[8]) {
+  #pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) d[k] = _mm512_cvtps_pd(_mm256_loadu_ps(reinterpret_cast<const float*>(p + 32 * k)));
+}
+
+FPSCOPE_AVX512 inline void f16_doubles(const unsigned char* p, __m512d d[8]) {
+  #pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    d[k] = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k))));
+}
+
+FPSCOPE_AVX512 inline void float_doubles(const __m512 f[4], __m512d d[8]) {
+  #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     d[2 * k] = _mm512_cvtps_pd(_mm512_castps512_ps256(f[k]));
     d[2 * k + 1] = _mm512_cvtps_pd(
         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f[k]), 1)));
   }
+}
+
+// Adds 64 finite values: a depth-3 tree of double additions (squares exact, combined with FMA),
+// then one TwoSum per accumulator. Every value passes through at most three roundings.
+FPSCOPE_AVX512 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m512d d[8]) {
   __m512d s[4], q[4];
   #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
@@ -220,12 +235,12 @@ struct F32Counters {
 };
 
 template <bool kFull>
-FPSCOPE_AVX512 inline void f32_fast_group(const __m512i v[4], const __m512i a[4], F32State& st,
-                                          F32Counters& c, uint8_t* field) {
+FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i v[4],
+                                          const __m512i a[4], F32State& st, F32Counters& c,
+                                          uint8_t* field) {
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i min_normal_m1 = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs - 1));
-  __m512 f[4];
   #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
     // key = v ^ ((v >> 31) & 0x7FFFFFFF): flips the magnitude of negatives (0x78 = a ^ (b & c)).
@@ -243,9 +258,10 @@ FPSCOPE_AVX512 inline void f32_fast_group(const __m512i v[4], const __m512i a[4]
       const __mmask16 sub = _mm512_cmplt_epu32_mask(am1, min_normal_m1);
       c.subnormal = _mm512_mask_add_epi32(c.subnormal, sub, c.subnormal, one);
     }
-    f[k] = _mm512_castsi512_ps(v[k]);
   }
-  add_sums(st.sum, st.squares, f);
+  __m512d d[8];
+  f32_doubles(p, d);
+  add_sums(st.sum, st.squares, d);
 }
 
 template <bool kFull>
@@ -281,7 +297,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulat
         special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
-      f32_fast_group<kFull>(v, a, st, c, field + buffered);
+      f32_fast_group<kFull>(base + 4 * i, v, a, st, c, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     acc.zero += lane_total_u32(c.zero);
@@ -345,7 +361,8 @@ FPSCOPE_AVX512 inline void half_fields(__m512i v, __m512 lo, __m512 hi, uint8_t*
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
-FPSCOPE_AVX512 inline void half_fast_group(const __m512i v[2], const __m512i a[2], HalfState& st,
+FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i v[2],
+                                           const __m512i a[2], HalfState& st,
                                            __m512i& zero_count, __m512i& sub_count,
                                            uint8_t* field) {
   const __m512i one = _mm512_set1_epi16(1);
@@ -365,12 +382,14 @@ FPSCOPE_AVX512 inline void half_fast_group(const __m512i v[2], const __m512i a[2
       const __mmask32 sub = _mm512_cmplt_epu16_mask(am1, min_normal_m1);
       sub_count = _mm512_mask_add_epi16(sub_count, sub, sub_count, one);
     }
-    widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
-    if constexpr (kFull) {
-      half_fields<kType>(v[k], f[2 * k], f[2 * k + 1], field + 32 * k);
-    }
+    // fp16 needs floats only for the Full level's exponent fields; bf16 for both.
+    if constexpr (kFull || kType == ElementType::BF16) widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
+    if constexpr (kFull) half_fields<kType>(v[k], f[2 * k], f[2 * k + 1], field + 32 * k);
   }
-  add_sums(st.sum, st.squares, f);
+  __m512d d[8];
+  if constexpr (kType == ElementType::F16) f16_doubles(p, d);
+  else float_doubles(f, d);
+  add_sums(st.sum, st.squares, d);
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
@@ -408,7 +427,8 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
         special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
-      half_fast_group<kType, S, T, kFull>(v, a, st, zero_count, sub_count, field + buffered);
+      half_fast_group<kType, S, T, kFull>(base + 2 * i, v, a, st, zero_count, sub_count,
+                                          field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     acc.zero += lane_total_u16(zero_count);
