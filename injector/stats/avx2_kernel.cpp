@@ -54,13 +54,21 @@ FPSCOPE_AVX2 inline void two_sum(SumLanes& s, __m256d x) {
   s.lo = _mm256_add_pd(s.lo, err);
 }
 
-FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256 f[4]) {
-  __m256d d[8];
+FPSCOPE_AVX2 inline void float_doubles(const __m256 f[4], __m256d d[8]) {
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     d[2 * k] = _mm256_cvtps_pd(_mm256_castps256_ps128(f[k]));
     d[2 * k + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(f[k], 1));
   }
+}
+
+// fp32 straight from memory (the group is in L1): no lane extracts.
+FPSCOPE_AVX2 inline void f32_doubles(const unsigned char* p, __m256d d[8]) {
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) d[k] = _mm256_cvtps_pd(_mm_loadu_ps(reinterpret_cast<const float*>(p + 16 * k)));
+}
+
+FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256d d[8]) {
   __m256d s[4], q[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
@@ -200,8 +208,8 @@ FPSCOPE_AVX2 inline void init(State& st) {
 // [SECTION] fp32: 8 lanes of 32 bits, a group is 8 vectors.
 
 template <bool kFull>
-FPSCOPE_AVX2 inline void f32_fast_group(const __m256i v[8], const __m256i a[8], State& st,
-                                        uint8_t* field) {
+FPSCOPE_AVX2 inline void f32_fast_group(const unsigned char* p, const __m256i v[8],
+                                        const __m256i a[8], State& st, uint8_t* field) {
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   const __m256i min_normal = _mm256_set1_epi32(int(kLayoutF32.min_normal_abs));
@@ -228,8 +236,11 @@ FPSCOPE_AVX2 inline void f32_fast_group(const __m256i v[8], const __m256i a[8], 
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(field), _mm256_packus_epi16(w0, w1));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32), _mm256_packus_epi16(w2, w3));
   }
-  add_sums(st.sum, st.squares, reinterpret_cast<const __m256*>(v));
-  add_sums(st.sum, st.squares, reinterpret_cast<const __m256*>(v + 4));
+  __m256d d[8];
+  f32_doubles(p, d);
+  add_sums(st.sum, st.squares, d);
+  f32_doubles(p + 128, d);
+  add_sums(st.sum, st.squares, d);
 }
 
 template <bool kFull>
@@ -268,7 +279,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
         special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
-      f32_fast_group<kFull>(v, a, st, field + buffered);
+      f32_fast_group<kFull>(base + 4 * i, v, a, st, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     acc.zero += lane_total_u32(st.zero);
@@ -343,8 +354,11 @@ FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4],
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(field), _mm256_packus_epi16(fields[0], fields[1]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32), _mm256_packus_epi16(fields[2], fields[3]));
   }
-  add_sums(st.sum, st.squares, f);
-  add_sums(st.sum, st.squares, f + 4);
+  __m256d d[8];
+  float_doubles(f, d);
+  add_sums(st.sum, st.squares, d);
+  float_doubles(f + 4, d);
+  add_sums(st.sum, st.squares, d);
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
