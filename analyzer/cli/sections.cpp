@@ -248,7 +248,7 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   if (!lt.rows.empty()) loss.tables.push_back(std::move(lt));
   out.push_back(std::move(loss));
 
-  Section layers{"ranges", "Layer ranges (largest output magnitude)", {}, {}, {}};
+  Section layers{"ranges", "Layer ranges (largest forward output magnitude)", {}, {}, {}};
   Table ly{"layers", {"layer", "absmax A", "absmax B", "exponent A", "exponent B", "shift", "moved"}, {}};
   for (const auto& l : c.layers) {
     ly.rows.push_back({Cell(l.layer), number_cell(l.a_absmax), number_cell(l.b_absmax),

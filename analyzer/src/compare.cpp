@@ -45,14 +45,17 @@ void compare_loss(const Trace& a, const Trace& b, double tolerance, Comparison& 
 void compare_layers(const Trace& a, const Trace& b, int threshold, Comparison& c) {
   std::map<std::string, LayerShift> layers;
   std::vector<std::string> order;
+  // Forward outputs only: gradients carry the loss scale, which would hide what the formats did.
   auto add = [&](const Trace& t, bool is_a) {
-    for (const auto& row : ranges(t, RangeGrouping::Layer, RoleFilter::Outputs)) {
-      if (!row.layer) continue;
+    for (const auto& row : ranges(t, RangeGrouping::LayerKernel, RoleFilter::Outputs)) {
+      const bool forward = row.kernel.size() > 8 && row.kernel.compare(row.kernel.size() - 8, 8, "_forward") == 0;
+      if (!row.layer || !forward) continue;
       auto [it, inserted] = layers.try_emplace(*row.layer);
       if (inserted) order.push_back(*row.layer);
       it->second.layer = *row.layer;
-      (is_a ? it->second.a_absmax : it->second.b_absmax) = row.absmax;
-      (is_a ? it->second.a_exponent : it->second.b_exponent) = row.absmax_exponent;
+      auto& absmax = is_a ? it->second.a_absmax : it->second.b_absmax;
+      if (row.absmax && (!absmax || *row.absmax > *absmax)) absmax = row.absmax;
+      (is_a ? it->second.a_exponent : it->second.b_exponent) = exponent_of(absmax);
     }
   };
   add(a, true);

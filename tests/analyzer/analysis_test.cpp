@@ -1,0 +1,265 @@
+// libfpscope_analysis on synthetic traces: every number checked against direct SQL on the same
+// file; the live fallback (no summary tables) against the finalized trace; bad inputs.
+#include "fpscope/analysis.h"
+#include "fpscope/export.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace fpscope::analysis;
+using fpscope::test::make_trace;
+using fpscope::test::sql_exec;
+using fpscope::test::sql_value;
+
+namespace {
+
+fpscope::synthetic::Options nan_run() {
+  fpscope::synthetic::Options o;
+  o.steps = 8;
+  o.precision = "amp-fp16";
+  o.loss_scale = "dynamic";
+  o.growth_interval = 3;
+  o.nan_at_step = 4;
+  return o;
+}
+
+TEST(Analysis, SummaryMatchesSql) {
+  const auto path = make_trace("summary", nan_run());
+  auto t = Trace::open(path);
+  EXPECT_TRUE(t->summaries_precomputed());
+  const RunSummary s = summary(*t);
+  EXPECT_EQ(s.kernels, *sql_value(path, "select count(*) from kernels"));
+  EXPECT_EQ(s.tensors, *sql_value(path, "select count(*) from tensors"));
+  EXPECT_EQ(s.nonfinite_tensors, *sql_value(path, "select count(*) from nonfinite"));
+  EXPECT_EQ(s.steps, 8);
+  EXPECT_EQ(s.precision, "amp-fp16");
+  EXPECT_EQ(*s.final_loss, *sql_value(path, "select value from scalars where name_id = (select id from strings "
+                                            "where value='loss') and value is not null order by step desc limit 1"));
+  EXPECT_EQ(*s.test_accuracy, *sql_value(path, "select value from scalars where name_id = (select id from strings "
+                                               "where value='test_accuracy')"));
+  EXPECT_EQ(s.state, RunState::Finished);
+}
+
+TEST(Analysis, FirstOriginMatchesView) {
+  const auto path = make_trace("origin", nan_run());
+  auto t = Trace::open(path);
+  const NonfiniteReport r = nonfinite(*t);
+  ASSERT_TRUE(r.first_origin);
+  EXPECT_EQ(r.first_origin->kernel_id, *sql_value(path, "select kernel_id from v_first_nonfinite"));
+  EXPECT_EQ(r.first_origin->kernel, "linear_forward");
+  EXPECT_EQ(r.first_origin->layer, "fc1");
+  EXPECT_EQ(r.first_origin->step, 4);
+  EXPECT_TRUE(r.first_origin->origin);
+  EXPECT_EQ(r.nan, *sql_value(path, "select sum(nan) from tensors where role='out'"));
+  EXPECT_EQ(r.tensors, *sql_value(path, "select count(*) from nonfinite"));
+  ASSERT_FALSE(r.propagation.empty());
+  EXPECT_EQ(r.propagation.front().kernel, "relu_forward");  // fc1's relu read fc1's output first
+  int64_t by_kernel_nan = 0;
+  for (const auto& k : r.by_kernel) by_kernel_nan += k.nan;
+  EXPECT_EQ(by_kernel_nan, *sql_value(path, "select sum(t.nan) from tensors t join nonfinite n on n.tensor_id = t.id"));
+}
+
+TEST(Analysis, RangesMatchSql) {
+  const auto path = make_trace("ranges", nan_run());
+  auto t = Trace::open(path);
+  for (const auto& r : ranges(*t)) {
+    const std::string where = "from tensors t join kernels k on k.id = t.kernel_id join strings s on s.id = k.name_id "
+                              "left join strings l on l.id = k.layer_id where t.role = 'out' and s.value = '" + r.kernel +
+                              "' and l.value " + (r.layer ? "= '" + *r.layer + "'" : "is null");
+    EXPECT_EQ(r.elements, *sql_value(path, "select sum(t.count) " + where)) << r.kernel;
+    EXPECT_EQ(r.absmax, sql_value(path, "select max(t.absmax) " + where)) << r.kernel;
+    EXPECT_EQ(r.min_nonzero, sql_value(path, "select min(t.min_nonzero) " + where)) << r.kernel;
+    if (r.absmax) EXPECT_DOUBLE_EQ(*r.headroom_f16_log2, std::log2(65504.0 / *r.absmax));
+    ASSERT_TRUE(r.formats[0].measured);
+    EXPECT_DOUBLE_EQ(r.formats[0].subnormal_share,
+                     *sql_value(path, "select 1.0 * sum(t.f16_subnormal) / sum(t.count) " + where)) << r.kernel;
+  }
+}
+
+TEST(Analysis, MemoryMatchesView) {
+  const auto path = make_trace("memory", nan_run());
+  auto t = Trace::open(path);
+  const MemoryReport m = memory(*t);
+  EXPECT_EQ(m.peak_bytes, *sql_value(path, "select peak_total_bytes from v_memory_peak limit 1"));
+  EXPECT_EQ(*m.peak_ns, *sql_value(path, "select peak_t_ns from v_memory_peak limit 1"));
+  for (int c = 0; c < kCategoryCount; ++c) {
+    EXPECT_EQ(m.by_category[c].at_peak,
+              *sql_value(path, std::string("select bytes from v_memory_peak where category = '") + kCategoryNames[c] + "'"));
+  }
+  ASSERT_FALSE(m.largest.empty());
+  EXPECT_EQ(m.largest.front().bytes, *sql_value(path, "select max(bytes) from memory_events"));
+}
+
+TEST(Analysis, LossScaleMatchesSql) {
+  const auto path = make_trace("scale", nan_run());
+  auto t = Trace::open(path);
+  const LossScaleReport r = loss_scale(*t);
+  EXPECT_EQ(r.backoffs, *sql_value(path, "select count(*) from loss_scale where event = 'backoff'"));
+  EXPECT_EQ(r.growths, *sql_value(path, "select count(*) from loss_scale where event = 'growth'"));
+  EXPECT_EQ(r.skipped_steps, 1);
+  EXPECT_EQ(r.skipped_step_numbers, std::vector<int64_t>{4});
+  EXPECT_EQ(*r.final_scale, *sql_value(path, "select scale_after from loss_scale order by t_ns desc limit 1"));
+}
+
+TEST(Analysis, LiveFallbackEqualsFinalized) {
+  auto o = nan_run();
+  const auto done = make_trace("finalized", o);
+  o.finalize = false;
+  const auto live = make_trace("live", o);
+  auto a = Trace::open(done);
+  auto b = Trace::open(live);
+  EXPECT_TRUE(a->summaries_precomputed());
+  EXPECT_FALSE(b->summaries_precomputed());
+  EXPECT_EQ(memory(*a).peak_bytes, memory(*b).peak_bytes);
+  EXPECT_EQ(nonfinite(*a).nan, nonfinite(*b).nan);
+  const auto ra = ranges(*a), rb = ranges(*b);
+  ASSERT_EQ(ra.size(), rb.size());
+  for (size_t i = 0; i < ra.size(); ++i) EXPECT_EQ(ra[i].absmax, rb[i].absmax);
+}
+
+TEST(Analysis, CompareFp32WithFp16HalvesWeightsAndActivations) {
+  fpscope::synthetic::Options o;
+  o.steps = 4;
+  const auto fp32 = make_trace("cmp32", o);
+  o.precision = "fp16";
+  const auto fp16 = make_trace("cmp16", o);
+  auto a = Trace::open(fp32);
+  auto b = Trace::open(fp16);
+  const Comparison c = compare(*a, *b);
+  std::map<std::string, MemoryDelta> by;
+  for (const auto& d : c.memory) by[d.category] = d;
+  EXPECT_DOUBLE_EQ(*by["weight"].reduction_pct, 50.0);
+  EXPECT_DOUBLE_EQ(*by["activation"].reduction_pct, 50.0);
+  EXPECT_GT(*by["peak"].reduction_pct, 0.0);
+  EXPECT_EQ(c.loss_curve.size(), 4u);
+}
+
+TEST(Analysis, QueryRefusesWrites) {
+  const auto path = make_trace("query", nan_run());
+  auto t = Trace::open(path);
+  for (const char* sql : {"delete from meta", "insert into strings values (999, 'x')", "drop table kernels",
+                          "create temp table x(a)", "attach '/tmp/x.db' as x", "pragma query_only = 0"}) {
+    try {
+      t->query(sql);
+      ADD_FAILURE() << "accepted: " << sql;
+    } catch (const TraceError& e) {
+      EXPECT_EQ(e.kind(), TraceErrorKind::Query) << sql;
+    }
+  }
+  EXPECT_EQ(std::get<int64_t>(t->query("select count(*) from kernels").rows.at(0).at(0)),
+            *sql_value(path, "select count(*) from kernels"));
+}
+
+TraceErrorKind open_error(const std::string& path) {
+  try {
+    Trace::open(path);
+  } catch (const TraceError& e) {
+    EXPECT_FALSE(std::string(e.what()).empty());
+    return e.kind();
+  }
+  ADD_FAILURE() << path << " opened";
+  return TraceErrorKind::Query;
+}
+
+TEST(Analysis, BadInputs) {
+  const std::string dir = fpscope::test::temp_dir();
+  EXPECT_EQ(open_error(dir + "/missing.sqlite"), TraceErrorKind::NotFound);
+  std::ofstream(dir + "/text.sqlite") << "hello, not a database\n";
+  EXPECT_EQ(open_error(dir + "/text.sqlite"), TraceErrorKind::NotSqlite);
+  const std::string other = dir + "/other.sqlite";
+  std::filesystem::remove(other);
+  sql_exec(other, "create table t(a); insert into t values (1)");
+  EXPECT_EQ(open_error(other), TraceErrorKind::NotATrace);
+  const auto newer = make_trace("newer", nan_run());
+  sql_exec(newer, "update meta set value = '99' where key = 'schema_version'; pragma user_version = 99");
+  EXPECT_EQ(open_error(newer), TraceErrorKind::NewerSchema);
+  try {
+    Trace::open(newer);
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer fpscope (schema 99)"), std::string::npos) << e.what();
+  }
+  const auto truncated = make_trace("truncated", nan_run());
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) / 2 + 100);
+  EXPECT_EQ(open_error(truncated), TraceErrorKind::Corrupt);
+  const auto dropped = make_trace("dropped", nan_run());
+  sql_exec(dropped, "drop view v_kernels; drop view v_first_nonfinite; drop view v_op_ranges; drop view v_step_summary; "
+                    "drop view v_tensors; drop table dumps; drop table tensors");
+  EXPECT_EQ(open_error(dropped), TraceErrorKind::Corrupt);
+}
+
+TEST(Analysis, RunningTraceOpensAndSaysSo) {
+  auto o = nan_run();
+  o.end_reason = "running";
+  o.finalize = false;
+  const auto path = make_trace("running", o);
+  auto t = Trace::open(path);
+  EXPECT_TRUE(t->in_progress());
+  EXPECT_EQ(summary(*t).kernels, *sql_value(path, "select count(*) from kernels"));
+}
+
+TEST(Analysis, ProgressCallbackCancels) {
+  auto o = nan_run();
+  o.finalize = false;
+  const auto path = make_trace("cancel", o);
+  OpenOptions options;
+  options.progress = [](const LoadProgress& p) { return p.fraction < 0.05; };
+  try {
+    Trace::open(path, options);
+    ADD_FAILURE() << "not cancelled";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.kind(), TraceErrorKind::Cancelled);
+  }
+}
+
+TEST(Analysis, ChromeTraceNestsPerThread) {
+  const auto path = make_trace("chrome", nan_run());
+  auto t = Trace::open(path);
+  std::ostringstream out;
+  export_chrome_trace(*t, out);
+  const auto doc = nlohmann::json::parse(out.str());
+  std::map<int64_t, std::vector<std::pair<double, double>>> spans;  // tid -> (start, end) in us
+  int counters = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") spans[e["tid"].get<int64_t>()].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+    if (e["ph"] == "C") ++counters;
+  }
+  EXPECT_GT(counters, 0);
+  size_t events = 0;
+  for (auto& [tid, list] : spans) {
+    std::sort(list.begin(), list.end(), [](auto& x, auto& y) { return x.first < y.first || (x.first == y.first && x.second > y.second); });
+    std::vector<double> stack;  // ends of the open spans
+    for (const auto& [start, end] : list) {
+      while (!stack.empty() && stack.back() <= start) stack.pop_back();
+      if (!stack.empty()) EXPECT_LE(end, stack.back() + 1e-6) << "span at " << start << " crosses its parent";
+      stack.push_back(end);
+      ++events;
+    }
+  }
+  EXPECT_EQ(events, *sql_value(path, "select (select count(*) from kernels) + (select count(*) from nvtx_ranges)"));
+}
+
+TEST(Analysis, AdviceKeepsOverflowingOpsInFp32) {
+  auto o = nan_run();
+  o.nan_at_step.reset();
+  o.precision = "fp32";
+  o.loss_scale = "none";
+  o.activation_scale = 4000;  // fc1 (20) and fc2 (30) reach 80000 and 120000: beyond fp16's 65504
+  const auto path = make_trace("advise", o);
+  auto t = Trace::open(path);
+  const Advice a = advise(*t);
+  std::map<std::string, OpAdvice> by;
+  for (const auto& op : a.ops) by[op.op] = op;
+  EXPECT_EQ(by["linear"].placement, OpPlacement::Fp32);
+  EXPECT_EQ(by["max_pool2d"].placement, OpPlacement::LowPrecision);  // 3 * 4000 fits with room
+  EXPECT_EQ(by["conv2d"].placement, OpPlacement::Fp32);  // 12 * 4000 fits, but within 2^1 of 65504
+  EXPECT_TRUE(a.loss_scale.needed);  // gradients' smallest magnitudes lie below 2^-24
+  EXPECT_NE(fp32_ops_file_text(a).find("\nlinear\n"), std::string::npos);
+}
+
+}  // namespace

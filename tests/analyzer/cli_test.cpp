@@ -1,0 +1,166 @@
+// The fpscope command line as a user meets it: formats, exit codes, refused writes, and damaged
+// traces (truncated, bytes flipped, tables dropped) that every verb must reject with a message and
+// a documented nonzero exit code, never a crash.
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+using fpscope::test::make_trace;
+using fpscope::test::sql_exec;
+using fpscope::test::sql_value;
+
+struct Result {
+  int code = -1;
+  bool signalled = false;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const std::string err_file = fpscope::test::temp_dir() + "/stderr.txt";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " " + args + " 2>" + err_file;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.signalled = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) != 130);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+fpscope::synthetic::Options small_run() {
+  fpscope::synthetic::Options o;
+  o.steps = 5;
+  o.precision = "amp-fp16";
+  o.loss_scale = "dynamic";
+  o.nan_at_step = 2;
+  return o;
+}
+
+TEST(Cli, HelpAndUnknownVerb) {
+  const Result help = run("--help");
+  EXPECT_EQ(help.code, 0);
+  for (const char* verb : {"report", "compare", "advise", "export", "query"}) {
+    EXPECT_NE(help.out.find(verb), std::string::npos) << verb;
+    EXPECT_EQ(run(std::string(verb) + " --help").code, 0) << verb;
+  }
+  const Result bad = run("frobnicate x");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("unknown verb 'frobnicate'"), std::string::npos);
+}
+
+TEST(Cli, ReportJsonMatchesSql) {
+  const auto path = make_trace("cli_report", small_run());
+  const Result r = run("report " + path + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["memory"]["peak_bytes"].get<int64_t>(), *sql_value(path, "select peak_total_bytes from v_memory_peak limit 1"));
+  EXPECT_EQ(doc["nonfinite"]["first_origin"]["launch"].get<int64_t>(), *sql_value(path, "select kernel_id from v_first_nonfinite"));
+  EXPECT_EQ(doc["nonfinite"]["nan"].get<int64_t>(), *sql_value(path, "select sum(nan) from tensors where role = 'out'"));
+  EXPECT_EQ(doc["loss_scale"]["backoffs"].get<int64_t>(), 1);
+  for (const char* format : {"text", "csv", "md"}) EXPECT_EQ(run("report " + path + " --format " + format).code, 0) << format;
+  const Result text = run("report " + path);
+  EXPECT_NE(text.out.find("First origin: linear_forward (fc1) made nan"), std::string::npos) << text.out;
+}
+
+TEST(Cli, CompareAndExports) {
+  auto o = small_run();
+  o.nan_at_step.reset();
+  const auto b = make_trace("cli_b", o);
+  o.precision = "fp32";
+  o.loss_scale = "none";
+  const auto a = make_trace("cli_a", o);
+  const Result c = run("compare " + a + " " + b + " --format json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  const auto doc = nlohmann::json::parse(c.out);
+  for (const auto& row : doc["memory"]["memory"]) {
+    if (row["category"] == "activation") EXPECT_GT(row["reduction"].get<double>(), 40.0);
+  }
+  const std::string dir = fpscope::test::temp_dir();
+  EXPECT_EQ(run("export " + a + " --format html -o " + dir + "/r.html").code, 0);
+  EXPECT_EQ(run("export " + a + " --format json -o " + dir + "/r.json").code, 0);
+  EXPECT_NO_THROW(nlohmann::json::parse(std::ifstream(dir + "/r.json")));
+  EXPECT_EQ(run("export " + a + " --format csv -o " + dir + "/csv").code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/csv/kernels.csv"));
+  EXPECT_EQ(run("advise " + a + " -o " + dir + "/advice").code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/advice/fp32_ops.txt"));
+}
+
+TEST(Cli, QueryRefusesWrites) {
+  const auto path = make_trace("cli_query", small_run());
+  const Result w = run("query " + path + " \"delete from kernels\"");
+  EXPECT_EQ(w.code, 8);
+  EXPECT_NE(w.err.find("refused"), std::string::npos);
+  EXPECT_GT(*sql_value(path, "select count(*) from kernels"), 0);
+  const Result r = run("query " + path + " \"select count(*) as n from kernels\" --format json");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)[0]["n"].get<int64_t>(), *sql_value(path, "select count(*) from kernels"));
+}
+
+TEST(Cli, RunningTraceReportsWithExitNine) {
+  auto o = small_run();
+  o.end_reason = "running";
+  o.finalize = false;
+  const auto path = make_trace("cli_running", o);
+  const Result r = run("report " + path);
+  EXPECT_EQ(r.code, 9);
+  EXPECT_NE(r.out.find("still being written"), std::string::npos);
+}
+
+// Every verb on every damaged copy: a documented nonzero code and a message, never a crash.
+TEST(Cli, DamagedTracesFailCleanly) {
+  const auto good = make_trace("cli_good", small_run());
+  const std::string dir = fpscope::test::temp_dir();
+  const auto size = std::filesystem::file_size(good);
+  std::vector<std::string> damaged;
+  auto copy = [&](const std::string& name) {
+    const std::string p = dir + "/damaged_" + name + ".sqlite";
+    std::filesystem::copy_file(good, p, std::filesystem::copy_options::overwrite_existing);
+    damaged.push_back(p);
+    return p;
+  };
+  for (uintmax_t cut : {uintmax_t{0}, uintmax_t{50}, uintmax_t{4096}, size / 2, size - 4096}) {
+    std::filesystem::resize_file(copy("cut" + std::to_string(cut)), cut);
+  }
+  for (uintmax_t offset : {uintmax_t{0}, uintmax_t{19}, uintmax_t{100}, uintmax_t{4096}, uintmax_t{8192}, uintmax_t{4096 * 5}}) {
+    const std::string p = copy("flip" + std::to_string(offset));
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5A);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(&c, 1);
+  }
+  sql_exec(copy("nometa"), "drop table meta");
+  sql_exec(copy("nokernels"), "drop view v_kernels; drop view v_first_nonfinite; drop view v_op_ranges; drop table kernels");
+  const std::vector<std::string> verbs = {"report {}", "compare {} {}", "advise {} -o " + dir + "/adv", "export {} --format json -o -",
+                                          "query {} \"select count(*) from kernels\""};
+  for (const auto& p : damaged) {
+    for (std::string v : verbs) {
+      for (size_t at; (at = v.find("{}")) != std::string::npos;) v.replace(at, 2, p);
+      const Result r = run(v);
+      EXPECT_FALSE(r.signalled) << v;
+      EXPECT_GE(r.code, 3) << v << "\n" << r.out.substr(0, 300);
+      EXPECT_LE(r.code, 8) << v << "\n" << r.err;
+      EXPECT_FALSE(r.err.empty()) << v;
+    }
+  }
+}
+
+}  // namespace

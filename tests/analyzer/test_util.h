@@ -1,0 +1,60 @@
+// Helpers for the analyzer tests: temporary folders, synthetic traces and direct SQL on a trace
+// (the independent reference the library's numbers are checked against).
+#pragma once
+
+#include "synthetic_trace.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+
+namespace fpscope::test {
+
+inline std::string temp_dir() {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("fpscope_analyzer_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
+  return dir;
+}
+
+inline std::string make_trace(const std::string& name, synthetic::Options o) {
+  const std::string path = temp_dir() + "/" + name + ".sqlite";
+  synthetic::write_trace(path, o);
+  return path;
+}
+
+// Runs SQL on the file with a connection of its own and returns the first column of the first row.
+inline std::optional<double> sql_value(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    std::string e = sqlite3_errmsg(db);
+    sqlite3_close(db);
+    throw std::runtime_error(sql + ": " + e);
+  }
+  std::optional<double> v;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+inline void sql_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  std::string e = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  if (rc != SQLITE_OK) throw std::runtime_error(sql + ": " + e);
+}
+
+}  // namespace fpscope::test
