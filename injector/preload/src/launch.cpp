@@ -8,6 +8,7 @@
 //      TensorHistogram with full statistics, Nonfinite for outputs holding NaN/Inf, Dump), then
 //      LossScale;
 //   5. --trap: stop at the first output whose non-finite values this launch made.
+// Launches with device tensors take launch_on_device() instead (end of this file).
 #include <signal.h>
 
 #include <cstdio>
@@ -119,16 +120,15 @@ std::string place_of(const Attribution& where) {
 
 }  // namespace
 
-Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& where) const {
+Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& where) {
   LaunchPlan p;
   p.kernel = d->kernel ? d->kernel : "";
   p.step = where.step;
   p.device = launch_device(d);
   const bool selected = options_.selects(p.kernel, where.layer, where.step);
   p.dump = options_.dump.matches_launch(p.kernel, where.layer, where.step);
-  // Device tensors need the GPU statistics library, which is not integrated yet: such launches
-  // are recorded unmeasured (docs/injector.md).
-  p.sampled = (selected || p.dump) && p.device == MPT_DEVICE_CPU;
+  // Device tensors are measured by libfpscope_gpu.so; without it their launches stay unmeasured.
+  p.sampled = (selected || p.dump) && (p.device == MPT_DEVICE_CPU || gpu() != nullptr);
   p.inputs = p.sampled && options_.measures_inputs();
   p.outputs = p.sampled && options_.measures_outputs();
   p.loss_scale = d->kernel != nullptr && loss_scale_readable(d);
@@ -141,6 +141,7 @@ int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
   LaunchPlan p = plan(d, where);
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.start_ns = monotonic_ns();
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) return launch_on_device(d, p, where, real);
 
   thread_local std::vector<Measurement> measured;
   measured.clear();
@@ -247,7 +248,7 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
   std::lock_guard lock(mutex_);
   l.kernel = intern_locked(p.kernel);
   writer_.put(wire::RecordType::Launch, l, thread);
-  for (const Measurement& m : measured) write_tensor_records(p, m, finite_in);
+  for (const Measurement& m : measured) write_tensor_records(p.seq, m, finite_in);
   if (probe.valid) {
     wire::LossScaleRecord r{};
     r.seq = p.seq;
@@ -264,13 +265,13 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
   }
 }
 
-void Session::write_tensor_records(const LaunchPlan& p, const Measurement& m, bool finite_in) {
+void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool finite_in) {
   const mpt_tensor& t = *m.tensor;
   const TensorStats& s = m.stats;
   const uint32_t thread = this_thread_number();
   const uint8_t rs = role_slot(m.role, m.slot);
   wire::TensorStatsRecord r{};
-  r.seq = p.seq;
+  r.seq = seq;
   r.tensor_id = t.id;
   r.name = intern_locked(t.name ? t.name : "");
   r.role = m.role;
@@ -294,7 +295,7 @@ void Session::write_tensor_records(const LaunchPlan& p, const Measurement& m, bo
 
   if (options_.stats == StatsLevel::Full) {
     wire::TensorFormatsRecord f{};
-    f.seq = p.seq;
+    f.seq = seq;
     f.role_slot = rs;
     for (int i = 0; i < wire::kFormatCount; ++i)
       f.formats[i] = {s.cast[i].overflow, s.cast[i].underflow, s.cast[i].subnormal, s.cast[i].near_max};
@@ -305,7 +306,7 @@ void Session::write_tensor_records(const LaunchPlan& p, const Measurement& m, bo
     for (int b = 0; b < kHistBins; ++b)
       if (s.hist[b] != 0) bins[n++] = {b + kHistMinExponent, 0, s.hist[b]};
     wire::TensorHistogramRecord h{};
-    h.seq = p.seq;
+    h.seq = seq;
     h.role_slot = rs;
     h.bins = n;
     writer_.put_with_tail(wire::RecordType::TensorHistogram, &h, sizeof h, bins,
@@ -315,7 +316,7 @@ void Session::write_tensor_records(const LaunchPlan& p, const Measurement& m, bo
   if (m.role == wire::Role::Output && s.nonfinite() > 0) {
     const ElementType type = *float_type(t.dtype);
     wire::NonfiniteRecord nf{};
-    nf.seq = p.seq;
+    nf.seq = seq;
     nf.first_index = static_cast<uint64_t>(s.first_nonfinite);
     nf.first_bits = s.first_nonfinite_bits;
     nf.role_slot = rs;
@@ -327,7 +328,7 @@ void Session::write_tensor_records(const LaunchPlan& p, const Measurement& m, bo
 
   if (!m.dump_file.empty()) {
     wire::DumpRecord dr{};
-    dr.seq = p.seq;
+    dr.seq = seq;
     dr.path = intern_locked(m.dump_file);
     dr.role_slot = rs;
     writer_.put(wire::RecordType::Dump, dr, thread);
@@ -380,6 +381,162 @@ void Session::trap(uint64_t seq, const std::string& message) {
   sigaddset(&set, SIGTRAP);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   raise(SIGTRAP);
+}
+
+// [SECTION] Device tensors ---------------------------------------------------------------------
+
+const fpscope_gpu_api* Session::gpu() {
+  std::call_once(gpu_once_, [this] {
+    std::string why;
+    gpu_ = gpu_loader_ ? gpu_loader_(&why) : nullptr;
+    if (gpu_ == nullptr)
+      std::fprintf(stderr, "fpscope: device tensors are not measured (%s); their launches are recorded\n",
+                   why.c_str());
+  });
+  return gpu_;
+}
+
+namespace {
+
+// Host float inputs of a device launch (copies from the host): all finite?
+bool host_inputs_finite(const mpt_launch_desc* d) {
+  for (int i = 0; i < d->n_inputs; ++i) {
+    const mpt_tensor& in = d->inputs[i];
+    if (measurable_on_host(in) && !all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
+  }
+  return true;
+}
+
+bool on_device(const mpt_tensor& t) {
+  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && float_type(t.dtype).has_value();
+}
+
+}  // namespace
+
+// Device tensors are queued on the GPU: inputs before the kernel, outputs after it, all on the
+// launch's stream. Host tensors of a mixed launch (a copy from or to the host) are not measured;
+// host inputs are only checked for finiteness, for the origin of the device outputs. Dumps and
+// the loss scaler's device tensors are not read on the device yet.
+int Session::launch_on_device(const mpt_launch_desc* d, LaunchPlan& p, const Attribution& where,
+                              LaunchFn real) {
+  poll_device(false);
+  {
+    std::lock_guard lock(mutex_);
+    PendingLaunch& pending = pending_launches_[p.seq];
+    pending.kernel = p.kernel;
+    pending.where = place_of(where);
+  }
+  const bool host_finite = p.outputs ? host_inputs_finite(d) : true;
+  // Inputs are needed for the outputs' origin even when only outputs are recorded.
+  if (p.inputs || p.outputs) submit_device(d, p, wire::Role::Input, p.inputs);
+  p.status = real(d);
+  p.end_ns = monotonic_ns();
+  if (p.outputs) submit_device(d, p, wire::Role::Output, true);
+
+  const std::vector<Measurement> none;
+  write_launch_records(d, p, where, none, false, LossScaleProbe{});
+  {
+    std::lock_guard lock(mutex_);
+    PendingLaunch& pending = pending_launches_[p.seq];
+    pending.launch_written = true;
+    pending.inputs_finite = pending.inputs_finite && host_finite;
+    auto early = std::move(pending.early);
+    for (auto& [tensor, stats] : early) device_result_locked(std::move(tensor), stats);
+    auto it = pending_launches_.find(p.seq);
+    if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
+  }
+  return p.status;
+}
+
+void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded) {
+  const bool inputs = role == wire::Role::Input;
+  const mpt_tensor* tensors = inputs ? d->inputs : d->outputs;
+  const int n = inputs ? d->n_inputs : d->n_outputs;
+  for (int i = 0; i < n && i < kMaxSlots; ++i) {
+    const mpt_tensor& t = tensors[i];
+    if (!on_device(t)) continue;
+    uint64_t token;
+    {
+      std::lock_guard lock(mutex_);
+      token = next_token_++;
+      PendingTensor& pt = pending_tensors_[token];
+      pt.seq = p.seq;
+      pt.role = role;
+      pt.slot = static_cast<uint8_t>(i);
+      pt.recorded = recorded;
+      pt.meta = t;
+      pt.meta.data = nullptr;  // the device memory may be gone when the result arrives
+      pt.name = t.name ? t.name : "";
+      ++pending_launches_[p.seq].outstanding;
+    }
+    const int rc = gpu_->submit(t.data, static_cast<int>(*float_type(t.dtype)), element_count(t),
+                                static_cast<int>(options_.stats), d->stream, token);
+    if (rc != 0) {
+      std::fprintf(stderr, "fpscope: device statistics of %s failed: %s\n", (t.name ? t.name : "a tensor"),
+                   gpu_->last_error ? gpu_->last_error() : "unknown error");
+      std::lock_guard lock(mutex_);
+      pending_tensors_.erase(token);
+      --pending_launches_[p.seq].outstanding;
+    }
+  }
+}
+
+void Session::poll_device(bool wait) {
+  if (gpu_ == nullptr) return;
+  gpu_->poll(wait ? 1 : 0, &Session::on_device_result, this);
+  std::string message;
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mutex_);
+    message.swap(trap_message_);
+    seq = trap_seq_;
+  }
+  if (!message.empty()) trap(seq, message);
+}
+
+void Session::on_device_result(uint64_t token, const TensorStats* stats, void* session) {
+  auto* self = static_cast<Session*>(session);
+  std::lock_guard lock(self->mutex_);
+  auto it = self->pending_tensors_.find(token);
+  if (it == self->pending_tensors_.end() || stats == nullptr) return;
+  PendingTensor tensor = std::move(it->second);
+  self->pending_tensors_.erase(it);
+  self->device_result_locked(std::move(tensor), *stats);
+}
+
+// Writes a device tensor's records once its launch's Launch record is in the ring.
+void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
+  auto it = pending_launches_.find(t.seq);
+  if (it == pending_launches_.end()) return;
+  PendingLaunch& launch = it->second;
+  if (!launch.launch_written) {
+    launch.early.emplace_back(std::move(t), stats);
+    return;
+  }
+  if (t.role == wire::Role::Input && stats.nonfinite() > 0) launch.inputs_finite = false;
+  if (t.recorded) {
+    t.meta.name = t.name.c_str();
+    Measurement m;
+    m.tensor = &t.meta;
+    m.role = t.role;
+    m.slot = t.slot;
+    m.stats = stats;
+    write_tensor_records(t.seq, m, launch.inputs_finite);
+  }
+  if (t.role == wire::Role::Output && launch.inputs_finite && trap_wants(options_.trap, stats) &&
+      trap_message_.empty() && !trapped_.load()) {
+    const ElementType type = *float_type(t.meta.dtype);
+    const wire::NonfiniteKind first = nonfinite_kind(type, stats.first_nonfinite_bits);
+    const char* wanted = options_.trap == TrapKind::NaN ? "NaN" : options_.trap == TrapKind::Inf ? "Inf" : nullptr;
+    const bool first_is_wanted = wanted == nullptr || (options_.trap == TrapKind::NaN) == (first == wire::NonfiniteKind::NaN);
+    trap_seq_ = t.seq;
+    trap_message_ = std::string("fpscope: trap: first ") + (first_is_wanted ? nonfinite_word(first) : wanted) +
+                    " made by " + launch.kernel + launch.where + " in " + t.name +
+                    (first_is_wanted ? " at index " + std::to_string(stats.first_nonfinite)
+                                     : " (its first non-finite value, " + std::string(nonfinite_word(first)) +
+                                           ", is at index " + std::to_string(stats.first_nonfinite) + ")");
+  }
+  if (--launch.outstanding <= 0) pending_launches_.erase(it);
 }
 
 }  // namespace fpscope::inject

@@ -9,9 +9,10 @@ int RangeStack::push(OpenRange range) {
   return static_cast<int>(ranges_.size()) - 1;
 }
 
-int RangeStack::pop(const void* domain) {
+int RangeStack::pop(const void* domain, OpenRange* closed) {
   for (size_t i = ranges_.size(); i-- > 0;) {
     if (ranges_[i].domain != domain) continue;
+    if (closed) *closed = std::move(ranges_[i]);
     ranges_.erase(ranges_.begin() + static_cast<std::ptrdiff_t>(i));
     reattribute();
     return static_cast<int>(i);

@@ -39,7 +39,8 @@ class RangeStack {
   // Returns the 0-based depth of the new range.
   int push(OpenRange range);
   // Closes the innermost range of `domain`; returns its 0-based depth, or -1 if none is open.
-  int pop(const void* domain);
+  // `closed` (if given) receives the range.
+  int pop(const void* domain, OpenRange* closed = nullptr);
   const Attribution& attribution() const { return attribution_; }
   size_t depth() const { return ranges_.size(); }
 

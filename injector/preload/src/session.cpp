@@ -130,13 +130,19 @@ int Session::range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
 }
 
 int Session::range_pop(const NvtxDomainInfo* domain) {
-  const int depth = this_thread_ranges().pop(domain);
+  OpenRange closed;
+  const int depth = this_thread_ranges().pop(domain, &closed);
   if (depth < 0) return depth;  // unbalanced pop: nothing was open in that domain
   wire::NvtxPopRecord r{};
   r.t_ns = monotonic_ns();
-  std::lock_guard lock(mutex_);
-  r.domain = domain_id_locked(domain);
-  writer_.put(wire::RecordType::NvtxPop, r, this_thread_number());
+  {
+    std::lock_guard lock(mutex_);
+    r.domain = domain_id_locked(domain);
+    writer_.put(wire::RecordType::NvtxPop, r, this_thread_number());
+  }
+  // The end of a step or phase collects the device measurements queued in it.
+  if (closed.trainer_domain && (closed.category == kStepCategory || closed.category == kPhaseCategory))
+    poll_device(true);
   return depth;
 }
 

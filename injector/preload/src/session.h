@@ -19,6 +19,7 @@
 #include "fpscope/tensor_stats.h"
 #include "fpscope/wire.h"
 #include "mpt/abi.h"
+#include "device_stats.h"
 #include "options.h"
 #include "range_stack.h"
 #include "record_writer.h"
@@ -84,18 +85,40 @@ class Session {
 
   uint64_t launches() const { return next_seq_.load(std::memory_order_relaxed) - 1; }
 
+  // Replaces how libfpscope_gpu.so is found (tests hand in a fake one).
+  void set_gpu_loader(GpuLoader loader) { gpu_loader_ = std::move(loader); }
+  // Hands every finished device measurement to the ring; with wait, first waits for all.
+  void poll_device(bool wait);
+
  private:
   struct Allocation {
     uint64_t id;
     uint64_t bytes;
   };
   struct LaunchPlan;
+  // A device tensor queued on the GPU, waiting for its statistics.
+  struct PendingTensor {
+    uint64_t seq = 0;
+    wire::Role role = wire::Role::Input;
+    uint8_t slot = 0;
+    bool recorded = true;  // false: measured only to judge the outputs' origin
+    mpt_tensor meta{};     // shape, dtype, id; name points at `name`
+    std::string name;
+  };
+  // A device launch with tensors still queued.
+  struct PendingLaunch {
+    bool launch_written = false;  // results that come earlier wait in `early`
+    bool inputs_finite = true;
+    int outstanding = 0;
+    std::string kernel, where;    // for a trap message
+    std::vector<std::pair<PendingTensor, TensorStats>> early;
+  };
 
   uint32_t intern_locked(std::string_view text) { return writer_.intern(text, this_thread_number()); }
   uint32_t domain_id_locked(const NvtxDomainInfo* domain);
 
   // The launch path (launch.cpp).
-  LaunchPlan plan(const mpt_launch_desc* d, const Attribution& where) const;
+  LaunchPlan plan(const mpt_launch_desc* d, const Attribution& where);
   void measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role,
                std::vector<Measurement>* out);
   bool inputs_finite(const mpt_launch_desc* d, const LaunchPlan& p,
@@ -104,10 +127,17 @@ class Session {
   void write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
                             const std::vector<Measurement>& measured, bool inputs_finite,
                             const LossScaleProbe& probe);
-  void write_tensor_records(const LaunchPlan& p, const Measurement& m, bool inputs_finite);
+  void write_tensor_records(uint64_t seq, const Measurement& m, bool inputs_finite);
   void check_trap(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
                   const std::vector<Measurement>& measured, bool inputs_finite);
   void trap(uint64_t seq, const std::string& message);
+
+  // Device tensors (device_launch.cpp).
+  const fpscope_gpu_api* gpu();
+  int launch_on_device(const mpt_launch_desc* d, LaunchPlan& p, const Attribution& where, LaunchFn real);
+  void submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded);
+  static void on_device_result(uint64_t token, const TensorStats* stats, void* session);
+  void device_result_locked(PendingTensor t, const TensorStats& stats);
 
   Options options_;
   std::unique_ptr<RecordSink> sink_;
@@ -116,6 +146,16 @@ class Session {
   std::unordered_map<const void*, Allocation> live_;
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> trapped_{false};
+
+  GpuLoader gpu_loader_ = load_gpu_library;
+  std::once_flag gpu_once_;
+  const fpscope_gpu_api* gpu_ = nullptr;
+  // Under mutex_:
+  std::unordered_map<uint64_t, PendingTensor> pending_tensors_;  // by token
+  std::unordered_map<uint64_t, PendingLaunch> pending_launches_; // by seq
+  uint64_t next_token_ = 1;
+  uint64_t trap_seq_ = 0;
+  std::string trap_message_;  // a device result asked for a trap, raised after the poll
 };
 
 }  // namespace fpscope::inject

@@ -502,5 +502,119 @@ TEST_F(LaunchPath, TrapStopsAtTheFirstOriginWithSigtrap) {
   EXPECT_EQ(t.count(RecordType::Launch), 2u);  // nothing ran after the trap
 }
 
+// A stand-in for libfpscope_gpu.so: "device" pointers are host memory; each result is computed
+// when it is submitted (as the stream would, in order) and handed out by the next poll.
+struct FakeGpu {
+  static inline std::vector<std::pair<uint64_t, TensorStats>> queue;
+  static inline int polls_with_wait = 0;
+  static int submit(const void* data, int type, size_t n, int level, void*, uint64_t token) {
+    TensorStats s;
+    compute_stats(data, static_cast<ElementType>(type), n, static_cast<StatsLevel>(level), &s);
+    queue.emplace_back(token, s);
+    return 0;
+  }
+  static void poll(int wait, void (*done)(uint64_t, const TensorStats*, void*), void* user) {
+    polls_with_wait += wait != 0;
+    auto ready = std::move(queue);
+    queue.clear();
+    for (auto& [token, stats] : ready) done(token, &stats, user);
+  }
+  static const char* last_error() { return ""; }
+  static constexpr fpscope_gpu_api api{1, submit, poll, last_error};
+};
+
+mpt_tensor device_tensor(void* data, std::vector<int64_t> shape, const char* name) {
+  mpt_tensor t = tensor(data, MPT_DTYPE_F32, std::move(shape), name);
+  t.device = MPT_DEVICE_CUDA;
+  return t;
+}
+
+TEST_F(LaunchPath, DeviceTensorsAreMeasuredThroughTheGpuLibrary) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8];
+  enter(5, "forward", "fc1");
+  launch("copy_with_nan", {device_tensor(x, {8}, "x")}, {device_tensor(y, {8}, "y")}, copy_with_nan, {{"index", 3}});
+  launch("copy_with_nan", {device_tensor(y, {8}, "y")}, {device_tensor(z, {8}, "z")}, copy_with_nan, {{"index", 1}});
+  // The second launch collected what the first had queued; its own results are still queued.
+  EXPECT_EQ(drain().count(RecordType::TensorStats), 2u);
+  const int waits_before = FakeGpu::polls_with_wait;
+  leave();  // the end of the phase collects them
+  EXPECT_GT(FakeGpu::polls_with_wait, waits_before);
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].device, MPT_DEVICE_CUDA);
+  EXPECT_EQ(launches[0].sampled, 1);
+  auto stats = t.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  ASSERT_EQ(stats.size(), 4u);
+  EXPECT_EQ(t.text(stats[1].name), "y");
+  EXPECT_EQ(stats[1].role, wire::Role::Output);
+  EXPECT_EQ(stats[1].nan, 1u);
+  EXPECT_EQ(stats[1].max, 8.0);
+  EXPECT_EQ(t.count(RecordType::TensorHistogram), 4u);
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].first_index, 3u);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].origin, 0);
+  EXPECT_EQ(nf[1].first_index, 1u);
+}
+
+TEST_F(LaunchPath, DeviceOriginWithOutputsOnlyStillLooksAtInputs) {
+  Options o;
+  o.tensors = TensorRoles::Outputs;
+  start(o);
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[4] = {std::numeric_limits<float>::infinity(), 0, 0, 0}, y[4];
+  launch("copy_with_nan", {device_tensor(x, {4}, "x")}, {device_tensor(y, {4}, "y")}, copy_with_nan, {{"index", 2}});
+  session_->poll_device(true);
+  const DecodedTrace& t = drain();
+  auto stats = t.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  ASSERT_EQ(stats.size(), 1u);  // the input was measured for the origin only
+  EXPECT_EQ(stats[0].role, wire::Role::Output);
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 1u);
+  EXPECT_EQ(nf[0].origin, 0);
+  EXPECT_EQ(nf[0].first_index, 0u);  // the Inf copied over comes first
+}
+
+TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLaunchesAreRecordedUnmeasured) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string* why) -> const fpscope_gpu_api* {
+    *why = "no usable CUDA device";
+    return nullptr;
+  });
+  float x[2] = {1, 2}, y[2];
+  launch("scale2", {device_tensor(x, {2}, "x")}, {device_tensor(y, {2}, "y")}, scale2);
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].device, MPT_DEVICE_CUDA);
+  EXPECT_EQ(launches[0].sampled, 0);
+  EXPECT_EQ(t.count(RecordType::TensorStats), 0u);
+}
+
+TEST_F(LaunchPath, DeviceTrapFiresWhenTheResultArrives) {
+  Options o;
+  o.trap = TrapKind::Nonfinite;
+  start(o);
+  consumer_->mark_collector_gone();
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[8] = {}, y[8];
+  EXPECT_EXIT(
+      {
+        enter(2, "backward", "fc2");
+        launch("copy_with_nan", {device_tensor(x, {8}, "x")}, {device_tensor(y, {8}, "fc2.out")}, copy_with_nan,
+               {{"index", 6}});
+        leave();
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTRAP),
+      "fpscope: trap: first NaN made by copy_with_nan \\(layer fc2, step 2, phase backward\\) in fc2.out at index 6");
+}
+
 }  // namespace
 }  // namespace fpscope::inject
