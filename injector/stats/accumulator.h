@@ -115,7 +115,10 @@ inline double bits_to_double(uint32_t b) {
 }
 inline double f16_bits_to_double(uint16_t b) {
   const uint32_t a = b & 0x7FFFu;
-  const double mag = (a >= 0x7C00u) ? (a == 0x7C00u ? INFINITY : NAN) : kLayoutF16.magnitude(a);
+  double mag;
+  if (a >= 0x7C00u) mag = a == 0x7C00u ? INFINITY : NAN;
+  else if (a < 0x0400u) mag = double(a) * 0x1p-24;  // subnormal or zero: a * 2^-24, exact
+  else mag = bits_to_double(((a >> 10) + 112) << 23 | (a & 0x3FFu) << 13);  // rebias to fp32
   return (b & 0x8000u) ? -mag : mag;
 }
 inline double bf16_bits_to_double(uint16_t b) { return bits_to_double(uint32_t(b) << 16); }
