@@ -18,9 +18,12 @@ Optimizer::Optimizer(const OptimizerConfig& config, uint64_t seed, Runtime& rt, 
 
 void Optimizer::step(Runtime& rt, int64_t step) {
   const double rounding = config_.stochastic_rounding ? 1.0 : 0.0;
-  const double seed = static_cast<double>(seed_ & ((uint64_t{1} << 52) - 1));  // exact in a double
-  for (Param* p : params_) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Param* p = params_[i];
     const Tensor& param = p->updated();
+    // Each tensor its own random stream for stochastic rounding: base seed + tensor number,
+    // kept below 2^52 so the double carries it exactly.
+    const double seed = static_cast<double>((seed_ + i) & ((uint64_t{1} << 52) - 1));
     if (config_.kind == OptimizerKind::kSgd) {
       rt.launch("sgd_step", {&param, &p->grad, &p->state[0]}, {&param, &p->state[0]},
                 {{"lr", config_.lr}, {"momentum", config_.momentum}, {"weight_decay", config_.weight_decay},

@@ -56,6 +56,19 @@ TEST(Training, MetricsHoldTheDocumentedKeys) {
   EXPECT_EQ(m["config"]["parameters"], "99896");
 }
 
+TEST(Training, AmpKeepsFp32MastersAnd16BitCopiesOnlyFor16BitOps) {
+  nlohmann::json m = train("--train-subset 64 --test-subset 32 --precision amp-fp16 --optimizer adamw");
+  ASSERT_FALSE(m.is_null());
+  const nlohmann::json& peak = m["peak_memory_bytes"];
+  // autocast keeps group_norm in fp32, so norm's 24 parameters have no fp16 working copy.
+  EXPECT_EQ(peak["master_weight"], 99896 * 4);
+  EXPECT_EQ(peak["weight"], (99896 - 24) * 2);
+  EXPECT_EQ(peak["gradient"], 99896 * 4);
+  EXPECT_EQ(peak["optimizer_state"], 99896 * 4 * 2);  // AdamW's two fp32 moments
+  EXPECT_NE(m["config"]["op_precisions"].get<std::string>().find("norm.group_norm=fp32"), std::string::npos);
+  EXPECT_NE(m["config"]["op_precisions"].get<std::string>().find("fc1.linear=fp16"), std::string::npos);
+}
+
 TEST(Training, DynamicScalingSkipsTheStepWithAPlantedNaN) {
   nlohmann::json m = train("--train-subset 320 --test-subset 64 --precision amp-fp16 --loss-scale dynamic "
                            "--fault nan@fc1:4:3");
