@@ -12,6 +12,7 @@
 #include <imgui_impl_opengl3.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdio>
 #include <filesystem>
 
@@ -158,6 +159,10 @@ void App::frame() {
   traces_.poll();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
+  if (!options_.screenshot.empty() || options_.bench_frames > 0) {
+    // Unattended: wherever the pointer happens to be must not raise tooltips or hover effects.
+    ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+  }
   ImGui::NewFrame();
   draw_main_window();
   ImGui::Render();

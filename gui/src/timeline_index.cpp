@@ -42,7 +42,8 @@ void TimelineIndex::add(const analysis::TimelineWindow& window, int64_t accept_f
     s.start = r.start_ns;
     s.end = r.end_ns.value_or(window.t1);
     s.id = r.id;
-    s.name = intern(r.name);
+    // Steps are named by their number, which also gives neighbouring steps different colours.
+    s.name = intern(r.kind == "step" && r.step ? "step " + std::to_string(*r.step) : r.name);
     s.step = r.step ? static_cast<int32_t>(*r.step) : -1;
     if (!r.end_ns) s.flags |= TimeSpan::kOpenEnded;
     lane_for(TimeLane::Kind::kRanges, r.thread, r.depth, r.kind).spans.push_back(s);
@@ -66,13 +67,16 @@ void TimelineIndex::add(const analysis::TimelineWindow& window, int64_t accept_f
 
 namespace {
 
-// Merges neighbouring blocks closer than `gap` (start of the next minus the furthest end so far).
-std::vector<TimeBlock> merge_level(const std::vector<TimeBlock>& finer,
-                                   int64_t gap) {
+// Merges runs of narrow blocks (shorter than `gap`) that lie closer than `gap` to each other: at
+// the zoom this level serves, each such run fits in about a pixel per gap. Blocks at least `gap`
+// wide span a pixel or more and stay as they are, so step and layer boundaries remain visible.
+std::vector<TimeBlock> merge_level(const std::vector<TimeBlock>& finer, int64_t gap) {
   std::vector<TimeBlock> out;
   out.reserve(finer.size() / 2 + 1);
+  bool run_open = false;  // the last block is a run of narrow blocks that may take more
   for (const TimeBlock& b : finer) {
-    if (!out.empty() && b.start - out.back().end < gap) {
+    const bool narrow = b.end - b.start < gap;
+    if (run_open && narrow && b.start - out.back().end < gap) {
       TimeBlock& m = out.back();
       if (b.end - b.start > m.end - m.start) m.name = b.name;  // keep the name of the widest part
       m.end = std::max(m.end, b.end);
@@ -80,6 +84,7 @@ std::vector<TimeBlock> merge_level(const std::vector<TimeBlock>& finer,
       m.flags |= b.flags;
     } else {
       out.push_back(b);
+      run_open = narrow;
     }
   }
   return out;

@@ -78,8 +78,8 @@ void add_cast_outcome(TraceData& data, const std::vector<analysis::Value>& row, 
   e.tensor = as_text(row[6]);
   e.amount = static_cast<double>(std::max(f16, bf16));
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%lld of %lld values %s in fp16, %lld in bf16", static_cast<long long>(f16),
-                static_cast<long long>(as_int(row[7])), verb, static_cast<long long>(bf16));
+  std::snprintf(buf, sizeof buf, "%s: fp16 %lld, bf16 %lld of %lld values", verb, static_cast<long long>(f16),
+                static_cast<long long>(bf16), static_cast<long long>(as_int(row[7])));
   e.detail = buf;
   data.events.push_back(std::move(e));
 }

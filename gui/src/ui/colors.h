@@ -18,7 +18,7 @@ ImU32 run(int index);  // 0 source, 1 target, further traces get further colours
 inline constexpr ImU32 kNaN = IM_COL32(230, 40, 40, 255);
 inline constexpr ImU32 kInf = IM_COL32(220, 60, 200, 255);
 inline constexpr ImU32 kOverflow = IM_COL32(235, 90, 60, 255);
-inline constexpr ImU32 kUnderflow = IM_COL32(80, 170, 240, 255);
+inline constexpr ImU32 kUnderflow = IM_COL32(60, 200, 190, 255);
 inline constexpr ImU32 kSkipped = IM_COL32(250, 190, 40, 255);
 inline constexpr ImU32 kScaleBackoff = IM_COL32(250, 120, 40, 255);
 inline constexpr ImU32 kScaleGrowth = IM_COL32(90, 200, 110, 255);
@@ -27,6 +27,7 @@ inline constexpr ImU32 kWarningText = IM_COL32(250, 190, 70, 255);
 inline constexpr ImU32 kErrorText = IM_COL32(255, 95, 90, 255);
 inline constexpr ImU32 kOkText = IM_COL32(120, 210, 120, 255);
 inline constexpr ImU32 kDimText = IM_COL32(150, 150, 160, 255);
+inline constexpr ImU32 kTotal = IM_COL32(235, 235, 240, 255);  // a total drawn over its parts
 
 ImVec4 to_vec4(ImU32 c);
 

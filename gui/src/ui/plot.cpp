@@ -32,6 +32,15 @@ std::vector<double> axis_ticks(const Axis& axis, float pixels, float spacing, do
     for (double& e : exps) e = std::exp2(e);
     return exps;
   }
+  if (axis.binary_units) {
+    // Ticks at round numbers of the largest binary unit (KiB, MiB, ...) below the range's top.
+    double unit = 1;
+    while (axis.range.hi / unit >= 1024) unit *= 1024;
+    std::vector<double> ticks = nice_ticks(axis.range.lo / unit, axis.range.hi / unit, max_ticks, step);
+    for (double& t : ticks) t *= unit;
+    *step *= unit;
+    return ticks;
+  }
   return nice_ticks(axis.range.lo, axis.range.hi, max_ticks, step);
 }
 
@@ -109,7 +118,7 @@ Plot::Plot(const char* id, ImVec2 size, Axis x, Axis y) : x_(std::move(x)), y_(s
   const float line = ImGui::GetTextLineHeight();
   const float left = ImGui::CalcTextSize("-0.0000e+00").x * 0.75f + (y_.label.empty() ? 6 : line + 10);
   const float bottom = line + 8 + (x_.label.empty() ? 0 : line + 2);
-  min_ = ImVec2(frame_min_.x + left, frame_min_.y + line * 0.5f);
+  min_ = ImVec2(frame_min_.x + left, frame_min_.y + (y_.label.empty() ? line * 0.5f : line + 6));
   max_ = ImVec2(frame_max_.x - 12, frame_max_.y - bottom);
   if (x_.scale == Scale::kLog2 && x_.range.lo <= 0) x_.range.lo = 1e-30;
   if (y_.scale == Scale::kLog2 && y_.range.lo <= 0) y_.range.lo = 1e-30;
@@ -181,9 +190,7 @@ void Plot::draw_axes() {
   }
   if (!y_.label.empty()) {
     // ImGui has no rotated text: the y label stands above the tick labels at the top left.
-    const float w = ImGui::CalcTextSize(y_.label.c_str()).x;
-    const float x = std::max(frame_min_.x, min_.x - w - 4);
-    draw_->AddText(ImVec2(x, min_.y - line * 0.5f - 2), kAxis, y_.label.c_str());
+    draw_->AddText(ImVec2(frame_min_.x, frame_min_.y), kAxis, y_.label.c_str());
   }
 }
 
@@ -196,44 +203,54 @@ void Plot::line(std::span<const double> xs, std::span<const double> ys, ImU32 co
   begin = begin > 0 ? begin - 1 : 0;
   end = std::min(n, end + 1);
   std::vector<ImVec2> run;
+  // Zero-length segments break ImGui's polyline joints: drop points that repeat the last one.
+  auto push = [&](ImVec2 p) {
+    if (!run.empty() && std::fabs(run.back().x - p.x) < 0.05f && std::fabs(run.back().y - p.y) < 0.05f) return;
+    run.push_back(p);
+  };
   auto flush = [&] {
     if (run.size() >= 2) draw_->AddPolyline(run.data(), static_cast<int>(run.size()), color, 0, thickness);
     if (run.size() == 1) draw_->AddCircleFilled(run[0], thickness, color);
     run.clear();
   };
-  // Per pixel column keep first, min, max and last so dense series keep their envelope.
-  int column = std::numeric_limits<int>::min();
-  float cmin = 0, cmax = 0, clast = 0;
-  auto emit_column = [&] {
-    if (column == std::numeric_limits<int>::min()) return;
-    const float x = static_cast<float>(column);
-    if (cmin != cmax) {
-      run.push_back(ImVec2(x, cmin));
-      run.push_back(ImVec2(x, cmax));
+  // Points sharing a pixel column are reduced to first, min, max and last, in that order, so a
+  // dense series keeps its envelope at a cost bounded by the plot's width.
+  struct Column {
+    int x = std::numeric_limits<int>::min();
+    ImVec2 first, last;
+    float lo = 0, hi = 0;
+    size_t points = 0;
+  } col;
+  auto emit = [&] {
+    if (col.points == 0) return;
+    push(col.first);
+    if (col.points > 2) {
+      push(ImVec2(col.first.x, col.lo));
+      push(ImVec2(col.first.x, col.hi));
     }
-    run.push_back(ImVec2(x, clast));
+    push(col.last);
+    col.points = 0;
   };
   for (size_t i = begin; i < end; ++i) {
     if (!std::isfinite(ys[i]) || (y_.scale == Scale::kLog2 && ys[i] <= 0)) {
-      emit_column();
-      column = std::numeric_limits<int>::min();
+      emit();
       flush();
       continue;
     }
-    const float x = px(xs[i]);
-    const float y = py(ys[i]);
-    const int col = static_cast<int>(std::floor(x));
-    if (col != column) {
-      emit_column();
-      column = col;
-      cmin = cmax = y;
-      run.push_back(ImVec2(x, y));
+    const ImVec2 p(px(xs[i]), py(ys[i]));
+    const int x = static_cast<int>(std::floor(p.x));
+    if (x != col.x) {
+      emit();
+      col.x = x;
+      col.first = p;
+      col.lo = col.hi = p.y;
     }
-    cmin = std::min(cmin, y);
-    cmax = std::max(cmax, y);
-    clast = y;
+    col.lo = std::min(col.lo, p.y);
+    col.hi = std::max(col.hi, p.y);
+    col.last = p;
+    ++col.points;
   }
-  emit_column();
+  emit();
   flush();
 }
 
@@ -351,9 +368,9 @@ void color_bar(const char* title, ImVec2 size, double lo, double hi,
   for (double t : nice_ticks(lo, hi, static_cast<int>((bar_max.y - bar_min.y) / (2.2f * line)), &step)) {
     const float y = y_of(t);
     draw->AddLine(ImVec2(bar_max.x, y), ImVec2(bar_max.x + 4, y), kAxis);
-    draw->AddText(ImVec2(bar_max.x + 6, y - line / 2), kTickText, format(t).c_str());
+    draw->AddText(ImVec2(bar_max.x + 9, y - line / 2), kTickText, format(t).c_str());
   }
-  const float mark_x = bar_max.x + 6 + ImGui::CalcTextSize("2^-100").x + 8;
+  const float mark_x = bar_max.x + 9 + ImGui::CalcTextSize("2^-100").x + 8;
   for (const auto& mark : marks) {
     if (mark.value < lo || mark.value > hi) continue;
     const float y = y_of(mark.value);

@@ -41,6 +41,7 @@ struct Axis {
   Scale scale = Scale::kLinear;
   // Formats a tick value (data units); the default prints tick_label (linear) or 2^e (log2).
   std::function<std::string(double)> format;
+  bool binary_units = false;  // ticks at round KiB/MiB/GiB (for byte axes)
 };
 
 struct LegendItem {

@@ -149,14 +149,14 @@ class EventsView final : public View {
     if (!ImGui::BeginTable("events", kColumns, flags)) return;
     const float em = ImGui::GetFontSize();
     ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("run", 0, em * 5, kRun);
+    ImGui::TableSetupColumn("run", 0, em * 4, kRun);
     ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 5.5f, kTime);
     ImGui::TableSetupColumn("step", 0, em * 3.5f, kStep);
     ImGui::TableSetupColumn("kind", 0, em * 7, kKind);
-    ImGui::TableSetupColumn("kernel", 0, em * 13, kKernel);
+    ImGui::TableSetupColumn("kernel", 0, em * 11.5f, kKernel);
     ImGui::TableSetupColumn("layer", 0, em * 6, kLayer);
-    ImGui::TableSetupColumn("tensor", 0, em * 8, kTensor);
-    ImGui::TableSetupColumn("values", 0, em * 5, kAmount);
+    ImGui::TableSetupColumn("tensor", 0, em * 7.5f, kTensor);
+    ImGui::TableSetupColumn("values", 0, em * 4.5f, kAmount);
     ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_NoSort, 0, kDetail);
     ImGui::TableHeadersRow();
     if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || sort_dirty_)) {

@@ -130,7 +130,8 @@ class LossView final : public View {
                  plot::Axis{"step", steps, plot::Scale::kLinear, {}}, plot::Axis{"loss", loss, plot::Scale::kLinear, {}});
     mark_common(p, ctx);
     for (const auto& s : series_) {
-      p.line(s.steps, s.loss, colors::run(s.index), 2.0f);
+      // The source is drawn wider underneath, so identical curves still show both colours.
+      p.line(s.steps, s.loss, colors::run(s.index), s.index == 0 ? 4.0f : 1.8f);
       if (s.steps.size() < 200) p.markers(s.steps, s.loss, colors::run(s.index), 2.5f);
     }
     bool any_skipped = false;
@@ -144,11 +145,12 @@ class LossView final : public View {
                  plot::Axis{"loss scale", scale, plot::Scale::kLog2, {}});
     mark_common(p, ctx);
     for (const auto& s : series_) {
-      p.stairs(s.scale_steps, s.scale, colors::run(s.index), 2.0f);
+      p.stairs(s.scale_steps, s.scale, colors::run(s.index), s.index == 0 ? 4.0f : 2.0f);
       for (const auto& e : s.data->loss_scale.events) {
         if (!e.step || e.event == "unchanged") continue;
         const bool backoff = e.event == "backoff";
-        const float x = p.px(static_cast<double>(*e.step)), y = p.py(e.scale_after);
+        // The update runs at the end of its step; the new scale holds from the next one.
+        const float x = p.px(static_cast<double>(*e.step) + 0.5), y = p.py(e.scale_after);
         const float r = 5;
         const ImU32 c = backoff ? colors::kScaleBackoff : colors::kScaleGrowth;
         if (backoff) {

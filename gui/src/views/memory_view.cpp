@@ -16,6 +16,8 @@
 namespace fpscope::gui {
 namespace {
 
+constexpr size_t kLargestShown = 5;
+
 class MemoryView final : public View {
  public:
   const char* name() const override { return "memory"; }
@@ -28,12 +30,9 @@ class MemoryView final : public View {
       const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
       if (loaded(doc)) runs.push_back({doc, i});
     }
-    const float top_h = ImGui::GetContentRegionAvail().y * 0.5f;
-    ImGui::BeginChild("memory_tables", ImVec2(0, top_h), false);
     draw_peaks(ctx, runs);
     draw_category_table(ctx, runs);
     draw_largest(runs);
-    ImGui::EndChild();
     draw_over_time(ctx, runs);
   }
 
@@ -151,7 +150,8 @@ class MemoryView final : public View {
       if (ImGui::BeginTable("largest", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
         for (const char* h : {"name", "category", "bytes", "times"}) ImGui::TableSetupColumn(h);
         ImGui::TableHeadersRow();
-        for (const auto& a : doc->data()->memory.largest) {
+        for (size_t i = 0; i < doc->data()->memory.largest.size() && i < kLargestShown; ++i) {
+          const analysis::Allocation& a = doc->data()->memory.largest[i];
           ImGui::TableNextRow();
           ImGui::TableNextColumn(); ImGui::TextUnformatted(a.name.c_str());
           ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(colors::category(a.category)), "%s", a.category.c_str());
@@ -193,8 +193,9 @@ class MemoryView final : public View {
     }
     plot::Plot p("over_time", ImVec2(width, 0),
                  plot::Axis{doc.name() + ": seconds from start", tr.padded(0.01), plot::Scale::kLinear, {}},
-                 plot::Axis{"live", bytes, plot::Scale::kLinear, [](double v) { return analysis::human_bytes(static_cast<int64_t>(v)); }});
-    std::vector<plot::LegendItem> legend{{"total", colors::run(index)}};
+                 plot::Axis{"live bytes", bytes, plot::Scale::kLinear,
+                            [](double v) { return analysis::human_bytes(static_cast<int64_t>(v)); }, true});
+    std::vector<plot::LegendItem> legend{{"total", colors::kTotal}};
     for (size_t c = 0; c < by_cat.size(); ++c) {
       bool nonzero = false;
       for (double v : by_cat[c]) nonzero |= v != 0;
@@ -202,7 +203,7 @@ class MemoryView final : public View {
       p.stairs(t, by_cat[c], colors::category(analysis::kCategoryNames[c]), 1.5f);
       legend.push_back({analysis::kCategoryNames[c], colors::category(analysis::kCategoryNames[c])});
     }
-    p.stairs(t, total, colors::run(index), 2.5f);
+    p.stairs(t, total, colors::kTotal, 2.0f);
     if (d.memory.peak_ns) {
       p.vline(static_cast<double>(*d.memory.peak_ns - origin) / 1e9, colors::kWarningText, "peak", 1.0f);
     }

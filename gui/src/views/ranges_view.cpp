@@ -79,8 +79,8 @@ class RangesView final : public View {
       const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
       if (loaded(doc)) runs.push_back({doc, i});
     }
-    const float map_h = ImGui::GetContentRegionAvail().y * 0.52f;
-    const float bar_w = ImGui::GetFontSize() * 10.5f;
+    const float map_h = ImGui::GetContentRegionAvail().y * 0.46f;
+    const float bar_w = ImGui::GetFontSize() * 12.5f;
     const float map_w = (ImGui::GetContentRegionAvail().x - bar_w) / static_cast<float>(runs.size()) - 8;
     double lo = 0, hi = 0;
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -218,22 +218,17 @@ class RangesView final : public View {
     }
     ImGui::TextDisabled("click: select, and show the histogram of its largest output");
     ImGui::EndTooltip();
-    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
-      ctx.selection.step = g.steps[si];
-      ctx.selection.layer = g.layers[li];
-      ctx.selection.kernel.reset();
-      pick_tensor(ctx, doc, g.layers[li], g.steps[si]);
-    }
+    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) select_cell(ctx, doc, g.layers[li], g.steps[si]);
   }
 
   void draw_color_scale(double lo, double hi, ImVec2 size) {
     const std::vector<plot::ColorBarMark> marks = {
         {kF16MaxExp, "fp16 max", colors::kOverflow},
-        {-14, "fp16 min normal", colors::kWarningText},
-        {-24, "fp16 min subnormal", colors::kUnderflow},
+        {-14, "fp16 normal", colors::kWarningText},
+        {-24, "fp16 subnormal", colors::kUnderflow},
         {127.99, "bf16 max", colors::kOverflow},
-        {-126, "bf16 min normal", colors::kWarningText},
-        {-133, "bf16 min subnormal", colors::kUnderflow},
+        {-126, "bf16 normal", colors::kWarningText},
+        {-133, "bf16 subnormal", colors::kUnderflow},
     };
     ImGui::BeginGroup();
     plot::color_bar("log2 absmax", ImVec2(size.x, size.y - ImGui::GetTextLineHeight() * 3.2f), lo, hi,
@@ -249,11 +244,18 @@ class RangesView final : public View {
     ImGui::EndGroup();
   }
 
-  // Finds the largest output of `layer` in `step` through the timeline index and the library's
-  // tensors_of_kernel, and selects it.
-  void pick_tensor(ViewContext& ctx, const TraceDoc& doc, const std::string& layer, int64_t step) {
+  struct TensorPick {
+    KernelRef kernel;
+    int64_t tensor_id = 0;
+    std::string tensor;
+  };
+
+  // The largest output of `layer` in `step`, found through the timeline index and the library's
+  // tensors_of_kernel.
+  std::optional<TensorPick> pick_tensor(const TraceDoc& doc, const std::string& layer, int64_t step) {
     const TraceData& d = *doc.data();
     const analysis::StepRow* row = d.step_row(step);
+    std::optional<TensorPick> pick;
     std::optional<double> best;
     for (const TimeLane& lane : d.timeline.lanes) {
       if (lane.kind != TimeLane::Kind::kKernels) continue;
@@ -265,16 +267,40 @@ class RangesView final : public View {
         const auto* tensors = details_.tensors(d, s.id, nullptr);
         if (!tensors) continue;
         for (const auto& t : *tensors) {
-          if (t.role != "out" || !t.absmax) continue;
-          if (!best || *t.absmax > *best) {
-            best = t.absmax;
-            ctx.selection.kernel = KernelRef{doc.id(), s.id};
-            ctx.selection.tensor_id = t.id;
-            ctx.selection.tensor_name = t.name;
-          }
+          if (t.role != "out" || !t.absmax || (best && *t.absmax <= *best)) continue;
+          best = t.absmax;
+          pick = TensorPick{KernelRef{doc.id(), s.id}, t.id, t.name};
         }
       }
     }
+    return pick;
+  }
+
+  void select_cell(ViewContext& ctx, const TraceDoc& doc, const std::string& layer, int64_t step) {
+    ctx.selection.step = step;
+    ctx.selection.layer = layer;
+    ctx.selection.kernel.reset();
+    ctx.selection.tensor_id.reset();
+    ctx.selection.tensor_name.reset();
+    if (auto pick = pick_tensor(doc, layer, step)) {
+      ctx.selection.kernel = pick->kernel;
+      ctx.selection.tensor_id = pick->tensor_id;
+      ctx.selection.tensor_name = pick->tensor;
+    }
+  }
+
+  // With nothing selected, the histogram shows the source's widest cell: its largest absmax.
+  const std::optional<TensorPick>& default_pick(const TraceDoc& doc) {
+    if (default_owner_ == doc.data().get()) return default_pick_;
+    default_owner_ = doc.data().get();
+    default_pick_.reset();
+    const TraceData& d = *doc.data();
+    const analysis::LayerStepCell* widest = nullptr;
+    for (const auto& c : d.layer_steps) {
+      if (c.absmax && (!widest || *c.absmax > *widest->absmax)) widest = &c;
+    }
+    if (widest) default_pick_ = pick_tensor(doc, widest->layer, widest->step);
+    return default_pick_;
   }
 
   // [SECTION] Exponent histogram -------------------------------------------------------------------
@@ -291,7 +317,20 @@ class RangesView final : public View {
     heading("Exponent histogram of the selected tensor");
     const TraceDoc* doc = selected_doc(ctx);
     if (!doc) {
-      ImGui::TextDisabled("Select a heat map cell, or a kernel in the timeline, to see its tensor's exponents.");
+      const TraceDoc* source = ctx.traces.source();
+      const auto& pick = source && source->data() ? default_pick(*source) : default_pick_;
+      if (!pick) {
+        ImGui::TextDisabled("Select a heat map cell, or a kernel in the timeline, to see its tensor's exponents.");
+        return;
+      }
+      ImGui::TextDisabled("Nothing selected: showing the source's largest layer output. Click a cell to choose.");
+      std::string error;
+      if (const auto* h = details_.histogram(*source->data(), pick->tensor_id, &error)) {
+        draw_format_choice();
+        draw_histogram(*h);
+      } else {
+        ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", error.c_str());
+      }
       return;
     }
     const TraceData& d = *doc->data();
@@ -333,11 +372,14 @@ class RangesView final : public View {
       }
     }
     ImGui::SameLine(0, 30);
-    ImGui::TextDisabled("shade:");
-    static const char* const names[] = {"fp16", "bf16", "e4m3", "e5m2"};
+    draw_format_choice();
+  }
+
+  void draw_format_choice() {
+    ImGui::TextDisabled("bands of:");
     for (int f = 0; f < analysis::kFormatCount; ++f) {
       ImGui::SameLine();
-      ImGui::RadioButton(names[f], &shaded_format_, f);
+      ImGui::RadioButton(analysis::format_limits(static_cast<analysis::Format>(f)).name, &shaded_format_, f);
     }
   }
 
@@ -360,35 +402,39 @@ class RangesView final : public View {
     xr.include(fsub - 1);
     xr.include(std::min(fmax + 2, xr.hi + 8));
     const float strips_h = ImGui::GetTextLineHeight() * 4 + 16;
-    plot::Plot p("hist", ImVec2(-ImGui::GetFontSize() * 13, -strips_h),
-                 plot::Axis{"exponent e (values in [2^e, 2^(e+1)))", xr, plot::Scale::kLinear, exp_label},
-                 plot::Axis{"values", plot::Range{0, static_cast<double>(peak) * 1.08}, plot::Scale::kLinear, {}});
-    p.vband(xr.lo, fsub, IM_COL32(80, 170, 240, 40));
-    p.vband(fsub, fnorm, IM_COL32(250, 190, 70, 45));
-    p.vband(fnorm, fmax, IM_COL32(90, 200, 110, 30));
-    p.vband(fmax, xr.hi, IM_COL32(235, 90, 60, 50));
-    for (const auto& [e, n] : h.bins) {
-      const bool over = e + 1 > fmax, under = e < fsub, sub = e < fnorm;
-      const ImU32 c = over ? colors::kOverflow : under ? colors::kUnderflow : sub ? colors::kWarningText : IM_COL32(200, 200, 215, 255);
-      p.bar(e + 0.08, e + 0.92, 0, static_cast<double>(n), c);
-    }
-    const std::vector<plot::LegendItem> legend = {
-        {std::string(f.name) + " normal", IM_COL32(90, 200, 110, 160), true},
-        {std::string(f.name) + " subnormal", IM_COL32(250, 190, 70, 160), true},
-        {std::string(f.name) + " overflow", IM_COL32(235, 90, 60, 160), true},
-        {"flush to zero", IM_COL32(80, 170, 240, 160), true}};
-    p.legend(legend);
-    p.hover_readout([&](double x) {
-      const int e = static_cast<int>(std::floor(x));
-      int64_t n = 0;
-      for (const auto& [be, bn] : h.bins) {
-        if (be == e) n = bn;
+    float left = 0, right = 0;
+    {
+      plot::Plot p("hist", ImVec2(-ImGui::GetFontSize() * 13, -strips_h),
+                   plot::Axis{"exponent e (values in [2^e, 2^(e+1)))", xr, plot::Scale::kLinear, exp_label},
+                   plot::Axis{"values", plot::Range{0, static_cast<double>(peak) * 1.08}, plot::Scale::kLinear, {}});
+      p.vband(xr.lo, fsub, IM_COL32(60, 200, 190, 40));
+      p.vband(fsub, fnorm, IM_COL32(250, 190, 70, 45));
+      p.vband(fnorm, fmax, IM_COL32(90, 200, 110, 30));
+      p.vband(fmax, xr.hi, IM_COL32(235, 90, 60, 50));
+      for (const auto& [e, n] : h.bins) {
+        const bool over = e + 1 > fmax, under = e < fsub, sub = e < fnorm;
+        const ImU32 c = over ? colors::kOverflow : under ? colors::kUnderflow : sub ? colors::kWarningText : IM_COL32(200, 200, 215, 255);
+        p.bar(e + 0.08, e + 0.92, 0, static_cast<double>(n), c);
       }
-      ImGui::Text("[2^%d, 2^%d): %lld values", e, e + 1, static_cast<long long>(n));
-    });
-    const float right_of_plot = p.area_max().x;
-    const float left_of_plot = p.area_min().x;
-    draw_format_strips(xr, left_of_plot, right_of_plot, [&](double x) { return p.px(x); });
+      const std::vector<plot::LegendItem> legend = {
+          {std::string(f.name) + " normal", IM_COL32(90, 200, 110, 160), true},
+          {std::string(f.name) + " subnormal", IM_COL32(250, 190, 70, 160), true},
+          {std::string(f.name) + " overflow", IM_COL32(235, 90, 60, 160), true},
+          {"flush to zero", IM_COL32(60, 200, 190, 160), true}};
+      p.legend(legend);
+      p.hover_readout([&](double x) {
+        const int e = static_cast<int>(std::floor(x));
+        int64_t n = 0;
+        for (const auto& [be, bn] : h.bins) {
+          if (be == e) n = bn;
+        }
+        ImGui::Text("[2^%d, 2^%d): %lld values", e, e + 1, static_cast<long long>(n));
+      });
+      left = p.area_min().x;
+      right = p.area_max().x;
+    }  // the plot's clip rectangle ends here; the strips go below it
+    draw_format_strips(xr, left, right,
+                       [&](double x) { return left + static_cast<float>((x - xr.lo) / xr.span()) * (right - left); });
   }
 
   // One strip per format under the histogram: where its values underflow, are subnormal, normal,
@@ -408,7 +454,7 @@ class RangesView final : public View {
         const float x1 = std::clamp(px(std::min(e1, xr.hi)), left, right);
         if (x1 > x0) dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + line), c);
       };
-      band(xr.lo, fsub, IM_COL32(80, 170, 240, 150));
+      band(xr.lo, fsub, IM_COL32(60, 200, 190, 150));
       band(fsub, fnorm, IM_COL32(250, 190, 70, 170));
       band(fnorm, fmax, IM_COL32(90, 200, 110, 150));
       band(fmax, xr.hi, IM_COL32(235, 90, 60, 170));
@@ -418,6 +464,8 @@ class RangesView final : public View {
   }
 
   std::vector<HeatGrid> grids_;
+  const TraceData* default_owner_ = nullptr;
+  std::optional<TensorPick> default_pick_;
   KernelDetailCache details_;
   int shaded_format_ = 0;
 };

@@ -291,7 +291,8 @@ class TimelineView final : public View {
       if (selected) dl->AddRect(ImVec2(x0 - 1, y), ImVec2(x1 + 1, y + h + 2), colors::kSelection, 0, 0, 2.0f);
       if (x1 - x0 > 30) {
         const std::string& label = index.name(b.name);
-        const std::string text = b.count > 1 ? label + " +" + std::to_string(b.count - 1) : label;
+        const std::string text =
+            b.count > 1 ? std::to_string(b.count) + (kernels ? " kernels" : " " + lane.label + "s") : label;
         dl->PushClipRect(ImVec2(x0 + 2, y), ImVec2(x1 - 2, y + h), true);
         dl->AddText(ImVec2(x0 + 3, y + 3), colors::contrast_text(fill), text.c_str());
         dl->PopClipRect();
@@ -302,7 +303,6 @@ class TimelineView final : public View {
         hover->block = &b;
       }
     }
-    (void)kernels;
   }
 
   bool is_selected(const Selection& sel, const Run& run, const TimeLane& lane, const TimeSpan& s) const {
