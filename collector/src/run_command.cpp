@@ -163,7 +163,10 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingConsumer
   std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
   std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events; the program {}\n", c.kernels, c.tensors,
                            c.events(), how_it_ended(end, reason));
-  if (w.trap().seen) std::cerr << "fpscope: trap: " << w.trap().message << "\n";
+  if (w.trap().seen) {
+    const std::string& m = w.trap().message;  // the injector's message may carry the prefix already
+    std::cerr << (m.rfind("fpscope:", 0) == 0 ? "" : "fpscope: trap: ") << m << "\n";
+  }
   if (c.kernels == 0) std::cerr << "fpscope: no kernels were seen — does the program use libmpt_kernels?\n";
   if (ring.dropped_records() > 0)
     std::cerr << fmt::format("fpscope: warning: {} records were dropped because the collector stalled\n",

@@ -192,39 +192,59 @@ void TraceWriter::Impl::on_tensor_stats(const wire::TensorStatsRecord& r) {
 
 void TraceWriter::Impl::flush_tensor(PendingTensor& t) {
   t.active = false;
+  // Swapping keeps both histogram buffers alive for reuse.
+  std::swap(ready_tensors[ready_count++], t);
+  if (ready_count == kTensorsPerInsert) insert_ready_tensors();
+}
+
+void TraceWriter::Impl::insert_ready_tensors() {
+  if (ready_count == kTensorsPerInsert) {
+    for (int r = 0; r < ready_count; ++r) bind_tensor(insert_tensor_batch, 1 + r * kTensorColumns, ready_tensors[r]);
+    insert_tensor_batch.run();
+  } else {
+    for (int r = 0; r < ready_count; ++r) {
+      bind_tensor(insert_tensor, 1, ready_tensors[r]);
+      insert_tensor.run();
+    }
+  }
+  for (int r = 0; r < ready_count; ++r) row_written();
+  counts.tensors += static_cast<uint64_t>(ready_count);
+  ready_count = 0;
+}
+
+// Binds one tensor row at parameters first .. first + kTensorColumns - 1. Text is bound without a
+// copy: the shape lives in a per-slot buffer and the histogram in the tensor, both until run().
+void TraceWriter::Impl::bind_tensor(sql::Statement& st, int first, const PendingTensor& t) {
   const wire::TensorStatsRecord& s = t.stats;
-  sql::Statement& st = insert_tensor;
-  st.bind(1, t.row_id);
-  st.bind(2, s.seq);
-  st.bind_static(3, s.role == wire::Role::Output ? "out" : "in");
-  st.bind(4, uint32_t{s.slot});
-  st.bind_id_or_null(5, s.tensor_id);
-  st.bind(6, string_or_empty(s.name));
-  st.bind(7, uint32_t{s.dtype});
-  const std::string shape = shape_json(s);
-  st.bind_static(8, shape);
+  const int at = first - 1;
+  st.bind(at + 1, t.row_id);
+  st.bind(at + 2, s.seq);
+  st.bind_static(at + 3, s.role == wire::Role::Output ? "out" : "in");
+  st.bind(at + 4, uint32_t{s.slot});
+  st.bind_id_or_null(at + 5, s.tensor_id);
+  st.bind(at + 6, string_or_empty(s.name));
+  st.bind(at + 7, uint32_t{s.dtype});
+  st.bind(at + 8, shape_json(s));
   const uint64_t counters[] = {s.count, s.nan, s.pos_inf, s.neg_inf, s.zero, s.subnormal};
-  for (int i = 0; i < 6; ++i) st.bind(9 + i, counters[i]);
+  for (int i = 0; i < 6; ++i) st.bind(at + 9 + i, counters[i]);
   const double values[] = {s.min, s.max, s.absmax, s.min_nonzero, s.mean, s.rms};
-  for (int i = 0; i < 6; ++i) st.bind(15 + i, values[i]);  // NaN (no finite value) binds NULL
+  for (int i = 0; i < 6; ++i) st.bind(at + 15 + i, values[i]);  // NaN (no finite value) binds NULL
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = t.formats[f];
     const uint64_t per_format[] = {c.overflow, c.underflow, c.subnormal, c.near_max};
     for (int i = 0; i < 4; ++i) {
-      if (t.has_formats) st.bind(21 + 4 * f + i, per_format[i]);
-      else st.bind_null(21 + 4 * f + i);
+      if (t.has_formats) st.bind(at + 21 + 4 * f + i, per_format[i]);
+      else st.bind_null(at + 21 + 4 * f + i);
     }
   }
-  if (t.has_histogram) st.bind_static(37, t.histogram);
-  else st.bind_null(37);
-  st.run();
-  row_written();
-  ++counts.tensors;
+  if (t.has_histogram) st.bind_static(at + 37, t.histogram);
+  else st.bind_null(at + 37);
 }
 
 void TraceWriter::Impl::flush_all_tensors() {
   for (auto& [thread, ts] : threads)
     if (ts.tensor.active) flush_tensor(ts.tensor);
+  insert_ready_tensors();
 }
 
 std::optional<int64_t> TraceWriter::Impl::tensor_row(uint64_t seq, uint8_t role_slot) const {
@@ -243,11 +263,12 @@ void TraceWriter::Impl::on_tensor_formats(const wire::TensorFormatsRecord& r) {
     t->has_formats = true;
     return;
   }
-  auto row = tensor_row(r.seq, r.role_slot);  // its tensor was already written: update it
+  auto row = tensor_row(r.seq, r.role_slot);  // its tensor left assembly already: update its row
   if (!row) {
     ++counts.unmatched_events;
     return;
   }
+  insert_ready_tensors();
   update_tensor_formats.bind(1, *row);
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = r.formats[f];
@@ -293,6 +314,7 @@ void TraceWriter::Impl::on_tensor_histogram(const wire::TensorHistogramRecord& r
     ++counts.unmatched_events;
     return;
   }
+  insert_ready_tensors();
   update_tensor_histogram.bind(1, *row);
   update_tensor_histogram.bind(2, json);
   update_tensor_histogram.run();

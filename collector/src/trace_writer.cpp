@@ -11,14 +11,21 @@
 namespace fpscope {
 namespace {
 
-constexpr const char* kInsertTensor =
-    "INSERT INTO tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
-    " pos_inf, neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms,"
-    " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
-    " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
-    " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
-    " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+// INSERT INTO tensors with `rows` rows of parameters.
+std::string insert_tensors_sql(int rows) {
+  std::string sql =
+      "INSERT INTO tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
+      " pos_inf, neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms,"
+      " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
+      " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
+      " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
+      " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist) VALUES ";
+  std::string row = "(?";
+  for (int c = 1; c < TraceWriter::Impl::kTensorColumns; ++c) row += ",?";
+  row += ")";
+  for (int r = 0; r < rows; ++r) sql += (r ? "," : "") + row;
+  return sql;
+}
 
 constexpr const char* kUpdateFormats =
     "UPDATE tensors SET f16_overflow=?2, f16_underflow=?3, f16_subnormal=?4, f16_near_max=?5,"
@@ -46,7 +53,8 @@ TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
       insert_kernel(db,
                     "INSERT OR REPLACE INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
                     " thread, device, status, sampled) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
-      insert_tensor(db, kInsertTensor),
+      insert_tensor(db, insert_tensors_sql(1)),
+      insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert)),
       update_tensor_formats(db, kUpdateFormats),
       update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2 WHERE id = ?1"),
       insert_nonfinite(db,

@@ -104,8 +104,10 @@ class TraceWriter::Impl {
   void on_dump(const wire::DumpRecord& r);
   void on_trap(const wire::TrapRecord& r);
 
-  void flush_tensor(PendingTensor& t);
-  void flush_all_tensors();
+  void flush_tensor(PendingTensor& t);  // to the ready batch
+  void flush_all_tensors();             // every tensor in assembly, then the ready batch
+  void insert_ready_tensors();          // the ready batch into `tensors`
+  void bind_tensor(sql::Statement& st, int first, const PendingTensor& t);
   void insert_range(const OpenRange& r, std::optional<int64_t> end_ns, uint32_t thread);
   void close_open_ranges();
   std::optional<int64_t> current_step(uint32_t thread) const;
@@ -136,7 +138,14 @@ class TraceWriter::Impl {
   sql::Statement insert_meta;
   sql::Statement insert_string;
   sql::Statement insert_kernel;
+  // Finished tensors are inserted kTensorsPerInsert at a time: one statement per row costs more
+  // than the row itself for a table this wide.
+  static constexpr int kTensorsPerInsert = 16;
+  static constexpr int kTensorColumns = 37;
   sql::Statement insert_tensor;
+  sql::Statement insert_tensor_batch;
+  PendingTensor ready_tensors[kTensorsPerInsert];
+  int ready_count = 0;
   sql::Statement update_tensor_formats;
   sql::Statement update_tensor_histogram;
   sql::Statement insert_nonfinite;

@@ -108,12 +108,12 @@ TEST_F(RunTest, SegfaultIsRecordedAsSignaled) {
 }
 
 TEST_F(RunTest, TrapEndsTheRunAsTrapped) {
-  EXPECT_EQ(run_program({"trap", "fpscope: first NaN made by conv2d_forward"}), 128 + SIGTRAP);
-  EXPECT_TRUE(says("trap: fpscope: first NaN made by conv2d_forward")) << err_;
+  EXPECT_EQ(run_program({"trap", "first NaN made by conv2d_forward"}), 128 + SIGTRAP);
+  EXPECT_TRUE(says("fpscope: trap: first NaN made by conv2d_forward")) << err_;
   Reader db(trace_);
   EXPECT_EQ(db.meta("end_reason"), "trapped");
   EXPECT_EQ(db.meta("signal"), "SIGTRAP");
-  EXPECT_EQ(db.meta("trap.message"), "fpscope: first NaN made by conv2d_forward");
+  EXPECT_EQ(db.meta("trap.message"), "first NaN made by conv2d_forward");
   EXPECT_EQ(db.meta("trap.kernel_id"), "42");
 }
 
