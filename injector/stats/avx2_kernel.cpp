@@ -98,7 +98,11 @@ FPSCOPE_AVX2 inline void flush_sums(const SumLanes& sum, const SumLanes& squares
 
 inline constexpr int kMaxVectorFieldRange = 48;
 
-FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256]) {
+// Counts the fields into `h` and returns the range of nonzero fields in [first, last].
+FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256], int& first,
+                                 int& last) {
+  first = 1;
+  last = 0;
   if (n == 0) return;  // n is a multiple of 64
   const __m256i one = _mm256_set1_epi8(1);
   __m256i lo = _mm256_set1_epi8(-1), hi = _mm256_setzero_si256();
@@ -110,8 +114,8 @@ FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint3
   alignas(32) uint8_t lo_bytes[32], hi_bytes[32];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lo_bytes), lo);
   _mm256_store_si256(reinterpret_cast<__m256i*>(hi_bytes), hi);
-  const int first = *std::min_element(lo_bytes, lo_bytes + 32) + 1;
-  const int last = *std::max_element(hi_bytes, hi_bytes + 32);
+  first = *std::min_element(lo_bytes, lo_bytes + 32) + 1;
+  last = *std::max_element(hi_bytes, hi_bytes + 32);
   if (first > last) return;
   if (last - first >= kMaxVectorFieldRange) {
     count_fields_scalar(field, n, h);
@@ -168,10 +172,10 @@ FPSCOPE_AVX2 inline void count_at_least_p(const unsigned char* block, std::size_
 template <const ThresholdTable& T, bool kHalf>
 FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered,
                                       const unsigned char* block, std::size_t groups,
-                                      uint64_t special, Accumulator& acc) {
-  uint32_t h[256] = {};
-  count_fields(field, buffered, h);
-  fold_block_fields<T>(h, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+                                      uint64_t special, uint32_t h[256], Accumulator& acc) {
+  int first, last;
+  count_fields(field, buffered, h, first, last);
+  fold_block_fields<T>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
     for (int i = 0; i < k; i += 4) {
       switch (std::min(k - i, 4)) {
         case 1: count_at_least_p<1, kHalf>(block, groups, special, t + i, counts + i); break;
@@ -253,6 +257,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
   State st;
   init<32>(st);
   alignas(32) uint8_t field[kBlockElements];
+  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
@@ -288,7 +293,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
     if constexpr (kFull)
       finish_block<kThresholdsF32, false>(field, buffered, base + 4 * block_begin,
                                           (block_end - block_begin) / kGroupElements,
-                                          special_groups, acc);
+                                          special_groups, h, acc);
   }
   alignas(32) int32_t mins[8], maxs[8];
   alignas(32) uint32_t nz[8];
@@ -373,6 +378,7 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
   State st;
   init<16>(st);
   alignas(32) uint8_t field[kBlockElements];
+  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
@@ -406,7 +412,7 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
     st.zero = st.subnormal = _mm256_setzero_si256();
     if constexpr (kFull)
       finish_block<T, true>(field, buffered, base + 2 * block_begin,
-                            (block_end - block_begin) / kGroupElements, special_groups, acc);
+                            (block_end - block_begin) / kGroupElements, special_groups, h, acc);
   }
   alignas(32) int16_t mins[16], maxs[16];
   alignas(32) uint16_t nz[16];

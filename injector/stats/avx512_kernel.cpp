@@ -179,7 +179,52 @@ FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t group
 
 inline constexpr int kMaxVectorFieldRange = 64;
 
-FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256]) {
+// With GFNI and BITALG, eight bins per pass: each field in the window [first, first + 8) becomes a
+// one-hot byte (bit j for bin first + j); an affine transform over GF(2) transposes each 8x8 bit
+// matrix of eight such bytes, so byte j of a quadword holds bin j's bits for those eight fields,
+// and a byte popcount counts them.
+#define FPSCOPE_AVX512_GFNI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512bitalg,gfni,avx2")))
+
+bool have_gfni_bitalg() {
+  static const bool have = __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512bitalg");
+  return have;
+}
+
+FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n, int first,
+                                             int last, uint32_t h[256]) {
+  // pshufb table: index j < 8 gives 1 << j, index 8 gives 0.
+  const __m512i one_hot = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0,
+                                                               0, 0, 0, 0, 0, 0));
+  const __m512i transpose = _mm512_set1_epi64(0x8040201008040201);
+  const __m512i eight = _mm512_set1_epi8(8);
+  for (int w = first; w <= last; w += 8) {
+    const __m512i base = _mm512_set1_epi8(char(w));
+    __m512i count = _mm512_setzero_si512();  // byte j of each quadword: bin w + j
+    alignas(64) uint8_t bytes[64];
+    std::size_t i = 0;
+    while (i < n) {
+      // At most 8 per byte per step: flush before 255.
+      const std::size_t end = std::min(n, i + 31 * 64);
+      for (; i < end; i += 64) {
+        const __m512i d = _mm512_min_epu8(_mm512_sub_epi8(_mm512_loadu_si512(field + i), base), eight);
+        const __m512i bits = _mm512_shuffle_epi8(one_hot, d);
+        const __m512i by_bin = _mm512_gf2p8affine_epi64_epi8(transpose, bits, 0);
+        count = _mm512_add_epi8(count, _mm512_popcnt_epi8(by_bin));
+      }
+      _mm512_store_si512(bytes, count);
+      for (int j = 0; j < 8 && w + j <= last; ++j)
+        for (int q = 0; q < 8; ++q) h[w + j] += bytes[8 * q + j];
+      count = _mm512_setzero_si512();
+    }
+  }
+}
+
+// Counts the fields into `h` and returns the range of nonzero fields in [first, last].
+FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256], int& first,
+                                 int& last) {
+  first = 1;
+  last = 0;
   if (n == 0) return;
   // Smallest nonzero field via min(field - 1): zero wraps to 255.
   const __m512i one = _mm512_set1_epi8(1);
@@ -192,11 +237,15 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, uin
   alignas(64) uint8_t lo_bytes[64], hi_bytes[64];
   _mm512_store_si512(lo_bytes, lo);
   _mm512_store_si512(hi_bytes, hi);
-  const int first = *std::min_element(lo_bytes, lo_bytes + 64) + 1;
-  const int last = *std::max_element(hi_bytes, hi_bytes + 64);
+  first = *std::min_element(lo_bytes, lo_bytes + 64) + 1;
+  last = *std::max_element(hi_bytes, hi_bytes + 64);
   if (first > last) return;  // all zeros
   if (last - first >= kMaxVectorFieldRange) {
     count_fields_scalar(field, n, h);
+    return;
+  }
+  if (have_gfni_bitalg()) {
+    count_field_windows(field, n, first, last, h);
     return;
   }
   // The compare runs on the vector ports, the popcount and add on the scalar ones.
@@ -272,6 +321,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulat
   F32State st;
   init(st);
   alignas(64) uint8_t field[kBlockElements];
+  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
@@ -303,11 +353,11 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulat
     acc.zero += lane_total_u32(c.zero);
     acc.subnormal += lane_total_u32(c.subnormal);
     if constexpr (kFull) {
-      uint32_t h[256] = {};
-      count_fields(field, buffered, h);
+      int first, last;
+      count_fields(field, buffered, h, first, last);
       const unsigned char* block = base + 4 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      fold_block_fields<kThresholdsF32>(h, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+      fold_block_fields<kThresholdsF32>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
         count_at_least<false>(block, groups, special_groups, t, k, counts);
       });
     }
@@ -403,6 +453,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
   HalfState st;
   init(st);
   alignas(64) uint8_t field[kBlockElements];
+  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
@@ -434,11 +485,11 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
     acc.zero += lane_total_u16(zero_count);
     acc.subnormal += lane_total_u16(sub_count);
     if constexpr (kFull) {
-      uint32_t h[256] = {};
-      count_fields(field, buffered, h);
+      int first, last;
+      count_fields(field, buffered, h, first, last);
       const unsigned char* block = base + 2 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      fold_block_fields<T>(h, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+      fold_block_fields<T>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
         count_at_least<true>(block, groups, special_groups, t, k, counts);
       });
     }

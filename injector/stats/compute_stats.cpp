@@ -86,6 +86,8 @@ void finalize(const Accumulator& acc, ElementType type, StatsLevel level, Tensor
 }
 
 bool kernel_supported(Kernel k) {
+  // The injector may get here from a constructor that runs before libgcc's own CPU probe.
+  __builtin_cpu_init();
   switch (k) {
     case Kernel::Scalar: return true;
     case Kernel::Avx2:

@@ -44,37 +44,45 @@ inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[
     for (int k = 0; k < kTables; ++k) ++bins[k][(w >> (8 * k)) & 0xFF];
   }
   for (; i < n; ++i) ++bins[0][field[i]];
-  for (int f = 0; f < 256; ++f)
+  for (int f = 1; f < 255; ++f)  // zeros (0) are counted elsewhere; 255 never occurs
     for (int k = 0; k < kTables; ++k) h[f] += bins[k][f];
 }
 
-// Folds the exponent-field histogram `h` of a block's fast elements into the accumulator: the
-// histogram itself, and every cast threshold count that the histogram decides on its own. A
+// Folds the exponent-field histogram `h` of a block's fast elements, nonzero only in
+// [first, last] (empty if first > last), into the accumulator and clears it for the next block:
+// the exponent histogram, and every cast threshold count that the histogram decides on its own. A
 // threshold inside a binade that holds some of the block's values needs a compare of each value:
-// `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's fast
-// elements.
+// `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's
+// fast elements.
 template <const ThresholdTable& T, typename CountAtLeast>
-inline void fold_block_fields(const uint32_t h[256], Accumulator& acc,
+inline void fold_block_fields(uint32_t h[256], int first, int last, Accumulator& acc,
                               CountAtLeast count_at_least) {
-  uint64_t at_or_above[257];  // at_or_above[f]: fast nonzero values with field >= f
-  at_or_above[256] = 0;
-  for (int f = 255; f >= 1; --f) at_or_above[f] = at_or_above[f + 1] + h[f];
-  at_or_above[0] = at_or_above[1];  // zeros lie below every threshold
-  for (int f = 1; f < 255; ++f) acc.hist[f + kFieldToHistBin] += h[f];
+  uint64_t suffix[257];  // suffix[f]: fast values with first <= f' field, f <= f' <= last
+  uint64_t total = 0;
+  for (int f = last; f >= first; --f) {
+    total += h[f];
+    suffix[f] = total;
+    acc.hist[f + kFieldToHistBin] += h[f];
+  }
+  // Fast nonzero values with field >= f (zeros, field 0, lie below every threshold).
+  const auto at_or_above = [&](int f) -> uint64_t {
+    return f > last ? 0 : f <= first ? total : suffix[f];
+  };
   uint32_t pending[kMaxThresholds];
   int pending_index[kMaxThresholds];
   int k = 0;
   for (int t = 0; t < T.count; ++t) {
     const int f = T.field[t];
     if (T.starts_binade[t] || f == 0) {
-      acc.at_least[t] += at_or_above[f];
-    } else if (h[f] == 0) {
-      acc.at_least[t] += at_or_above[f + 1];
+      acc.at_least[t] += at_or_above(f);
+    } else if (f < first || f > last || h[f] == 0) {
+      acc.at_least[t] += at_or_above(f + 1);
     } else {
       pending[k] = T.value[t];
       pending_index[k++] = t;
     }
   }
+  for (int f = first; f <= last; ++f) h[f] = 0;
   if (k == 0) return;
   uint64_t counts[kMaxThresholds];
   count_at_least(pending, k, counts);
