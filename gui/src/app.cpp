@@ -65,6 +65,10 @@ App::App(Options options)
   views_.push_back(make_memory_view());
   views_.push_back(make_events_view());
   for (const auto& path : options_.traces) traces_.open(path);
+  if (options_.step >= 0) {
+    selection_.select_step(options_.step);
+    selection_.focus_timeline = true;
+  }
 }
 
 App::~App() {

@@ -37,6 +37,8 @@ int parse_options(int argc, char** argv, Options& options) {
                  "(exit code 0 on success, 1 if the image could not be made)");
   app.add_option("--view", options.view, "view shown first")
       ->check(CLI::IsMember(view_names()));
+  app.add_option("--step", options.step, "start with this training step selected; the timeline opens on it")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--size", size, "window size WIDTHxHEIGHT (default 1600x1000)");
   app.add_option("--font-size", options.font_size, "font size in pixels (default 17)")->check(CLI::Range(8.0f, 48.0f));
   app.add_option("--bench-frames", options.bench_frames,

@@ -2,6 +2,7 @@
 // state dump) that tests and documentation use.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct Options {
   int width = 1600;
   int height = 1000;
   float font_size = 17.0f;
+  int64_t step = -1;      // >= 0: start with this step selected (the timeline shows it)
   int bench_frames = 0;   // > 0: pan the timeline this many frames and print frame times
   bool dump_state = false;  // print each trace's load state and headline numbers on stdout
   int settle_frames = 4;    // frames drawn after loading before the screenshot is taken

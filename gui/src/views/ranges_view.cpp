@@ -327,7 +327,7 @@ class RangesView final : public View {
       std::string error;
       if (const auto* h = details_.histogram(*source->data(), pick->tensor_id, &error)) {
         draw_format_choice();
-        draw_histogram(*h);
+        draw_histogram(*h, find_record(*source->data(), pick->kernel.kernel_id, pick->tensor_id));
       } else {
         ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", error.c_str());
       }
@@ -356,7 +356,47 @@ class RangesView final : public View {
       ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", error.c_str());
       return;
     }
-    draw_histogram(*h);
+    draw_histogram(*h, find_record(d, ctx.selection.kernel->kernel_id, *ctx.selection.tensor_id));
+  }
+
+  const analysis::TensorRecord* find_record(const TraceData& d, int64_t kernel_id, int64_t tensor_id) {
+    const auto* ts = details_.tensors(d, kernel_id, nullptr);
+    if (!ts) return nullptr;
+    for (const auto& t : *ts) {
+      if (t.id == tensor_id) return &t;
+    }
+    return nullptr;
+  }
+
+  // What a cast of the tensor to each narrower format would do, as the trace counted it.
+  static void draw_cast_table(const analysis::TensorRecord& t) {
+    ImGui::Text("%s  %s  %s", t.dtype.c_str(), t.shape.c_str(), format_count(t.count).c_str());
+    ImGui::Text("absmax %s", analysis::human_optional(t.absmax).c_str());
+    ImGui::Text("min nonzero %s", analysis::human_optional(t.min_nonzero).c_str());
+    ImGui::Text("rms %s", analysis::human_optional(t.rms).c_str());
+    ImGui::Spacing();
+    ImGui::TextDisabled("values a cast would");
+    if (!ImGui::BeginTable("cast", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit)) return;
+    for (const char* h : {"format", "overflow", "flush to 0", "subnormal"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (int f = 0; f < analysis::kFormatCount; ++f) {
+      const auto& o = t.formats[static_cast<size_t>(f)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(analysis::format_limits(static_cast<analysis::Format>(f)).name);
+      if (!o.measured) {
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("not measured");
+        continue;
+      }
+      ImGui::TableNextColumn();
+      ImGui::TextColored(colors::to_vec4(o.overflow ? colors::kOverflow : colors::kDimText), "%s", format_count(o.overflow).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextColored(colors::to_vec4(o.underflow ? colors::kUnderflow : colors::kDimText), "%s", format_count(o.underflow).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextColored(colors::to_vec4(o.subnormal ? colors::kWarningText : colors::kDimText), "%s", format_count(o.subnormal).c_str());
+    }
+    ImGui::EndTable();
   }
 
   void draw_tensor_picker(ViewContext& ctx, const TraceData& d) {
@@ -383,7 +423,7 @@ class RangesView final : public View {
     }
   }
 
-  void draw_histogram(const analysis::ExponentHistogram& h) {
+  void draw_histogram(const analysis::ExponentHistogram& h, const analysis::TensorRecord* record) {
     ImGui::Text("%s of %s (%s): %lld zero, %lld NaN, %lld Inf", h.tensor.c_str(), h.kernel.c_str(), h.dtype.c_str(),
                 static_cast<long long>(h.zero), static_cast<long long>(h.nan), static_cast<long long>(h.inf));
     if (!h.measured || h.bins.empty()) {
@@ -402,9 +442,11 @@ class RangesView final : public View {
     xr.include(fsub - 1);
     xr.include(std::min(fmax + 2, xr.hi + 8));
     const float strips_h = ImGui::GetTextLineHeight() * 4 + 16;
+    const float side_w = ImGui::GetFontSize() * 20;
     float left = 0, right = 0;
+    ImGui::BeginGroup();
     {
-      plot::Plot p("hist", ImVec2(-ImGui::GetFontSize() * 13, -strips_h),
+      plot::Plot p("hist", ImVec2(-side_w, -strips_h),
                    plot::Axis{"exponent e (values in [2^e, 2^(e+1)))", xr, plot::Scale::kLinear, exp_label},
                    plot::Axis{"values", plot::Range{0, static_cast<double>(peak) * 1.08}, plot::Scale::kLinear, {}});
       p.vband(xr.lo, fsub, IM_COL32(60, 200, 190, 40));
@@ -435,6 +477,13 @@ class RangesView final : public View {
     }  // the plot's clip rectangle ends here; the strips go below it
     draw_format_strips(xr, left, right,
                        [&](double x) { return left + static_cast<float>((x - xr.lo) / xr.span()) * (right - left); });
+    ImGui::EndGroup();
+    if (record) {
+      ImGui::SameLine(0, 16);
+      ImGui::BeginGroup();
+      draw_cast_table(*record);
+      ImGui::EndGroup();
+    }
   }
 
   // One strip per format under the histogram: where its values underflow, are subnormal, normal,

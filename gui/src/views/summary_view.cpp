@@ -149,8 +149,10 @@ class SummaryView final : public View {
       if (!d) {
         if (doc.state() == LoadState::kFailed) {
           any = true;
+          ImGui::PushTextWrapPos(0);
           ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s: cannot read the trace: %s", doc.name().c_str(),
                              doc.error().c_str());
+          ImGui::PopTextWrapPos();
         }
         continue;
       }

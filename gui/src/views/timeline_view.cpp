@@ -90,6 +90,7 @@ class TimelineView final : public View {
       if (index >= 2) break;  // the comparison pair
     }
     total_ = std::max(total_, 1000.0);
+    align_at_step(ctx.selection);
     if (!(v1_ > v0_) || fit_pending_) {
       v0_ = -0.01 * total_;
       v1_ = total_ * 1.01;
@@ -97,19 +98,30 @@ class TimelineView final : public View {
     }
   }
 
+  // Shifts the second run so that the selected step starts at the same place in both: the two
+  // runs' steps then line up however long their earlier steps took.
+  void align_at_step(const Selection& sel) {
+    if (!align_ || !sel.step || runs_.size() < 2) return;
+    const analysis::StepRow* a = runs_[0].data->step_row(*sel.step);
+    const analysis::StepRow* b = runs_[1].data->step_row(*sel.step);
+    if (!a || !b || !a->start_ns || !b->start_ns) return;
+    runs_[1].origin = *b->start_ns - (*a->start_ns - runs_[0].origin);
+  }
+
   void draw_toolbar(ViewContext& ctx) {
     if (ImGui::Button("Fit")) fit_pending_ = true;
     ImGui::SameLine();
-    if (ImGui::Button("Go to selection")) focus_selection(ctx.selection);
+    ImGui::Checkbox("align runs at the selected step", &align_);
     ImGui::SameLine();
-    ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   visible %s of %s",
-                        format_duration(v1_ - v0_).c_str(), format_duration(total_).c_str());
-    ImGui::SameLine(ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 26 + ImGui::GetCursorPosX());
+    if (ImGui::Button("Go to selection")) focus_selection(ctx.selection);
+    const float legend_w = ImGui::GetFontSize() * 25;
+    ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowContentRegionMax().x - legend_w));
     legend_chip(colors::kNaN, "NaN/Inf");
     legend_chip(colors::kScaleBackoff, "scale backoff");
     legend_chip(colors::kScaleGrowth, "scale growth");
     legend_chip(colors::kSkipped, "skipped", false);
-    ImGui::NewLine();
+    ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   visible %s of %s",
+                        format_duration(v1_ - v0_).c_str(), format_duration(total_).c_str());
   }
 
   static void legend_chip(ImU32 color, const char* label, bool same_line = true) {
@@ -181,7 +193,7 @@ class TimelineView final : public View {
     label_w_ = ImGui::GetFontSize() * 10;
     left_ = origin.x + label_w_;
     right_ = origin.x + width - 4;
-    lane_h_ = line + 6;
+    lane_h_ = line * 1.45f;
     float total_h = line * 2;
     for (const Run& run : runs_) total_h += (line + 8) + lane_h_ * static_cast<float>(run.data->timeline.lanes.size() + 1);
     total_h = std::max(total_h, ImGui::GetContentRegionAvail().y);
@@ -425,6 +437,7 @@ class TimelineView final : public View {
   double total_ = 0;
   double v0_ = 0, v1_ = 0;  // visible window, ns from each trace's start
   bool fit_pending_ = true;
+  bool align_ = true;
   bool dragged_ = false;
   float left_ = 0, right_ = 0, label_w_ = 0, lane_h_ = 20;
   KernelDetailCache details_;
