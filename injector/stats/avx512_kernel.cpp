@@ -186,11 +186,6 @@ inline constexpr int kMaxVectorFieldRange = 64;
 #define FPSCOPE_AVX512_GFNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512bitalg,gfni,avx2")))
 
-bool have_gfni_bitalg() {
-  static const bool have = __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512bitalg");
-  return have;
-}
-
 FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n, int first,
                                              int last, uint32_t h[256]) {
   // pshufb table: index j < 8 gives 1 << j, index 8 gives 0.
@@ -221,8 +216,8 @@ FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n
 }
 
 // Counts the fields into `h` and returns the range of nonzero fields in [first, last].
-FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256], int& first,
-                                 int& last) {
+FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, bool gfni,
+                                        uint32_t h[256], int& first, int& last) {
   first = 1;
   last = 0;
   if (n == 0) return;
@@ -244,7 +239,7 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, uin
     count_fields_scalar(field, n, h);
     return;
   }
-  if (have_gfni_bitalg()) {
+  if (gfni) {
     count_field_windows(field, n, first, last, h);
     return;
   }
@@ -314,7 +309,8 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
 }
 
 template <bool kFull>
-FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulator& acc) {
+FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni,
+                             Accumulator& acc) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i inf = _mm512_set1_epi32(int(kLayoutF32.inf_abs));
   const __m512i min_normal = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs));
@@ -354,7 +350,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, Accumulat
     acc.subnormal += lane_total_u32(c.subnormal);
     if constexpr (kFull) {
       int first, last;
-      count_fields(field, buffered, h, first, last);
+      count_fields(field, buffered, gfni, h, first, last);
       const unsigned char* block = base + 4 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
       fold_block_fields<kThresholdsF32>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
@@ -443,7 +439,8 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
-FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumulator& acc) {
+FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfni,
+                              Accumulator& acc) {
   const auto to_double = kType == ElementType::F16 ? f16_bits_to_double : bf16_bits_to_double;
   const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i inf = _mm512_set1_epi16(int16_t(S.inf_abs));
@@ -486,7 +483,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
     acc.subnormal += lane_total_u16(sub_count);
     if constexpr (kFull) {
       int first, last;
-      count_fields(field, buffered, h, first, last);
+      count_fields(field, buffered, gfni, h, first, last);
       const unsigned char* block = base + 2 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
       fold_block_fields<T>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
@@ -510,21 +507,21 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, Accumula
 
 }  // namespace
 
-void scan_avx512(const void* data, ElementType type, std::size_t n, StatsLevel level,
+void scan_avx512(const void* data, ElementType type, std::size_t n, StatsLevel level, bool gfni,
                  Accumulator& acc) {
   const auto* base = static_cast<const unsigned char*>(data);
   const bool full = level == StatsLevel::Full;
   switch (type) {
     case ElementType::F32:
-      full ? scan_f32<true>(base, n, acc) : scan_f32<false>(base, n, acc);
+      full ? scan_f32<true>(base, n, gfni, acc) : scan_f32<false>(base, n, gfni, acc);
       break;
     case ElementType::F16:
-      full ? scan_half<ElementType::F16, kLayoutF16, kThresholdsF16, true>(base, n, acc)
-           : scan_half<ElementType::F16, kLayoutF16, kThresholdsF16, false>(base, n, acc);
+      full ? scan_half<ElementType::F16, kLayoutF16, kThresholdsF16, true>(base, n, gfni, acc)
+           : scan_half<ElementType::F16, kLayoutF16, kThresholdsF16, false>(base, n, gfni, acc);
       break;
     case ElementType::BF16:
-      full ? scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, true>(base, n, acc)
-           : scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, false>(base, n, acc);
+      full ? scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, true>(base, n, gfni, acc)
+           : scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, false>(base, n, gfni, acc);
       break;
   }
 }

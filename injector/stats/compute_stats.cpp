@@ -97,12 +97,16 @@ bool kernel_supported(Kernel k) {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512cd");
+    case Kernel::Avx512Gfni:
+      return kernel_supported(Kernel::Avx512) && __builtin_cpu_supports("gfni") &&
+             __builtin_cpu_supports("avx512bitalg");
   }
   return false;
 }
 
 Kernel best_kernel() {
-  static const Kernel best = kernel_supported(Kernel::Avx512) ? Kernel::Avx512
+  static const Kernel best = kernel_supported(Kernel::Avx512Gfni) ? Kernel::Avx512Gfni
+                             : kernel_supported(Kernel::Avx512)   ? Kernel::Avx512
                              : kernel_supported(Kernel::Avx2) ? Kernel::Avx2
                                                               : Kernel::Scalar;
   return best;
@@ -113,6 +117,7 @@ const char* kernel_name(Kernel k) {
     case Kernel::Scalar: return "scalar";
     case Kernel::Avx2: return "avx2";
     case Kernel::Avx512: return "avx512";
+    case Kernel::Avx512Gfni: return "avx512_gfni";
   }
   return "?";
 }
@@ -125,7 +130,8 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
     switch (k) {
       case Kernel::Scalar: scan_scalar(data, type, n, level, acc); break;
       case Kernel::Avx2: scan_avx2(data, type, n, level, acc); break;
-      case Kernel::Avx512: scan_avx512(data, type, n, level, acc); break;
+      case Kernel::Avx512: scan_avx512(data, type, n, level, false, acc); break;
+      case Kernel::Avx512Gfni: scan_avx512(data, type, n, level, true, acc); break;
     }
   }
   finalize(acc, type, level, out);

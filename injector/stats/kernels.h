@@ -13,13 +13,14 @@
 
 namespace fpscope::stats {
 
-enum class Kernel { Scalar, Avx2, Avx512 };
+// Avx512Gfni is the AVX-512 kernel counting exponent fields with GFNI and BITALG.
+enum class Kernel { Scalar, Avx2, Avx512, Avx512Gfni };
 
 void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel level,
                  Accumulator& acc);
 void scan_avx2(const void* data, ElementType type, std::size_t n, StatsLevel level,
                Accumulator& acc);
-void scan_avx512(const void* data, ElementType type, std::size_t n, StatsLevel level,
+void scan_avx512(const void* data, ElementType type, std::size_t n, StatsLevel level, bool gfni,
                  Accumulator& acc);
 
 // Whether this CPU can run `k` (the scalar kernel always can).

@@ -114,11 +114,12 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, VectorKernelTest, ::testing::Values(Kernel::Avx2, Kernel::Avx512),
+INSTANTIATE_TEST_SUITE_P(Kernels, VectorKernelTest,
+                         ::testing::Values(Kernel::Avx2, Kernel::Avx512, Kernel::Avx512Gfni),
                          [](const auto& p) { return std::string(stats::kernel_name(p.param)); });
 
 TEST(StatsLevelTest, BasicLeavesCastCountsAndHistogramZero) {
-  for (Kernel k : {Kernel::Scalar, Kernel::Avx2, Kernel::Avx512}) {
+  for (Kernel k : {Kernel::Scalar, Kernel::Avx2, Kernel::Avx512, Kernel::Avx512Gfni}) {
     if (!stats::kernel_supported(k)) continue;
     for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
       const TestTensor t = random_tensor(type, 5000, 77, 0.05);

@@ -191,7 +191,8 @@ TEST_P(ReferenceTest, MisalignedArraysGiveTheSameStatistics) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceTest,
-                         ::testing::Values(Kernel::Scalar, Kernel::Avx2, Kernel::Avx512),
+                         ::testing::Values(Kernel::Scalar, Kernel::Avx2, Kernel::Avx512,
+                                           Kernel::Avx512Gfni),
                          [](const auto& p) { return std::string(stats::kernel_name(p.param)); });
 
 }  // namespace

@@ -132,8 +132,8 @@ void stats_args(benchmark::internal::Benchmark* b) {
   for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
     for (int type : {0, 1, 2})
       for (int level : {0, 1})
-        for (int kernel : {int(Kernel::Avx512), int(Kernel::Avx2), int(Kernel::Scalar)})
-          b->Args({type, level, kernel, bytes});
+        for (Kernel kernel : {Kernel::Avx512Gfni, Kernel::Avx512, Kernel::Avx2, Kernel::Scalar})
+          b->Args({type, level, int64_t(kernel), bytes});
   b->Unit(benchmark::kMillisecond);
 }
 
