@@ -71,7 +71,7 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--test-subset", c.test_subset, "test on the first N images (0: all)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", c.seed, "seed of weight init, shuffling and stochastic rounding")->capture_default_str();
-  app.add_option("--threads", c.threads, "kernel threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--threads", c.threads, "kernel threads (default: one per hardware thread)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--batch-size", c.batch_size, "images per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
@@ -134,6 +134,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   // A later occurrence of an option replaces an earlier one, as scripts that append flags expect.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_options(app, config, raw);
+  app.footer("Exit codes: 0 success, 1 a kernel failed, 2 bad usage, missing data or no usable device.\n"
+             "Precision rules, metrics and NVTX ranges: docs/mptrain.md");
   try {
     app.parse(argc, argv);
     finish_config(config, raw);
