@@ -4,6 +4,7 @@
 // TensorHistogram (full statistics) or TensorStats only (basic).
 //   collector_benchmark [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -110,6 +111,17 @@ RecordStream make_stream(uint64_t launches, bool full) {
   return s;
 }
 
+// CPU time of the calling thread: the collector's one core, whatever else the machine is doing.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+void report_cpu_rate(benchmark::State& state, double records, double cpu_seconds) {
+  state.counters["records_per_cpu_s"] = benchmark::Counter(records / cpu_seconds);
+}
+
 std::string scratch_trace() {
   return (std::filesystem::temp_directory_path() / ("fpscope-bench-" + std::to_string(getpid()) + ".sqlite")).string();
 }
@@ -123,6 +135,7 @@ void BM_WriterIngest(benchmark::State& state) {
   const bool full = state.range(0) == 1;
   const RecordStream stream = make_stream(100000, full);
   const std::string path = scratch_trace();
+  double cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
     remove_trace(path);
@@ -130,14 +143,17 @@ void BM_WriterIngest(benchmark::State& state) {
     auto writer = TraceWriter::create(path, "", &error);
     if (!writer) state.SkipWithError(error.c_str());
     state.ResumeTiming();
+    const double cpu0 = thread_cpu_seconds();
     stream.for_each([&](const wire::RecordHeader* h) { writer->on_record(h); });
     writer->commit();
+    cpu += thread_cpu_seconds() - cpu0;
     state.PauseTiming();
     writer.reset();
     state.ResumeTiming();
   }
   remove_trace(path);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * stream.records));
+  report_cpu_rate(state, static_cast<double>(state.iterations() * stream.records), cpu);
   state.SetLabel(full ? "full stats: Launch + 3x(Stats+Formats+Histogram)" : "basic stats: Launch + 3x Stats");
 }
 BENCHMARK(BM_WriterIngest)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
@@ -190,6 +206,7 @@ BENCHMARK(BM_RingThroughput)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->Use
 void BM_RingIntoTrace(benchmark::State& state) {
   const RecordStream stream = make_stream(100000, true);
   const std::string path = scratch_trace();
+  double cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
     remove_trace(path);
@@ -199,6 +216,7 @@ void BM_RingIntoTrace(benchmark::State& state) {
     auto producer = RingProducer::attach(consumer->name().c_str(), &error);
     producer->claim();
     state.ResumeTiming();
+    const double cpu0 = thread_cpu_seconds();
     std::thread program([&] {
       stream.for_each([&](const wire::RecordHeader* h) {
         void* at = producer->reserve(h->slots);
@@ -210,6 +228,7 @@ void BM_RingIntoTrace(benchmark::State& state) {
     while (received < stream.records) received += consumer->drain([&](const wire::RecordHeader* h) { writer->on_record(h); });
     program.join();
     writer->commit();
+    cpu += thread_cpu_seconds() - cpu0;
     state.PauseTiming();
     writer.reset();
     consumer.reset();
@@ -217,6 +236,8 @@ void BM_RingIntoTrace(benchmark::State& state) {
   }
   remove_trace(path);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * stream.records));
+  report_cpu_rate(state, static_cast<double>(state.iterations() * stream.records), cpu);
+  state.SetLabel("collector thread's CPU in records_per_cpu_s");
 }
 BENCHMARK(BM_RingIntoTrace)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 

@@ -51,7 +51,7 @@ TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
       insert_meta(prepare_new_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
       insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
       insert_kernel(db,
-                    "INSERT OR REPLACE INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
+                    "INSERT INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
                     " thread, device, status, sampled) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
       insert_tensor(db, insert_tensors_sql(1)),
       insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert)),
