@@ -1,5 +1,6 @@
 // Data movement: dtype casts, fills, same-dtype copies, and inject_fault, which plants a NaN or
 // an Inf at one element so tests and demonstrations can start a fault where they choose.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -48,7 +48,10 @@ class ThreadPool {
   void start_workers() {
     if (!workers_.empty() || threads_ <= 1) return;
     stopping_ = false;
-    for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+    // A new worker must only run jobs published after it was made: it starts from the current
+    // generation (run() holds use_mutex_, so no one else is changing it now).
+    uint64_t current = generation_;
+    for (int w = 1; w < threads_; ++w) workers_.emplace_back([this, w, current] { work(w, current); });
   }
 
   void stop_workers() {
@@ -61,8 +64,7 @@ class ThreadPool {
     workers_.clear();
   }
 
-  void work(int number) {
-    uint64_t seen = 0;
+  void work(int number, uint64_t seen) {
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
       wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });

@@ -171,4 +171,21 @@ TEST(Abi, ResultsDoNotDependOnThreadCount) {
   for (size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]) << "run " << i;
 }
 
+// Changing the thread count between launches restarts the pool's workers; a restarted worker must
+// neither run a finished job nor miss the next one (a former race, found with -fsanitize=thread).
+TEST(Abi, ThreadCountChangesBetweenParallelLaunches) {
+  const int64_t n = 1 << 17;
+  auto values = mpt_test::random_values(n, -1, 1, 12);
+  auto x = HostTensor::from_values({n}, values, MPT_DTYPE_F32, "x");
+  for (int round = 0; round < 40; ++round) {
+    mpt_set_num_threads(1 + round % 4);
+    HostTensor y({n}, MPT_DTYPE_F16, "y");
+    ASSERT_EQ(launch("relu_forward", {&x}, {&y}), MPT_OK);
+    for (int64_t i = 0; i < n; i += 997)
+      ASSERT_EQ(y.value(i), mpt_test::reference_round_f16(values[static_cast<size_t>(i)] > 0 ? static_cast<float>(values[static_cast<size_t>(i)]) : 0.0))
+          << "round " << round << " element " << i;
+  }
+  mpt_set_num_threads(0);
+}
+
 }  // namespace

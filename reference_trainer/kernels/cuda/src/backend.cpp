@@ -2,7 +2,6 @@
  * kernel name to implementation. Layer products (linear, convolution) are in gemm.cpp; the device
  * code is in elementwise.cu and layers.cu.
  */
-#include <cuda_runtime.h>
 
 #include <cstring>
 #include <mutex>

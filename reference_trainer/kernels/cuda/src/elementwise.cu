@@ -4,7 +4,6 @@
  * arithmetic in the same order, one rounding to the output dtype. Built with --fmad=false so no
  * multiply-add is fused where the CPU rounds twice.
  */
-#include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
@@ -256,7 +255,7 @@ __global__ void adamw_kernel(Flat param, Flat grad, Flat exp_avg, Flat exp_avg_s
 #define MPT_LAUNCH_OVER(n, kernel, ...)                                    \
   do {                                                                     \
     if ((n) == 0) return cudaSuccess;                                      \
-    kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);           \
+    MPT_LAUNCH(kernel, blocks_for(n), kThreads, stream)(__VA_ARGS__);           \
     return cudaGetLastError();                                             \
   } while (0)
 
@@ -267,7 +266,7 @@ cudaError_t fill(Flat y, double value, cudaStream_t stream) {
 }
 
 cudaError_t inject_fault(Flat x, int64_t index, int kind, cudaStream_t stream) {
-  inject_fault_kernel<<<1, 1, 0, stream>>>(x, index, kind);
+  MPT_LAUNCH(inject_fault_kernel, 1, 1, stream)(x, index, kind);
   return cudaGetLastError();
 }
 
@@ -299,7 +298,7 @@ cudaError_t log_softmax_backward(Flat dy, Flat y, Flat dx, int64_t rows, int64_t
 
 cudaError_t nll_loss_forward(Flat logp, const int32_t* labels, Flat loss, int64_t rows,
                              int64_t cols, cudaStream_t stream) {
-  nll_loss_forward_kernel<<<1, 1, 0, stream>>>(logp, labels, loss, rows, cols);
+  MPT_LAUNCH(nll_loss_forward_kernel, 1, 1, stream)(logp, labels, loss, rows, cols);
   return cudaGetLastError();
 }
 
@@ -320,7 +319,7 @@ cudaError_t amp_unscale_check(const float* scale, const Flat* grads, int n_grads
   cudaError_t e = cudaMemsetAsync(found_inf, 0, sizeof(float), stream);
   for (int i = 0; i < n_grads && e == cudaSuccess; ++i) {
     if (grads[i].n == 0) continue;
-    unscale_check_kernel<<<blocks_for(grads[i].n), kThreads, 0, stream>>>(scale, grads[i], found_inf);
+    MPT_LAUNCH(unscale_check_kernel, blocks_for(grads[i].n), kThreads, stream)(scale, grads[i], found_inf);
     e = cudaGetLastError();
   }
   return e;
@@ -329,7 +328,7 @@ cudaError_t amp_unscale_check(const float* scale, const Flat* grads, int n_grads
 cudaError_t amp_update_scale(float* scale, int32_t* growth_tracker, const float* found_inf,
                              double growth_factor, double backoff_factor,
                              int64_t growth_interval, cudaStream_t stream) {
-  update_scale_kernel<<<1, 1, 0, stream>>>(scale, growth_tracker, found_inf, growth_factor,
+  MPT_LAUNCH(update_scale_kernel, 1, 1, stream)(scale, growth_tracker, found_inf, growth_factor,
                                            backoff_factor, growth_interval);
   return cudaGetLastError();
 }

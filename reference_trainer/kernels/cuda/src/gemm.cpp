@@ -8,8 +8,11 @@
  * which no tensor-core path reproduces; layers.cu runs it as direct loops in k order.
  * Convolutions are im2col + GEMM, one chunk of samples at a time to bound the scratch memory.
  */
+#if defined(MPT_HOST_EMULATION)
+#include "host_emulation.h"
+#else
 #include <cublas_v2.h>
-#include <cuda_runtime.h>
+#endif
 
 #include <climits>
 #include <string>

@@ -6,9 +6,17 @@
 #ifndef MPT_CUDA_LAUNCHERS_H
 #define MPT_CUDA_LAUNCHERS_H
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
+
+#if defined(MPT_HOST_EMULATION)
+/* Tests run the device code on the host through this shim (tests/reference_trainer/cuda/emulation). */
+#include "host_emulation.h"
+#define MPT_LAUNCH(kernel, blocks, threads, stream) ::mpt_emulation::launcher(kernel, blocks, threads)
+#else
+#include <cuda_runtime.h>
+/* kernel<<<blocks, threads, 0, stream>>>, written so the emulation can replace it. */
+#define MPT_LAUNCH(kernel, blocks, threads, stream) kernel<<<(blocks), (threads), 0, (stream)>>>
+#endif
 
 #if defined(__CUDACC__)
 #define MPT_CUDA_HD __host__ __device__

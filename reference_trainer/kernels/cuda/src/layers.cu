@@ -2,7 +2,6 @@
  * the products with an fp16 accumulator (direct loops that round the running sum to fp16 after
  * every multiply-add, in the documented order), bias reductions, max pooling and group norm.
  */
-#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -351,14 +350,14 @@ __global__ void group_norm_backward_affine_kernel(Flat dy, Flat x, const float* 
 
 cudaError_t widen_to_f32(Flat x, float* out, cudaStream_t stream) {
   if (x.n == 0) return cudaSuccess;
-  widen_kernel<<<blocks_for(x.n), kThreads, 0, stream>>>(x, out);
+  MPT_LAUNCH(widen_kernel, blocks_for(x.n), kThreads, stream)(x, out);
   return cudaGetLastError();
 }
 
 cudaError_t sum_rows(Flat m, int64_t rows, int64_t cols, Flat out, bool partials_fp16,
                      cudaStream_t stream) {
   if (cols == 0) return cudaSuccess;
-  sum_rows_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(m, rows, cols, out, partials_fp16);
+  MPT_LAUNCH(sum_rows_kernel, blocks_for(cols), kThreads, stream)(m, rows, cols, out, partials_fp16);
   return cudaGetLastError();
 }
 
@@ -366,10 +365,10 @@ cudaError_t sum_channels(Flat dy, int64_t batch, int64_t channels, int64_t plane
                          bool partials_fp16, cudaStream_t stream) {
   if (channels == 0) return cudaSuccess;
   if (partials_fp16) {
-    sum_channels_fp16_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(dy, batch, channels,
+    MPT_LAUNCH(sum_channels_fp16_kernel, blocks_for(channels), kThreads, stream)(dy, batch, channels,
                                                                            plane, out);
   } else {
-    sum_channels_kernel<<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(dy, batch,
+    MPT_LAUNCH(sum_channels_kernel, static_cast<unsigned>(channels), kThreads, stream)(dy, batch,
                                                                                  channels, plane, out);
   }
   return cudaGetLastError();
@@ -378,7 +377,7 @@ cudaError_t sum_channels(Flat dy, int64_t batch, int64_t channels, int64_t plane
 cudaError_t gemm_fp16_partials(StridedMatrix a, StridedMatrix b, float* c, int64_t rows,
                                int64_t cols, int64_t depth, cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
-  gemm_fp16_partials_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(a, b, c, rows, cols,
+  MPT_LAUNCH(gemm_fp16_partials_kernel, blocks_for(rows * cols), kThreads, stream)(a, b, c, rows, cols,
                                                                               depth);
   return cudaGetLastError();
 }
@@ -387,7 +386,7 @@ cudaError_t im2col(Flat x, const ConvShape& s, int64_t n0, int64_t count, void* 
                    int col_dtype, cudaStream_t stream) {
   int64_t n = count * s.crs() * s.pq();
   if (n == 0) return cudaSuccess;
-  im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, s, n0, count, col, col_dtype);
+  MPT_LAUNCH(im2col_kernel, blocks_for(n), kThreads, stream)(x, s, n0, count, col, col_dtype);
   return cudaGetLastError();
 }
 
@@ -395,7 +394,7 @@ cudaError_t col2im(const float* dcol, const ConvShape& s, int64_t n0, int64_t co
                    cudaStream_t stream) {
   int64_t n = count * s.C * s.H * s.W;
   if (n == 0) return cudaSuccess;
-  col2im_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dcol, s, n0, count, dx);
+  MPT_LAUNCH(col2im_kernel, blocks_for(n), kThreads, stream)(dcol, s, n0, count, dx);
   return cudaGetLastError();
 }
 
@@ -403,21 +402,21 @@ cudaError_t conv_forward_fp16_partials(Flat x, Flat w, const ConvShape& s, float
                                        cudaStream_t stream) {
   int64_t n = s.N * s.K * s.pq();
   if (n == 0) return cudaSuccess;
-  conv_forward_fp16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, w, s, acc);
+  MPT_LAUNCH(conv_forward_fp16_kernel, blocks_for(n), kThreads, stream)(x, w, s, acc);
   return cudaGetLastError();
 }
 
 cudaError_t conv_backward_data_fp16_partials(Flat dy, Flat w, const ConvShape& s, Flat dx,
                                              cudaStream_t stream) {
   if (dx.n == 0) return cudaSuccess;
-  conv_backward_data_fp16_kernel<<<blocks_for(dx.n), kThreads, 0, stream>>>(dy, w, s, dx);
+  MPT_LAUNCH(conv_backward_data_fp16_kernel, blocks_for(dx.n), kThreads, stream)(dy, w, s, dx);
   return cudaGetLastError();
 }
 
 cudaError_t conv_backward_weight_fp16_partials(Flat dy, Flat x, const ConvShape& s, Flat dw,
                                                cudaStream_t stream) {
   if (dw.n == 0) return cudaSuccess;
-  conv_backward_weight_fp16_kernel<<<blocks_for(dw.n), kThreads, 0, stream>>>(dy, x, s, dw);
+  MPT_LAUNCH(conv_backward_weight_fp16_kernel, blocks_for(dw.n), kThreads, stream)(dy, x, s, dw);
   return cudaGetLastError();
 }
 
@@ -426,7 +425,7 @@ cudaError_t maxpool2d_forward(Flat x, Flat y, int32_t* argmax, int64_t planes, i
                               cudaStream_t stream) {
   int64_t n = planes * P * Q;
   if (n == 0) return cudaSuccess;
-  maxpool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, argmax, planes, H, W, P, Q,
+  MPT_LAUNCH(maxpool_forward_kernel, blocks_for(n), kThreads, stream)(x, y, argmax, planes, H, W, P, Q,
                                                                  kernel, stride);
   return cudaGetLastError();
 }
@@ -440,13 +439,13 @@ cudaError_t maxpool2d_backward(Flat dy, const int32_t* argmax, Flat dx, int64_t 
   if (e != cudaSuccess) return e;
   e = cudaMemsetAsync(acc, 0, static_cast<size_t>(dx.n) * sizeof(float), stream);
   if (e == cudaSuccess && planes > 0) {
-    maxpool_backward_kernel<<<blocks_for(planes), kThreads, 0, stream>>>(dy, argmax, acc, planes,
+    MPT_LAUNCH(maxpool_backward_kernel, blocks_for(planes), kThreads, stream)(dy, argmax, acc, planes,
                                                                          H * W, P * Q);
     e = cudaGetLastError();
   }
   if (dx.dtype != dev::F32) {
     if (e == cudaSuccess && dx.n > 0) {
-      round_into_kernel<<<blocks_for(dx.n), kThreads, 0, stream>>>(acc, dx);
+      MPT_LAUNCH(round_into_kernel, blocks_for(dx.n), kThreads, stream)(acc, dx);
       e = cudaGetLastError();
     }
     cudaError_t f = cudaFreeAsync(acc, stream);
@@ -458,7 +457,7 @@ cudaError_t maxpool2d_backward(Flat dy, const int32_t* argmax, Flat dx, int64_t 
 cudaError_t group_norm_forward(Flat x, Flat gamma, Flat beta, Flat y, float* mean, float* rstd,
                                const GroupNormShape& s, double eps, cudaStream_t stream) {
   if (s.N * s.groups == 0) return cudaSuccess;
-  group_norm_forward_kernel<<<static_cast<unsigned>(s.N * s.groups), kThreads, 0, stream>>>(
+  MPT_LAUNCH(group_norm_forward_kernel, static_cast<unsigned>(s.N * s.groups), kThreads, stream)(
       x, gamma, beta, y, mean, rstd, s, eps);
   return cudaGetLastError();
 }
@@ -467,11 +466,11 @@ cudaError_t group_norm_backward(Flat dy, Flat x, Flat gamma, const float* mean, 
                                 Flat dx, Flat dgamma, Flat dbeta, const GroupNormShape& s,
                                 cudaStream_t stream) {
   if (s.N * s.groups == 0) return cudaSuccess;
-  group_norm_backward_data_kernel<<<static_cast<unsigned>(s.N * s.groups), kThreads, 0, stream>>>(
+  MPT_LAUNCH(group_norm_backward_data_kernel, static_cast<unsigned>(s.N * s.groups), kThreads, stream)(
       dy, x, gamma, mean, rstd, dx, s);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  group_norm_backward_affine_kernel<<<static_cast<unsigned>(s.C), kThreads, 0, stream>>>(
+  MPT_LAUNCH(group_norm_backward_affine_kernel, static_cast<unsigned>(s.C), kThreads, stream)(
       dy, x, mean, rstd, dgamma, dbeta, s);
   return cudaGetLastError();
 }
