@@ -1,7 +1,10 @@
-// The AVX-512 kernel (F, BW, VL, DQ; plus F16C). Compiled with per-function target attributes and
-// run only where kernel_supported(Kernel::Avx512) holds. fp32 arrays are classified in 16 lanes of
-// 32 bits; fp16 and bf16 arrays in 32 lanes of 16 bits, widened only for the sums and (fp16) the
-// histogram index. vector_common.h describes the structure shared with the AVX2 kernel.
+// The AVX-512 kernel (F, BW, VL, DQ, CD; plus F16C), optionally counting exponent fields with GFNI
+// and BITALG (Kernel::Avx512Gfni). Compiled with per-function target attributes and run only where
+// kernel_supported() holds. fp32 arrays are classified in 16 lanes of 32 bits; fp16 and bf16
+// arrays in 32 lanes of 16 bits, converted to wider types only for the sums and for the Full
+// level's exponent fields. vector_common.h describes the structure shared with the AVX2 kernel.
+//
+// Index: Sums | Cast thresholds | Exponent histogram | fp32 | fp16 and bf16 | entry point
 #include <immintrin.h>
 
 #include <algorithm>
