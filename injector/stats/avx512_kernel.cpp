@@ -218,6 +218,14 @@ FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n
   }
 }
 
+// The smallest of 64 unsigned bytes: fold to 16, widen to words, PHMINPOSUW.
+FPSCOPE_AVX512 inline int min_byte(__m512i v) {
+  __m256i m = _mm256_min_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i x = _mm_min_epu8(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  x = _mm_min_epu8(x, _mm_srli_si128(x, 8));
+  return _mm_extract_epi16(_mm_minpos_epu16(_mm_cvtepu8_epi16(x)), 0);
+}
+
 // Counts the fields into `h` and returns the range of nonzero fields in [first, last].
 FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, bool gfni,
                                         uint32_t h[256], int& first, int& last) {
@@ -232,11 +240,8 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, boo
     lo = _mm512_min_epu8(lo, _mm512_sub_epi8(f, one));
     hi = _mm512_max_epu8(hi, f);
   }
-  alignas(64) uint8_t lo_bytes[64], hi_bytes[64];
-  _mm512_store_si512(lo_bytes, lo);
-  _mm512_store_si512(hi_bytes, hi);
-  first = *std::min_element(lo_bytes, lo_bytes + 64) + 1;
-  last = *std::max_element(hi_bytes, hi_bytes + 64);
+  first = min_byte(lo) + 1;
+  last = 255 - min_byte(_mm512_xor_si512(hi, _mm512_set1_epi8(-1)));  // max = 255 - min(255 - x)
   if (first > last) return;  // all zeros
   if (last - first >= kMaxVectorFieldRange) {
     count_fields_scalar(field, n, h);
