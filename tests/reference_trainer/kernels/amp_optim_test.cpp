@@ -89,7 +89,8 @@ TEST(Optimizers, SgdTwoStepsByHand) {
   for (int state_type : {MPT_DTYPE_F32, MPT_DTYPE_F16}) {
     auto p = HostTensor::from_values({2}, {1.0, 1.0}, MPT_DTYPE_F32, "p");
     auto g = HostTensor::from_values({2}, {0.5, 0.5}, MPT_DTYPE_F32, "g");
-    HostTensor buf({2}, state_type, "momentum");
+    // Whatever the buffer holds before step 1 is ignored: PyTorch creates it from the first d.
+    auto buf = HostTensor::from_values({2}, {5.0, -7.0}, state_type, "momentum");
     Scalars s{{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}, {"step", 1}};
     ASSERT_EQ(launch("sgd_step", {&p, &g, &buf}, {&p, &buf}, s), MPT_OK) << mpt_last_error();
     double tol = state_type == MPT_DTYPE_F32 ? 1e-6 : 1e-3;
