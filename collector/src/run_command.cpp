@@ -168,6 +168,8 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingConsumer
     std::cerr << (m.rfind("fpscope:", 0) == 0 ? "" : "fpscope: trap: ") << m << "\n";
   }
   if (c.kernels == 0) std::cerr << "fpscope: no kernels were seen — does the program use libmpt_kernels?\n";
+  if (c.lost_to_storage > 0)
+    std::cerr << fmt::format("fpscope: warning: {} records could not be stored: {}\n", c.lost_to_storage, w.error());
   if (ring.dropped_records() > 0)
     std::cerr << fmt::format("fpscope: warning: {} records were dropped because the collector stalled\n",
                              ring.dropped_records());
@@ -248,6 +250,8 @@ int run_main(int argc, char** argv) {
   writer->commit();
 
   InterruptForwarder interrupts;
+  // An inherited SIG_IGN for SIGCHLD would reap the child behind waitpid's back.
+  signal(SIGCHLD, SIG_DFL);
   auto child = ChildProcess::spawn(*program, o.program, program_environment(o, ring->name(), inject, paths), &error);
   if (!child) {
     say_error(error);
