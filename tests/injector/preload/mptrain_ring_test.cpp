@@ -255,6 +255,27 @@ TEST_F(MptrainTraced, OnlyTheFirstProcessOfARunTraces) {
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 1}));
 }
 
+std::vector<std::string> texts_of(const DecodedTrace& t) {
+  std::vector<std::string> out;
+  for (const auto& x : t.all<wire::TextRecord>(RecordType::Text)) out.push_back(t.text(x.value));
+  return out;
+}
+
+TEST(ForkedChildren, NeverWriteIntoTheRing) {
+  TracedRun run = run_traced(FPSCOPE_INJECT_LIBRARY, {FPSCOPE_FORK_TARGET, "later"});
+  ASSERT_EQ(run.wait_status, 0) << run.stderr_text;
+  EXPECT_EQ(texts_of(run.trace), (std::vector<std::string>{"parent-before-fork", "parent-after-fork"}));
+  EXPECT_EQ(run.trace.count(RecordType::Alloc), 0u);
+  EXPECT_EQ(run.trace.count(RecordType::Process), 1u);
+}
+
+TEST(ForkedChildren, ForkedBeforeTheFirstCallStillNeverClaim) {
+  TracedRun run = run_traced(FPSCOPE_INJECT_LIBRARY, {FPSCOPE_FORK_TARGET, "first"});
+  ASSERT_EQ(run.wait_status, 0) << run.stderr_text;
+  EXPECT_EQ(texts_of(run.trace), (std::vector<std::string>{"parent-after-fork"}));
+  EXPECT_EQ(run.trace.count(RecordType::Process), 1u);
+}
+
 TEST_F(MptrainTraced, InvalidOptionsDisableTracingButNotTheProgram) {
   TracedRun run = traced({}, {{"FPSCOPE_EVERY", "0"}});
   EXPECT_EQ(run.wait_status, 0);
