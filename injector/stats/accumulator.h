@@ -59,8 +59,8 @@ struct Accumulator {
   CompensatedSum sum, sum_squares;                   // finite values only
   int64_t first_nonfinite = -1;
   uint32_t first_nonfinite_bits = 0;
-  std::array<uint64_t, kMaxThresholds> at_least{};   // Full: finite |x| bits >= threshold
-  std::array<uint64_t, kHistBins> hist{};            // Full only
+  std::array<uint64_t, kMaxThresholds> at_least{};  // Full: finite |x| bits >= threshold
+  std::array<uint64_t, kHistBins> hist{};           // Full only
 
   // Folds the extremes of a batch (already reduced by a kernel) into this accumulator.
   void merge_extremes(int32_t batch_min_key, int32_t batch_max_key, uint32_t batch_min_nz) {
@@ -82,9 +82,12 @@ template <const SourceLayout& S, const ThresholdTable& T, typename Bits>
 inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, unsigned parts) {
   const uint32_t a = uint32_t(b) & S.abs_mask;
   if (a >= S.inf_abs) {
-    if (a > S.inf_abs) ++acc.nan;
-    else if (a == uint32_t(b)) ++acc.pos_inf;
-    else ++acc.neg_inf;
+    if (a > S.inf_abs)
+      ++acc.nan;
+    else if (a == uint32_t(b))
+      ++acc.pos_inf;
+    else
+      ++acc.neg_inf;
     if (acc.first_nonfinite < 0) {
       acc.first_nonfinite = index;
       acc.first_nonfinite_bits = uint32_t(b);
@@ -116,9 +119,12 @@ inline double bits_to_double(uint32_t b) {
 inline double f16_bits_to_double(uint16_t b) {
   const uint32_t a = b & 0x7FFFu;
   double mag;
-  if (a >= 0x7C00u) mag = a == 0x7C00u ? INFINITY : NAN;
-  else if (a < 0x0400u) mag = double(a) * 0x1p-24;  // subnormal or zero: a * 2^-24, exact
-  else mag = bits_to_double(((a >> 10) + 112) << 23 | (a & 0x3FFu) << 13);  // rebias to fp32
+  if (a >= 0x7C00u)
+    mag = a == 0x7C00u ? INFINITY : NAN;
+  else if (a < 0x0400u)
+    mag = double(a) * 0x1p-24;  // subnormal or zero: a * 2^-24, exact
+  else
+    mag = bits_to_double(((a >> 10) + 112) << 23 | (a & 0x3FFu) << 13);  // rebias to fp32
   return (b & 0x8000u) ? -mag : mag;
 }
 inline double bf16_bits_to_double(uint16_t b) { return bits_to_double(uint32_t(b) << 16); }

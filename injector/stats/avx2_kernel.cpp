@@ -48,8 +48,8 @@ struct SumLanes {
 FPSCOPE_AVX2 inline void two_sum(SumLanes& s, __m256d x) {
   const __m256d sum = _mm256_add_pd(s.hi, x);
   const __m256d bp = _mm256_sub_pd(sum, s.hi);
-  const __m256d err = _mm256_add_pd(_mm256_sub_pd(s.hi, _mm256_sub_pd(sum, bp)),
-                                    _mm256_sub_pd(x, bp));
+  const __m256d err =
+      _mm256_add_pd(_mm256_sub_pd(s.hi, _mm256_sub_pd(sum, bp)), _mm256_sub_pd(x, bp));
   s.hi = sum;
   s.lo = _mm256_add_pd(s.lo, err);
 }
@@ -65,7 +65,8 @@ FPSCOPE_AVX2 inline void float_doubles(const __m256 f[4], __m256d d[8]) {
 // fp32 straight from memory (the group is in L1): no lane extracts.
 FPSCOPE_AVX2 inline void f32_doubles(const unsigned char* p, __m256d d[8]) {
 #pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) d[k] = _mm256_cvtps_pd(_mm_loadu_ps(reinterpret_cast<const float*>(p + 16 * k)));
+  for (int k = 0; k < 8; ++k)
+    d[k] = _mm256_cvtps_pd(_mm_loadu_ps(reinterpret_cast<const float*>(p + 16 * k)));
 }
 
 FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256d d[8]) {
@@ -106,8 +107,8 @@ FPSCOPE_AVX2 inline int min_byte(__m256i v) {
 }
 
 // Counts the fields into `h` and returns the range of nonzero fields in [first, last].
-FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256], int& first,
-                                 int& last) {
+FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256],
+                                      int& first, int& last) {
   first = 1;
   last = 0;
   if (n == 0) return;  // n is a multiple of 64
@@ -182,10 +183,18 @@ FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered
   fold_block_fields<T>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
     for (int i = 0; i < k; i += 4) {
       switch (std::min(k - i, 4)) {
-        case 1: count_at_least_p<1, kHalf>(block, groups, special, t + i, counts + i); break;
-        case 2: count_at_least_p<2, kHalf>(block, groups, special, t + i, counts + i); break;
-        case 3: count_at_least_p<3, kHalf>(block, groups, special, t + i, counts + i); break;
-        default: count_at_least_p<4, kHalf>(block, groups, special, t + i, counts + i); break;
+        case 1:
+          count_at_least_p<1, kHalf>(block, groups, special, t + i, counts + i);
+          break;
+        case 2:
+          count_at_least_p<2, kHalf>(block, groups, special, t + i, counts + i);
+          break;
+        case 3:
+          count_at_least_p<3, kHalf>(block, groups, special, t + i, counts + i);
+          break;
+        default:
+          count_at_least_p<4, kHalf>(block, groups, special, t + i, counts + i);
+          break;
       }
     }
   });
@@ -195,7 +204,7 @@ FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered
 
 struct State {
   __m256i min_key, max_key, min_nz_m1;  // keys and |x| - 1 in 32- or 16-bit lanes
-  __m256i zero, subnormal;               // per-block counters
+  __m256i zero, subnormal;              // per-block counters
   SumLanes sum, squares;
 };
 
@@ -223,7 +232,8 @@ FPSCOPE_AVX2 inline void f32_fast_group(const unsigned char* p, const __m256i v[
   const __m256i min_normal = _mm256_set1_epi32(int(kLayoutF32.min_normal_abs));
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
-    const __m256i key = _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi32(v[k], 31), abs_mask));
+    const __m256i key =
+        _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi32(v[k], 31), abs_mask));
     st.min_key = _mm256_min_epi32(st.min_key, key);
     st.max_key = _mm256_max_epi32(st.max_key, key);
     st.min_nz_m1 = _mm256_min_epu32(st.min_nz_m1, _mm256_sub_epi32(a[k], one));
@@ -265,7 +275,8 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
-    const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
+    const std::size_t block_end =
+        i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {
@@ -284,7 +295,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
       }
       if (!_mm256_testz_si256(special, special)) {
         add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements, kParts,
-                                                            bits_to_double);
+                                                           bits_to_double);
         special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
@@ -346,7 +357,8 @@ FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4],
   __m256i fields[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
-    const __m256i key = _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi16(v[k], 15), abs_mask));
+    const __m256i key =
+        _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi16(v[k], 15), abs_mask));
     st.min_key = _mm256_min_epi16(st.min_key, key);
     st.max_key = _mm256_max_epi16(st.max_key, key);
     st.min_nz_m1 = _mm256_min_epu16(st.min_nz_m1, _mm256_sub_epi16(a[k], one));
@@ -360,8 +372,10 @@ FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4],
     if constexpr (kFull) fields[k] = half_fields<kType>(v[k], f[2 * k], f[2 * k + 1]);
   }
   if constexpr (kFull) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field), _mm256_packus_epi16(fields[0], fields[1]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32), _mm256_packus_epi16(fields[2], fields[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field),
+                        _mm256_packus_epi16(fields[0], fields[1]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32),
+                        _mm256_packus_epi16(fields[2], fields[3]));
   }
   __m256d d[8];
   float_doubles(f, d);
@@ -386,7 +400,8 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
-    const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
+    const std::size_t block_end =
+        i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {

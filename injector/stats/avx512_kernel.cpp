@@ -28,8 +28,8 @@ struct SumLanes {
 FPSCOPE_AVX512 inline void two_sum(SumLanes& s, __m512d x) {
   const __m512d sum = _mm512_add_pd(s.hi, x);
   const __m512d bp = _mm512_sub_pd(sum, s.hi);
-  const __m512d err = _mm512_add_pd(_mm512_sub_pd(s.hi, _mm512_sub_pd(sum, bp)),
-                                    _mm512_sub_pd(x, bp));
+  const __m512d err =
+      _mm512_add_pd(_mm512_sub_pd(s.hi, _mm512_sub_pd(sum, bp)), _mm512_sub_pd(x, bp));
   s.hi = sum;
   s.lo = _mm512_add_pd(s.lo, err);
 }
@@ -37,22 +37,24 @@ FPSCOPE_AVX512 inline void two_sum(SumLanes& s, __m512d x) {
 // 64 finite values as eight vectors of doubles (exact conversions). fp32 and fp16 are converted
 // straight from memory (the group is in L1), bf16 from its widened floats.
 FPSCOPE_AVX512 inline void f32_doubles(const unsigned char* p, __m512d d[8]) {
-  #pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) d[k] = _mm512_cvtps_pd(_mm256_loadu_ps(reinterpret_cast<const float*>(p + 32 * k)));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    d[k] = _mm512_cvtps_pd(_mm256_loadu_ps(reinterpret_cast<const float*>(p + 32 * k)));
 }
 
 FPSCOPE_AVX512 inline void f16_doubles(const unsigned char* p, __m512d d[8]) {
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int k = 0; k < 8; ++k)
-    d[k] = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k))));
+    d[k] = _mm512_cvtps_pd(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k))));
 }
 
 FPSCOPE_AVX512 inline void float_doubles(const __m512 f[4], __m512d d[8]) {
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     d[2 * k] = _mm512_cvtps_pd(_mm512_castps512_ps256(f[k]));
-    d[2 * k + 1] = _mm512_cvtps_pd(
-        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f[k]), 1)));
+    d[2 * k + 1] =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f[k]), 1)));
   }
 }
 
@@ -60,7 +62,7 @@ FPSCOPE_AVX512 inline void float_doubles(const __m512 f[4], __m512d d[8]) {
 // then one TwoSum per accumulator. Every value passes through at most three roundings.
 FPSCOPE_AVX512 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m512d d[8]) {
   __m512d s[4], q[4];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
     s[k] = _mm512_add_pd(d[2 * k], d[2 * k + 1]);
     q[k] = _mm512_fmadd_pd(d[2 * k], d[2 * k], _mm512_mul_pd(d[2 * k + 1], d[2 * k + 1]));
@@ -76,7 +78,7 @@ FPSCOPE_AVX512 inline void flush_sums(const SumLanes& sum, const SumLanes& squar
   _mm512_store_pd(lanes[1], sum.lo);
   _mm512_store_pd(lanes[2], squares.hi);
   _mm512_store_pd(lanes[3], squares.lo);
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {
     acc.sum.add(lanes[0][i]);
     acc.sum.add(lanes[1][i]);
@@ -158,19 +160,28 @@ FPSCOPE_AVX512 inline void count_at_least_half(const unsigned char* block, std::
 
 // Up to four thresholds per pass over the block.
 template <bool kHalf>
-FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t groups,
-                                   uint64_t special, const uint32_t* thresholds, int k,
-                                   uint64_t* counts) {
+FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t groups, uint64_t special,
+                                   const uint32_t* thresholds, int k, uint64_t* counts) {
   for (int i = 0; i < k; i += 4) {
     const auto run = [&]<int P>() {
-      if constexpr (kHalf) count_at_least_half<P>(block, groups, special, thresholds + i, counts + i);
-      else count_at_least_f32<P>(block, groups, special, thresholds + i, counts + i);
+      if constexpr (kHalf)
+        count_at_least_half<P>(block, groups, special, thresholds + i, counts + i);
+      else
+        count_at_least_f32<P>(block, groups, special, thresholds + i, counts + i);
     };
     switch (std::min(k - i, 4)) {
-      case 1: run.template operator()<1>(); break;
-      case 2: run.template operator()<2>(); break;
-      case 3: run.template operator()<3>(); break;
-      default: run.template operator()<4>(); break;
+      case 1:
+        run.template operator()<1>();
+        break;
+      case 2:
+        run.template operator()<2>();
+        break;
+      case 3:
+        run.template operator()<3>();
+        break;
+      default:
+        run.template operator()<4>();
+        break;
     }
   }
 }
@@ -192,8 +203,8 @@ inline constexpr int kMaxVectorFieldRange = 64;
 FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n, int first,
                                              int last, uint32_t h[256]) {
   // pshufb table: index j < 8 gives 1 << j, index 8 gives 0.
-  const __m512i one_hot = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0,
-                                                               0, 0, 0, 0, 0, 0));
+  const __m512i one_hot =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
   const __m512i transpose = _mm512_set1_epi64(0x8040201008040201);
   const __m512i eight = _mm512_set1_epi8(8);
   for (int w = first; w <= last; w += 8) {
@@ -205,7 +216,8 @@ FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n
       // At most 8 per byte per step: flush before 255.
       const std::size_t end = std::min(n, i + 31 * 64);
       for (; i < end; i += 64) {
-        const __m512i d = _mm512_min_epu8(_mm512_sub_epi8(_mm512_loadu_si512(field + i), base), eight);
+        const __m512i d =
+            _mm512_min_epu8(_mm512_sub_epi8(_mm512_loadu_si512(field + i), base), eight);
         const __m512i bits = _mm512_shuffle_epi8(one_hot, d);
         const __m512i by_bin = _mm512_gf2p8affine_epi64_epi8(transpose, bits, 0);
         count = _mm512_add_epi8(count, _mm512_popcnt_epi8(by_bin));
@@ -242,7 +254,7 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, boo
   }
   first = min_byte(lo) + 1;
   last = 255 - min_byte(_mm512_xor_si512(hi, _mm512_set1_epi8(-1)));  // max = 255 - min(255 - x)
-  if (first > last) return;  // all zeros
+  if (first > last) return;                                           // all zeros
   if (last - first >= kMaxVectorFieldRange) {
     count_fields_scalar(field, n, h);
     return;
@@ -257,10 +269,14 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, boo
     uint64_t c0 = 0, c1 = 0;
     std::size_t i = 0;
     for (; i + 128 <= n; i += 128) {
-      c0 += uint64_t(__builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin)));
-      c1 += uint64_t(__builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i + 64), bin)));
+      c0 += uint64_t(
+          __builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin)));
+      c1 += uint64_t(
+          __builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i + 64), bin)));
     }
-    if (i < n) c0 += uint64_t(__builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin)));
+    if (i < n)
+      c0 += uint64_t(
+          __builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin)));
     h[b] += uint32_t(c0 + c1);
   }
 }
@@ -293,10 +309,11 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i min_normal_m1 = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs - 1));
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
     // key = v ^ ((v >> 31) & 0x7FFFFFFF): flips the magnitude of negatives (0x78 = a ^ (b & c)).
-    const __m512i key = _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi32(v[k], 31), abs_mask, 0x78);
+    const __m512i key =
+        _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi32(v[k], 31), abs_mask, 0x78);
     st.min_key = _mm512_min_epi32(st.min_key, key);
     st.max_key = _mm512_max_epi32(st.max_key, key);
     const __m512i am1 = _mm512_sub_epi32(a[k], one);
@@ -329,25 +346,27 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
-    const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
+    const std::size_t block_end =
+        i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     F32Counters c{_mm512_setzero_si512(), _mm512_setzero_si512()};
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {
       __m512i v[4], a[4];
       __mmask16 special = 0;
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int k = 0; k < 4; ++k) {
         v[k] = _mm512_loadu_si512(base + 4 * (i + 16 * k));
         a[k] = _mm512_and_si512(v[k], abs_mask);
         special |= _mm512_cmpge_epu32_mask(a[k], inf);
         // At the Full level subnormals need an exact histogram bin: take the scalar path.
         if constexpr (kFull)
-          special |= _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a[k], a[k]), a[k], min_normal);
+          special |=
+              _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a[k], a[k]), a[k], min_normal);
       }
       if (special) {
-        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(
-            acc, base, i, kGroupElements, kFull ? kFullParts : 0, bits_to_double);
+        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements,
+                                                           kFull ? kFullParts : 0, bits_to_double);
         special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
         continue;
       }
@@ -361,9 +380,10 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
       count_fields(field, buffered, gfni, h, first, last);
       const unsigned char* block = base + 4 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      fold_block_fields<kThresholdsF32>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
-        count_at_least<false>(block, groups, special_groups, t, k, counts);
-      });
+      fold_block_fields<kThresholdsF32>(
+          h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+            count_at_least<false>(block, groups, special_groups, t, k, counts);
+          });
     }
   }
   const uint32_t min_nz_m1 = uint32_t(_mm512_reduce_min_epu32(st.min_nz_m1));
@@ -371,7 +391,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
                      min_nz_m1 == UINT32_MAX ? UINT32_MAX : min_nz_m1 + 1);
   flush_sums(st.sum, st.squares, acc);
   add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, n - i, kFull ? kFullParts : 0,
-                                                      bits_to_double);
+                                                     bits_to_double);
 }
 
 // [SECTION] fp16 and bf16: 32 lanes of 16 bits.
@@ -416,16 +436,16 @@ FPSCOPE_AVX512 inline void half_fields(__m512i v, __m512 lo, __m512 hi, uint8_t*
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
 FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i v[2],
-                                           const __m512i a[2], HalfState& st,
-                                           __m512i& zero_count, __m512i& sub_count,
-                                           uint8_t* field) {
+                                           const __m512i a[2], HalfState& st, __m512i& zero_count,
+                                           __m512i& sub_count, uint8_t* field) {
   const __m512i one = _mm512_set1_epi16(1);
   const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i min_normal_m1 = _mm512_set1_epi16(int16_t(S.min_normal_abs - 1));
   __m512 f[4];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int k = 0; k < 2; ++k) {
-    const __m512i key = _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi16(v[k], 15), abs_mask, 0x78);
+    const __m512i key =
+        _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi16(v[k], 15), abs_mask, 0x78);
     st.min_key = _mm512_min_epi16(st.min_key, key);
     st.max_key = _mm512_max_epi16(st.max_key, key);
     const __m512i am1 = _mm512_sub_epi16(a[k], one);
@@ -441,8 +461,10 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
     if constexpr (kFull) half_fields<kType>(v[k], f[2 * k], f[2 * k + 1], field + 32 * k);
   }
   __m512d d[8];
-  if constexpr (kType == ElementType::F16) f16_doubles(p, d);
-  else float_doubles(f, d);
+  if constexpr (kType == ElementType::F16)
+    f16_doubles(p, d);
+  else
+    float_doubles(f, d);
   add_sums(st.sum, st.squares, d);
 }
 
@@ -462,20 +484,22 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
-    const std::size_t block_end = i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
+    const std::size_t block_end =
+        i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     __m512i zero_count = _mm512_setzero_si512(), sub_count = _mm512_setzero_si512();
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {
       __m512i v[2], a[2];
       __mmask32 special = 0;
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int k = 0; k < 2; ++k) {
         v[k] = _mm512_loadu_si512(base + 2 * (i + 32 * k));
         a[k] = _mm512_and_si512(v[k], abs_mask);
         special |= _mm512_cmpge_epu16_mask(a[k], inf);
         if constexpr (kSubnormalIsSpecial)
-          special |= _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(a[k], a[k]), a[k], min_normal);
+          special |=
+              _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(a[k], a[k]), a[k], min_normal);
       }
       if (special) {
         add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kFull ? kFullParts : 0,

@@ -10,18 +10,24 @@ namespace {
 
 const SourceLayout& layout_of(ElementType type) {
   switch (type) {
-    case ElementType::F16: return kLayoutF16;
-    case ElementType::BF16: return kLayoutBF16;
-    case ElementType::F32: break;
+    case ElementType::F16:
+      return kLayoutF16;
+    case ElementType::BF16:
+      return kLayoutBF16;
+    case ElementType::F32:
+      break;
   }
   return kLayoutF32;
 }
 
 const ThresholdTable& thresholds_of(ElementType type) {
   switch (type) {
-    case ElementType::F16: return kThresholdsF16;
-    case ElementType::BF16: return kThresholdsBF16;
-    case ElementType::F32: break;
+    case ElementType::F16:
+      return kThresholdsF16;
+    case ElementType::BF16:
+      return kThresholdsBF16;
+    case ElementType::F32:
+      break;
   }
   return kThresholdsF32;
 }
@@ -48,8 +54,8 @@ void fill_cast_counts(const Accumulator& acc, const ThresholdTable& t, TensorSta
     const uint64_t near_max = reaching(acc, r.near_max, finite_nonzero);
     const uint64_t nonzero = reaching(acc, r.nonzero, finite_nonzero);
     const uint64_t normal = reaching(acc, r.normal, finite_nonzero);
-    out->cast[f] = CastCounts{overflow, finite_nonzero - nonzero, nonzero - normal,
-                              near_max - overflow};
+    out->cast[f] =
+        CastCounts{overflow, finite_nonzero - nonzero, nonzero - normal, near_max - overflow};
   }
 }
 
@@ -89,7 +95,8 @@ bool kernel_supported(Kernel k) {
   // The injector may get here from a constructor that runs before libgcc's own CPU probe.
   __builtin_cpu_init();
   switch (k) {
-    case Kernel::Scalar: return true;
+    case Kernel::Scalar:
+      return true;
     case Kernel::Avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
              __builtin_cpu_supports("fma");
@@ -107,17 +114,21 @@ bool kernel_supported(Kernel k) {
 Kernel best_kernel() {
   static const Kernel best = kernel_supported(Kernel::Avx512Gfni) ? Kernel::Avx512Gfni
                              : kernel_supported(Kernel::Avx512)   ? Kernel::Avx512
-                             : kernel_supported(Kernel::Avx2) ? Kernel::Avx2
-                                                              : Kernel::Scalar;
+                             : kernel_supported(Kernel::Avx2)     ? Kernel::Avx2
+                                                                  : Kernel::Scalar;
   return best;
 }
 
 const char* kernel_name(Kernel k) {
   switch (k) {
-    case Kernel::Scalar: return "scalar";
-    case Kernel::Avx2: return "avx2";
-    case Kernel::Avx512: return "avx512";
-    case Kernel::Avx512Gfni: return "avx512_gfni";
+    case Kernel::Scalar:
+      return "scalar";
+    case Kernel::Avx2:
+      return "avx2";
+    case Kernel::Avx512:
+      return "avx512";
+    case Kernel::Avx512Gfni:
+      return "avx512_gfni";
   }
   return "?";
 }
@@ -128,10 +139,18 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
   acc.count = n;
   if (n != 0) {
     switch (k) {
-      case Kernel::Scalar: scan_scalar(data, type, n, level, acc); break;
-      case Kernel::Avx2: scan_avx2(data, type, n, level, acc); break;
-      case Kernel::Avx512: scan_avx512(data, type, n, level, false, acc); break;
-      case Kernel::Avx512Gfni: scan_avx512(data, type, n, level, true, acc); break;
+      case Kernel::Scalar:
+        scan_scalar(data, type, n, level, acc);
+        break;
+      case Kernel::Avx2:
+        scan_avx2(data, type, n, level, acc);
+        break;
+      case Kernel::Avx512:
+        scan_avx512(data, type, n, level, false, acc);
+        break;
+      case Kernel::Avx512Gfni:
+        scan_avx512(data, type, n, level, true, acc);
+        break;
     }
   }
   finalize(acc, type, level, out);

@@ -60,8 +60,8 @@ struct Bound {
 };
 
 // The four bounds that split finite |x| into the cast outcomes of format `f` (see statistics.md):
-//   overflow   iff |x| reaches `overflow`   (beyond max_finite + top_ulp/2; the tie goes to the
-//                                            even neighbour, beyond max_finite iff its mantissa is odd)
+//   overflow   iff |x| reaches `overflow`   (max_finite + top_ulp/2, the tie included iff
+//                                            max_finite's mantissa is odd: ties go to even)
 //   near_max   iff |x| reaches `near_max` and not `overflow`
 //   nonzero    iff |x| reaches `nonzero`    (above min_subnormal/2; the tie rounds to even zero)
 //   normal     iff |x| reaches `normal`     (the tie between the largest subnormal, odd, and the
@@ -102,7 +102,10 @@ struct SourceLayout {
       const uint32_t mid = lo + (hi - lo) / 2;
       const double v = magnitude(mid);
       const bool reaches = b.inclusive ? v >= b.value : v > b.value;
-      if (reaches) hi = mid; else lo = mid + 1;
+      if (reaches)
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     return lo;
   }
@@ -135,8 +138,14 @@ struct CastRefs {
 constexpr int fp32_field_of(double v) {
   if (v < pow2(-126)) return 0;
   int e = 0;
-  while (v >= 2.0) { v /= 2; ++e; }
-  while (v < 1.0) { v *= 2; --e; }
+  while (v >= 2.0) {
+    v /= 2;
+    ++e;
+  }
+  while (v < 1.0) {
+    v *= 2;
+    --e;
+  }
   return e + 127;
 }
 

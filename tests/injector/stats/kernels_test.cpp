@@ -1,13 +1,14 @@
 // The vector kernels against the scalar kernel on random tensors with specials sprinkled in, the
 // Basic level against the Full level, and the derived cast thresholds against the values written
 // out in docs/statistics.md.
+#include "kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "formats.h"
-#include "kernels.h"
 #include "test_tensors.h"
 
 namespace fpscope::stats_test {
@@ -99,8 +100,8 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
   const Kernel k = GetParam();
   if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
   for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
-    for (uint32_t bits : {0x0u, 0x1u, 0x3Fu, 0x8000u, 0x3C00u, 0x7BFFu, 0x7C00u, 0x7E00u,
-                          0x7F7Fu, 0x7F80u, 0xFC01u, 0x00800000u, 0x7F800000u, 0x80000001u}) {
+    for (uint32_t bits : {0x0u, 0x1u, 0x3Fu, 0x8000u, 0x3C00u, 0x7BFFu, 0x7C00u, 0x7E00u, 0x7F7Fu,
+                          0x7F80u, 0xFC01u, 0x00800000u, 0x7F800000u, 0x80000001u}) {
       TestTensor t{"run", type, {}};
       for (int i = 0; i < 9000; ++i) t.push_bits(i == 8500 ? 0x3C00u : bits);
       SCOPED_TRACE(std::string(type_name(type)) + " bits " + std::to_string(bits));

@@ -3,6 +3,7 @@
 // of them, and compares field by field. Counts, extremes, histogram and cast counts must be equal;
 // mean and rms must lie within the error bound of docs/statistics.md.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -11,9 +12,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <string_view>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
+#include <string_view>
 
 #include "kernels.h"
 #include "test_tensors.h"
@@ -33,7 +33,8 @@ std::vector<TestTensor> all_cases() {
     cases.push_back(specials_tensor(t));
     cases.push_back(boundaries_tensor(t));
     uint64_t seed = 1;
-    for (std::size_t n : {0, 1, 2, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 70001}) {
+    for (std::size_t n :
+         {0, 1, 2, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 70001}) {
       cases.push_back(random_tensor(t, n, seed++, 0.02));
     }
     cases.push_back(random_tensor(t, 300007, 99, 0.001));  // crosses many blocks
@@ -114,7 +115,8 @@ void expect_sums_close(const TensorStats& s, const Json& ref) {
   const double mean = number_or_nan(ref["mean"]);
   const double rms = number_or_nan(ref["rms"]);
   const double sum_abs = ref["sum_abs"].get<double>();
-  EXPECT_LE(std::fabs(s.mean - mean), 4 * kUnit * sum_abs / double(finite) + 2 * kUnit * std::fabs(mean))
+  EXPECT_LE(std::fabs(s.mean - mean),
+            4 * kUnit * sum_abs / double(finite) + 2 * kUnit * std::fabs(mean))
       << "mean " << s.mean << " vs " << mean;
   EXPECT_LE(std::fabs(s.rms - rms), 5 * kUnit * rms) << "rms " << s.rms << " vs " << rms;
 }
@@ -134,7 +136,8 @@ void expect_matches(const TensorStats& s, const Json& ref) {
   EXPECT_EQ(s.first_nonfinite_bits, ref["first_nonfinite_bits"].get<uint32_t>());
   expect_sums_close(s, ref);
   for (int b = 0; b < kHistBins; ++b)
-    EXPECT_EQ(s.hist[b], ref["hist"][b].get<uint64_t>()) << "hist exponent " << b + kHistMinExponent;
+    EXPECT_EQ(s.hist[b], ref["hist"][b].get<uint64_t>())
+        << "hist exponent " << b + kHistMinExponent;
   const char* names[] = {"fp16", "bf16", "e4m3", "e5m2"};
   for (int f = 0; f < kCastFormatCount; ++f) {
     const Json& c = ref["cast"][f];

@@ -31,7 +31,7 @@ constexpr std::size_t kL2Bytes = std::size_t(1) << 20;
 
 // Gaussian values over a few scales, with a sprinkling of zeros: a typical activation tensor.
 __attribute__((target("f16c"))) std::vector<unsigned char> make_tensor(ElementType type,
-                                                                 std::size_t bytes) {
+                                                                       std::size_t bytes) {
   const std::size_t n = bytes / (type == ElementType::F32 ? 4 : 2);
   std::vector<unsigned char> out(bytes);
   std::mt19937 rng(42);
@@ -68,10 +68,12 @@ __attribute__((target("avx2"))) uint64_t read_all(const unsigned char* p, std::s
                     _mm256_setzero_si256()};
   for (std::size_t i = 0; i + 128 <= bytes; i += 128) {
     for (int k = 0; k < 4; ++k) {
-      acc[k] = _mm256_xor_si256(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32 * k)));
+      acc[k] = _mm256_xor_si256(
+          acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32 * k)));
     }
   }
-  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
+  const __m256i x =
+      _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
   return uint64_t(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
 }
 
@@ -137,7 +139,10 @@ void stats_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond);
 }
 
-BENCHMARK(BM_PlainRead)->Arg(int64_t(kLargeBytes))->Arg(int64_t(kL2Bytes))->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlainRead)
+    ->Arg(int64_t(kLargeBytes))
+    ->Arg(int64_t(kL2Bytes))
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Stats)->Apply(stats_args);
 
 }  // namespace

@@ -36,7 +36,7 @@ double bits_value(ElementType type, uint32_t bits) {
   }
   const int field = int(bits >> 10) & 0x1F;
   const int mant = int(bits & 0x3FF);
-  double mag = field == 0 ? std::ldexp(mant, -24)
+  double mag = field == 0    ? std::ldexp(mant, -24)
                : field == 31 ? (mant ? NAN : INFINITY)
                              : std::ldexp(1024 + mant, field - 25);
   return (bits & 0x8000u) ? -mag : mag;
@@ -49,7 +49,10 @@ uint32_t nearest_bits(ElementType type, double value) {
   uint32_t lo = 0, hi = max_finite_bits(type);
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo) / 2;
-    if (bits_value(type, mid) < mag) lo = mid + 1; else hi = mid;
+    if (bits_value(type, mid) < mag)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo > 0 && mag - bits_value(type, lo - 1) < bits_value(type, lo) - mag) --lo;
   return value < 0 ? (lo | sign_bit(type)) : lo;
@@ -60,16 +63,37 @@ std::vector<double> cast_boundaries() {
   return {
       // fp16: largest finite, its midpoint to 2^16, half of it, zero/min-subnormal midpoint,
       // largest-subnormal/min-normal midpoint.
-      65504, 65520, 65536, 32752, std::ldexp(p, -25), std::ldexp(p, -24),
-      std::ldexp(p, -14) - std::ldexp(p, -25), std::ldexp(p, -14),
+      65504,
+      65520,
+      65536,
+      32752,
+      std::ldexp(p, -25),
+      std::ldexp(p, -24),
+      std::ldexp(p, -14) - std::ldexp(p, -25),
+      std::ldexp(p, -14),
       // bf16
-      std::ldexp(255, 120), std::ldexp(511, 119), std::ldexp(255, 119), std::ldexp(p, -134),
-      std::ldexp(p, -133), std::ldexp(p, -126) - std::ldexp(p, -134), std::ldexp(p, -126),
+      std::ldexp(255, 120),
+      std::ldexp(511, 119),
+      std::ldexp(255, 119),
+      std::ldexp(p, -134),
+      std::ldexp(p, -133),
+      std::ldexp(p, -126) - std::ldexp(p, -134),
+      std::ldexp(p, -126),
       // fp8 e4m3 (E4M3FN)
-      448, 464, 480, 224, std::ldexp(p, -10), std::ldexp(p, -9),
-      std::ldexp(p, -6) - std::ldexp(p, -10), std::ldexp(p, -6),
+      448,
+      464,
+      480,
+      224,
+      std::ldexp(p, -10),
+      std::ldexp(p, -9),
+      std::ldexp(p, -6) - std::ldexp(p, -10),
+      std::ldexp(p, -6),
       // fp8 e5m2
-      57344, 61440, 28672, std::ldexp(p, -17), std::ldexp(p, -16),
+      57344,
+      61440,
+      28672,
+      std::ldexp(p, -17),
+      std::ldexp(p, -16),
       std::ldexp(p, -14) - std::ldexp(p, -17),
   };
 }
@@ -80,17 +104,17 @@ TestTensor specials_tensor(ElementType type) {
   const uint32_t quiet = type == ElementType::F32   ? 0x00400000u
                          : type == ElementType::F16 ? 0x0200u
                                                     : 0x0040u;
-  t.push_bits(0);                              // +0
-  push_both_signs(t, 1);                       // smallest subnormal
+  t.push_bits(0);                                 // +0
+  push_both_signs(t, 1);                          // smallest subnormal
   push_both_signs(t, min_normal_bits(type) - 1);  // largest subnormal
-  push_both_signs(t, min_normal_bits(type));   // smallest normal
-  push_both_signs(t, max_finite_bits(type));   // largest finite
-  t.push_bits(sign_bit(type));                 // -0
+  push_both_signs(t, min_normal_bits(type));      // smallest normal
+  push_both_signs(t, max_finite_bits(type));      // largest finite
+  t.push_bits(sign_bit(type));                    // -0
   push_both_signs(t, nearest_bits(type, 1.0));
-  push_both_signs(t, inf);                     // +-Inf
-  push_both_signs(t, inf | quiet);             // quiet NaN
-  push_both_signs(t, inf | 1);                 // signalling NaN, payload 1
-  push_both_signs(t, inf | (quiet - 1));       // signalling NaN, all payload bits
+  push_both_signs(t, inf);                // +-Inf
+  push_both_signs(t, inf | quiet);        // quiet NaN
+  push_both_signs(t, inf | 1);            // signalling NaN, payload 1
+  push_both_signs(t, inf | (quiet - 1));  // signalling NaN, all payload bits
   return t;
 }
 
@@ -117,7 +141,8 @@ TestTensor all_patterns_tensor(ElementType type) {
 TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double special_rate) {
   TestTensor t{std::string("random_") + type_name(type) + "_" + std::to_string(n) + "_" +
                    std::to_string(seed),
-               type, {}};
+               type,
+               {}};
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> gauss;
   std::uniform_real_distribution<double> unit;
@@ -131,11 +156,16 @@ TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double 
       const uint32_t kind = uint32_t(rng() % 6);
       const uint32_t sign = (rng() & 1) ? sign_bit(type) : 0;
       uint32_t bits = 0;
-      if (kind == 0) bits = inf_bits(type) | 1 | uint32_t(rng() % 4);
-      else if (kind == 1) bits = inf_bits(type);
-      else if (kind == 2) bits = 0;
-      else if (kind == 3) bits = 1 + uint32_t(rng() % (min_normal_bits(type) - 1));
-      else bits = nearest_bits(type, bounds[rng() % bounds.size()]) + uint32_t(rng() % 3) - 1;
+      if (kind == 0)
+        bits = inf_bits(type) | 1 | uint32_t(rng() % 4);
+      else if (kind == 1)
+        bits = inf_bits(type);
+      else if (kind == 2)
+        bits = 0;
+      else if (kind == 3)
+        bits = 1 + uint32_t(rng() % (min_normal_bits(type) - 1));
+      else
+        bits = nearest_bits(type, bounds[rng() % bounds.size()]) + uint32_t(rng() % 3) - 1;
       t.push_bits(bits | sign);
     } else if (u < 0.6) {
       const double v = gauss(rng) * std::ldexp(1.0, scale(rng));
@@ -152,7 +182,8 @@ TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double 
 TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int scale_exponent) {
   TestTensor t{std::string("gaussian_") + type_name(type) + "_" + std::to_string(n) + "_" +
                    std::to_string(scale_exponent),
-               type, {}};
+               type,
+               {}};
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> gauss;
   for (std::size_t i = 0; i < n; ++i) {

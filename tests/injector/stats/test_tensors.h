@@ -23,8 +23,12 @@ struct TestTensor {
   void push_bits(uint32_t bits) {
     const std::size_t at = bytes.size();
     bytes.resize(at + element_size());
-    if (type == ElementType::F32) std::memcpy(&bytes[at], &bits, 4);
-    else { const auto b16 = uint16_t(bits); std::memcpy(&bytes[at], &b16, 2); }
+    if (type == ElementType::F32)
+      std::memcpy(&bytes[at], &bits, 4);
+    else {
+      const auto b16 = uint16_t(bits);
+      std::memcpy(&bytes[at], &b16, 2);
+    }
   }
 };
 
