@@ -165,4 +165,6 @@ void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel
   stats::compute_stats_with(stats::best_kernel(), data, type, n, level, out);
 }
 
+const char* compute_stats_kernel() { return stats::kernel_name(stats::best_kernel()); }
+
 }  // namespace fpscope

@@ -59,4 +59,8 @@ struct TensorStats {
 void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
                    TensorStats* out);
 
+// Name of the kernel compute_stats() uses on this CPU ("avx512_gfni", "avx512", "avx2" or
+// "scalar"), for run metadata.
+const char* compute_stats_kernel();
+
 }  // namespace fpscope

@@ -141,6 +141,12 @@ TEST(StatsLevelTest, BasicLeavesCastCountsAndHistogramZero) {
   }
 }
 
+TEST(StatsEdgeTest, ReportsTheKernelItUses) {
+  const std::string name = compute_stats_kernel();
+  EXPECT_EQ(name, stats::kernel_name(stats::best_kernel()));
+  EXPECT_TRUE(stats::kernel_supported(stats::best_kernel()));
+}
+
 TEST(StatsEdgeTest, EmptyTensorHasNoFiniteValues) {
   TensorStats s;
   compute_stats(nullptr, ElementType::F32, 0, StatsLevel::Full, &s);
