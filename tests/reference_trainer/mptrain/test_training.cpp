@@ -90,6 +90,21 @@ TEST(Training, ScaleGrowsAfterTheInterval) {
   EXPECT_EQ(m["loss_scales"].dump(), "[256.0,256.0,1024.0,1024.0,4096.0]");
 }
 
+TEST(Progress, BarOnATerminalOneLinePerEpochOtherwise) {
+  const std::string args = std::string(MPTRAIN_BIN) + " --train-subset 128 --test-subset 32 --epochs 2 --threads 2" + kData;
+  RunOutcome piped = run_command(args);
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(piped.output.find('\r'), std::string::npos);
+  EXPECT_NE(piped.output.find("epoch 1/2: 4 steps, loss "), std::string::npos) << piped.output;
+  EXPECT_NE(piped.output.find("epoch 2/2: 4 steps, loss "), std::string::npos) << piped.output;
+  if (run_command("command -v script").exit_code != 0) GTEST_SKIP() << "no 'script' to give mptrain a terminal";
+  RunOutcome terminal = run_command("script -qec '" + args + "' /dev/null");
+  ASSERT_EQ(terminal.exit_code, 0) << terminal.output;
+  EXPECT_NE(terminal.output.find("\repoch 1/2 [##############################] 4/4 loss "), std::string::npos)
+      << terminal.output;
+  EXPECT_NE(terminal.output.find("img/s"), std::string::npos);
+}
+
 // One epoch on 6000 training images (1000 test images, 28 px, seed 1, 2 threads). Measured: fp32
 // 81.2%, fp16 81.0%, amp-fp16 81.5%, amp-bf16 80.8%; the fp32 bound leaves room for another
 // kernel build (a different summation order changes the run).
