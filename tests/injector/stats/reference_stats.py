@@ -22,6 +22,11 @@ HIST_BINS = 127 - HIST_MIN_EXPONENT + 1
 
 def decode(raw, dtype):
     """Returns (values as float64, sign bits, raw bits as int64) of a raw little-endian array."""
+    with np.errstate(invalid="ignore"):  # signalling NaNs become quiet NaNs: still NaN
+        return _decode(raw, dtype)
+
+
+def _decode(raw, dtype):
     if dtype == "f32":
         bits = np.frombuffer(raw, dtype="<u4").astype(np.int64)
         values = np.frombuffer(raw, dtype="<f4").astype(np.float64)
