@@ -207,13 +207,13 @@ std::unique_ptr<RingConsumer> RingConsumer::create(const std::string& shm_name, 
     shm_unlink(shm_name.c_str());
     return nullptr;
   }
-  // ftruncate zero-fills: every counter starts at 0. Magic last, so a half-made ring is refused.
+  // ftruncate zero-fills: every counter starts at 0. The ring is complete before the program that
+  // attaches to it is started (process creation orders everything before it).
   RingHeader* h = map->header();
   h->protocol = wire::kProtocolVersion;
   h->slot_count = slot_count;
-  h->collector_alive.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   h->magic = kRingMagic;
+  h->collector_alive.store(1, std::memory_order_release);
   return std::unique_ptr<RingConsumer>(new RingConsumer(shm_name, slot_count, std::move(map)));
 }
 
