@@ -193,7 +193,7 @@ ChildEnd collect(ChildProcess& child, RingConsumer& ring, TraceWriter& writer, I
     if (n != 0) continue;
     end = child.poll();
     if (end) break;
-    writer.commit();  // readers of the live trace see what arrived so far
+    writer.commit_if_due();  // readers of the live trace see what arrived, 50 ms late at most
     nap();
   }
   while (ring.drain(store) != 0) {

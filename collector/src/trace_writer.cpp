@@ -113,6 +113,11 @@ bool TraceWriter::Impl::commit() {
   }
 }
 
+bool TraceWriter::Impl::commit_if_due() {
+  if (!in_transaction_ || std::chrono::steady_clock::now() - batch_started_ < kBatchInterval) return !failed();
+  return commit();
+}
+
 void TraceWriter::Impl::storage_failed(const std::string& what) {
   if (error.empty()) error = what;
   if (in_transaction_) {
@@ -264,6 +269,7 @@ void TraceWriter::on_record(const wire::RecordHeader* record) {
 
 void TraceWriter::set_meta(const std::string& key, const std::string& value) { impl_->set_meta(key, value); }
 bool TraceWriter::commit() { return impl_->commit(); }
+bool TraceWriter::commit_if_due() { return impl_->commit_if_due(); }
 bool TraceWriter::finish() { return impl_->finish(); }
 const TraceCounts& TraceWriter::counts() const { return impl_->counts; }
 const TrapInfo& TraceWriter::trap() const { return impl_->trap; }

@@ -119,6 +119,7 @@ class TraceWriter::Impl {
   void row_written() { ++rows_in_batch_; }
   void maybe_commit();
   bool commit();
+  bool commit_if_due();
   void storage_failed(const std::string& what);
   bool failed() const;
   void set_meta(const std::string& key, const std::string& value);

@@ -69,6 +69,10 @@ class TraceWriter {
   // Commits the open batch now. False once the storage has failed.
   bool commit();
 
+  // Commits the open batch if it is older than kBatchInterval: for a collector that has nothing to
+  // read right now, so that live readers see what arrived without a commit per trickling record.
+  bool commit_if_due();
+
   // Completes the trace: pending tensors, ranges still open (end_ns NULL), strings referenced but
   // never received, counts in meta, then trace_finalize.sql when the build has one. Call once,
   // after the last record and meta. False if anything failed (error() says what).

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <thread>
 
 #include "fpscope/trace_writer.h"
 #include "sqlite_reader.h"
@@ -455,6 +456,11 @@ TEST_F(WriterTest, TraceIsReadableWhileItIsWritten) {
     EXPECT_EQ(live.text("PRAGMA journal_mode"), "wal");
   }
   for (uint64_t seq = 101; seq <= 150; ++seq) feed(launch(seq, 1, 0));
+  ASSERT_TRUE(writer_->commit_if_due());  // a fresh batch stays open
+  EXPECT_EQ(Reader(path_).integer("SELECT count(*) FROM kernels"), 100);
+  std::this_thread::sleep_for(TraceWriter::kBatchInterval + std::chrono::milliseconds(10));
+  ASSERT_TRUE(writer_->commit_if_due());  // an old one is committed
+  EXPECT_EQ(Reader(path_).integer("SELECT count(*) FROM kernels"), 150);
   finish();
   Reader db(path_);
   EXPECT_EQ(db.integer("SELECT count(*) FROM kernels"), 150);
