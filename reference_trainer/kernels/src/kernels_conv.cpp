@@ -68,23 +68,47 @@ void im2col(const ConvGeometry& g, const float* image, float* col, int64_t ld, i
       }
 }
 
+// floor(a / b) for b > 0 (C++ division truncates toward zero).
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 // The adjoint of im2col: image (zeroed by the caller) += the col entries that came from it.
 void col2im(const ConvGeometry& g, const float* col, int64_t ld, int64_t column0, float* image, bool partials_fp16) {
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t r = 0; r < g.r; ++r)
       for (int64_t s = 0; s < g.s; ++s) {
         const float* row = col + ((c * g.r + r) * g.s + s) * ld + column0;
+        // Output columns q whose input column x = q*stride - pad + s lies inside the image.
+        int64_t q_lo = std::max<int64_t>(0, -floor_div(s - g.pad, g.stride));
+        int64_t q_hi = std::min<int64_t>(g.q, floor_div(g.w - 1 + g.pad - s, g.stride) + 1);
         for (int64_t p = 0; p < g.p; ++p) {
           int64_t y = p * g.stride - g.pad + r;
-          if (y < 0 || y >= g.h) continue;
-          for (int64_t q = 0; q < g.q; ++q) {
-            int64_t x = q * g.stride - g.pad + s;
-            if (x < 0 || x >= g.w) continue;
-            float& target = image[(c * g.h + y) * g.w + x];
-            target = partials_fp16 ? round_to_f16(target + row[p * g.q + q]) : target + row[p * g.q + q];
-          }
+          if (y < 0 || y >= g.h || q_lo >= q_hi) continue;
+          float* target = image + (c * g.h + y) * g.w + (q_lo * g.stride - g.pad + s);
+          const float* source = row + p * g.q + q_lo;
+          for (int64_t q = 0; q < q_hi - q_lo; ++q) target[q * g.stride] += source[q];
+          // Each target was touched once above: rounding now equals rounding after that addition.
+          if (partials_fp16 && g.stride == 1) round_f32_through_f16(target, static_cast<size_t>(q_hi - q_lo));
+          else if (partials_fp16)
+            for (int64_t q = 0; q < q_hi - q_lo; ++q) target[q * g.stride] = round_to_f16(target[q * g.stride]);
         }
       }
+}
+
+// The transpose of im2col: rows[row0 + p*Q + q, (c,r,s)], one contiguous row per output position.
+void im2row(const ConvGeometry& g, const float* image, float* rows, int64_t row0) {
+  for (int64_t p = 0; p < g.p; ++p)
+    for (int64_t q = 0; q < g.q; ++q) {
+      float* out = rows + (row0 + p * g.q + q) * g.crs();
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t r = 0; r < g.r; ++r) {
+          int64_t y = p * g.stride - g.pad + r;
+          for (int64_t s = 0; s < g.s; ++s) {
+            int64_t x = q * g.stride - g.pad + s;
+            bool inside = y >= 0 && y < g.h && x >= 0 && x < g.w;
+            *out++ = inside ? image[(c * g.h + y) * g.w + x] : 0.0f;
+          }
+        }
+    }
 }
 
 // im2col of images [first, first + count) into col [CRS, count*PQ].
@@ -172,9 +196,11 @@ void conv2d_backward_weight(const Launch& l) {
   ScratchFloats col(static_cast<size_t>(g.crs() * group * pq)), dy_rows(static_cast<size_t>(g.k * group * pq));
   for (int64_t first = 0; first < g.n; first += group) {
     int64_t count = std::min(group, g.n - first);
-    im2col_group(g, xv.data(), first, count, col.data());
+    parallel_for(count, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) im2row(g, xv.data() + (first + i) * g.c * g.h * g.w, col.data(), i * pq);
+    });
     gather_dy(g, dyv.data(), first, count, dy_rows.data());
-    gemm(GemmShape{false, true, g.k, g.crs(), count * pq, first > 0}, dy_rows.data(), col.data(), dwv.data(), partials_fp16);
+    gemm(GemmShape{false, false, g.k, g.crs(), count * pq, first > 0}, dy_rows.data(), col.data(), dwv.data(), partials_fp16);
     for (int64_t k = 0; k < g.k; ++k) {  // images in batch order, then positions
       float acc = dbv[k];
       const float* row = dy_rows.data() + k * count * pq;

@@ -190,6 +190,84 @@ TEST(ForwardKernels, Fp16PartialsFollowTheAccumulatorRecurrence) {
   }
 }
 
+// The same recurrence for convolutions: forward sums over (c, r, s) in order (padding terms are
+// products with 0 and leave the accumulator unchanged); the weight gradient sums over
+// (image, p, q) in batch order, the bias gradient likewise with plain additions.
+TEST(ForwardKernels, Fp16PartialsInConvolutionsFollowTheRecurrence) {
+  const ref::ConvShape g{3, 3, 9, 8, 5, 3, 3, 1, 1};
+  auto x = HostTensor::from_values({g.n, g.c, g.h, g.w}, mpt_test::random_values(g.n * g.c * g.h * g.w, -1, 1, 50), MPT_DTYPE_F16, "x");
+  auto w = HostTensor::from_values({g.k, g.c, g.r, g.s}, mpt_test::random_values(g.k * g.c * 9, -1, 1, 51), MPT_DTYPE_F16, "w");
+  auto b = HostTensor::from_values({g.k}, mpt_test::random_values(g.k, -1, 1, 52), MPT_DTYPE_F32, "b");
+  auto dy = HostTensor::from_values({g.n, g.k, g.p(), g.q()}, mpt_test::random_values(g.n * g.k * g.p() * g.q(), -1, 1, 53), MPT_DTYPE_F16, "dy");
+  HostTensor y({g.n, g.k, g.p(), g.q()}, MPT_DTYPE_F32, "y"), dw({g.k, g.c, g.r, g.s}, MPT_DTYPE_F32, "dw"), db({g.k}, MPT_DTYPE_F32, "db");
+  Scalars s{{"stride", g.stride}, {"padding", g.pad}, {"partials_fp16", 1}};
+  ASSERT_EQ(launch("conv2d_forward", {&x, &w, &b}, {&y}, s), MPT_OK) << mpt_last_error();
+  ASSERT_EQ(launch("conv2d_backward_weight", {&dy, &x}, {&dw, &db}, s), MPT_OK) << mpt_last_error();
+  auto xv = x.values(), wv = w.values(), dyv = dy.values();
+  auto at = [&](int64_t n, int64_t c, int64_t yy, int64_t xx) {
+    return yy < 0 || yy >= g.h || xx < 0 || xx >= g.w ? 0.0f : static_cast<float>(xv[((n * g.c + c) * g.h + yy) * g.w + xx]);
+  };
+  auto round16 = [](float v) { return static_cast<float>(mpt_test::reference_round_f16(v)); };
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t i = 0; i < g.p(); ++i)
+        for (int64_t j = 0; j < g.q(); ++j) {
+          float acc = 0.0f;
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t r = 0; r < g.r; ++r)
+              for (int64_t t = 0; t < g.s; ++t)
+                acc = round16(std::fma(static_cast<float>(wv[((k * g.c + c) * g.r + r) * g.s + t]), at(n, c, i + r - g.pad, j + t - g.pad), acc));
+          ASSERT_EQ(y.value(((n * g.k + k) * g.p() + i) * g.q() + j), acc + static_cast<float>(b.value(k)));
+        }
+  for (int64_t k = 0; k < g.k; ++k) {
+    float bias_acc = 0.0f;
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t i = 0; i < g.p() * g.q(); ++i) bias_acc = round16(bias_acc + static_cast<float>(dyv[(n * g.k + k) * g.p() * g.q() + i]));
+    ASSERT_EQ(db.value(k), bias_acc);
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t r = 0; r < g.r; ++r)
+        for (int64_t t = 0; t < g.s; ++t) {
+          float acc = 0.0f;
+          for (int64_t n = 0; n < g.n; ++n)
+            for (int64_t i = 0; i < g.p(); ++i)
+              for (int64_t j = 0; j < g.q(); ++j)
+                acc = round16(std::fma(static_cast<float>(dyv[((n * g.k + k) * g.p() + i) * g.q() + j]), at(n, c, i + r - g.pad, j + t - g.pad), acc));
+          ASSERT_EQ(dw.value(((k * g.c + c) * g.r + r) * g.s + t), acc) << k << "," << c << "," << r << "," << t;
+        }
+  }
+}
+
+// The data gradient with fp16 partials: each window term sums over k (the recurrence), then the
+// overlapping windows add into dx in (r, s) order, every addition rounded to fp16.
+TEST(ForwardKernels, Fp16PartialsInConvolutionDataGradientFollowTheRecurrence) {
+  for (const ref::ConvShape& g : {ref::ConvShape{2, 3, 8, 7, 4, 3, 3, 1, 1}, ref::ConvShape{2, 2, 9, 9, 3, 3, 3, 2, 1}}) {
+    auto w = HostTensor::from_values({g.k, g.c, g.r, g.s}, mpt_test::random_values(g.k * g.c * 9, -1, 1, 60), MPT_DTYPE_F16, "w");
+    auto dy = HostTensor::from_values({g.n, g.k, g.p(), g.q()}, mpt_test::random_values(g.n * g.k * g.p() * g.q(), -1, 1, 61), MPT_DTYPE_F16, "dy");
+    HostTensor dx({g.n, g.c, g.h, g.w}, MPT_DTYPE_F32, "dx");
+    ASSERT_EQ(launch("conv2d_backward_data", {&dy, &w}, {&dx}, {{"stride", g.stride}, {"padding", g.pad}, {"partials_fp16", 1}}), MPT_OK)
+        << mpt_last_error();
+    auto wv = w.values(), dyv = dy.values();
+    auto round16 = [](float v) { return static_cast<float>(mpt_test::reference_round_f16(v)); };
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t yy = 0; yy < g.h; ++yy)
+          for (int64_t xx = 0; xx < g.w; ++xx) {
+            float acc = 0.0f;
+            for (int64_t r = 0; r < g.r; ++r)
+              for (int64_t t = 0; t < g.s; ++t) {
+                int64_t py = yy + g.pad - r, qx = xx + g.pad - t;
+                if (py < 0 || qx < 0 || py % g.stride || qx % g.stride || py / g.stride >= g.p() || qx / g.stride >= g.q()) continue;
+                float term = 0.0f;
+                for (int64_t k = 0; k < g.k; ++k)
+                  term = round16(std::fma(static_cast<float>(wv[((k * g.c + c) * g.r + r) * g.s + t]),
+                                          static_cast<float>(dyv[((n * g.k + k) * g.p() + py / g.stride) * g.q() + qx / g.stride]), term));
+                acc = round16(acc + term);
+              }
+            ASSERT_EQ(dx.value(((n * g.c + c) * g.h + yy) * g.w + xx), acc) << "stride " << g.stride;
+          }
+  }
+}
+
 TEST(ForwardKernels, Fp16PartialsLoseSmallTermsThatFp32Keeps) {
   // One large term then 1000 terms of 2^-12: an fp16 accumulator at 1.0 has a half-ulp of 2^-11,
   // so each small term rounds away; fp32 keeps them all.
