@@ -14,6 +14,12 @@ using namespace fpscope::analysis;
 
 namespace {
 
+// Accuracy scalars are percentages as the program logs them (mptrain: 0..100).
+Cell accuracy_cell(const std::optional<double>& percent) {
+  if (!percent) return {"-", nullptr};
+  return {fmt::format("{:.2f}%", *percent), *percent};
+}
+
 std::string step_text(const std::optional<int64_t>& step) { return step ? std::to_string(*step) : "-"; }
 
 std::string where(const std::string& kernel, const std::optional<std::string>& layer) {
@@ -53,8 +59,8 @@ Section summary_section(const Trace& trace) {
   add("final loss", s.final_loss ? Cell(fmt::format("{} (step {})", human_number(*s.final_loss), step_text(s.final_loss_step)),
                                         *s.final_loss)
                                  : Cell("-", nullptr));
-  add("final train accuracy", percent_cell(s.final_train_accuracy));
-  add("test accuracy", percent_cell(s.test_accuracy));
+  add("final train accuracy", accuracy_cell(s.final_train_accuracy));
+  add("test accuracy", accuracy_cell(s.test_accuracy));
   sec.tables.push_back(std::move(t));
   if (s.state == RunState::InProgress) {
     sec.notes.push_back("NOTE: this trace is still being written (or its collector was killed): the numbers cover what it holds so far.");
@@ -84,8 +90,15 @@ Section nonfinite_section(const Trace& trace) {
                                   o.phase.value_or("-"), step_text(o.step), o.kernel_id, o.tensor, o.dtype, o.shape,
                                   o.first_index, o.first_bits));
   if (!r.propagation.empty()) {
+    // Consecutive launches of the same kernel and layer read as one link: "amp_unscale_check x12".
     std::string chain = where(o.kernel, o.layer);
-    for (const auto& e : r.propagation) chain += " -> " + where(e.kernel, e.layer);
+    for (size_t i = 0; i < r.propagation.size();) {
+      const std::string link = where(r.propagation[i].kernel, r.propagation[i].layer);
+      size_t j = i;
+      while (j < r.propagation.size() && where(r.propagation[j].kernel, r.propagation[j].layer) == link) ++j;
+      chain += " -> " + link + (j - i > 1 ? fmt::format(" x{}", j - i) : "");
+      i = j;
+    }
     sec.notes.push_back("Passed on by: " + chain + (r.propagation_truncated ? " -> ..." : ""));
   }
   sec.extra["first_origin"] = {{"kernel", o.kernel}, {"op", o.op}, {"layer", o.layer ? nlohmann::json(*o.layer) : nlohmann::json()},
@@ -198,9 +211,9 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   rt.rows.push_back({Cell("steps"), int_cell(c.a_steps), int_cell(c.b_steps), Cell("")});
   rt.rows.push_back({Cell("final loss"), opt(c.a.final_loss), opt(c.b.final_loss), opt(c.final_loss_delta)});
   auto acc = [](const RunSummary& s) { return s.test_accuracy ? s.test_accuracy : s.final_train_accuracy; };
-  rt.rows.push_back({Cell(c.a.test_accuracy && c.b.test_accuracy ? "test accuracy" : "train accuracy"), percent_cell(acc(c.a)),
-                     percent_cell(acc(c.b)),
-                     c.accuracy_delta ? Cell(fmt::format("{:+.2f} points", *c.accuracy_delta * 100), *c.accuracy_delta) : Cell("-", nullptr)});
+  rt.rows.push_back({Cell(c.a.test_accuracy && c.b.test_accuracy ? "test accuracy" : "train accuracy"), accuracy_cell(acc(c.a)),
+                     accuracy_cell(acc(c.b)),
+                     c.accuracy_delta ? Cell(fmt::format("{:+.2f} points", *c.accuracy_delta), *c.accuracy_delta) : Cell("-", nullptr)});
   rt.rows.push_back({Cell("non-finite outputs"), int_cell(c.a.nonfinite_tensors), int_cell(c.b.nonfinite_tensors), Cell("")});
   runs.tables.push_back(std::move(rt));
   out.push_back(std::move(runs));

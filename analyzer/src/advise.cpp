@@ -53,8 +53,9 @@ std::map<std::string, RangeRow> forward_ranges_by_op(const Trace& trace) {
 
 std::map<std::string, std::pair<int64_t, std::optional<int64_t>>> origins_by_op(const Trace& trace) {
   std::map<std::string, std::pair<int64_t, std::optional<int64_t>>> origins;
+  // Forward origins only: a backward kernel that overflows is a loss-scale matter (advise_loss_scale).
   for (const auto& row : nonfinite(trace, 0).by_kernel) {
-    if (row.op.empty() || row.origins == 0) continue;
+    if (row.op.empty() || row.origins == 0 || !is_forward(row.kernel)) continue;
     auto& [count, step] = origins[row.op];
     count += row.origins;
     if (row.first_step && (!step || *row.first_step < *step)) step = row.first_step;
@@ -109,19 +110,36 @@ OpAdvice decide(const std::string& op, const RangeRow* row, std::pair<int64_t, s
 // Gradient magnitudes with the loss scale divided out, per step, from backward outputs.
 struct GradientRange {
   std::optional<double> smallest, largest;
+  int64_t nonfinite = 0;           // NaN/Inf values among backward outputs
+  std::optional<double> max_scale; // the largest loss scale the run used
 };
+
+// The scale of a static run, from the trainer's configuration ("static:N").
+std::optional<double> static_scale(const Trace& trace) {
+  const auto text = trace.meta_value("config.loss_scale");
+  if (!text || text->rfind("static:", 0) != 0) return std::nullopt;
+  try {
+    return std::stod(text->substr(7));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 GradientRange unscaled_gradients(const Trace& trace) {
   std::map<int64_t, double> scale;
+  std::optional<double> fixed = static_scale(trace);
+  GradientRange g;
+  g.max_scale = fixed;
   for (const auto& e : loss_scale(trace).events) {
     if (e.step) scale.try_emplace(*e.step, e.scale_before);
+    g.max_scale = std::max(g.max_scale.value_or(0), e.scale_before);
   }
   Stmt st(detail::db(trace),
-          "SELECT r.step, min(r.min_nonzero), max(r.absmax) FROM summary_layer_steps r "
+          "SELECT r.step, min(r.min_nonzero), max(r.absmax), sum(r.nan + r.inf) FROM summary_layer_steps r "
           "JOIN strings sp ON sp.id = r.phase_id WHERE sp.value = 'backward' GROUP BY r.step");
-  GradientRange g;
   while (st.step()) {
-    double s = 1.0;
+    g.nonfinite += st.i64(3);
+    double s = fixed.value_or(1.0);
     if (!st.is_null(0)) {
       auto it = scale.find(st.i64(0));
       if (it != scale.end() && it->second > 0) s = it->second;
@@ -144,6 +162,17 @@ LossScaleAdvice advise_loss_scale(const Trace& trace, Format target) {
   // a factor 2^4 below its max so a growing scale does not overflow at once.
   const double lift = std::ceil(std::log2(limits.min_normal / *g.smallest));
   const double cap = std::floor(std::log2(limits.max_finite / *g.largest)) - 4;
+  if (g.nonfinite > 0 && g.max_scale && *g.max_scale > 1) {
+    // The scale was too high: gradients overflowed. Start below what the finite gradients allow.
+    advice.needed = true;
+    advice.dynamic = true;
+    advice.initial_scale = std::ldexp(1.0, static_cast<int>(std::max(0.0, cap)));
+    advice.reason = fmt::format(
+        "{} NaN/Inf values in backward outputs at loss scale up to {}: the scale overflowed {}. The largest finite "
+        "unscaled gradient is {}, so start dynamic scaling at {} (2^4 below overflow) and let it back off",
+        g.nonfinite, human_scale(*g.max_scale), limits.name, human_number(*g.largest), human_scale(*advice.initial_scale));
+    return advice;
+  }
   if (lift <= 0) {
     advice.reason = fmt::format("unscaled gradients lie in [{}, {}], all above {}'s smallest normal {}: no scaling needed",
                                 human_number(*g.smallest), human_number(*g.largest), limits.name,

@@ -152,7 +152,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
   row("steps", std::to_string(s.steps));
   row("kernel launches", std::to_string(s.kernels));
   row("final loss", human_optional(s.final_loss));
-  row("test accuracy", s.test_accuracy ? human_percent(*s.test_accuracy) : "-");
+  row("test accuracy", s.test_accuracy ? fmt::format("{:.2f}%", *s.test_accuracy) : "-");
   out << "</table>\n";
   const NonfiniteReport nf = nonfinite(trace, 16);
   out << "<h2>Non-finite values</h2>\n";

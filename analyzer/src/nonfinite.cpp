@@ -83,6 +83,7 @@ void follow_propagation(const Trace& trace, const NonfiniteEvent& origin, size_t
     last_kernel_passed = passed;
     if (!passed) continue;
     if (!events.is_null(17)) tainted.insert(events.i64(17));
+    if (!report.propagation.empty() && report.propagation.back().kernel_id == e.kernel_id) continue;  // one entry a launch
     if (report.propagation.size() == max_chain) {
       report.propagation_truncated = true;
       return;

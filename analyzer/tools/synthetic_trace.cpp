@@ -293,7 +293,7 @@ void Writer::forward(int64_t step) {
     pop();
   }
   ins_scalar_.run(t_ += 100, step, str("loss"), step_nan_ || params_nan_ ? std::optional<double>() : std::optional<double>(2.3 / (1.0 + 0.05 * step)));
-  ins_scalar_.run(t_ += 100, step, str("train_accuracy"), 0.1 + 0.8 * (1.0 - 1.0 / (1.0 + 0.1 * step)));
+  ins_scalar_.run(t_ += 100, step, str("train_accuracy"), 100.0 * (0.1 + 0.8 * (1.0 - 1.0 / (1.0 + 0.1 * step))));
   ins_scalar_.run(t_ += 100, step, str("lr"), 0.01);
   pop();
 }
@@ -409,7 +409,7 @@ int64_t Writer::run(int64_t steps) {
     pop();
   }
   ins_scalar_.run(t_ += 1000, std::optional<int64_t>(), str("test_accuracy"),
-                  params_nan_ ? 0.1 : 0.84 - (low_ == 0 ? 0.0 : 0.004));
+                  params_nan_ ? 10.0 : 84.0 - (low_ == 0 ? 0.0 : 0.4));
   return tensors_;
 }
 

@@ -181,8 +181,8 @@ struct RunSummary {
   int64_t memory_events = 0;
   std::optional<double> final_loss;                          // last non-NULL 'loss' scalar
   std::optional<int64_t> final_loss_step;
-  std::optional<double> final_train_accuracy;                // last 'train_accuracy'
-  std::optional<double> test_accuracy;                       // last 'test_accuracy'
+  std::optional<double> final_train_accuracy;                // last 'train_accuracy' (percent, as mptrain logs it)
+  std::optional<double> test_accuracy;                       // last 'test_accuracy' (percent)
 };
 RunSummary summary(const Trace& trace);
 
@@ -430,7 +430,7 @@ struct Comparison {
   RunSummary a, b;                       // a: source, b: target
   std::vector<MemoryDelta> memory;       // "peak" first, then each category at its run's peak
   std::vector<MemoryDelta> memory_max_live;  // each category's own maximum
-  std::optional<double> accuracy_delta;  // b - a, test accuracy if both have it, else train
+  std::optional<double> accuracy_delta;  // b - a in percentage points: test accuracy if both have it, else train
   std::optional<double> final_loss_delta;
   double loss_tolerance = 0;
   std::vector<LossPoint> loss_curve;     // steps present in both runs, ascending

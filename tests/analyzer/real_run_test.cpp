@@ -1,0 +1,138 @@
+// The analyzer on traces of real training runs: mptrain under `fpscope run` (the injector preloaded
+// into it) on a small FashionMNIST subset. Values are checked against direct SQL on the same file;
+// the fp16 run's memory against the fp32 run's; and `advise` must turn a run that goes non-finite
+// into one that stays finite.
+#include "fpscope/analysis.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+using namespace fpscope::analysis;
+using fpscope::test::sql_value;
+
+namespace {
+
+const std::string kCommon = " --model cnn --epochs 1 --train-subset 320 --test-subset 100 --batch-size 32 --seed 1 --threads 1"
+                            " --data-dir " FPSCOPE_DATA_DIR;
+
+// Traces `mptrain ARGS` into DIR/NAME.sqlite and returns the path.
+std::string traced(const std::string& name, const std::string& args) {
+  const std::string path = fpscope::test::temp_dir() + "/" + name + ".sqlite";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force -o " + path + " -- " + MPTRAIN_BIN + kCommon + " " +
+                          args + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return path;
+}
+
+class RealRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(FPSCOPE_DATA_DIR) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "FashionMNIST not found in " << FPSCOPE_DATA_DIR;
+    }
+  }
+};
+
+TEST_F(RealRun, ReportMatchesSql) {
+  const auto path = traced("real_amp", "--precision amp-fp16 --loss-scale dynamic --scale-interval 3");
+  auto t = Trace::open(path);
+  EXPECT_TRUE(t->summaries_precomputed());  // the collector ran trace_finalize.sql
+  const RunSummary s = summary(*t);
+  EXPECT_EQ(s.kernels, *sql_value(path, "select count(*) from kernels"));
+  EXPECT_EQ(s.tensors, *sql_value(path, "select count(*) from tensors"));
+  EXPECT_EQ(s.steps, 10);
+  EXPECT_EQ(s.state, RunState::Finished);
+  EXPECT_EQ(*s.test_accuracy, *sql_value(path, "select value from scalars where name_id = (select id from strings where value = 'test_accuracy')"));
+  const MemoryReport m = memory(*t);
+  EXPECT_EQ(m.peak_bytes, *sql_value(path, "select peak_total_bytes from v_memory_peak limit 1"));
+  for (int c = 0; c < kCategoryCount; ++c) {
+    EXPECT_EQ(m.by_category[c].at_peak,
+              *sql_value(path, std::string("select bytes from v_memory_peak where category = '") + kCategoryNames[c] + "'"));
+  }
+  const LossScaleReport ls = loss_scale(*t);
+  EXPECT_EQ(ls.growths, *sql_value(path, "select count(*) from loss_scale where event = 'growth'"));
+  EXPECT_EQ(*ls.final_scale, *sql_value(path, "select scale_after from loss_scale order by t_ns desc limit 1"));
+  for (const auto& r : ranges(*t)) {
+    const std::string where = "from tensors t join kernels k on k.id = t.kernel_id join strings s on s.id = k.name_id "
+                              "left join strings l on l.id = k.layer_id where t.role = 'out' and s.value = '" + r.kernel +
+                              "' and l.value " + (r.layer ? "= '" + *r.layer + "'" : "is null");
+    EXPECT_EQ(r.absmax, sql_value(path, "select max(t.absmax) " + where)) << r.kernel;
+    EXPECT_EQ(r.min_nonzero, sql_value(path, "select min(t.min_nonzero) " + where)) << r.kernel;
+    EXPECT_EQ(r.elements, *sql_value(path, "select sum(t.count) " + where)) << r.kernel;
+  }
+}
+
+TEST_F(RealRun, FaultOriginFound) {
+  const auto path = traced("real_fault", "--precision fp32 --fault nan@fc1:3");
+  auto t = Trace::open(path);
+  const NonfiniteReport r = nonfinite(*t);
+  ASSERT_TRUE(r.first_origin);
+  EXPECT_EQ(r.first_origin->kernel_id, *sql_value(path, "select kernel_id from v_first_nonfinite"));
+  EXPECT_EQ(r.first_origin->layer, "fc1");
+  EXPECT_EQ(r.first_origin->step, 3);
+  EXPECT_FALSE(r.propagation.empty());
+  EXPECT_EQ(r.nan + r.pos_inf + r.neg_inf,
+            *sql_value(path, "select sum(nan + pos_inf + neg_inf) from tensors where role = 'out'"));
+}
+
+TEST_F(RealRun, Fp16HalvesWeightsAndFloatActivations) {
+  const auto a = traced("real_fp32", "--precision fp32");
+  const auto b = traced("real_fp16", "--precision fp16");
+  auto ta = Trace::open(a);
+  auto tb = Trace::open(b);
+  const Comparison c = compare(*ta, *tb);
+  std::map<std::string, MemoryDelta> by;
+  for (const auto& d : c.memory) by[d.category] = d;
+  EXPECT_DOUBLE_EQ(*by["weight"].reduction_pct, 50.0);
+  EXPECT_DOUBLE_EQ(*by["gradient"].reduction_pct, 50.0);
+  EXPECT_GT(*by["activation"].reduction_pct, 25.0);  // int argmax and fp32 norm statistics do not shrink
+  EXPECT_LE(*by["activation"].reduction_pct, 50.0);
+  EXPECT_GT(*by["peak"].reduction_pct, 0.0);
+  EXPECT_EQ(c.loss_curve.size(), 10u);
+  // Each floating activation allocation is half as large in the fp16 run: compare by name.
+  auto sizes = [](const std::string& path) {
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "select distinct s.value, m.bytes from memory_events m join strings s on s.id = m.name_id "
+                           "where m.kind = 'alloc' and m.category = 3", -1, &st, nullptr);
+    std::map<std::string, int64_t> out;
+    while (sqlite3_step(st) == SQLITE_ROW) out[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+  };
+  const auto sa = sizes(a), sb = sizes(b);
+  int halved = 0;
+  for (const auto& [name, bytes] : sb) {
+    if (!sa.count(name) || name.find("argmax") != std::string::npos) continue;
+    if (sa.at(name) == 2 * bytes) ++halved;
+  }
+  EXPECT_GE(halved, static_cast<int>(sb.size()) / 2) << "most activations should halve";
+}
+
+TEST_F(RealRun, AdviceKeepsATooHighStaticScaleRunFinite) {
+  const auto hot = traced("real_hot", "--precision amp-fp16 --loss-scale static:1073741824");
+  auto t = Trace::open(hot);
+  ASSERT_GT(nonfinite(*t).tensors, 0) << "the run with scale 2^30 should overflow fp16";
+  const Advice advice = advise(*t);
+  ASSERT_TRUE(advice.loss_scale.needed);
+  ASSERT_TRUE(advice.loss_scale.initial_scale);
+  EXPECT_LT(*advice.loss_scale.initial_scale, 1073741824.0);
+  const std::string dir = fpscope::test::temp_dir() + "/real_advice";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/fp32_ops.txt") << fp32_ops_file_text(advice);
+  std::ofstream(dir + "/bf16_ops.txt") << low_precision_ops_file_text(advice);
+  std::string flags;
+  for (const auto& f : advice.mptrain_flags) flags += " " + (f.find("_ops.txt") != std::string::npos ? dir + "/" + f : f);
+  const auto fixed = traced("real_fixed", flags);
+  auto tf = Trace::open(fixed);
+  EXPECT_EQ(nonfinite(*tf).tensors, 0) << "flags:" << flags;
+  EXPECT_EQ(*sql_value(fixed, "select count(*) from nonfinite"), 0);
+}
+
+}  // namespace
