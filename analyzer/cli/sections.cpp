@@ -48,7 +48,12 @@ Section summary_section(const Trace& trace) {
   };
   add("trace", Cell(s.path));
   add("command", Cell(s.command.empty() ? "-" : s.command));
-  for (const auto& [k, v] : s.config) add("config " + k, Cell(v));
+  for (const auto& [k, v] : s.config) {
+    // Long values (the op lists) are cut in the text; the machine value keeps them whole.
+    Cell cell(v);
+    if (cell.text.size() > 100) cell.text = cell.text.substr(0, 97) + "...";
+    add("config " + k, cell);
+  }
   add("ended", Cell(ending(s)));
   add("steps", s.steps ? Cell(fmt::format("{} ({} .. {})", s.steps, step_text(s.first_step), step_text(s.last_step)), s.steps)
                        : int_cell(0));
