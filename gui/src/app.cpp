@@ -49,7 +49,9 @@ void apply_style(float font_size) {
   style.CellPadding = ImVec2(7, 3);
   style.ScrollbarSize = 14;
   style.Colors[ImGuiCol_WindowBg] = ImVec4(0.10f, 0.105f, 0.12f, 1.0f);
-  style.Colors[ImGuiCol_ChildBg] = ImVec4(0.12f, 0.125f, 0.145f, 1.0f);
+  // Child windows are transparent (the one with a background pushes its own): under a software
+  // rasterizer every full-window layer costs, so the window background is glClear's colour.
+  style.Colors[ImGuiCol_ChildBg] = ImVec4(0, 0, 0, 0);
   style.Colors[ImGuiCol_TableRowBgAlt] = ImVec4(1, 1, 1, 0.035f);
   (void)font_size;
 }
@@ -143,6 +145,9 @@ int App::run() {
     }
     const auto frame_start = std::chrono::steady_clock::now();
     frame();
+    if (first_data_frame_ms_ == 0 && traces_.source() && traces_.source()->data()) {
+      first_data_frame_ms_ = ms_since(started_);
+    }
     const bool loading = traces_.any_loading();
     if (!loading && !loaded_once_) {
       loaded_once_ = true;
@@ -159,6 +164,7 @@ int App::run() {
 }
 
 void App::frame() {
+  frame_start_ = std::chrono::steady_clock::now();
   open_dropped();
   traces_.poll();
   ImGui_ImplOpenGL3_NewFrame();
@@ -170,10 +176,11 @@ void App::frame() {
   ImGui::NewFrame();
   draw_main_window();
   ImGui::Render();
+  last_build_ms_ = ms_since(frame_start_);
   int width = 0, height = 0;
   glfwGetFramebufferSize(window_, &width, &height);
   glViewport(0, 0, width, height);
-  glClearColor(0.08f, 0.085f, 0.1f, 1.0f);
+  glClearColor(0.10f, 0.105f, 0.12f, 1.0f);  // the main window's background (it draws none)
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 }
@@ -195,11 +202,14 @@ void App::draw_main_window() {
   ImGui::SetNextWindowSize(viewport->WorkSize);
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                                  ImGuiWindowFlags_NoResize | ImGuiWindowFlags_MenuBar |
-                                 ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings;
+                                 ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
+                                 ImGuiWindowFlags_NoBackground;
   ImGui::Begin("fpscope", nullptr, flags);
   draw_menu();
   const float list_width = std::max(250.0f, ImGui::GetFontSize() * 17.0f);
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(0.12f, 0.125f, 0.145f, 1.0f));
   ImGui::BeginChild("trace_list", ImVec2(list_width, 0), true);
+  ImGui::PopStyleColor();
   draw_trace_list_panel(traces_, selection_);
   ImGui::EndChild();
   ImGui::SameLine();
@@ -287,6 +297,7 @@ bool App::bench_step(double frame_ms) {
   const int i = static_cast<int>(bench_frame_ms_.size());
   scripted_pan_ = (i / 200) % 2 == 0 ? 0.03 : -0.03;
   bench_frame_ms_.push_back(frame_ms);
+  bench_build_ms_.push_back(last_build_ms_);
   if (static_cast<int>(bench_frame_ms_.size()) < options_.bench_frames + 3) return false;
   std::vector<double> t(bench_frame_ms_.begin() + 3, bench_frame_ms_.end());  // skip the tab switch
   std::sort(t.begin(), t.end());
@@ -294,13 +305,19 @@ bool App::bench_step(double frame_ms) {
   std::printf("fpscope-gui benchmark (%d frames panning the timeline, window %dx%d)\n", options_.bench_frames,
               options_.width, options_.height);
   for (const auto& doc : traces_.docs()) {
-    std::printf("  trace %-40s %s, loaded in %.0f ms\n", doc->name().c_str(),
-                doc->state() == LoadState::kReady ? "ready" : "failed", doc->load_seconds() * 1e3);
+    std::printf("  trace %-28s %s: reports drawable after %.0f ms, timeline and events after %.0f ms\n",
+                doc->name().c_str(), doc->state() == LoadState::kReady ? "ready" : "failed",
+                doc->first_data_seconds() * 1e3, doc->load_seconds() * 1e3);
   }
+  std::printf("  first frame with data    %8.1f ms after start (the window draws from the first frame on)\n",
+              first_data_frame_ms_);
   std::printf("  all traces loaded        %8.1f ms after start\n", load_ms_);
-  std::printf("  first frame with data    %8.1f ms after start\n", first_frame_ms_);
-  std::printf("  frame time  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", pct(0.5), pct(0.9),
-              pct(0.99), t.back());
+  std::printf("  frame time  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (built and rendered)\n", pct(0.5),
+              pct(0.9), pct(0.99), t.back());
+  t.assign(bench_build_ms_.begin() + 3, bench_build_ms_.end());
+  std::sort(t.begin(), t.end());
+  std::printf("  build time  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms  (ImGui frame, before OpenGL)\n",
+              pct(0.5), pct(0.9), pct(0.99), t.back());
   if (options_.dump_state) dump_state();
   return true;
 }

@@ -58,8 +58,12 @@ class App {
   int settled_frames_ = 0;
   bool loaded_once_ = false;
   double load_ms_ = 0;
-  double first_frame_ms_ = 0;
+  double first_frame_ms_ = 0;       // first benchmark frame
+  double first_data_frame_ms_ = 0;  // first frame drawn with the source's reports
   std::vector<double> bench_frame_ms_;
+  std::vector<double> bench_build_ms_;
+  std::chrono::steady_clock::time_point frame_start_;
+  double last_build_ms_ = 0;
   int exit_code_ = 0;
 };
 

@@ -99,12 +99,18 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   data->ranges = analysis::ranges(trace, analysis::RangeGrouping::LayerKernel, analysis::RoleFilter::Outputs);
   data->bounds = analysis::time_bounds(trace);
   data->seconds_reports = seconds_since(started);
+  {
+    auto early = std::make_shared<TraceData>(*data);  // the views draw the reports meanwhile
+    std::lock_guard lock(status.mutex);
+    status.partial = std::move(early);
+  }
 
   started = Clock::now();
   build_timeline(trace, *data, status);
   report(status, "events", 0.92);
   collect_events(*data);
   data->seconds_timeline = seconds_since(started);
+  data->complete = true;
   report(status, "done", 1.0);
   return data;
 }

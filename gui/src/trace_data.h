@@ -59,6 +59,9 @@ struct TraceData {
   // Seconds each stage took, for --dump-state and the benchmark.
   double seconds_open = 0, seconds_reports = 0, seconds_timeline = 0;
 
+  // False in the early snapshot published while the timeline index and the events are being read.
+  bool complete = false;
+
   bool still_running() const { return summary.state == analysis::RunState::InProgress; }
   // The step row of a step, or null.
   const analysis::StepRow* step_row(int64_t step) const;

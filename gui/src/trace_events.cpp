@@ -54,8 +54,8 @@ void add_nonfinite(TraceData& data) {
     const int64_t nan = as_int(row[10]), inf = as_int(row[11]), count = as_int(row[12]);
     e.amount = static_cast<double>(nan + inf);
     char buf[200];
-    std::snprintf(buf, sizeof buf, "first %s at index %lld%s; %lld NaN, %lld Inf of %lld", kind.c_str(),
-                  static_cast<long long>(as_int(row[3])), as_int(row[4]) ? " (origin: inputs were finite)" : "",
+    std::snprintf(buf, sizeof buf, "%sfirst %s at [%lld]; %lld NaN, %lld Inf of %lld",
+                  as_int(row[4]) ? "ORIGIN (inputs finite): " : "", kind.c_str(), static_cast<long long>(as_int(row[3])),
                   static_cast<long long>(nan), static_cast<long long>(inf), static_cast<long long>(count));
     e.detail = buf;
     data.events.push_back(std::move(e));

@@ -64,21 +64,37 @@ bool TraceDoc::poll(std::chrono::steady_clock::duration refresh_every) {
   }
   {
     std::lock_guard lock(job_->mutex);
-    if (!job_->done) return false;
+    if (!job_->done) return take_partial();
   }
-  const bool first = data_ == nullptr;
+  const bool first = state_ == LoadState::kLoading;
   if (job_->result) {
     data_ = job_->result;
     state_ = LoadState::kReady;
     error_.clear();
-    if (first) load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_->started).count();
+    if (first) {
+      load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_->started).count();
+      if (first_data_seconds_ == 0) first_data_seconds_ = load_seconds_;
+    }
   } else if (first) {
     state_ = LoadState::kFailed;
     error_ = job_->error;
+    data_.reset();  // an early snapshot of a trace that then failed is not shown
   }
   // A failed refresh keeps the last good snapshot: a trace being written may be briefly unreadable.
   job_.reset();
   last_read_ = std::chrono::steady_clock::now();
+  return true;
+}
+
+bool TraceDoc::take_partial() {
+  std::shared_ptr<const TraceData> partial;
+  {
+    std::lock_guard lock(job_->progress.mutex);
+    partial = std::move(job_->progress.partial);
+  }
+  if (!partial || state_ != LoadState::kLoading) return false;  // a refresh keeps its last full read
+  data_ = std::move(partial);
+  first_data_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_->started).count();
   return true;
 }
 

@@ -25,6 +25,8 @@ struct LoadStatus {
   std::atomic<bool> cancelled{false};
   std::mutex mutex;
   std::string stage;  // what the loader is doing, for the progress bar
+  // The reports, published before the timeline index is built so the views can start drawing.
+  std::shared_ptr<const TraceData> partial;
 };
 
 class TraceDoc {
@@ -43,6 +45,8 @@ class TraceDoc {
   // refresh builds the next one.
   const std::shared_ptr<const TraceData>& data() const { return data_; }
   bool refreshing() const { return job_ != nullptr && data_ != nullptr; }
+  // Seconds from opening to the first drawable snapshot (the reports), and to the complete one.
+  double first_data_seconds() const { return first_data_seconds_; }
   float progress() const;
   std::string stage() const;
   double load_seconds() const { return load_seconds_; }
@@ -54,6 +58,7 @@ class TraceDoc {
 
  private:
   struct Job;
+  bool take_partial();
   int id_;
   std::filesystem::path path_;
   LoadState state_ = LoadState::kLoading;
@@ -62,6 +67,7 @@ class TraceDoc {
   std::unique_ptr<Job> job_;
   std::chrono::steady_clock::time_point last_read_{};
   double load_seconds_ = 0;
+  double first_data_seconds_ = 0;
 };
 
 // analysis::compare() of the current source and target, computed on a background thread whenever
@@ -95,6 +101,7 @@ class TraceSet {
   void close(int id);
   // Collects finished loads and schedules refreshes; returns true when any snapshot changed.
   bool poll();
+  // True while any trace has not finished its first complete read.
   bool any_loading() const;
 
   const std::vector<std::unique_ptr<TraceDoc>>& docs() const { return docs_; }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "ui/format.h"
 #include "views/view.h"
@@ -59,7 +60,9 @@ class EventsView final : public View {
     std::vector<Source> now;
     for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
       const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
-      if (const TraceData* d = loaded(doc)) now.push_back({doc, d, i});
+      const TraceData* d = loaded(doc);
+      if (d && !d->complete) ImGui::TextDisabled("%s: reading events... %.0f%%", doc->name().c_str(), 100.0 * doc->progress());
+      if (d && d->complete) now.push_back({doc, d, i});
     }
     const bool same = now.size() == sources_.size() &&
                       std::equal(now.begin(), now.end(), sources_.begin(),
@@ -200,7 +203,9 @@ class EventsView final : public View {
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.kernel.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.layer.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
-    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_value(e.amount).c_str());
+    ImGui::TableNextColumn();
+    const bool whole = e.amount == std::floor(e.amount) && std::fabs(e.amount) < 1e15;
+    ImGui::TextUnformatted((whole ? format_count(static_cast<int64_t>(e.amount)) : format_value(e.amount)).c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.detail.c_str());
   }
 

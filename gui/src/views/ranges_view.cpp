@@ -155,7 +155,11 @@ class RangesView final : public View {
         const ImVec2 p1(p0.x + drawn_w, y0 + row_h);
         const ImU32 fill = v ? colors::exponent_scale(std::log2(*v), lo, hi) : IM_COL32(45, 45, 52, 255);
         dl->AddRectFilled(p0, ImVec2(p1.x - (drawn_w > 4 ? 1 : 0), p1.y - 1), fill);
-        if (v && std::log2(*v) > kF16MaxExp) dl->AddRect(p0, ImVec2(p1.x - 1, p1.y - 1), colors::kOverflow, 0, 0, 2.0f);
+        if (v && std::log2(*v) > kF16MaxExp) {  // a corner mark: beyond fp16's largest value
+          const float c = std::min(std::min(drawn_w, row_h) * 0.45f, 9.0f);
+          dl->AddTriangleFilled(ImVec2(p1.x - 1 - c, p0.y), ImVec2(p1.x - 1, p0.y), ImVec2(p1.x - 1, p0.y + c),
+                                colors::kOverflow);
+        }
         if (bad > 0) {
           const float r = std::min(drawn_w, row_h) * 0.22f;
           dl->AddCircleFilled(ImVec2((p0.x + p1.x) / 2, (p0.y + p1.y) / 2), std::max(r, 2.0f), colors::kNaN);
@@ -237,10 +241,17 @@ class RangesView final : public View {
     ImGui::TextDisabled("2^-133 .. 2^128");
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float h = ImGui::GetTextLineHeight();
-    ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + h, p.y + h), colors::kOverflow, 0, 0, 2.0f);
+    ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), IM_COL32(45, 45, 52, 255));
+    ImGui::GetWindowDrawList()->AddTriangleFilled(ImVec2(p.x + h * 0.45f, p.y), ImVec2(p.x + h, p.y),
+                                                  ImVec2(p.x + h, p.y + h * 0.55f), colors::kOverflow);
     ImGui::Dummy(ImVec2(h, h));
     ImGui::SameLine();
-    ImGui::TextDisabled("> fp16 max");
+    ImGui::TextDisabled("above fp16 max");
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddCircleFilled(ImVec2(q.x + h / 2, q.y + h / 2), 3.0f, colors::kNaN);
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine();
+    ImGui::TextDisabled("NaN/Inf present");
     ImGui::EndGroup();
   }
 

@@ -229,12 +229,14 @@ class SummaryView final : public View {
       for (int i = 0; i < columns; ++i) {
         ImGui::TableNextColumn();
         const std::string v = value_of(i, key);
-        // Settings that differ between the runs stand out.
+        // Settings that differ between the runs stand out; long lists (op lists) wrap.
+        ImGui::PushTextWrapPos(0);
         if (i > 0 && v != first) {
           ImGui::TextColored(colors::to_vec4(colors::kWarningText), "%s", v.c_str());
         } else {
           ImGui::TextUnformatted(v.c_str());
         }
+        ImGui::PopTextWrapPos();
       }
     }
     ImGui::TableNextRow();

@@ -82,7 +82,10 @@ class TimelineView final : public View {
     int index = 0;
     for (const auto& doc : ctx.traces.docs()) {
       const TraceData* d = loaded(doc.get());
-      if (d && d->bounds) {
+      if (d && !d->complete) {
+        ImGui::Text("%s: indexing the timeline... %.0f%%", doc->name().c_str(), 100.0 * doc->progress());
+      }
+      if (d && d->bounds && d->complete) {
         runs_.push_back(Run{doc.get(), d, d->bounds->first, index});
         total_ = std::max(total_, static_cast<double>(d->bounds->second - d->bounds->first));
       }
