@@ -12,6 +12,7 @@
 #include <fpscope/units.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -117,7 +118,7 @@ class TimelineView final : public View {
     ImGui::Checkbox("align runs at the selected step", &align_);
     ImGui::SameLine();
     if (ImGui::Button("Go to selection")) focus_selection(ctx.selection);
-    const float legend_w = ImGui::GetFontSize() * 25;
+    const float legend_w = ImGui::GetFontSize() * 26.5f;
     ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowContentRegionMax().x - legend_w));
     legend_chip(colors::kNaN, "NaN/Inf");
     legend_chip(colors::kScaleBackoff, "scale backoff");
@@ -336,7 +337,8 @@ class TimelineView final : public View {
                                [](const EventRow& e, double t) { return static_cast<double>(e.t_ns) < t; });
     const float h = lane_h_ - 3;
     const float mouse_x = ImGui::GetIO().MousePos.x;
-    float last_x = -1e9f;
+    std::array<float, 7> last_x;  // per kind: one mark a pixel, but every kind keeps its marks
+    last_x.fill(-1e9f);
     for (; it != events.end() && static_cast<double>(it->t_ns) < t1; ++it) {
       ImU32 color;
       switch (it->kind) {
@@ -348,9 +350,17 @@ class TimelineView final : public View {
         default: continue;  // overflow/underflow rows are too many to mark; the table lists them
       }
       const float x = x_of(static_cast<double>(it->t_ns - run.origin));
-      if (x - last_x < 1.0f && color != colors::kNaN) continue;
-      last_x = x;
-      dl->AddTriangleFilled(ImVec2(x - h * 0.35f, y + h), ImVec2(x + h * 0.35f, y + h), ImVec2(x, y + 2), color);
+      float& last = last_x[static_cast<size_t>(it->kind)];
+      if (x - last < 1.0f) continue;
+      last = x;
+      // Loss-scale changes point down from the top half, the rest up from the bottom, so a
+      // backoff and the skipped step at the same moment both show.
+      const bool scale_change = it->kind == EventRow::Kind::kBackoff || it->kind == EventRow::Kind::kGrowth;
+      if (scale_change) {
+        dl->AddTriangleFilled(ImVec2(x - h * 0.3f, y + 1), ImVec2(x + h * 0.3f, y + 1), ImVec2(x, y + h * 0.55f), color);
+      } else {
+        dl->AddTriangleFilled(ImVec2(x - h * 0.3f, y + h), ImVec2(x + h * 0.3f, y + h), ImVec2(x, y + h * 0.45f), color);
+      }
       if (hover && std::fabs(mouse_x - x) <= h * 0.4f) hover->event = &*it;
     }
   }
