@@ -52,6 +52,8 @@ std::vector<std::vector<std::string>> query(const fs::path& trace, const std::st
 class FpscopeRun : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (!fs::exists(fs::path(FPSCOPE_TEST_DATA_DIR) / "train-images-idx3-ubyte.gz"))
+      GTEST_SKIP() << "FashionMNIST is not in " << FPSCOPE_TEST_DATA_DIR << " (scripts/install-deps.sh)";
     dir_ = fs::temp_directory_path() / ("fpscope-inject-run-" + std::to_string(getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);

@@ -53,6 +53,8 @@ std::vector<double> losses_of(const fs::path& metrics) {
 class MptrainTraced : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (!fs::exists(fs::path(FPSCOPE_TEST_DATA_DIR) / "train-images-idx3-ubyte.gz"))
+      GTEST_SKIP() << "FashionMNIST is not in " << FPSCOPE_TEST_DATA_DIR << " (scripts/install-deps.sh)";
     dir_ = fs::temp_directory_path() / ("fpscope-inject-e2e-" + std::to_string(getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
