@@ -5,8 +5,6 @@
 // caller's stream, and returns. poll() hands over every slot whose event has completed (or, with
 // wait, every slot), converting on the host with fpscope_stats' finalize(). Slots are reused;
 // the pool grows when all are in flight. One mutex guards the pool; callbacks run without it.
-#include <cuda_runtime.h>
-
 #include <deque>
 #include <memory>
 #include <mutex>

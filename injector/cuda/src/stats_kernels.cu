@@ -102,9 +102,9 @@ cudaError_t queue_reduction(const void* data, size_t n, const StatsParams& param
   cudaError_t e = cudaMemsetAsync(result->hist, 0, sizeof(result->hist), stream);
   if (e != cudaSuccess) return e;
   int blocks = scan_blocks(n);
-  scan_kernel<<<blocks, kScanThreads, 0, stream>>>(data, n, params, partials, result);
+  FPSCOPE_LAUNCH(scan_kernel, blocks, kScanThreads, stream)(data, n, params, partials, result);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  combine_kernel<<<1, kScanThreads, 0, stream>>>(data, params.bytes, partials, blocks, result);
+  FPSCOPE_LAUNCH(combine_kernel, 1, kScanThreads, stream)(data, params.bytes, partials, blocks, result);
   return cudaGetLastError();
 }
 

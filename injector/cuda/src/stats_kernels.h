@@ -2,9 +2,16 @@
 // stats_kernels.cu.
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <cstddef>
+
+#if defined(MPT_HOST_EMULATION)
+/* Tests run the kernels on the host through this shim (tests/reference_trainer/cuda/emulation). */
+#include "host_emulation.h"
+#define FPSCOPE_LAUNCH(kernel, blocks, threads, stream) ::mpt_emulation::launcher(kernel, blocks, threads)
+#else
+#include <cuda_runtime.h>
+#define FPSCOPE_LAUNCH(kernel, blocks, threads, stream) kernel<<<(blocks), (threads), 0, (stream)>>>
+#endif
 
 #include "stats_element.h"
 

@@ -47,8 +47,9 @@ namespace mpt_emulation {
 
 inline thread_local uint3 t_thread_idx, t_block_idx;
 inline thread_local dim3 t_block_dim, t_grid_dim;
+inline thread_local unsigned t_shuffles = 0;                 // shuffles of this thread in its block
 inline std::barrier<>* g_block_barrier = nullptr;           // of the block running now
-inline std::vector<unsigned char> g_exchange(1024 * 8);     // warp shuffle slots, 8 bytes a thread
+inline std::vector<unsigned char> g_exchange(2 * 1024 * 8); // warp shuffle slots, 8 bytes a thread
 
 /* A fixed set of host threads standing in for the threads of one block. A launch hands every
  * thread index the same job; each runs the grid's blocks in order, meeting the others at a barrier
@@ -121,6 +122,7 @@ struct Launcher {
       t_grid_dim = grid;
       for (unsigned b = 0; b < grid.x; ++b) {
         t_block_idx = uint3{b, 0, 0};
+        t_shuffles = 0;  // the threads of a block count their shuffles together
         kernel(args...);
         barrier.arrive_and_wait();  // the next block starts when this one has finished
       }
@@ -144,18 +146,20 @@ Launcher<Kernel> launcher(Kernel kernel, dim3 blocks, dim3 threads) {
 
 inline void __syncthreads() { mpt_emulation::g_block_barrier->arrive_and_wait(); }
 
-/* The value of lane (lane + offset) of this thread's warp, or its own past the warp's end. */
+/* The value of lane (lane + offset) of this thread's warp, or its own past the warp's end. Two
+ * exchange buffers used in turn need one barrier per call: a thread cannot write a buffer again
+ * before every thread has passed the next call's barrier, which follows its read. */
 template <typename T>
 T __shfl_down_sync(unsigned /*mask*/, T v, int offset) {
   static_assert(sizeof(T) <= 8);
+  unsigned char* buffer = &mpt_emulation::g_exchange[(mpt_emulation::t_shuffles++ % 2) * 8 * 1024];
   unsigned t = threadIdx.x, lane = t % 32;
-  std::memcpy(&mpt_emulation::g_exchange[8 * t], &v, sizeof(T));
+  std::memcpy(buffer + 8 * t, &v, sizeof(T));
   __syncthreads();
   T out = v;
   if (lane + static_cast<unsigned>(offset) < 32 && t + offset < blockDim.x) {
-    std::memcpy(&out, &mpt_emulation::g_exchange[8 * (t + offset)], sizeof(T));
+    std::memcpy(&out, buffer + 8 * (t + offset), sizeof(T));
   }
-  __syncthreads();
   return out;
 }
 
@@ -170,7 +174,8 @@ inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz(static_cast<unsigne
 
 // [SECTION] runtime
 
-enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2,
+                   cudaErrorNotReady = 600 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 using cudaStream_t = void*;
@@ -191,6 +196,27 @@ inline cudaError_t cudaMemset(void* p, int v, size_t n) { std::memset(p, v, n); 
 inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
 inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) {
   std::memmove(d, s, n);
+  return cudaSuccess;
+}
+
+// Events complete at once (every launch has finished when it returns); all memory is "device".
+struct CUevent_st {};
+using cudaEvent_t = CUevent_st*;
+inline constexpr unsigned cudaEventDisableTiming = 2;
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2,
+                      cudaMemoryTypeManaged = 3 };
+struct cudaPointerAttributes {
+  cudaMemoryType type = cudaMemoryTypeDevice;
+};
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = new CUevent_st; return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+inline cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void*) {
+  *a = cudaPointerAttributes{};
   return cudaSuccess;
 }
 
