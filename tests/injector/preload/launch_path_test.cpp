@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fpscope/ring.h"
@@ -82,11 +84,11 @@ int update_scale(const mpt_launch_desc* d) {
 
 class LaunchPath : public ::testing::Test {
  protected:
-  void start(Options options) {
+  void start(Options options, uint64_t ring_slots = 1 << 14) {
     static int serial = 0;
     const std::string name = "/fpscope-inject-test-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
     std::string error;
-    consumer_ = RingConsumer::create(name, 1 << 14, &error);
+    consumer_ = RingConsumer::create(name, ring_slots, &error);
     ASSERT_TRUE(consumer_) << error;
     auto producer = RingProducer::attach(name.c_str(), &error);
     ASSERT_TRUE(producer) << error;
@@ -500,6 +502,47 @@ TEST_F(LaunchPath, TrapStopsAtTheFirstOriginWithSigtrap) {
             "fpscope: trap: first NaN made by copy_with_nan (layer fc1, step 12, phase forward) in fc1.out at "
             "index 17");
   EXPECT_EQ(t.count(RecordType::Launch), 2u);  // nothing ran after the trap
+}
+
+TEST_F(LaunchPath, ConcurrentLaunchesKeepEachLaunchsRecordsTogether) {
+  start(Options{}, 1 << 16);
+  constexpr int kThreads = 4, kLaunches = 150;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([this, i] {
+      std::vector<float> x(64, static_cast<float>(i + 1)), y(64);
+      const std::string in = "x" + std::to_string(i), out = "y" + std::to_string(i);
+      for (int n = 0; n < kLaunches; ++n)
+        launch("scale2", {tensor(x.data(), MPT_DTYPE_F32, {64}, in.c_str())},
+               {tensor(y.data(), MPT_DTYPE_F32, {64}, out.c_str())}, scale2);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const DecodedTrace& t = drain();
+  std::set<uint64_t> seqs;
+  uint64_t current = 0;
+  uint32_t current_thread = 0;
+  for (const auto& r : t.records) {
+    const auto* h = reinterpret_cast<const wire::RecordHeader*>(r.data());
+    if (h->type == RecordType::Launch) {
+      wire::LaunchRecord l;
+      std::memcpy(&l, r.data(), sizeof l);
+      EXPECT_TRUE(seqs.insert(l.seq).second);
+      current = l.seq;
+      current_thread = h->thread;
+    } else if (h->type == RecordType::TensorStats) {
+      wire::TensorStatsRecord s;
+      std::memcpy(&s, r.data(), sizeof s);
+      ASSERT_EQ(s.seq, current);  // nothing of another launch in between
+      ASSERT_EQ(h->thread, current_thread);
+      // Each thread's tensors hold its own value: the name and the statistics agree.
+      const int owner = std::stoi(t.text(s.name).substr(1));
+      EXPECT_EQ(s.max, (s.role == wire::Role::Input ? 1.0 : 2.0) * (owner + 1));
+    }
+  }
+  EXPECT_EQ(seqs.size(), size_t{kThreads * kLaunches});
+  EXPECT_EQ(*seqs.rbegin(), uint64_t{kThreads * kLaunches});
+  EXPECT_EQ(t.count(RecordType::TensorStats), size_t{2 * kThreads * kLaunches});
 }
 
 // A stand-in for libfpscope_gpu.so: "device" pointers are host memory; each result is computed
