@@ -610,6 +610,26 @@ const KernelEntry kKernels[] = {
 
 // [SECTION] public interface
 
+namespace {
+
+/* Scratch buffers come from the stream-ordered allocator's default pool. Its default release
+ * threshold (0) hands memory back to the driver at every synchronisation, and a trainer
+ * synchronises every step, so each step would allocate afresh; keep what was allocated instead. */
+void keep_scratch_pool() {
+  int device = 0;
+  cudaMemPool_t pool;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  uint64_t keep_all = UINT64_MAX;
+  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) != cudaSuccess) {
+    cudaGetLastError();
+  }
+}
+
+}  // namespace
+
 bool available(std::string* why) {
   static std::once_flag once;
   static bool usable = false;
@@ -625,6 +645,7 @@ bool available(std::string* why) {
       reason = "no CUDA device present";
     } else {
       usable = true;
+      keep_scratch_pool();
     }
   });
   if (!usable && why) *why = reason;

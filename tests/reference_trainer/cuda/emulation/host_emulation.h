@@ -199,6 +199,16 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyK
   return cudaSuccess;
 }
 
+struct CUmemPool_st {};
+using cudaMemPool_t = CUmemPool_st*;
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int) {
+  static CUmemPool_st the_pool;
+  *pool = &the_pool;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+
 // Events complete at once (every launch has finished when it returns); all memory is "device".
 struct CUevent_st {};
 using cudaEvent_t = CUevent_st*;
