@@ -4,6 +4,8 @@
 // device launches reject bad arguments as the CPU does.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <fstream>
 #include <regex>
 #include <set>
@@ -57,6 +59,49 @@ TEST(CudaMatchesCpu, EveryKernelCase) {
     ++compared;
   }
   std::printf("compared %d cases on the GPU\n", compared);
+}
+
+/* Work goes on the launch's stream: after synchronising that stream alone, the results are there.
+ * (A cuBLAS product and a pointwise kernel, so both paths take the stream.) */
+TEST(CudaStreams, LaunchesRunOnTheGivenStream) {
+  if (!gpu_present()) GTEST_SKIP() << "skipped: no GPU";
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::mt19937 rng(3);
+  TensorSpec x = random_floats("x", MPT_DTYPE_F16, {8, 16}, rng), w = random_floats("w", MPT_DTYPE_F16, {4, 16}, rng);
+  TensorSpec b = random_floats("b", MPT_DTYPE_F16, {4}, rng);
+  std::vector<void*> device;
+  auto upload = [&](const TensorSpec& t) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, t.bytes.size()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    device.push_back(p);
+    mpt_tensor m{};
+    m.data = p;
+    m.ndim = static_cast<int32_t>(t.shape.size());
+    for (size_t i = 0; i < t.shape.size(); ++i) m.shape[i] = t.shape[i];
+    m.dtype = t.dtype;
+    m.device = MPT_DEVICE_CUDA;
+    return m;
+  };
+  TensorSpec y_spec = output("y", MPT_DTYPE_F32, {8, 4}), r_spec = output("r", MPT_DTYPE_F32, {8, 4});
+  mpt_tensor in[3] = {upload(x), upload(w), upload(b)}, y = upload(y_spec), r = upload(r_spec);
+  mpt_launch_desc linear{MPT_ABI_VERSION, 0, "linear_forward", in, 3, 1, &y, nullptr, 0, 0, stream};
+  ASSERT_EQ(mpt_launch(&linear), MPT_OK) << mpt_last_error();
+  mpt_launch_desc relu{MPT_ABI_VERSION, 0, "relu_forward", &y, 1, 1, &r, nullptr, 0, 0, stream};
+  ASSERT_EQ(mpt_launch(&relu), MPT_OK) << mpt_last_error();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<uint8_t> got(r_spec.bytes.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), r.data, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  LaunchSpec cpu_linear{"linear_forward", {x, w, b}, {y_spec}, {}};
+  LaunchResult cpu = run_launch(cpu_linear, MPT_DEVICE_CPU);
+  ASSERT_EQ(cpu.status, MPT_OK) << cpu.error;
+  LaunchSpec cpu_relu{"relu_forward", {floats("y", MPT_DTYPE_F32, {8, 4}, {})}, {r_spec}, {}};
+  cpu_relu.inputs[0].bytes = cpu.outputs[0];
+  LaunchResult expected = run_launch(cpu_relu, MPT_DEVICE_CPU);
+  EXPECT_EQ(compare_close(r_spec, got, expected.outputs[0], 1e-4, 1e-4), "");
+  for (void* p : device) cudaFree(p);
+  cudaStreamDestroy(stream);
 }
 
 TEST(CudaErrors, HostTensorInADeviceLaunchIsRejected) {
