@@ -457,6 +457,8 @@ int64_t write_trace(const std::string& path, const Options& options) {
     }
     exec(db, "COMMIT");
     if (options.finalize) {
+      // The summaries sort every tensor record once: keep the sorter in memory where it fits.
+      exec(db, "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -1048576;");
       exec(db, "BEGIN");
       exec(db, kTraceFinalizeSql);
       exec(db, "COMMIT");
