@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end test of fpscope-gui under a virtual X server.
+"""End-to-end test of fpscope-gui under a virtual X server (one Xvfb for the whole test).
 
 Makes a small trace pair (a traced training run when the trainer and collector are built, or a
 synthetic trace from fpscope-gen-trace), then renders every view with --screenshot for one trace
@@ -10,6 +10,7 @@ beside a good trace and checks that the window reports each error and keeps the 
 Only the standard library is used: PNGs are decoded with zlib here.
 """
 import argparse
+import atexit
 import os
 import shutil
 import sqlite3
@@ -99,9 +100,27 @@ def check_image(path):
     return width, height, rows
 
 
+def start_xvfb(xvfb):
+    """Starts Xvfb on a display it chooses itself (-displayfd: no race with other X servers) and
+    points DISPLAY at it for the GUI runs of this test."""
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([xvfb, "-displayfd", str(write_end), "-screen", "0", "%dx%dx24" % (WIDTH + 64, HEIGHT + 64),
+                             "-nolisten", "tcp"], pass_fds=(write_end,), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    os.close(write_end)
+    atexit.register(proc.terminate)
+    number = b""
+    while not number.endswith(b"\n"):
+        chunk = os.read(read_end, 16)
+        if not chunk:
+            fail("Xvfb exited before it opened a display")
+        number += chunk
+    os.close(read_end)
+    os.environ["DISPLAY"] = ":" + number.decode().strip()
+
+
 def screenshot(args, view, traces, out, expect_rc=0, extra=()):
-    cmd = [args.xvfb_run, "-a", "-s", "-screen 0 %dx%dx24" % (WIDTH + 64, HEIGHT + 64), args.gui,
-           "--screenshot", out, "--view", view, "--size", "%dx%d" % (WIDTH, HEIGHT), *extra, *traces]
+    cmd = [args.gui, "--screenshot", out, "--view", view, "--size", "%dx%d" % (WIDTH, HEIGHT), *extra, *traces]
     return run(cmd, expect_rc)
 
 
@@ -177,7 +196,7 @@ def check_command_line(args):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--gui", required=True)
-    parser.add_argument("--xvfb-run", required=True)
+    parser.add_argument("--xvfb", required=True, help="the Xvfb server binary")
     parser.add_argument("--gen-trace")
     parser.add_argument("--fpscope")
     parser.add_argument("--mptrain")
@@ -188,6 +207,7 @@ def main():
         fail("need --gen-trace, or --fpscope and --mptrain")
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
+    start_xvfb(args.xvfb)
     check_command_line(args)
     fp32, fp16 = make_traces(args, args.work)
     check_views(args, args.work, [fp16], "single")

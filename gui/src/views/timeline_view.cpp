@@ -121,18 +121,23 @@ class TimelineView final : public View {
     const float legend_w = ImGui::GetFontSize() * 26.5f;
     ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowContentRegionMax().x - legend_w));
     legend_chip(colors::kNaN, "NaN/Inf");
-    legend_chip(colors::kScaleBackoff, "scale backoff");
-    legend_chip(colors::kScaleGrowth, "scale growth");
+    legend_chip(colors::kScaleBackoff, "scale backoff", true, true);
+    legend_chip(colors::kScaleGrowth, "scale growth", true, true);
     legend_chip(colors::kSkipped, "skipped", false);
     ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   visible %s of %s",
                         format_duration(v1_ - v0_).c_str(), format_duration(total_).c_str());
   }
 
-  static void legend_chip(ImU32 color, const char* label, bool same_line = true) {
+  static void legend_chip(ImU32 color, const char* label, bool same_line = true, bool down = false) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float h = ImGui::GetTextLineHeight();
-    ImGui::GetWindowDrawList()->AddTriangleFilled(ImVec2(p.x, p.y + h), ImVec2(p.x + h * 0.8f, p.y + h),
-                                                  ImVec2(p.x + h * 0.4f, p.y + 2), color);
+    if (down) {
+      ImGui::GetWindowDrawList()->AddTriangleFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + h * 0.8f, p.y + 2),
+                                                    ImVec2(p.x + h * 0.4f, p.y + h), color);
+    } else {
+      ImGui::GetWindowDrawList()->AddTriangleFilled(ImVec2(p.x, p.y + h), ImVec2(p.x + h * 0.8f, p.y + h),
+                                                    ImVec2(p.x + h * 0.4f, p.y + 2), color);
+    }
     ImGui::Dummy(ImVec2(h, h));
     ImGui::SameLine(0, 4);
     ImGui::TextUnformatted(label);
