@@ -87,23 +87,28 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   report(status, "summary", 0.3);
   data->summary = analysis::summary(trace);
   data->nonfinite = analysis::nonfinite(trace);
-  report(status, "steps and loss scale", 0.34);
+  report(status, "loss scale", 0.34);
   data->loss_scale = analysis::loss_scale(trace);
-  data->steps = analysis::steps(trace);
-  report(status, "memory", 0.37);
+  report(status, "memory", 0.36);
   data->memory = analysis::memory(trace, 12);
-  data->memory_over_time = analysis::memory_timeline(trace, 4000);
-  report(status, "value ranges", 0.4);
-  data->layer_steps = analysis::layer_step_ranges(trace);
-  data->layers = layers_in_order(data->layer_steps);
+  report(status, "value ranges", 0.38);
   data->ranges = analysis::ranges(trace, analysis::RangeGrouping::LayerKernel, analysis::RoleFilter::Outputs);
   data->bounds = analysis::time_bounds(trace);
-  data->seconds_reports = seconds_since(started);
   {
-    auto early = std::make_shared<TraceData>(*data);  // the views draw the reports meanwhile
+    // The headline reports answer from the summary tables at once; the window draws them while
+    // the per-step series, the heat map, the timeline index and the events are read.
+    auto early = std::make_shared<TraceData>(*data);
     std::lock_guard lock(status.mutex);
     status.partial = std::move(early);
   }
+  report(status, "steps", 0.4);
+  data->steps = analysis::steps(trace);
+  report(status, "memory over time", 0.42);
+  data->memory_over_time = analysis::memory_timeline(trace, 4000);
+  report(status, "layer ranges by step", 0.44);
+  data->layer_steps = analysis::layer_step_ranges(trace);
+  data->layers = layers_in_order(data->layer_steps);
+  data->seconds_reports = seconds_since(started);
 
   started = Clock::now();
   build_timeline(trace, *data, status);

@@ -117,8 +117,12 @@ void TraceSet::close(int id) {
 bool TraceSet::poll() {
   bool changed = false;
   for (auto& doc : docs_) changed |= doc->poll(std::chrono::seconds(2));
+  // Compared once both reads are complete (an early snapshot would make it compare twice).
   static const std::shared_ptr<const TraceData> none;
-  comparison_.update(source() ? source()->data() : none, target() ? target()->data() : none);
+  auto complete = [](const TraceDoc* d) -> const std::shared_ptr<const TraceData>& {
+    return d && d->data() && d->data()->complete ? d->data() : none;
+  };
+  comparison_.update(complete(source()), complete(target()));
   return changed;
 }
 

@@ -55,7 +55,7 @@ class LossView final : public View {
     for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
       const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
       const TraceData* d = loaded(doc);
-      if (!d) continue;
+      if (!d || draw_still_reading(*doc, "the steps")) continue;
       Series s{doc, d, i, {}, {}, {}, {}};
       for (const auto& row : d->steps) {
         s.steps.push_back(static_cast<double>(row.step));

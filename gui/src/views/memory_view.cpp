@@ -180,6 +180,12 @@ class MemoryView final : public View {
   }
 
   void draw_run_over_time(ViewContext& ctx, const TraceDoc& doc, int index, plot::Range bytes, float width) {
+    ImGui::BeginGroup();
+    if (!draw_still_reading(doc, "memory over time")) draw_run_plot(ctx, doc, index, bytes, width);
+    ImGui::EndGroup();
+  }
+
+  void draw_run_plot(ViewContext& ctx, const TraceDoc& doc, int index, plot::Range bytes, float width) {
     const TraceData& d = *doc.data();
     const int64_t origin = d.bounds ? d.bounds->first : 0;
     std::vector<double> t, total;

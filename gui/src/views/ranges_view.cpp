@@ -77,8 +77,9 @@ class RangesView final : public View {
     std::vector<std::pair<const TraceDoc*, int>> runs;
     for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
       const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
-      if (loaded(doc)) runs.push_back({doc, i});
+      if (loaded(doc) && !draw_still_reading(*doc, "layer ranges by step")) runs.push_back({doc, i});
     }
+    if (runs.empty()) return;
     const float map_h = ImGui::GetContentRegionAvail().y * 0.46f;
     const float bar_w = ImGui::GetFontSize() * 12.5f;
     const float map_w = (ImGui::GetContentRegionAvail().x - bar_w) / static_cast<float>(runs.size()) - 8;

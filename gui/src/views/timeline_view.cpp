@@ -95,6 +95,7 @@ class TimelineView final : public View {
     }
     total_ = std::max(total_, 1000.0);
     align_at_step(ctx.selection);
+    if (runs_.empty()) return;  // the first fit waits for an indexed run
     if (!(v1_ > v0_) || fit_pending_) {
       v0_ = -0.01 * total_;
       v1_ = total_ * 1.01;
@@ -293,23 +294,47 @@ class TimelineView final : public View {
     const auto& sel = ctx.selection;
     const bool kernels = lane.kind == TimeLane::Kind::kKernels;
     const TimelineIndex& index = run.data->timeline;
-    float last_x1 = -1e9f;
+    // Neighbouring blocks narrower than two pixels are coalesced into one rectangle: a dense run
+    // looks the same and costs one rectangle instead of one per block (llvmpipe fills every one).
+    struct Pending {
+      float x0 = 0, x1 = 0;
+      ImU32 fill = 0;
+      uint8_t flags = 0;
+      bool open = false;
+    } pend;
+    auto flush = [&] {
+      if (!pend.open) return;
+      dl->AddRectFilled(ImVec2(pend.x0, y + 1), ImVec2(pend.x1, y + 1 + h), pend.fill);
+      if (pend.flags & TimeSpan::kNonfinite) dl->AddRect(ImVec2(pend.x0, y + 1), ImVec2(pend.x1, y + 1 + h), colors::kNaN, 0, 0, 2.0f);
+      pend.open = false;
+    };
     for (; i < blocks.size() && static_cast<double>(blocks[i].start) < t1; ++i) {
       const TimeBlock& b = blocks[i];
-      float x0 = x_of(static_cast<double>(b.start - run.origin));
-      float x1 = std::max(x0 + 1.0f, x_of(static_cast<double>(b.end - run.origin)));
-      if (x1 <= last_x1 && x1 - x0 <= 1.0f) continue;  // already covered by the previous pixel
-      last_x1 = x1;
-      x0 = std::max(x0, left_);
-      x1 = std::min(x1, right_);
+      const float x0 = std::max(left_, x_of(static_cast<double>(b.start - run.origin)));
+      const float x1 = std::min(right_, std::max(x0 + 1.0f, x_of(static_cast<double>(b.end - run.origin))));
       ImU32 fill = colors::for_name(index.name(b.name), b.count > 1 ? 0.3f : 0.55f, b.count > 1 ? 0.6f : 0.72f);
       if (b.flags & TimeSpan::kFailed) fill = colors::kErrorText;
-      dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + 1 + h), fill);
-      if (b.flags & TimeSpan::kNonfinite) {
-        dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + 1 + h), colors::kNaN, 0, 0, 2.0f);
+      if (hover && mouse_x >= x0 - 1 && mouse_x <= x1 + 1) {
+        hover->doc = run.doc;
+        hover->lane = &lane;
+        hover->block = &b;
       }
-      const bool selected = b.count == 1 && is_selected(sel, run, lane, lane.spans[b.first]);
-      if (selected) dl->AddRect(ImVec2(x0 - 1, y), ImVec2(x1 + 1, y + h + 2), colors::kSelection, 0, 0, 2.0f);
+      if (b.count == 1 && is_selected(sel, run, lane, lane.spans[b.first])) {
+        dl->AddRect(ImVec2(x0 - 2, y), ImVec2(x1 + 2, y + h + 2), colors::kSelection, 0, 0, 2.0f);
+      }
+      const bool narrow = x1 - x0 < 2.0f;
+      if (narrow && pend.open && x0 <= pend.x1 + 0.5f) {
+        pend.x1 = std::max(pend.x1, x1);
+        pend.flags |= b.flags;
+        continue;
+      }
+      flush();
+      if (narrow) {
+        pend = Pending{x0, x1, fill, b.flags, true};
+        continue;
+      }
+      dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + 1 + h), fill);
+      if (b.flags & TimeSpan::kNonfinite) dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + 1 + h), colors::kNaN, 0, 0, 2.0f);
       if (x1 - x0 > 30) {
         const std::string& label = index.name(b.name);
         const std::string text =
@@ -318,12 +343,8 @@ class TimelineView final : public View {
         dl->AddText(ImVec2(x0 + 3, y + 3), colors::contrast_text(fill), text.c_str());
         dl->PopClipRect();
       }
-      if (hover && mouse_x >= x0 - 1 && mouse_x <= x1 + 1) {
-        hover->doc = run.doc;
-        hover->lane = &lane;
-        hover->block = &b;
-      }
     }
+    flush();
   }
 
   bool is_selected(const Selection& sel, const Run& run, const TimeLane& lane, const TimeSpan& s) const {

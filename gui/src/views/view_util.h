@@ -37,6 +37,15 @@ inline bool draw_empty_state(const TraceSet& traces) {
   return true;
 }
 
+// With the early snapshot of a trace (reports only), says what is still being read; true then.
+inline bool draw_still_reading(const TraceDoc& doc, const char* what) {
+  const TraceData* d = loaded(&doc);
+  if (!d || d->complete) return false;
+  ImGui::TextDisabled("%s: reading %s... (%s, %.0f%%)", doc.name().c_str(), what, doc.stage().c_str(),
+                      100.0 * doc.progress());
+  return true;
+}
+
 inline void heading(const char* text) {
   ImGui::Spacing();
   ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.62f, 0.78f, 1.0f, 1.0f));
