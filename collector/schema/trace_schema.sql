@@ -140,6 +140,56 @@ CREATE TABLE dumps (
   path      TEXT NOT NULL          -- relative to the trace's folder
 );
 
+-- Device activity from CUPTI, for CUDA programs (empty otherwise). Times are the traced process's
+-- monotonic clock; correlation_id is CUPTI's, shared with the runtime call that caused the activity.
+CREATE TABLE cuda_kernels (
+  id             INTEGER PRIMARY KEY,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  name_id        INTEGER NOT NULL REFERENCES strings(id),
+  correlation_id INTEGER NOT NULL,
+  device         INTEGER NOT NULL,
+  stream         INTEGER NOT NULL,
+  grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL, grid_z INTEGER NOT NULL,
+  block_x INTEGER NOT NULL, block_y INTEGER NOT NULL, block_z INTEGER NOT NULL
+);
+
+CREATE TABLE cuda_memcpy (
+  id             INTEGER PRIMARY KEY,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  bytes          INTEGER NOT NULL,
+  kind           TEXT NOT NULL,      -- 'htod', 'dtoh', 'dtod', 'htoh', 'ptop', ... or 'unknown'
+  src_kind       INTEGER NOT NULL,   -- CUpti_ActivityMemoryKind
+  dst_kind       INTEGER NOT NULL,
+  correlation_id INTEGER NOT NULL,
+  device         INTEGER NOT NULL,
+  stream         INTEGER NOT NULL
+);
+
+CREATE TABLE cuda_memset (
+  id             INTEGER PRIMARY KEY,
+  start_ns       INTEGER NOT NULL,
+  end_ns         INTEGER NOT NULL,
+  bytes          INTEGER NOT NULL,
+  value          INTEGER NOT NULL,
+  correlation_id INTEGER NOT NULL,
+  device         INTEGER NOT NULL,
+  stream         INTEGER NOT NULL
+);
+
+-- Device memory allocated and released, as the driver saw it (whatever allocated it).
+CREATE TABLE cuda_memory (
+  id          INTEGER PRIMARY KEY,
+  t_ns        INTEGER NOT NULL,
+  kind        TEXT NOT NULL,         -- 'alloc' or 'free'
+  bytes       INTEGER NOT NULL,
+  address     INTEGER NOT NULL,
+  memory_kind INTEGER NOT NULL,      -- CUpti_ActivityMemoryKind
+  device      INTEGER NOT NULL,
+  stream      INTEGER NOT NULL
+);
+
 CREATE INDEX tensors_by_kernel ON tensors(kernel_id);
 CREATE INDEX kernels_by_step ON kernels(step);
 CREATE INDEX nonfinite_by_kernel ON nonfinite(kernel_id);

@@ -56,6 +56,13 @@ const char* nonfinite_kind_name(wire::NonfiniteKind k) {
   return "nan";
 }
 
+// CUpti_ActivityMemcpyKind's names, by value.
+const char* memcpy_kind_name(uint8_t kind) {
+  static const char* const kNames[] = {"unknown", "htod", "dtoh", "htoa", "atoh", "atoa",
+                                       "atod",    "dtoa", "dtod", "htoh", "ptop"};
+  return kind < sizeof kNames / sizeof kNames[0] ? kNames[kind] : "unknown";
+}
+
 const char* scale_event_name(wire::ScaleEvent e) {
   switch (e) {
     case wire::ScaleEvent::Growth: return "growth";
@@ -103,6 +110,10 @@ void TraceWriter::Impl::dispatch(const wire::RecordHeader* h) {
     case T::Text: if ((ok = view<wire::TextRecord>(h))) on_text(*view<wire::TextRecord>(h)); break;
     case T::Dump: if ((ok = view<wire::DumpRecord>(h))) on_dump(*view<wire::DumpRecord>(h)); break;
     case T::Trap: if ((ok = view<wire::TrapRecord>(h))) on_trap(*view<wire::TrapRecord>(h)); break;
+    case T::CudaKernel: if ((ok = view<wire::CudaKernelRecord>(h))) on_cuda_kernel(*view<wire::CudaKernelRecord>(h)); break;
+    case T::CudaMemcpy: if ((ok = view<wire::CudaMemcpyRecord>(h))) on_cuda_memcpy(*view<wire::CudaMemcpyRecord>(h)); break;
+    case T::CudaMemset: if ((ok = view<wire::CudaMemsetRecord>(h))) on_cuda_memset(*view<wire::CudaMemsetRecord>(h)); break;
+    case T::CudaMemory: if ((ok = view<wire::CudaMemoryRecord>(h))) on_cuda_memory(*view<wire::CudaMemoryRecord>(h)); break;
     default: ++counts.unknown_records; break;
   }
   if (!ok) ++counts.malformed_records;
@@ -490,6 +501,71 @@ void TraceWriter::Impl::on_scalar(const wire::ScalarRecord& r) {
   st.run();
   row_written();
   ++counts.scalars;
+}
+
+// [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------
+
+void TraceWriter::Impl::on_cuda_kernel(const wire::CudaKernelRecord& r) {
+  sql::Statement& st = insert_cuda_kernel;
+  st.bind(1, r.start_ns);
+  st.bind(2, r.end_ns);
+  st.bind(3, string_or_empty(r.name));
+  st.bind(4, r.correlation_id);
+  st.bind(5, r.device);
+  st.bind(6, r.stream);
+  for (int i = 0; i < 3; ++i) st.bind(7 + i, r.grid[i]);
+  for (int i = 0; i < 3; ++i) st.bind(10 + i, r.block[i]);
+  st.run();
+  row_written();
+  ++counts.cuda_activity;
+}
+
+void TraceWriter::Impl::on_cuda_memcpy(const wire::CudaMemcpyRecord& r) {
+  sql::Statement& st = insert_cuda_memcpy;
+  st.bind(1, r.start_ns);
+  st.bind(2, r.end_ns);
+  st.bind(3, r.bytes);
+  st.bind(4, std::string_view(memcpy_kind_name(r.copy_kind)));
+  st.bind(5, uint32_t{r.src_kind});
+  st.bind(6, uint32_t{r.dst_kind});
+  st.bind(7, r.correlation_id);
+  st.bind(8, r.device);
+  st.bind(9, r.stream);
+  st.run();
+  row_written();
+  ++counts.cuda_activity;
+}
+
+void TraceWriter::Impl::on_cuda_memset(const wire::CudaMemsetRecord& r) {
+  sql::Statement& st = insert_cuda_memset;
+  st.bind(1, r.start_ns);
+  st.bind(2, r.end_ns);
+  st.bind(3, r.bytes);
+  st.bind(4, r.value);
+  st.bind(5, r.correlation_id);
+  st.bind(6, r.device);
+  st.bind(7, r.stream);
+  st.run();
+  row_written();
+  ++counts.cuda_activity;
+}
+
+void TraceWriter::Impl::on_cuda_memory(const wire::CudaMemoryRecord& r) {
+  if (r.operation != 1 && r.operation != 2) {
+    ++counts.malformed_records;
+    return;
+  }
+  sql::Statement& st = insert_cuda_memory;
+  st.bind(1, r.t_ns);
+  st.bind(2, std::string_view(r.operation == 1 ? "alloc" : "free"));
+  st.bind(3, r.bytes);
+  st.bind(4, r.address);
+  st.bind(5, uint32_t{r.memory_kind});
+  st.bind(6, r.device);
+  st.bind(7, r.stream);
+  st.run();
+  row_written();
+  ++counts.cuda_activity;
 }
 
 }  // namespace fpscope

@@ -70,7 +70,19 @@ TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
                         "INSERT INTO loss_scale (kernel_id, t_ns, step, scale_before, scale_after, found_inf,"
                         " skipped, event, growth_tracker) VALUES (?,?,?,?,?,?,?,?,?)"),
       insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value) VALUES (?,?,?,?)"),
-      insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)") {
+      insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)"),
+      insert_cuda_kernel(db,
+                         "INSERT INTO cuda_kernels (start_ns, end_ns, name_id, correlation_id, device, stream,"
+                         " grid_x, grid_y, grid_z, block_x, block_y, block_z) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+      insert_cuda_memcpy(db,
+                         "INSERT INTO cuda_memcpy (start_ns, end_ns, bytes, kind, src_kind, dst_kind,"
+                         " correlation_id, device, stream) VALUES (?,?,?,?,?,?,?,?,?)"),
+      insert_cuda_memset(db,
+                         "INSERT INTO cuda_memset (start_ns, end_ns, bytes, value, correlation_id, device,"
+                         " stream) VALUES (?,?,?,?,?,?,?)"),
+      insert_cuda_memory(db,
+                         "INSERT INTO cuda_memory (t_ns, kind, bytes, address, memory_kind, device, stream)"
+                         " VALUES (?,?,?,?,?,?,?)") {
   begin_if_needed();
   insert_string.bind(1, kEmptyStringId);
   insert_string.bind(2, std::string_view());
@@ -174,6 +186,7 @@ void TraceWriter::Impl::write_counts() {
       {"unknown_records", counts.unknown_records},
       {"malformed_records", counts.malformed_records},
       {"unmatched_events", counts.unmatched_events},
+      {"cuda_activity", counts.cuda_activity},
   };
   for (const auto& [key, value] : values) set_meta(key, std::to_string(value));
 }

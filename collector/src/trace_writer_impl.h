@@ -103,6 +103,10 @@ class TraceWriter::Impl {
   void on_text(const wire::TextRecord& r);
   void on_dump(const wire::DumpRecord& r);
   void on_trap(const wire::TrapRecord& r);
+  void on_cuda_kernel(const wire::CudaKernelRecord& r);
+  void on_cuda_memcpy(const wire::CudaMemcpyRecord& r);
+  void on_cuda_memset(const wire::CudaMemsetRecord& r);
+  void on_cuda_memory(const wire::CudaMemoryRecord& r);
 
   void flush_tensor(PendingTensor& t);  // to the ready batch
   void flush_all_tensors();             // every tensor in assembly, then the ready batch
@@ -155,6 +159,10 @@ class TraceWriter::Impl {
   sql::Statement insert_loss_scale;
   sql::Statement insert_scalar;
   sql::Statement insert_dump;
+  sql::Statement insert_cuda_kernel;
+  sql::Statement insert_cuda_memcpy;
+  sql::Statement insert_cuda_memset;
+  sql::Statement insert_cuda_memory;
 
  private:
   bool in_transaction_ = false;

@@ -30,6 +30,7 @@ struct TraceCounts {
   uint64_t scalars = 0;
   uint64_t dumps = 0;
   uint64_t strings = 0;
+  uint64_t cuda_activity = 0;     // rows of cuda_kernels, cuda_memcpy, cuda_memset, cuda_memory
   uint64_t unknown_records = 0;   // record types this collector does not know
   uint64_t malformed_records = 0; // records whose contents were impossible (skipped)
   uint64_t unmatched_events = 0;  // NvtxPop without a push, Free of an unknown allocation, ...

@@ -35,6 +35,10 @@ enum class RecordType : uint16_t {
   Text = 14,          // mpt_log_text: key and value string ids
   Dump = 15,          // a tensor written to an .npy file
   Trap = 16,          // the injector stopped the program at a non-finite origin
+  CudaKernel = 17,    // device activity from CUPTI (libfpscope_gpu.so): one kernel execution
+  CudaMemcpy = 18,    //   one memory copy
+  CudaMemset = 19,    //   one memset
+  CudaMemory = 20,    //   one device allocation or release
   Count
 };
 
@@ -263,6 +267,63 @@ struct TrapRecord {
 };
 static_assert(sizeof(TrapRecord) == 64);
 
+// Device activity reported by CUPTI (see docs/gpu.md). Times are the traced process's monotonic
+// clock: the injector shifts CUPTI's timestamps by the offset it measured when collection began.
+// correlation_id is CUPTI's, shared by an activity and the runtime call that caused it.
+struct CudaKernelRecord {
+  RecordHeader h;
+  int64_t start_ns;
+  int64_t end_ns;
+  uint32_t name;         // string id: the kernel's (mangled) name
+  uint32_t correlation_id;
+  uint32_t device;
+  uint32_t stream;
+  int32_t grid[3];
+  int32_t block[3];
+};
+static_assert(sizeof(CudaKernelRecord) == 64);
+
+struct CudaMemcpyRecord {
+  RecordHeader h;
+  int64_t start_ns;
+  int64_t end_ns;
+  uint64_t bytes;
+  uint32_t correlation_id;
+  uint32_t device;
+  uint32_t stream;
+  uint8_t copy_kind;     // CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD, 9 HtoH, 10 PtoP, ...
+  uint8_t src_kind;      // CUpti_ActivityMemoryKind of each side
+  uint8_t dst_kind;
+  uint8_t reserved[17];
+};
+static_assert(sizeof(CudaMemcpyRecord) == 64);
+
+struct CudaMemsetRecord {
+  RecordHeader h;
+  int64_t start_ns;
+  int64_t end_ns;
+  uint64_t bytes;
+  uint32_t correlation_id;
+  uint32_t device;
+  uint32_t stream;
+  uint32_t value;
+  uint8_t reserved[16];
+};
+static_assert(sizeof(CudaMemsetRecord) == 64);
+
+struct CudaMemoryRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint64_t bytes;
+  uint64_t address;
+  uint32_t device;
+  uint32_t stream;
+  uint8_t operation;     // 1 allocation, 2 release (CUpti_ActivityMemoryOperationType)
+  uint8_t memory_kind;   // CUpti_ActivityMemoryKind
+  uint8_t reserved[22];
+};
+static_assert(sizeof(CudaMemoryRecord) == 64);
+
 // Slots needed for a record of `fixed` bytes followed by `tail` bytes.
 constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
   return static_cast<uint16_t>((fixed + tail + kSlotBytes - 1) / kSlotBytes);
@@ -274,5 +335,7 @@ inline constexpr bool kIsWireRecord =
 
 static_assert(kIsWireRecord<LaunchRecord> && kIsWireRecord<TensorStatsRecord> &&
               kIsWireRecord<TensorFormatsRecord> && kIsWireRecord<NonfiniteRecord>);
+static_assert(kIsWireRecord<CudaKernelRecord> && kIsWireRecord<CudaMemcpyRecord> &&
+              kIsWireRecord<CudaMemsetRecord> && kIsWireRecord<CudaMemoryRecord>);
 
 }  // namespace fpscope::wire
