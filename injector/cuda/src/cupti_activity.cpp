@@ -131,7 +131,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   while (valid_size > 0) {
     CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_size, &record);
     if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of the buffer
-    if (!FPSCOPE_CUPTI(r)) break;
+    if (!cupti_ok(r, "cuptiActivityGetNextRecord(buffer, valid_size, &record)", __FILE__, __LINE__)) break;
     deliver(record, s.callbacks);
   }
   size_t dropped = 0;
@@ -154,7 +154,7 @@ bool start_locked(CuptiState& s, const fpscope_gpu_cupti_callbacks& callbacks) {
               "not supported); device activity will not be traced";
     return false;
   }
-  if (!FPSCOPE_CUPTI(r)) return false;
+  if (!cupti_ok(r, "cuptiSubscribe(&s.subscriber, on_runtime_api, &s)", __FILE__, __LINE__)) return false;
   if (!FPSCOPE_CUPTI(cuptiEnableDomain(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API)) ||
       !FPSCOPE_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed))) {
     cuptiUnsubscribe(s.subscriber);

@@ -50,6 +50,19 @@ void on_api(const fpscope_gpu_api_call* c, void* user) {
   if (c->name && std::string(c->name).rfind("cuda", 0) == 0) ++static_cast<Seen*>(user)->api_calls;
 }
 
+/* Without a device (or with another profiler attached) start fails, says which CUPTI call failed
+ * where and why, and the caller can carry on: stop is harmless. */
+TEST(GpuCupti, StartWithoutADeviceFailsCleanly) {
+  if (gpu_present()) GTEST_SKIP() << "a GPU is present: the no-device path cannot be observed";
+  fpscope_gpu_cupti_callbacks cb{};
+  EXPECT_NE(fpscope_gpu_cupti_start(&cb), 0);
+  std::string why = fpscope_gpu_cupti_error();
+  EXPECT_NE(why.find("cupti"), std::string::npos) << why;
+  EXPECT_NE(why.find("cupti_activity.cpp:"), std::string::npos) << "names file and line: " << why;
+  fpscope_gpu_cupti_stop();
+  EXPECT_NE(fpscope_gpu_cupti_start(nullptr), 0);
+}
+
 TEST(GpuCupti, RecordsKernelsCopiesSetsAndDeviceMemory) {
   if (!gpu_present()) GTEST_SKIP() << "skipped: no GPU";
   Seen seen;
