@@ -33,7 +33,7 @@ row() {
     END { printf "| %-44s | %4d | %7.3f | %7.3f | %7.3f |\n", label, n, t[1], t[int((n + 1) / 2)], t[n] }'
 }
 
-echo "traces: $(du -h "$a" | cut -f1) and $(du -h "$b" | cut -f1), $(sqlite3 "$a" 'select count(*) from tensors') and $(sqlite3 "$b" 'select count(*) from tensors') tensor records"
+echo "traces: $(du -hL "$a" | cut -f1) and $(du -hL "$b" | cut -f1), $(sqlite3 "$a" 'select count(*) from tensors') and $(sqlite3 "$b" 'select count(*) from tensors') tensor records"
 echo "| command                                      | runs |   min s |   med s |   max s |"
 echo "|----------------------------------------------|------|---------|---------|---------|"
 row "fpscope report fp32 (all sections)" "$bin/fpscope" report "$a"
