@@ -232,6 +232,8 @@ void Trace::Impl::ensure_summaries(const ProgressCallback& progress) {
     sqlite3_progress_handler(db.handle(), 100000, on_progress, &context);
     internal_writes = true;
     db.exec("PRAGMA query_only = 0");
+    // The summaries sort every tensor record: keep the sorter and temporary tables in memory.
+    db.exec("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144");
     try {
       db.exec("BEGIN");
       const auto statements = temp_summary_statements();

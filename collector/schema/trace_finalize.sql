@@ -48,18 +48,13 @@ GROUP BY k.step, k.layer_id, k.phase_id;
 
 -- One row per step that has a step range or kernels: time span and non-finite values of outputs.
 CREATE TABLE summary_steps AS
-WITH spans AS (
-  SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-  FROM nvtx_ranges WHERE kind = 'step' AND step IS NOT NULL GROUP BY step
-),
-values_by_step AS (
-  SELECT step, sum(nan) AS nan, sum(inf) AS inf
-  FROM summary_layer_steps WHERE step IS NOT NULL GROUP BY step
+SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns, sum(nan) AS nan, sum(inf) AS inf
+FROM (
+  SELECT step, start_ns, end_ns, 0 AS nan, 0 AS inf FROM nvtx_ranges WHERE kind = 'step' AND step IS NOT NULL
+  UNION ALL
+  SELECT step, NULL, NULL, nan, inf FROM summary_layer_steps WHERE step IS NOT NULL
 )
-SELECT s.step, sp.start_ns, sp.end_ns, coalesce(v.nan, 0) AS nan, coalesce(v.inf, 0) AS inf
-FROM (SELECT step FROM spans UNION SELECT step FROM values_by_step) s
-LEFT JOIN spans sp ON sp.step = s.step
-LEFT JOIN values_by_step v ON v.step = s.step;
+GROUP BY step;
 
 -- Non-finite output tensors per (kernel, layer).
 CREATE TABLE summary_nonfinite AS
@@ -76,20 +71,25 @@ WITH signed AS MATERIALIZED (
   FROM memory_events
 ),
 running AS MATERIALIZED (
-  SELECT id, t_ns, category,
+  SELECT id, t_ns, category, kind, bytes, delta,
          sum(delta) OVER (ORDER BY t_ns, id) AS live,
          sum(delta) OVER (PARTITION BY category ORDER BY t_ns, id) AS category_live
   FROM signed
 ),
-peak AS MATERIALIZED (SELECT id, t_ns, live FROM running ORDER BY live DESC, t_ns, id LIMIT 1)
-SELECT c.id AS category,
-       (SELECT coalesce(sum(s.delta), 0) FROM signed s, peak p
-        WHERE s.category = c.id AND (s.t_ns < p.t_ns OR (s.t_ns = p.t_ns AND s.id <= p.id))) AS at_peak,
-       (SELECT coalesce(max(r.category_live), 0) FROM running r WHERE r.category = c.id) AS max_live,
-       (SELECT coalesce(sum(s.bytes), 0) FROM signed s WHERE s.category = c.id AND s.kind = 'alloc') AS allocated,
-       (SELECT count(*) FROM signed s WHERE s.category = c.id AND s.kind = 'alloc') AS allocations,
-       (SELECT coalesce(sum(s.delta), 0) FROM signed s WHERE s.category = c.id) AS live_at_end
-FROM categories c ORDER BY c.id;
+peak AS MATERIALIZED (SELECT id, t_ns FROM running ORDER BY live DESC, t_ns, id LIMIT 1),
+by_category AS (
+  SELECT r.category,
+         sum(CASE WHEN r.t_ns < p.t_ns OR (r.t_ns = p.t_ns AND r.id <= p.id) THEN r.delta ELSE 0 END) AS at_peak,
+         max(r.category_live) AS max_live,
+         sum(CASE WHEN r.kind = 'alloc' THEN r.bytes ELSE 0 END) AS allocated,
+         sum(r.kind = 'alloc') AS allocations,
+         sum(r.delta) AS live_at_end
+  FROM running r CROSS JOIN peak p GROUP BY r.category
+)
+SELECT c.id AS category, coalesce(b.at_peak, 0) AS at_peak, coalesce(b.max_live, 0) AS max_live,
+       coalesce(b.allocated, 0) AS allocated, coalesce(b.allocations, 0) AS allocations,
+       coalesce(b.live_at_end, 0) AS live_at_end
+FROM categories c LEFT JOIN by_category b ON b.category = c.id ORDER BY c.id;
 
 -- Allocations grouped by (name, category, bytes), so an activation allocated every step is one row.
 -- The bare columns come from the group's first event: SQLite takes them from the min() row.
@@ -101,11 +101,11 @@ GROUP BY m.name_id, m.category, m.bytes;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
 CREATE TABLE summary_counts AS
-WITH signed AS (
+WITH signed AS MATERIALIZED (
   SELECT id, t_ns, step, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
   FROM memory_events
 ),
-peak AS (
+peak AS MATERIALIZED (
   SELECT id, t_ns, step, sum(delta) OVER (ORDER BY t_ns, id) AS live FROM signed
   ORDER BY live DESC, t_ns, id LIMIT 1
 )
