@@ -107,17 +107,23 @@ std::string injector_library(std::string* error) {
 }
 
 // The program's environment: the user's, without FPSCOPE_* leftovers of an outer run, plus the
-// ring, the selection, the preload and NVTX injection.
+// ring, the selection, the preload, NVTX injection and CUDA injection (CUPTI device activity). A
+// CUDA_INJECTION64_PATH the user set (another tool's) is kept: CUDA loads one injection library.
 std::vector<std::string> program_environment(const RunOptions& o, const std::string& ring,
                                              const std::string& inject, const TracePaths& paths) {
   std::vector<std::string> env;
   std::string user_preload;
+  std::string user_cuda_injection;
   for (char** e = environ; *e; ++e) {
     const std::string line = *e;
     if (line.rfind("FPSCOPE_", 0) == 0 || line.rfind("NVTX_INJECTION64_PATH=", 0) == 0) continue;
     if (line.rfind("LD_PRELOAD=", 0) == 0) {
       user_preload = line.substr(11);
       continue;
+    }
+    if (line.rfind("CUDA_INJECTION64_PATH=", 0) == 0) {
+      user_cuda_injection = line.substr(22);
+      if (user_cuda_injection.empty()) continue;  // set but empty: as if unset
     }
     env.push_back(line);
   }
@@ -126,6 +132,13 @@ std::vector<std::string> program_environment(const RunOptions& o, const std::str
   if (!o.dump.empty()) env.push_back("FPSCOPE_DUMP_DIR=" + paths.dump_dir);
   env.push_back("LD_PRELOAD=" + inject + (user_preload.empty() ? "" : ":" + user_preload));
   env.push_back("NVTX_INJECTION64_PATH=" + inject);
+  if (o.cupti && !user_cuda_injection.empty() && user_cuda_injection != inject) {
+    if (!o.quiet)
+      std::cerr << "fpscope run: warning: CUDA_INJECTION64_PATH is already set; keeping it, so CUDA device "
+                 "activity (CUPTI) is not traced (unset it, or pass --no-cupti to silence this)\n";
+  } else if (o.cupti && user_cuda_injection.empty()) {
+    env.push_back("CUDA_INJECTION64_PATH=" + inject);
+  }
   return env;
 }
 

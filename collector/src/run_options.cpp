@@ -19,7 +19,9 @@ constexpr const char* kDescription =
     "Runs PROGRAM under the fpscope injector and writes its trace (SQLite).\n"
     "Usage: fpscope run [options] [-o TRACE.sqlite] [--] PROGRAM [ARGS...]\n"
     "The exit status is the program's (128+N when it died of signal N); 2 for a bad command line,\n"
-    "127 when the program is not found.";
+    "127 when the program is not found.\n"
+    "The program runs with LD_PRELOAD, NVTX_INJECTION64_PATH and CUDA_INJECTION64_PATH naming the\n"
+    "injector (CUDA_INJECTION64_PATH only with CUPTI: not with --no-cupti, and a value you set is kept).";
 
 bool parse_uint(const std::string& s, uint64_t* out) {
   if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -115,6 +117,9 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "tensor (globs) and step (N or A-B), e.g. 'op=conv2d_backward,step=120'");
   app.add_option("--ring-size", o.ring_mib, "Shared-memory ring size in MiB (rounded up to a power of two)");
   app.add_flag("-q,--quiet", o.quiet, "Print nothing but errors");
+  app.add_flag_callback("--no-cupti", [&o] { o.cupti = false; },
+               "Do not trace CUDA device activity: leave CUDA_INJECTION64_PATH unset (by default it names "
+               "the injector, so a CUDA program records kernels, copies and memory through CUPTI)");
 }
 
 }  // namespace
@@ -163,7 +168,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
                       {"tensors", o.tensors}, {"stats", o.stats}, {"trap", o.trap},
-                      {"dump", o.dump},      {"ring_size_mib", o.ring_mib}};
+                      {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
   return j.dump();
 }
 

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string dump;                // "key=value,..." (op, layer, tensor globs; step N or A-B), empty: none
   uint64_t ring_mib = 64;
   bool quiet = false;
+  bool cupti = true;               // set CUDA_INJECTION64_PATH (CUDA device activity); --no-cupti clears
   std::vector<std::string> program;  // the program and its arguments
 };
 

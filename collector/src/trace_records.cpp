@@ -156,8 +156,11 @@ void TraceWriter::Impl::on_process(const wire::ProcessRecord& r) {
   set_meta("process.monotonic_ns", std::to_string(r.mono_ns));
 }
 
+// The program's own Text records are its configuration (config.<key>); those the injector sends
+// about itself carry keys beginning "injector." (injector.cupti_status) and are stored as they are.
 void TraceWriter::Impl::on_text(const wire::TextRecord& r) {
-  set_meta("config." + string_value(r.key), string_value(r.value));
+  const std::string key = string_value(r.key);
+  set_meta(key.rfind("injector.", 0) == 0 ? key : "config." + key, string_value(r.value));
 }
 
 void TraceWriter::Impl::on_trap(const wire::TrapRecord& r) {

@@ -68,12 +68,22 @@ Session* current_session() {
 // the ring. A child that execs starts afresh and may claim it if nobody has.
 __attribute__((constructor)) void on_load() { pthread_atfork(nullptr, nullptr, on_fork_child); }
 
-// Runs when the library is unloaded at exit, after the program's own exit-time code.
-__attribute__((destructor)) void on_unload() { g_torn_down.store(true, std::memory_order_release); }
+// Runs when the library is unloaded at exit, after the program's own exit-time code. Device
+// activity is normally flushed earlier, by the exit handler InitializeInjection registers (the
+// CUDA runtime may be gone by now); this call is the fallback and a no-op after it.
+__attribute__((destructor)) void on_unload() {
+  stop_device_activity();
+  g_torn_down.store(true, std::memory_order_release);
+}
 
 }  // namespace
 
 bool torn_down() { return g_torn_down.load(std::memory_order_acquire); }
+
+Session* session_for_entry_point() {
+  if (torn_down()) return nullptr;
+  return current_session();
+}
 
 HookCall::HookCall() {
   if (t_inside_hook || torn_down()) return;

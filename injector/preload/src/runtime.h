@@ -28,4 +28,13 @@ class HookCall {
 // True once the library's destructor has run; hooks then only forward.
 bool torn_down();
 
+// The session for an entry point that a library calls on its own (CUDA's InitializeInjection),
+// possibly from inside a hooked call: started if this process can claim the ring, null when it
+// only forwards. Unlike HookCall it does not mark the thread as inside a hook.
+Session* session_for_entry_point();
+
+// Stops CUPTI collection (cupti_injection.cpp): flushes device activity into the ring. Idempotent;
+// runs at exit, before teardown.
+void stop_device_activity();
+
 }  // namespace fpscope::inject

@@ -9,11 +9,16 @@
 
 namespace fpscope::inject {
 
+namespace {
+std::atomic<uint32_t> g_next_thread_number{1};
+}  // namespace
+
 uint32_t this_thread_number() {
-  static std::atomic<uint32_t> next{1};
-  thread_local uint32_t number = next.fetch_add(1, std::memory_order_relaxed);
+  thread_local uint32_t number = new_thread_number();
   return number;
 }
+
+uint32_t new_thread_number() { return g_next_thread_number.fetch_add(1, std::memory_order_relaxed); }
 
 int64_t monotonic_ns() {
   timespec ts;
@@ -99,6 +104,29 @@ void Session::log_text(const char* key, const char* value) {
   r.key = intern_locked(key ? key : "");
   r.value = intern_locked(value ? value : "");
   writer_.put(wire::RecordType::Text, r, this_thread_number());
+}
+
+void Session::injector_status(const std::string& name, const std::string& value) {
+  wire::TextRecord r{};
+  r.t_ns = monotonic_ns();
+  std::lock_guard lock(mutex_);
+  r.key = intern_locked(std::string(kInjectorStatusPrefix) + name);
+  r.value = intern_locked(value);
+  writer_.put(wire::RecordType::Text, r, this_thread_number());
+}
+
+uint32_t Session::intern_string(std::string_view text, uint32_t thread) {
+  std::lock_guard lock(mutex_);
+  return writer_.intern(text, thread);
+}
+
+// The record arrives framed (cupti_wire.h sets type, slots and thread); the writer frames it again
+// with the same values while it copies it into the ring.
+void Session::publish_framed(const wire::RecordHeader* record) {
+  if (record == nullptr || record->slots == 0) return;
+  std::lock_guard lock(mutex_);
+  writer_.put_with_tail(record->type, record, size_t{record->slots} * wire::kSlotBytes, nullptr, 0,
+                        record->thread);
 }
 
 uint32_t Session::domain_id_locked(const NvtxDomainInfo* domain) {

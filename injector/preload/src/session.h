@@ -62,6 +62,12 @@ struct LossScaleProbe {
 
 // Small per-process thread number, from 1, for record headers.
 uint32_t this_thread_number();
+// A number from the same sequence for a producer that is not one program thread (CUPTI's).
+uint32_t new_thread_number();
+
+// Text records whose key starts with this are the injector's own state, not the program's
+// configuration: the collector stores them in meta under their key as is (injector.cupti_status).
+inline constexpr const char* kInjectorStatusPrefix = "injector.";
 int64_t monotonic_ns();
 
 class Session {
@@ -82,6 +88,13 @@ class Session {
   int range_push(const NvtxDomainInfo* domain, const RangeEvent& event);
   int range_pop(const NvtxDomainInfo* domain);
   void mark(const NvtxDomainInfo* domain, const RangeEvent& event);
+
+  // A Text record "injector.<name>" = value: how the injector itself fared (meta, see schema.md).
+  void injector_status(const std::string& name, const std::string& value);
+  // For producers outside the hooks (CUPTI's threads): interning and publishing a record that is
+  // already framed (header type, slots and thread filled in), both under the producer mutex.
+  uint32_t intern_string(std::string_view text, uint32_t thread);
+  void publish_framed(const wire::RecordHeader* record);
 
   uint64_t launches() const { return next_seq_.load(std::memory_order_relaxed) - 1; }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -53,6 +54,19 @@ class RunTest : public ::testing::Test {
     return run(args);
   }
   bool says(const std::string& text) const { return err_.find(text) != std::string::npos; }
+  // Runs the test program's `env` mode and reads back the environment it was given.
+  std::map<std::string, std::string> program_environment(std::vector<std::string> options = {}) {
+    const std::string env_file = (dir_ / "env.txt").string();
+    options.push_back("--force");
+    EXPECT_EQ(run_program({"env", env_file}, options), 0) << err_;
+    std::ifstream in(env_file);
+    std::map<std::string, std::string> env;
+    for (std::string line; std::getline(in, line);) {
+      const auto eq = line.find('=');
+      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return env;
+  }
 
   fs::path dir_;
   std::string trace_;
@@ -150,11 +164,35 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   const std::string lib = fs::canonical(FPSCOPE_TEST_NOOP_PRELOAD).string();
   EXPECT_EQ(env["LD_PRELOAD"].rfind(lib, 0), 0u) << env["LD_PRELOAD"];
   EXPECT_EQ(env["NVTX_INJECTION64_PATH"], lib);
+  EXPECT_EQ(env["CUDA_INJECTION64_PATH"], lib);
   Reader db(trace_);
   EXPECT_EQ(db.meta("env.OMP_NUM_THREADS"), "3");
   EXPECT_EQ(db.meta("options"),
-            R"({"dump":"op=conv2d_backward,step=4","every":2,"ops":"conv*,fc1","ring_size_mib":64,)"
+            R"({"cupti":true,"dump":"op=conv2d_backward,step=4","every":2,"ops":"conv*,fc1","ring_size_mib":64,)"
             R"("stats":"basic","steps":"3-5","tensors":"out","trap":"nan"})");
+}
+
+TEST_F(RunTest, NoCuptiLeavesCudaInjectionUnset) {
+  unsetenv("CUDA_INJECTION64_PATH");
+  const auto env = program_environment({"--no-cupti"});
+  EXPECT_EQ(env.count("CUDA_INJECTION64_PATH"), 0u);
+  EXPECT_EQ(env.at("NVTX_INJECTION64_PATH"), fs::canonical(FPSCOPE_TEST_NOOP_PRELOAD).string());
+  EXPECT_EQ(Reader(trace_).meta("options").value_or("").find(R"("cupti":false)"), 1u);
+}
+
+TEST_F(RunTest, CudaInjectionTheUserSetIsKeptWithOneWarning) {
+  setenv("CUDA_INJECTION64_PATH", "/opt/other-profiler/libinject.so", 1);
+  const auto env = program_environment();
+  const std::string err = err_;
+  const auto again_env = program_environment({"--no-cupti"});
+  unsetenv("CUDA_INJECTION64_PATH");
+  EXPECT_EQ(env.at("CUDA_INJECTION64_PATH"), "/opt/other-profiler/libinject.so");
+  const std::string warning = "CUDA_INJECTION64_PATH is already set";
+  ASSERT_NE(err.find(warning), std::string::npos) << err;
+  EXPECT_EQ(err.find(warning, err.find(warning) + 1), std::string::npos) << "warned twice: " << err;
+  // --no-cupti leaves the user's value alone and says nothing about it.
+  EXPECT_EQ(again_env.at("CUDA_INJECTION64_PATH"), "/opt/other-profiler/libinject.so");
+  EXPECT_EQ(err_.find(warning), std::string::npos) << err_;
 }
 
 TEST_F(RunTest, InterruptIsForwardedToTheProgram) {

@@ -29,7 +29,7 @@ std::set<std::string> defined_dynamic_symbols(const std::string& library) {
 TEST(Exports, OnlyTheHooks) {
   const std::set<std::string> expected = {
       "mpt_launch", "mpt_alloc", "mpt_free", "mpt_log_scalar", "mpt_log_text",
-      "InitializeInjectionNvtx2", "InitializeInjectionNvtx2Preinject"};
+      "InitializeInjectionNvtx2", "InitializeInjectionNvtx2Preinject", "InitializeInjection"};
   EXPECT_EQ(defined_dynamic_symbols(FPSCOPE_INJECT_LIBRARY), expected);
 }
 
