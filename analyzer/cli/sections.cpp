@@ -185,8 +185,11 @@ Section loss_scale_section(const Trace& trace) {
 Section memory_section(const Trace& trace) {
   const MemoryReport m = memory(trace);
   Section sec{"memory", "Memory", {}, {}, {}};
-  sec.notes.push_back(fmt::format("Peak {} live at step {}{}.", human_bytes(m.peak_bytes), step_text(m.peak_step),
-                                  m.peak_ns ? fmt::format(" (t = {} ns)", *m.peak_ns) : ""));
+  // The trace's clock is the program's monotonic clock: say when the peak came after the first event.
+  const std::optional<int64_t> run_start = summary(trace).start_ns;
+  std::string moment;
+  if (m.peak_ns && run_start) moment = fmt::format(" ({} after the run's first event)", human_duration(*m.peak_ns - *run_start));
+  sec.notes.push_back(fmt::format("Peak {} live at step {}{}.", human_bytes(m.peak_bytes), step_text(m.peak_step), moment));
   sec.extra["peak_bytes"] = m.peak_bytes;
   sec.extra["peak_step"] = m.peak_step ? nlohmann::json(*m.peak_step) : nlohmann::json();
   sec.extra["peak_ns"] = m.peak_ns ? nlohmann::json(*m.peak_ns) : nlohmann::json();

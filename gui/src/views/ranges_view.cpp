@@ -157,8 +157,8 @@ class RangesView final : public View {
         const ImU32 fill = v ? colors::exponent_scale(std::log2(*v), lo, hi) : IM_COL32(45, 45, 52, 255);
         dl->AddRectFilled(p0, ImVec2(p1.x - (drawn_w > 4 ? 1 : 0), p1.y - 1), fill);
         if (v && std::log2(*v) > kF16MaxExp) {  // a corner mark: beyond fp16's largest value
-          const float c = std::min(std::min(drawn_w, row_h) * 0.45f, 9.0f);
-          dl->AddTriangleFilled(ImVec2(p1.x - 1 - c, p0.y), ImVec2(p1.x - 1, p0.y), ImVec2(p1.x - 1, p0.y + c),
+          const float mark = std::min(std::min(drawn_w, row_h) * 0.45f, 9.0f);
+          dl->AddTriangleFilled(ImVec2(p1.x - 1 - mark, p0.y), ImVec2(p1.x - 1, p0.y), ImVec2(p1.x - 1, p0.y + mark),
                                 colors::kOverflow);
         }
         if (bad > 0) {
