@@ -428,6 +428,24 @@ TEST_F(WriterTest, RecordsArrivingAfterTheirTensorWasWrittenUpdateIt) {
   EXPECT_EQ(db.text("SELECT exp_hist FROM tensors"), R"({"-3":4})");
 }
 
+TEST_F(WriterTest, InjectorTextGoesToMetaUnderItsOwnKey) {
+  feed(test::string_record(1, "injector.cupti_status"));
+  feed(test::string_record(2, "unavailable: no device"));
+  feed(test::string_record(3, "precision"));
+  feed(test::string_record(4, "bf16"));
+  for (auto [key, value] : {std::pair<uint32_t, uint32_t>{1, 2}, {3, 4}}) {
+    auto text = blank<wire::TextRecord>(RecordType::Text);
+    text.key = key;
+    text.value = value;
+    feed(text);
+  }
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.meta("injector.cupti_status"), "unavailable: no device");
+  EXPECT_EQ(db.meta("config.precision"), "bf16");
+  EXPECT_EQ(db.integer("SELECT count(*) FROM meta WHERE key = 'config.injector.cupti_status'"), 0);
+}
+
 TEST_F(WriterTest, MissingStringsAndUnmatchedEventsAreCountedNotFatal) {
   feed(launch(1, 77, -1));  // string 77 never arrives (dropped)
   feed(pop(5, 0));          // nothing open
