@@ -7,7 +7,7 @@
 -- wall-clock start); strings are interned in `strings`; one row per event; NULL means unknown or not
 -- measured, never zero.
 
-PRAGMA application_id = 1179668291;  -- 0x46505343, "FPSC"
+PRAGMA application_id = 1179669315;  -- 0x46505343, "FPSC"
 PRAGMA user_version = 1;
 
 CREATE TABLE meta (

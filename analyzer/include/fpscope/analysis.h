@@ -37,9 +37,8 @@ namespace fpscope::analysis {
 
 // [SECTION] Versions and formats ------------------------------------------------------------------
 
-// PRAGMA application_id as trace_schema.sql sets it (1179668291; its comment says 0x46505343 "FPSC",
-// but the number written is 0x46504F43).
-inline constexpr int32_t kApplicationId = 1179668291;
+// PRAGMA application_id as trace_schema.sql sets it: 0x46505343, "FPSC".
+inline constexpr int32_t kApplicationId = 1179669315;
 inline constexpr int kOldestSchemaVersion = 1;         // oldest schema this library reads
 inline constexpr int kNewestSchemaVersion = 1;         // newest schema this library reads
 

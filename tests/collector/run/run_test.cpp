@@ -79,7 +79,7 @@ TEST_F(RunTest, ProgramWithoutKernelsGivesAValidTraceThatSaysSo) {
   EXPECT_TRUE(says("trace written to " + trace_)) << err_;
   Reader db(trace_);
   EXPECT_EQ(db.text("PRAGMA integrity_check"), "ok");
-  EXPECT_EQ(db.integer("PRAGMA application_id"), 1179668291);
+  EXPECT_EQ(db.integer("PRAGMA application_id"), 1179669315);
   EXPECT_EQ(db.meta("end_reason"), "exited");
   EXPECT_EQ(db.meta("exit_code"), "0");
   EXPECT_FALSE(db.meta("signal"));
