@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -111,7 +112,7 @@ TEST(Options, EmptyValuesMeanUnset) {
 }
 
 TEST(Options, DumpSpecAllKeysMustMatch) {
-  const auto dir = std::filesystem::temp_directory_path() / "fpscope-options-test-dump";
+  const auto dir = std::filesystem::temp_directory_path() / ("fpscope-options-test-dump-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   Options o = parsed(Env{{{"FPSCOPE_DUMP", "op=conv2d_backward*,step=120,layer=conv2,tensor=*.grad"},
                           {"FPSCOPE_DUMP_DIR", dir.string()}}});
