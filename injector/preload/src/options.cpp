@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <string_view>
+#include <utility>
 
 namespace fpscope::inject {
 namespace {
@@ -82,39 +83,36 @@ bool parse_ops(const char* v, Options* o, std::string* error) {
   return true;
 }
 
-bool parse_tensors(const char* v, Options* o, std::string* error) {
-  std::string_view s = v;
-  if (s == "in") o->tensors = TensorRoles::Inputs;
-  else if (s == "out") o->tensors = TensorRoles::Outputs;
-  else if (s == "both") o->tensors = TensorRoles::Both;
-  else {
-    *error = bad_value("FPSCOPE_TENSORS", v, "in, out or both");
-    return false;
+// One of a few named values: each accepted spelling in `choices` stands for its value.
+template <typename Value, size_t N>
+bool parse_choice(const char* var, const char* v, const std::pair<std::string_view, Value> (&choices)[N],
+                  const char* accepted, Value* out, std::string* error) {
+  for (const auto& [name, value] : choices) {
+    if (name == v) {
+      *out = value;
+      return true;
+    }
   }
-  return true;
+  *error = bad_value(var, v, accepted);
+  return false;
+}
+
+bool parse_tensors(const char* v, Options* o, std::string* error) {
+  static constexpr std::pair<std::string_view, TensorRoles> kRoles[] = {
+      {"in", TensorRoles::Inputs}, {"out", TensorRoles::Outputs}, {"both", TensorRoles::Both}};
+  return parse_choice("FPSCOPE_TENSORS", v, kRoles, "in, out or both", &o->tensors, error);
 }
 
 bool parse_stats(const char* v, Options* o, std::string* error) {
-  std::string_view s = v;
-  if (s == "full") o->stats = StatsLevel::Full;
-  else if (s == "basic") o->stats = StatsLevel::Basic;
-  else {
-    *error = bad_value("FPSCOPE_STATS", v, "full or basic");
-    return false;
-  }
-  return true;
+  static constexpr std::pair<std::string_view, StatsLevel> kLevels[] = {{"full", StatsLevel::Full},
+                                                                        {"basic", StatsLevel::Basic}};
+  return parse_choice("FPSCOPE_STATS", v, kLevels, "full or basic", &o->stats, error);
 }
 
 bool parse_trap(const char* v, Options* o, std::string* error) {
-  std::string_view s = v;
-  if (s == "nonfinite") o->trap = TrapKind::Nonfinite;
-  else if (s == "nan") o->trap = TrapKind::NaN;
-  else if (s == "inf") o->trap = TrapKind::Inf;
-  else {
-    *error = bad_value("FPSCOPE_TRAP", v, "nonfinite, nan or inf");
-    return false;
-  }
-  return true;
+  static constexpr std::pair<std::string_view, TrapKind> kTraps[] = {
+      {"nonfinite", TrapKind::Nonfinite}, {"nan", TrapKind::NaN}, {"inf", TrapKind::Inf}};
+  return parse_choice("FPSCOPE_TRAP", v, kTraps, "nonfinite, nan or inf", &o->trap, error);
 }
 
 bool parse_dump_entry(std::string_view entry, DumpSpec* d, std::string* why) {
