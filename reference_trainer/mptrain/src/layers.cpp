@@ -143,11 +143,13 @@ class Linear final : public Node {
   int64_t i_, o_;
 };
 
-// [SECTION] relu
+// [SECTION] nodes whose backward reads only the output: relu, log_softmax
 
-class Relu final : public Node {
+// Keeps the output instead of the input: the backward kernels of these ops need nothing else.
+class OutputSavingNode : public Node {
  public:
-  explicit Relu(std::string layer) : Node(std::move(layer), "relu") {}
+  OutputSavingNode(std::string layer, const char* op, const char* forward_kernel)
+      : Node(std::move(layer), op), forward_kernel_(forward_kernel) {}
 
   Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
     choose_precision(ctx, in_dtype, std::nullopt);
@@ -156,17 +158,10 @@ class Relu final : public Node {
 
   Tensor forward(Runtime& rt, const Tensor& x_in) override {
     const Tensor& x = take_input(rt, x_in);
-    y_ = rt.alloc(layer_ + ".relu.out", x.shape(), compute_, MPT_CAT_ACTIVATION);
-    rt.launch("relu_forward", {&x}, {&y_});
+    y_ = rt.alloc(layer_ + "." + op_ + ".out", x.shape(), compute_, MPT_CAT_ACTIVATION);
+    rt.launch(forward_kernel_, {&x}, {&y_});
     input_.reset();  // backward needs only the output
     return y_;
-  }
-
-  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
-    if (!need_dx) return {};
-    Tensor dx = alloc_input_grad(rt);
-    rt.launch("relu_backward", {&dy, &y_}, {&dx});
-    return dx;
   }
 
   void release() override {
@@ -174,8 +169,21 @@ class Relu final : public Node {
     y_.reset();
   }
 
- private:
+ protected:
+  const char* forward_kernel_;
   Tensor y_;
+};
+
+class Relu final : public OutputSavingNode {
+ public:
+  explicit Relu(std::string layer) : OutputSavingNode(std::move(layer), "relu", "relu_forward") {}
+
+  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+    if (!need_dx) return {};
+    Tensor dx = alloc_input_grad(rt);
+    rt.launch("relu_backward", {&dy, &y_}, {&dx});
+    return dx;
+  }
 };
 
 // [SECTION] max_pool2d (kernel = stride)
@@ -259,36 +267,16 @@ class GroupNorm final : public Node {
 
 // [SECTION] log_softmax over the classes
 
-class LogSoftmax final : public Node {
+class LogSoftmax final : public OutputSavingNode {
  public:
-  explicit LogSoftmax(std::string layer) : Node(std::move(layer), "log_softmax") {}
+  explicit LogSoftmax(std::string layer)
+      : OutputSavingNode(std::move(layer), "log_softmax", "log_softmax_forward") {}
 
-  Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
-    choose_precision(ctx, in_dtype, std::nullopt);
-    return in;
-  }
-
-  Tensor forward(Runtime& rt, const Tensor& x_in) override {
-    const Tensor& x = take_input(rt, x_in);
-    y_ = rt.alloc(layer_ + ".log_softmax.out", x.shape(), compute_, MPT_CAT_ACTIVATION);
-    rt.launch("log_softmax_forward", {&x}, {&y_});
-    input_.reset();
-    return y_;
-  }
-
-  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+  Tensor backward(Runtime& rt, const Tensor& dy, bool) override {
     Tensor dx = alloc_input_grad(rt);
     rt.launch("log_softmax_backward", {&dy, &y_}, {&dx});
     return dx;
   }
-
-  void release() override {
-    Node::release();
-    y_.reset();
-  }
-
- private:
-  Tensor y_;
 };
 
 }  // namespace
