@@ -58,6 +58,18 @@ std::vector<std::string> layers_in_order(const std::vector<analysis::LayerStepCe
   return layers;
 }
 
+// The cached value for `key`, loaded on first use; a failed load is not cached, its message goes to *error.
+template <typename Cache, typename Load>
+const typename Cache::mapped_type* find_or_load(Cache& cache, int64_t key, Load load, std::string* error) {
+  if (auto it = cache.find(key); it != cache.end()) return &it->second;
+  try {
+    return &cache.emplace(key, load()).first->second;
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 const analysis::StepRow* TraceData::step_row(int64_t step) const {
@@ -149,25 +161,14 @@ void KernelDetailCache::reset_for(const TraceData& data) {
 const std::vector<analysis::TensorRecord>* KernelDetailCache::tensors(const TraceData& data, int64_t kernel_id,
                                                                      std::string* error) {
   reset_for(data);
-  if (auto it = tensors_.find(kernel_id); it != tensors_.end()) return &it->second;
-  try {
-    return &tensors_.emplace(kernel_id, analysis::tensors_of_kernel(*data.trace, kernel_id)).first->second;
-  } catch (const std::exception& e) {
-    if (error) *error = e.what();
-    return nullptr;
-  }
+  return find_or_load(tensors_, kernel_id, [&] { return analysis::tensors_of_kernel(*data.trace, kernel_id); }, error);
 }
 
 const analysis::ExponentHistogram* KernelDetailCache::histogram(const TraceData& data, int64_t tensor_id,
                                                                 std::string* error) {
   reset_for(data);
-  if (auto it = histograms_.find(tensor_id); it != histograms_.end()) return &it->second;
-  try {
-    return &histograms_.emplace(tensor_id, analysis::exponent_histogram(*data.trace, tensor_id)).first->second;
-  } catch (const std::exception& e) {
-    if (error) *error = e.what();
-    return nullptr;
-  }
+  return find_or_load(histograms_, tensor_id, [&] { return analysis::exponent_histogram(*data.trace, tensor_id); },
+                      error);
 }
 
 }  // namespace fpscope::gui
