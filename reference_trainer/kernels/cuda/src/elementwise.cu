@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "device_numerics.h"
+#include "grid_stride.h"
 #include "launchers.h"
 
 namespace mpt::cuda::detail {
@@ -16,20 +17,6 @@ namespace {
 
 using dev::load_float;
 using dev::store_float;
-
-constexpr int kThreads = 256;
-
-/* Enough blocks for a grid-stride loop over n elements, capped so huge tensors reuse threads. */
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > 65535) b = 65535;
-  return static_cast<unsigned>(b);
-}
-
-#define MPT_FOR_EACH(i, n)                                                                  \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // [SECTION] data movement and activation
 

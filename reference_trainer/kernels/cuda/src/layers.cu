@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "device_numerics.h"
+#include "grid_stride.h"
 #include "launchers.h"
 
 namespace mpt::cuda::detail {
@@ -14,19 +15,6 @@ namespace {
 using dev::load_float;
 using dev::store_float;
 using dev::round_through_f16;
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > 65535) b = 65535;
-  return static_cast<unsigned>(b);
-}
-
-#define MPT_FOR_EACH(i, n)                                                                  \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 /* One step of a running sum: fp32, or an fp16 accumulator rounded after each addition. The
  * products of the fp16-accumulator kernels use fmaf, one rounding as the CPU's std::fma. */
