@@ -2,6 +2,7 @@
 // (the independent reference the library's numbers are checked against).
 #pragma once
 
+#include "temp_path.h"
 #include "synthetic_trace.h"
 
 #include <sqlite3.h>
@@ -14,14 +15,8 @@
 
 namespace fpscope::test {
 
-inline std::string temp_dir() {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("fpscope_analyzer_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d.string();
-  }();
-  return dir;
-}
+// This test process's own folder (mkdtemp), removed at exit.
+inline std::string temp_dir() { return process_temp_dir().str(); }
 
 inline std::string make_trace(const std::string& name, synthetic::Options o) {
   const std::string path = temp_dir() + "/" + name + ".sqlite";

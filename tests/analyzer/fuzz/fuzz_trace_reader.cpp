@@ -3,6 +3,7 @@
 // Build with clang (CC=clang CXX=clang++), then: fuzz_trace_reader -max_len=262144 CORPUS_DIR
 // (seed the corpus with small traces from fpscope-gen-trace).
 #include "fpscope/analysis.h"
+#include "temp_path.h"
 
 #include <unistd.h>
 
@@ -12,7 +13,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fpscope::analysis;
-  const std::string path = "/tmp/fpscope_fuzz_" + std::to_string(getpid()) + ".sqlite";
+  static const fpscope::test::TempDir dir("fpscope-fuzz");  // one file, rewritten for each input
+  static const std::string path = (dir / "input.sqlite").string();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return 0;
   std::fwrite(data, 1, size, f);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fpscope/ring.h"
+#include "temp_path.h"
 
 namespace fpscope {
 namespace {
@@ -28,10 +29,7 @@ struct TestRecord {
   uint64_t seq;
 };
 
-std::string unique_name(const char* what) {
-  static std::atomic<int> n{0};
-  return "/fpscope-test-" + std::string(what) + "-" + std::to_string(getpid()) + "-" + std::to_string(n++);
-}
+std::string unique_name(const char* what) { return test::unique_shm_name(std::string("fpscope-test-") + what); }
 
 uint64_t payload_word(uint32_t producer, uint64_t seq, std::size_t i) {
   return (seq * 1000003u) ^ (uint64_t{producer} << 40) ^ (i * 7919u);

@@ -17,6 +17,7 @@
 #include "fpscope/trace_writer.h"
 #include "sqlite_reader.h"
 #include "wire_builder.h"
+#include "temp_path.h"
 
 namespace fpscope {
 namespace {
@@ -35,16 +36,12 @@ constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite",
 class WriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fpscope-writer-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = temp_.path();
     path_ = (dir_ / "t.sqlite").string();
     std::string error;
     writer_ = TraceWriter::create(path_, "t.sqlite.dumps", &error);
     ASSERT_TRUE(writer_) << error;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void feed(const Record& r) {
     writer_->on_record(test::header(r));
@@ -54,6 +51,7 @@ class WriterTest : public ::testing::Test {
   void feed(const R& r) { feed(pack(r)); }
   void finish() { ASSERT_TRUE(writer_->finish()) << writer_->error(); }
 
+  fpscope::test::TempDir temp_{"fpscope-writer"};  // gtest makes a fixture per test: one folder each
   fs::path dir_;
   std::string path_;
   std::unique_ptr<TraceWriter> writer_;

@@ -2,6 +2,8 @@
 // hands them out become wire records (fpscope/cupti_wire.h), the collector's TraceWriter stores
 // them, and the cuda_* tables hold exactly what was reported, on the monotonic clock.
 #include <gtest/gtest.h>
+
+#include "temp_path.h"
 #include <sqlite3.h>
 
 #include <cstdio>
@@ -46,8 +48,8 @@ void send_string(fpscope::TraceWriter& w, uint32_t id, const std::string& text) 
 }
 
 TEST(CuptiTrace, ActivityLandsInTheCudaTables) {
-  std::string path = ::testing::TempDir() + "cupti_trace_" + std::to_string(getpid()) + ".sqlite";
-  std::remove(path.c_str());
+  const fpscope::test::TempDir dir("fpscope-cupti-trace");
+  const std::string path = (dir / "cupti_trace.sqlite").string();
   std::string error;
   auto writer = fpscope::TraceWriter::create(path, path + ".dumps", &error);
   ASSERT_TRUE(writer) << error;

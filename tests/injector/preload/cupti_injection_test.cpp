@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "temp_path.h"
 #include "traced_child.h"
 
 namespace fpscope::inject {
@@ -43,12 +44,9 @@ std::optional<std::string> meta_value(const fs::path& trace, const std::string& 
 class CuptiInjection : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fpscope-cupti-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = temp_.path();
     trace_ = dir_ / "trace.sqlite";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // `fpscope run` of the target in `mode`; the exit status of fpscope (the program's).
   int trace_target(const std::string& mode) {
@@ -59,6 +57,7 @@ class CuptiInjection : public ::testing::Test {
     return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
   }
 
+  fpscope::test::TempDir temp_{"fpscope-cupti"};  // gtest makes a fixture per test: one folder each
   fs::path dir_, trace_;
   std::string stderr_text_;
 };

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "temp_path.h"
 #include "traced_child.h"
 
 namespace fpscope::inject {
@@ -54,12 +55,9 @@ class FpscopeRun : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(fs::path(FPSCOPE_TEST_DATA_DIR) / "train-images-idx3-ubyte.gz"))
       GTEST_SKIP() << "FashionMNIST is not in " << FPSCOPE_TEST_DATA_DIR << " (scripts/install-deps.sh)";
-    dir_ = fs::temp_directory_path() / ("fpscope-inject-run-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = temp_.path();
     trace_ = dir_ / "trace.sqlite";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   RunResult trace_run(std::vector<std::string> fpscope_options, std::vector<std::string> trainer_options) {
     std::vector<std::string> argv = {FPSCOPE_CLI, "run", "-q", "-o", trace_.string()};
@@ -75,6 +73,7 @@ class FpscopeRun : public ::testing::Test {
     r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
     return r;
   }
+  fpscope::test::TempDir temp_{"fpscope-inject-run"};  // gtest makes a fixture per test: one folder each
   fs::path dir_, trace_;
 };
 

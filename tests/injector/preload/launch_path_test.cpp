@@ -2,6 +2,8 @@
 // a real ring (the collector's RingProducer); the test reads the ring back with RingConsumer and
 // checks every record against values worked out by hand.
 #include <gtest/gtest.h>
+
+#include "temp_path.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -85,8 +87,7 @@ int update_scale(const mpt_launch_desc* d) {
 class LaunchPath : public ::testing::Test {
  protected:
   void start(Options options, uint64_t ring_slots = 1 << 14) {
-    static int serial = 0;
-    const std::string name = "/fpscope-inject-test-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+    const std::string name = fpscope::test::unique_shm_name("fpscope-inject-test");
     std::string error;
     consumer_ = RingConsumer::create(name, ring_slots, &error);
     ASSERT_TRUE(consumer_) << error;
@@ -385,8 +386,8 @@ TEST_F(LaunchPath, LossScaleEventsAreReadOffTheUpdateKernel) {
 }
 
 TEST_F(LaunchPath, DumpWritesMatchingTensorsOnly) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fpscope-dump-test-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  const fpscope::test::TempDir temp("fpscope-dump-test");
+  const auto& dir = temp.path();
   Options o;
   o.every = 1000;  // nothing selected: the dump spec alone makes the launch measured
   o.dump.enabled = true;

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "traced_child.h"
+#include "temp_path.h"
 
 namespace fpscope::inject {
 namespace {
@@ -55,11 +56,9 @@ class MptrainTraced : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(fs::path(FPSCOPE_TEST_DATA_DIR) / "train-images-idx3-ubyte.gz"))
       GTEST_SKIP() << "FashionMNIST is not in " << FPSCOPE_TEST_DATA_DIR << " (scripts/install-deps.sh)";
-    dir_ = fs::temp_directory_path() / ("fpscope-inject-e2e-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = temp_.path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  fpscope::test::TempDir temp_{"fpscope-inject-e2e"};  // gtest makes a fixture per test: one folder each
   fs::path dir_;
 };
 

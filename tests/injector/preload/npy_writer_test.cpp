@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_path.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -47,11 +49,8 @@ std::string hex_of(const void* data, size_t bytes) {
 class NpyWriter : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("fpscope-npy-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
-    std::filesystem::create_directories(dir_);
+    dir_ = temp_.path();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string write(const char* name, int32_t dtype, std::vector<int64_t> shape, const void* data,
                     size_t bytes) {
@@ -62,6 +61,7 @@ class NpyWriter : public ::testing::Test {
         << error;
     return path;
   }
+  fpscope::test::TempDir temp_{"fpscope-npy-test"};  // one folder per test (gtest makes a fixture per test)
   std::filesystem::path dir_;
 };
 

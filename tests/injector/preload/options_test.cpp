@@ -3,6 +3,8 @@
 #include "options.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_path.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -112,8 +114,8 @@ TEST(Options, EmptyValuesMeanUnset) {
 }
 
 TEST(Options, DumpSpecAllKeysMustMatch) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fpscope-options-test-dump-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const fpscope::test::TempDir temp("fpscope-options-test");
+  const auto dir = temp / "dump";
   Options o = parsed(Env{{{"FPSCOPE_DUMP", "op=conv2d_backward*,step=120,layer=conv2,tensor=*.grad"},
                           {"FPSCOPE_DUMP_DIR", dir.string()}}});
   EXPECT_TRUE(std::filesystem::is_directory(dir));  // created when missing

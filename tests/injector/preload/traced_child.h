@@ -19,6 +19,7 @@
 
 #include "fpscope/ring.h"
 #include "memory_sink.h"
+#include "temp_path.h"
 
 extern char** environ;
 
@@ -92,8 +93,7 @@ inline std::vector<std::string> environment_with(const std::map<std::string, std
 inline TracedRun run_traced(const std::string& library, const std::vector<std::string>& argv,
                             const std::map<std::string, std::string>& extra = {}, bool with_ring = true) {
   TracedRun run;
-  static int serial = 0;
-  const std::string ring = "/fpscope-inject-e2e-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  const std::string ring = fpscope::test::unique_shm_name("fpscope-inject-e2e");
   std::unique_ptr<RingConsumer> consumer;
   if (with_ring) {
     consumer = RingConsumer::create(ring, 1 << 16, &run.error);

@@ -3,6 +3,8 @@
 // of them, and compares field by field. Counts, extremes, histogram and cast counts must be equal;
 // mean and rms must lie within the error bound of docs/statistics.md.
 #include <gtest/gtest.h>
+
+#include "temp_path.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -68,8 +70,9 @@ Json run_reference(const std::vector<TestTensor>& cases) {
   const fs::path work(FPSCOPE_STATS_TEST_WORK_DIR);
   const fs::path cached = work / ("reference-" + fingerprint(cases) + ".json");
   if (fs::exists(cached)) return Json::parse(std::ifstream(cached));
-  const fs::path dir = work / ("reference-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  fs::create_directories(work);
+  const fpscope::test::TempDir scratch(work, "reference");
+  const fs::path& dir = scratch.path();
   Json manifest = Json::array();
   for (const TestTensor& t : cases) {
     const fs::path file = dir / (t.name + ".bin");

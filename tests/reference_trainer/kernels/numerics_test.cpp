@@ -4,6 +4,8 @@
 // checked, over every fp16 pattern, every fp32 exponent, every tie near each binade, subnormals,
 // the overflow thresholds and NaN payloads.
 #include <gtest/gtest.h>
+
+#include "temp_path.h"
 #include <unistd.h>
 #include <immintrin.h>
 
@@ -86,9 +88,8 @@ std::vector<uint16_t> array_convert(const std::vector<uint32_t>& in, bool bf16) 
 
 // Runs a numpy script on raw little-endian input; returns its raw output.
 std::vector<uint16_t> run_numpy(const std::vector<uint32_t>& in, const std::string& script) {
-  // ctest runs tests in parallel, each in its own process: the pid keeps their files apart.
-  const std::string stem = ::testing::TempDir() + "/mpt-numerics-" + std::to_string(::getpid());
-  const std::string in_path = stem + "-in.bin", out_path = stem + "-out.bin";
+  const fpscope::test::TempDir dir("mpt-numerics");
+  const std::string in_path = (dir / "in.bin").string(), out_path = (dir / "out.bin").string();
   std::ofstream(in_path, std::ios::binary).write(reinterpret_cast<const char*>(in.data()), in.size() * 4);
   std::string command = std::string(FPSCOPE_REFERENCE_PYTHON) + " -c \"import numpy as np, sys\nnp.seterr(all='ignore')\n" + script +
                         "\" " + in_path + " " + out_path;

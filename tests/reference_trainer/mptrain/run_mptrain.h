@@ -2,6 +2,7 @@
 // combined output and (optionally) the metrics JSON out.
 #pragma once
 
+#include "temp_path.h"
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
@@ -36,9 +37,9 @@ inline RunOutcome run_mptrain(const std::string& args, const std::string& env = 
   return run_command(env + " " + MPTRAIN_BIN + " " + args);
 }
 
-// A file name unique to this process and test.
+// A new empty file of its own (mkstemp), removed with the process's test folder at exit.
 inline std::string temp_path(const std::string& stem) {
-  return (std::filesystem::temp_directory_path() / (stem + "_" + std::to_string(::getpid()))).string();
+  return fpscope::test::process_temp_dir().make_file(stem).string();
 }
 
 inline nlohmann::json read_json(const std::string& path) {

@@ -6,6 +6,8 @@
 #include "resize.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_path.h"
 #include <zlib.h>
 
 #include <cstdio>
@@ -41,11 +43,8 @@ void write_gz(const fs::path& path, const std::vector<uint8_t>& bytes) {
 class DataFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mptrain_data_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = temp_.path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // 3 images of 2x3 pixels with values 0..17 and labels 7, 0, 9.
   void write_valid(const std::string& prefix) {
@@ -64,6 +63,7 @@ class DataFiles : public ::testing::Test {
     return "";
   }
 
+  fpscope::test::TempDir temp_{"mptrain-data"};  // one folder per test (gtest makes a fixture per test)
   fs::path dir_;
 };
 
@@ -194,7 +194,7 @@ std::vector<double> numpy_resize(const std::vector<float>& src, int in_h, int in
          << "bot = src[yhi][:, xlo] * (1 - fx) + src[yhi][:, xhi] * fx\n"
          << "out = top * (1 - fy)[:, None] + bot * fy[:, None]\n"
          << "print(' '.join(repr(float(v)) for v in out.ravel()))\n";
-  const fs::path path = fs::temp_directory_path() / ("mptrain_resize_" + std::to_string(::getpid()) + ".py");
+  const fs::path path = fpscope::test::process_temp_dir().make_file("mptrain_resize", ".py");
   std::ofstream(path) << script.str();
   std::string command = std::string(FPSCOPE_REFERENCE_PYTHON) + " " + path.string();
   FILE* pipe = ::popen(command.c_str(), "r");

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_path.h"
+
 #include <filesystem>
 #include <fstream>
 
@@ -61,7 +63,8 @@ TEST(OpLists, UnreadableFileIsAUsageError) {
 }
 
 TEST(OpLists, ReadsAFile) {
-  auto path = std::filesystem::temp_directory_path() / ("mptrain_ops_" + std::to_string(::getpid()));
+  const fpscope::test::TempDir dir("mptrain-ops");
+  const auto path = dir / "ops.txt";
   std::ofstream(path) << "max_pool2d\nlinear\n";
   EXPECT_EQ(read_op_list_file(path.string()), (OpSet{"linear", "max_pool2d"}));
   std::filesystem::remove(path);
