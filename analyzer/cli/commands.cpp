@@ -21,13 +21,26 @@ using namespace fpscope::analysis;
 namespace {
 
 int finish(const Trace& trace, int code = kExitOk) {
-  if (code == kExitOk && trace.in_progress()) {
+  if (code != kExitOk) return code;
+  if (trace.state() == RunEnd::Running) {
     std::cerr << "fpscope: " << trace.path()
-              << ": the run had not ended when this trace was read (end_reason 'running'): the output covers "
+              << ": the run had not ended when this trace was read (its fpscope run still runs): the output covers "
                  "what was written so far (exit code 9)\n";
     return kExitInProgress;
   }
+  if (trace.state() == RunEnd::CollectorLost) {
+    std::cerr << "fpscope: " << trace.path()
+              << ": collector lost: the fpscope run that wrote this trace died before the program ended; the output "
+                 "covers what it wrote until then (exit code 10)\n";
+    return kExitCollectorLost;
+  }
   return code;
+}
+
+std::vector<std::string> range_view_keys() {
+  std::vector<std::string> keys;
+  for (int i = 0; i < kRangeViewCount; ++i) keys.push_back(range_view_info(static_cast<RangeView>(i)).key);
+  return keys;
 }
 
 CLI::Option* add_format(CLI::App* cmd, std::string& format, const std::vector<std::string>& choices) {
@@ -38,7 +51,7 @@ CLI::Option* add_format(CLI::App* cmd, std::string& format, const std::vector<st
 
 Action add_report(CLI::App& app) {
   struct Opts {
-    std::string trace, section = "all", format = "text";
+    std::string trace, section = "all", format = "text", view = "activations";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
@@ -46,13 +59,18 @@ Action add_report(CLI::App& app) {
   cmd->add_option("--section", o->section, "which section")
       ->check(CLI::IsMember({"summary", "nonfinite", "ranges", "loss-scale", "memory", "all"}))->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
+  cmd->add_option("--view", o->view,
+                  "which tensors the ranges section shows by layer: activations (forward outputs), gradients (as stored, "
+                  "scaled), gradients-unscaled, weights, optimizer-state")
+      ->check(CLI::IsMember(range_view_keys()))
+      ->capture_default_str();
   return [o]() {
     auto trace = Trace::open(o->trace);
     std::vector<Section> sections;
     const bool all = o->section == "all";
     if (all || o->section == "summary") sections.push_back(summary_section(*trace));
     if (all || o->section == "nonfinite") sections.push_back(nonfinite_section(*trace));
-    if (all || o->section == "ranges") sections.push_back(ranges_section(*trace));
+    if (all || o->section == "ranges") sections.push_back(ranges_section(*trace, *parse_range_view(o->view)));
     if (all || o->section == "loss-scale") sections.push_back(loss_scale_section(*trace));
     if (all || o->section == "memory") sections.push_back(memory_section(*trace));
     render(sections, parse_format(o->format), std::cout);

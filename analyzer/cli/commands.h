@@ -12,6 +12,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;      // an output could not be written, or an internal error
 inline constexpr int kExitUsage = 2;        // bad command line
 inline constexpr int kExitInProgress = 9;   // the output is complete for what the trace holds, but the run had not ended
+inline constexpr int kExitCollectorLost = 10;  // the same, and it never will: the collector that wrote it died
 
 using Action = std::function<int()>;
 

@@ -26,16 +26,6 @@ std::string where(const std::string& kernel, const std::optional<std::string>& l
   return layer ? kernel + " (" + *layer + ")" : kernel;
 }
 
-std::string ending(const RunSummary& s) {
-  std::string text = s.end_reason.empty() ? "unknown (no end_reason in meta)" : s.end_reason;
-  if (s.exit_status) text += fmt::format(", exit code {}", *s.exit_status);
-  if (s.signal || !s.signal_name.empty()) {
-    text += fmt::format(", signal {}{}", s.signal_name, s.signal ? fmt::format(" ({})", *s.signal) : "");
-  }
-  if (s.state == RunState::InProgress) text += " - the trace is still being written or its collector stopped";
-  return text;
-}
-
 }  // namespace
 
 Section summary_section(const Trace& trace) {
@@ -54,7 +44,7 @@ Section summary_section(const Trace& trace) {
     if (cell.text.size() > 100) cell.text = cell.text.substr(0, 97) + "...";
     add("config " + k, cell);
   }
-  add("ended", Cell(ending(s)));
+  add("ended", Cell((contract::is_failure(s.state) ? "FAILED: " : "") + ending_text(s)));
   add("steps", s.steps ? Cell(fmt::format("{} ({} .. {})", s.steps, step_text(s.first_step), step_text(s.last_step)), s.steps)
                        : int_cell(0));
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
@@ -67,10 +57,12 @@ Section summary_section(const Trace& trace) {
   add("final train accuracy", accuracy_cell(s.final_train_accuracy));
   add("test accuracy", accuracy_cell(s.test_accuracy));
   sec.tables.push_back(std::move(t));
-  if (s.state == RunState::InProgress) {
-    sec.notes.push_back("NOTE: this trace is still being written (or its collector was killed): the numbers cover what it holds so far.");
+  if (s.state == RunEnd::Running) {
+    sec.notes.push_back("NOTE: this trace is still being written: the numbers cover what it holds so far.");
+  } else if (s.state == RunEnd::CollectorLost) {
+    sec.notes.push_back("NOTE: the fpscope run that wrote this trace died before the program ended: the numbers cover what it wrote until then.");
   }
-  sec.extra["in_progress"] = s.state == RunState::InProgress;
+  sec.extra["in_progress"] = s.state == RunEnd::Running;
   sec.extra["summaries_precomputed"] = trace.summaries_precomputed();
   return sec;
 }
@@ -125,9 +117,20 @@ Section nonfinite_section(const Trace& trace) {
   return sec;
 }
 
-Section ranges_section(const Trace& trace) {
-  Section sec{"ranges", "Value ranges per layer and kernel (outputs)", {}, {}, {}};
-  sec.notes.push_back("headroom: powers of two between absmax and the format's largest value; shares of the values a cast would overflow, flush to zero or make subnormal.");
+Section ranges_section(const Trace& trace, RangeView view) {
+  Section sec{"ranges", "Value ranges", {}, {}, {}};
+  const RangeViewInfo& info = range_view_info(view);
+  sec.extra["view"] = info.key;
+  Table by_view{"view_ranges", {info.rows, "steps", "absmax", "min nonzero", "fp16 headroom", "fp16 footroom", "NaN/Inf"}, {}};
+  for (const ViewRangeRow& r : view_ranges(trace, view)) {
+    by_view.rows.push_back({Cell(r.row), int_cell(r.steps), number_cell(r.absmax), number_cell(r.min_nonzero),
+                            log2_cell(r.headroom_f16_log2), log2_cell(r.footroom_f16_log2), int_cell(r.nonfinite)});
+  }
+  sec.notes.push_back(fmt::format("First by {}, over every step: {} (--view {}; the others: activations, gradients, "
+                                  "gradients-unscaled, weights, optimizer-state).", info.rows, info.title, info.key));
+  if (by_view.rows.empty()) sec.notes.push_back("  (none in this trace)");
+  sec.tables.push_back(std::move(by_view));
+  sec.notes.push_back("Then per layer and kernel, outputs of every phase. headroom: powers of two between absmax and the format's largest value; shares of the values a cast would overflow, flush to zero or make subnormal.");
   Table t{"ranges",
           {"layer", "kernel", "elements", "absmax", "min nonzero", "fp16 headroom", "bf16 headroom", "fp16 overflow",
            "fp16 underflow", "fp16 subnormal", "bf16 overflow", "bf16 underflow", "bf16 subnormal", "NaN/Inf"},

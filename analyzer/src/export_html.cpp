@@ -90,12 +90,14 @@ std::string memory_plot(const Trace& trace) {
   return line_plot("Live memory by category (MiB)", "seconds since the first allocation", series);
 }
 
-// Rows: layers; columns: steps (binned); colour: floor(log2(absmax)), red where NaN/Inf appeared.
-std::string heat_map(const Trace& trace) {
-  const auto cells = layer_step_ranges(trace);
+// Rows: layers (or tensors); columns: steps (binned); colour: floor(log2(absmax)), red where NaN/Inf
+// appeared. The title says which view it is.
+std::string heat_map(const Trace& trace, RangeView view) {
+  const auto cells = layer_step_ranges(trace, view);
+  const RangeViewInfo& info = range_view_info(view);
   std::ostringstream svg;
-  svg << "<h3>Largest magnitude of each layer's outputs by step (log2)</h3>\n";
-  if (cells.empty()) return svg.str() + "<p>No layer ranges.</p>\n";
+  svg << "<h3>Largest magnitude by " << info.rows << " and step (log2): " << esc(info.title) << "</h3>\n";
+  if (cells.empty()) return svg.str() + "<p>None in this trace.</p>\n";
   std::vector<std::string> layers;
   int64_t s0 = cells.front().step, s1 = cells.front().step;
   for (const auto& c : cells) {
@@ -148,7 +150,8 @@ void summary_section(const Trace& trace, std::ostream& out) {
   row("trace", s.path);
   row("command", s.command);
   for (const auto& [k, v] : s.config) row(k, v);
-  row("ended", s.end_reason.empty() ? run_state_name(s.state) : s.end_reason);
+  out << "<tr><th>ended</th><td" << (contract::is_failure(s.state) ? " class=\"bad\"" : "") << ">"
+      << esc(ending_text(s)) << "</td></tr>\n";
   row("steps", std::to_string(s.steps));
   row("kernel launches", std::to_string(s.kernels));
   row("final loss", human_optional(s.final_loss));
@@ -198,7 +201,7 @@ void export_html(const Trace& trace, std::ostream& out) {
       << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
       << "th{background:#f3f3f3}.ax{font-size:11px;fill:#555}.bad{color:#b00}</style></head><body>\n"
       << "<h1>fpscope report</h1>\n";
-  if (trace.in_progress()) out << "<p class=\"bad\">This trace is still being written (or its collector stopped): it may be incomplete.</p>\n";
+  if (trace.unfinished()) out << "<p class=\"bad\">This trace is incomplete: " << esc(std::string(contract::label(trace.state()))) << ".</p>\n";
   summary_section(trace, out);
   const auto step_rows = steps(trace);
   Series loss{"loss", "#4e79a7", {}}, scale{"log2(loss scale)", "#e15759", {}};
@@ -221,7 +224,7 @@ void export_html(const Trace& trace, std::ostream& out) {
     out << "<tr><td>" << c.category << "</td><td>" << human_bytes(c.at_peak) << "</td><td>" << human_bytes(c.max_live) << "</td></tr>\n";
   }
   out << "</table>\n" << memory_plot(trace);
-  out << "<h2>Ranges</h2>\n" << heat_map(trace);
+  out << "<h2>Ranges</h2>\n" << heat_map(trace, RangeView::Activations) << heat_map(trace, RangeView::GradientsScaled);
   ranges_section(trace, out);
   out << "</body></html>\n";
 }

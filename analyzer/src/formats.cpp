@@ -8,13 +8,15 @@
 namespace fpscope::analysis {
 
 const FormatLimits& format_limits(Format format) {
-  // max_finite, min_normal, min_subnormal of each format (fp8 as in the OCP 8-bit spec: e4m3 "FN").
-  static const std::array<FormatLimits, kFormatCount> limits = {{
-      {"fp16", "f16", 65504.0, std::ldexp(1.0, -14), std::ldexp(1.0, -24)},
-      {"bf16", "bf16", std::ldexp(255.0, 120), std::ldexp(1.0, -126), std::ldexp(1.0, -133)},
-      {"fp8-e4m3", "e4m3", 448.0, std::ldexp(1.0, -6), std::ldexp(1.0, -9)},
-      {"fp8-e5m2", "e5m2", 57344.0, std::ldexp(1.0, -14), std::ldexp(1.0, -16)},
-  }};
+  // Derived from the contract's bit layouts (fp8 as in the OCP 8-bit spec: e4m3 "FN").
+  static const std::array<FormatLimits, kFormatCount> limits = [] {
+    std::array<FormatLimits, kFormatCount> l{};
+    for (int i = 0; i < kFormatCount; ++i) {
+      const contract::CastFormatInfo& f = contract::kCastFormats[static_cast<std::size_t>(i)];
+      l[static_cast<std::size_t>(i)] = {f.name, f.short_name, f.bits.max_finite(), f.bits.min_normal(), f.bits.min_subnormal()};
+    }
+    return l;
+  }();
   return limits[static_cast<int>(format)];
 }
 
@@ -52,16 +54,6 @@ int exit_code_of(TraceErrorKind kind) {
     case TraceErrorKind::Cancelled: return 130;
   }
   return 1;
-}
-
-const char* run_state_name(RunState state) {
-  switch (state) {
-    case RunState::Finished: return "finished";
-    case RunState::Signalled: return "ended by a signal";
-    case RunState::InProgress: return "in progress (still being written, or its collector stopped)";
-    case RunState::Unknown: return "unknown";
-  }
-  return "unknown";
 }
 
 }  // namespace fpscope::analysis

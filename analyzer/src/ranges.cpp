@@ -115,11 +115,64 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
   return rows;
 }
 
-std::vector<LayerStepCell> layer_step_ranges(const Trace& trace) {
-  Stmt st(detail::db(trace),
-          "SELECT sl.value, r.step, max(r.absmax), min(r.min_nonzero), sum(r.nan + r.inf) "
-          "FROM summary_layer_steps r JOIN strings sl ON sl.id = r.layer_id "
-          "WHERE r.step IS NOT NULL GROUP BY r.layer_id, r.step ORDER BY r.step, min(r.layer_id)");
+const RangeViewInfo& range_view_info(RangeView view) {
+  static const std::array<RangeViewInfo, kRangeViewCount> views = {{
+      {RangeView::Activations, "activations", "forward activations (outputs of forward kernels)", "layer"},
+      {RangeView::GradientsScaled, "gradients", "gradients as stored (scaled by the loss scale)", "layer"},
+      {RangeView::GradientsUnscaled, "gradients-unscaled", "gradients unscaled (divided by the step's loss scale)",
+       "layer"},
+      {RangeView::Weights, "weights", "weights and master weights after each optimizer step", "tensor"},
+      {RangeView::OptimizerState, "optimizer-state", "optimizer state after each optimizer step", "tensor"},
+  }};
+  return views[static_cast<std::size_t>(view)];
+}
+
+std::optional<RangeView> parse_range_view(std::string_view key) {
+  for (int i = 0; i < kRangeViewCount; ++i) {
+    const RangeViewInfo& info = range_view_info(static_cast<RangeView>(i));
+    if (key == info.key) return info.view;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Outputs of one phase's kernels by layer and step, from the summary; `unscale` divides magnitudes
+// by the loss scale in force during the step (1 where the run has none).
+constexpr const char* kPhaseCellsSql =
+    "SELECT sl.value, r.step, max(r.absmax) / coalesce(ls.scale, 1), min(r.min_nonzero) / coalesce(ls.scale, 1), "
+    "       sum(r.nan + r.inf) "
+    "FROM summary_layer_steps r JOIN strings sl ON sl.id = r.layer_id "
+    "LEFT JOIN (SELECT step, min(scale_before) AS scale FROM loss_scale WHERE ?2 AND step IS NOT NULL GROUP BY step) ls "
+    "  ON ls.step = r.step "
+    "WHERE r.step IS NOT NULL AND r.phase_id IN (SELECT id FROM strings WHERE value = ?1) "
+    "GROUP BY r.layer_id, r.step ORDER BY r.step, min(r.layer_id)";
+
+// Tensors of the given memory categories that optimizer-phase kernels wrote, by tensor and step.
+constexpr const char* kParameterCellsSql =
+    "SELECT s.value, k.step, max(t.absmax), min(t.min_nonzero), sum(t.nan + t.pos_inf + t.neg_inf) "
+    "FROM tensors t JOIN kernels k ON k.id = t.kernel_id JOIN strings s ON s.id = t.name_id "
+    "WHERE t.role = 'out' AND k.step IS NOT NULL "
+    "  AND k.phase_id IN (SELECT id FROM strings WHERE value = ?1) "
+    "  AND t.tensor_uid IN (SELECT alloc_id FROM memory_events WHERE kind = 'alloc' AND category IN (?2, ?3)) "
+    "GROUP BY t.name_id, k.step ORDER BY k.step, min(t.id)";
+
+}  // namespace
+
+std::vector<LayerStepCell> layer_step_ranges(const Trace& trace, RangeView view) {
+  using contract::MemoryCategory;
+  auto category = [](MemoryCategory c) { return static_cast<int64_t>(c); };
+  const bool by_tensor = view == RangeView::Weights || view == RangeView::OptimizerState;
+  Stmt st(detail::db(trace), by_tensor ? kParameterCellsSql : kPhaseCellsSql);
+  if (by_tensor) {
+    st.bind(1, std::string_view(contract::kPhaseOptimizer));
+    const bool weights = view == RangeView::Weights;
+    st.bind(2, category(weights ? MemoryCategory::Weight : MemoryCategory::OptimizerState));
+    st.bind(3, category(weights ? MemoryCategory::MasterWeight : MemoryCategory::OptimizerState));
+  } else {
+    st.bind(1, std::string_view(view == RangeView::Activations ? contract::kPhaseForward : contract::kPhaseBackward));
+    st.bind(2, int64_t{view == RangeView::GradientsUnscaled ? 1 : 0});
+  }
   std::vector<LayerStepCell> cells;
   while (st.step()) {
     LayerStepCell c;
@@ -131,6 +184,26 @@ std::vector<LayerStepCell> layer_step_ranges(const Trace& trace) {
     cells.push_back(std::move(c));
   }
   return cells;
+}
+
+std::vector<ViewRangeRow> view_ranges(const Trace& trace, RangeView view) {
+  std::vector<ViewRangeRow> rows;
+  std::map<std::string, std::size_t> index;
+  for (const LayerStepCell& c : layer_step_ranges(trace, view)) {
+    auto [it, fresh] = index.emplace(c.layer, rows.size());
+    if (fresh) rows.push_back(ViewRangeRow{c.layer, 0, std::nullopt, std::nullopt, std::nullopt, std::nullopt, 0});
+    ViewRangeRow& r = rows[it->second];
+    ++r.steps;
+    r.nonfinite += c.nonfinite;
+    if (c.absmax && (!r.absmax || *c.absmax > *r.absmax)) r.absmax = c.absmax;
+    if (c.min_nonzero && (!r.min_nonzero || *c.min_nonzero < *r.min_nonzero)) r.min_nonzero = c.min_nonzero;
+  }
+  const FormatLimits& f16 = format_limits(Format::F16);
+  for (ViewRangeRow& r : rows) {
+    if (r.absmax && *r.absmax > 0) r.headroom_f16_log2 = std::log2(f16.max_finite / *r.absmax);
+    if (r.min_nonzero && *r.min_nonzero > 0) r.footroom_f16_log2 = std::log2(*r.min_nonzero / f16.min_subnormal);
+  }
+  return rows;
 }
 
 }  // namespace fpscope::analysis

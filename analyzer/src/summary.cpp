@@ -61,6 +61,7 @@ RunSummary summary(const Trace& trace) {
   if (!s.exit_status) s.exit_status = parse_int(trace.meta_value("exit_code"));
   s.signal = parse_int(trace.meta_value("signal_number"));
   s.signal_name = trace.meta_value("signal").value_or("");
+  s.collector_pid = parse_int(trace.meta_value("collector_pid"));
   s.steps = impl.count("steps").value_or(0);
   s.first_step = impl.count("first_step");
   s.last_step = impl.count("last_step");
@@ -78,6 +79,20 @@ RunSummary summary(const Trace& trace) {
   if (auto acc = last_scalar(trace, "train_accuracy")) s.final_train_accuracy = acc->first;
   if (auto acc = last_scalar(trace, "test_accuracy")) s.test_accuracy = acc->first;
   return s;
+}
+
+std::string ending_text(const RunSummary& s) {
+  std::string text(contract::label(s.state));
+  if (s.state == RunEnd::Unknown && !s.end_reason.empty()) text += " ('" + s.end_reason + "')";
+  if (s.exit_status && s.state != RunEnd::ExitedOk) text += " (exit code " + std::to_string(*s.exit_status) + ")";
+  if (s.signal || !s.signal_name.empty()) {
+    text += " (signal " + (s.signal_name.empty() ? std::string("?") : s.signal_name) +
+            (s.signal ? ", " + std::to_string(*s.signal) : "") + ")";
+  }
+  if (s.state == RunEnd::CollectorLost && s.collector_pid) {
+    text += ": pid " + std::to_string(*s.collector_pid) + " no longer runs; the trace holds what it wrote until then";
+  }
+  return text;
 }
 
 }  // namespace fpscope::analysis

@@ -2,7 +2,7 @@
 // (precomputed or built into temporary tables), and the read-only query entry point.
 #include "trace_impl.h"
 
-#include "trace_finalize_sql.h"
+#include "fpscope/embedded_sql.h"
 
 #include <fmt/format.h>
 
@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -156,22 +157,38 @@ void check_tables(const Db& db, const std::string& path) {
   }
 }
 
-RunState state_of(const std::map<std::string, std::string>& meta) {
+std::optional<long long> meta_integer(const std::map<std::string, std::string>& meta, const char* key) {
+  auto it = meta.find(key);
+  if (it == meta.end()) return std::nullopt;
+  long long value = 0;
+  const std::string& text = it->second;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Whether the `fpscope run` named in meta still runs; nullopt for traces that do not say.
+std::optional<bool> collector_alive(const std::map<std::string, std::string>& meta) {
+  const auto pid = meta_integer(meta, "collector_pid");
+  const auto ticks = meta_integer(meta, "collector_start_ticks");
+  auto boot = meta.find("collector_boot_id");
+  if (!pid || !ticks || boot == meta.end()) return std::nullopt;
+  return contract::is_alive({static_cast<pid_t>(*pid), static_cast<unsigned long long>(*ticks), boot->second});
+}
+
+RunEnd state_of(const std::map<std::string, std::string>& meta) {
   auto it = meta.find("end_reason");
-  if (it == meta.end() || it->second.empty()) return RunState::Unknown;
-  const std::string& reason = it->second;
-  if (reason == "running") return RunState::InProgress;
-  for (const char* word : {"signal", "kill", "crash", "abort", "stopped", "timeout", "interrupt"}) {
-    if (reason.find(word) != std::string::npos) return RunState::Signalled;
-  }
-  return RunState::Finished;
+  if (it == meta.end() || it->second.empty()) return RunEnd::Unknown;
+  const bool running = it->second == contract::info(RunEnd::Running).meta;
+  return contract::run_end_of(it->second, meta_integer(meta, "exit_code"),
+                              running ? collector_alive(meta) : std::nullopt);
 }
 
 // The `CREATE TABLE summary_...` statements of trace_finalize.sql, made temporary.
 std::vector<std::string> temp_summary_statements() {
   std::vector<std::string> statements;
   std::string current;
-  const char* text = kTraceFinalizeSql;
+  const char* text = embedded::kTraceFinalizeSql;
   while (*text) {
     const char* end = std::strchr(text, '\n');
     size_t len = end ? static_cast<size_t>(end - text) + 1 : std::strlen(text);
@@ -304,7 +321,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
 
 const std::string& Trace::path() const { return impl_->path; }
 int Trace::schema_version() const { return impl_->schema_version; }
-RunState Trace::state() const { return impl_->state; }
+RunEnd Trace::state() const { return impl_->state; }
 bool Trace::summaries_precomputed() const { return impl_->summaries_precomputed; }
 const std::map<std::string, std::string>& Trace::meta() const { return impl_->meta; }
 

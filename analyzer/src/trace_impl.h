@@ -15,7 +15,7 @@ struct Trace::Impl {
   std::string path;
   detail::Db db;
   int schema_version = 0;
-  RunState state = RunState::Unknown;
+  RunEnd state = RunEnd::Unknown;
   bool summaries_precomputed = false;
   bool summaries_ready = false;
   std::map<std::string, std::string> meta;

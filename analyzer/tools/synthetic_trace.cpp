@@ -3,11 +3,12 @@
 // launches that read it), so every report can be checked against plain SQL on the same file.
 #include "synthetic_trace.h"
 
-#include "trace_finalize_sql.h"
-#include "trace_schema_sql.h"
+#include "fpscope/contract/number_formats.h"
+#include "fpscope/embedded_sql.h"
 
 #include <sqlite3.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -63,11 +64,15 @@ struct KernelSpec {
   std::vector<TensorSpec> in, out;
 };
 
-// Format limits as in fpscope: max_finite, smallest normal, smallest subnormal.
-constexpr double kLimits[4][3] = {{65504.0, 6.103515625e-05, 5.960464477539063e-08},
-                                  {3.3895313892515355e38, 1.1754943508222875e-38, 9.183549615799121e-41},
-                                  {448.0, 0.015625, 0.001953125},
-                                  {57344.0, 6.103515625e-05, 1.52587890625e-05}};
+// Format limits from the trace contract: max_finite, smallest normal, smallest subnormal.
+constexpr std::array<std::array<double, 3>, contract::kCastFormatCount> kLimits = [] {
+  std::array<std::array<double, 3>, contract::kCastFormatCount> l{};
+  for (int f = 0; f < contract::kCastFormatCount; ++f) {
+    const contract::FloatFormat& b = contract::kCastFormats[static_cast<std::size_t>(f)].bits;
+    l[static_cast<std::size_t>(f)] = {b.max_finite(), b.min_normal(), b.min_subnormal()};
+  }
+  return l;
+}();
 
 // Tensor records one step writes without loss scaling (with it: 5 more).
 constexpr int64_t kTensorsPerStep = 118;
@@ -437,7 +442,7 @@ int64_t write_trace(const std::string& path, const Options& options) {
   int64_t tensors = 0;
   try {
     exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;");
-    exec(db, kTraceSchemaSql);
+    exec(db, embedded::kTraceSchemaSql);
     exec(db, "BEGIN");
     {
       int64_t steps = options.steps;
@@ -460,7 +465,7 @@ int64_t write_trace(const std::string& path, const Options& options) {
       // The summaries sort every tensor record once: keep the sorter in memory where it fits.
       exec(db, "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -1048576;");
       exec(db, "BEGIN");
-      exec(db, kTraceFinalizeSql);
+      exec(db, embedded::kTraceFinalizeSql);
       exec(db, "COMMIT");
     }
     if (options.end_reason != "running") exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;");

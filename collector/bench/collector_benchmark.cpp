@@ -70,7 +70,7 @@ void add_tensor(RecordStream& s, uint64_t seq, int slot, bool full) {
   st->zero = 1000 + seq % 7;
   st->min = -3.5, st->max = 4.25, st->absmax = 4.25, st->min_nonzero = 1e-7, st->mean = 0.01, st->rms = 0.9;
   if (!full) return;
-  const uint8_t role_slot = static_cast<uint8_t>((static_cast<unsigned>(st->role) << 7) | slot);
+  const uint8_t role_slot = contract::pack_role_slot(st->role, slot);
   auto* f = static_cast<wire::TensorFormatsRecord*>(s.append(3));
   *f = {};
   f->h = {wire::RecordType::TensorFormats, 3, 1};

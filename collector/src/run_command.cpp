@@ -2,6 +2,7 @@
 // creates the ring and the trace; starts the program with the injector preloaded; drains the ring
 // into the trace while it runs; and, however it ends, drains what is left, records how it ended,
 // finishes the trace, prints a short summary and exits with the program's status.
+#include "fpscope/contract/environment.h"
 #include "fpscope/run_command.h"
 
 #include <fcntl.h>
@@ -20,7 +21,9 @@
 #include <random>
 
 #include "child_process.h"
+#include "fpscope/contract/run_end.h"
 #include "fpscope/ring.h"
+#include "fpscope/ring_names.h"
 #include "fpscope/trace_writer.h"
 #include "run_options.h"
 #include "trace_meta.h"
@@ -85,7 +88,7 @@ std::string prepare_output(const RunOptions& o, TracePaths* paths) {
 // libfpscope_inject.so: FPSCOPE_INJECT_LIB, else <fpscope's folder>/../lib/.
 std::string injector_library(std::string* error) {
   std::string path;
-  if (const char* forced = std::getenv("FPSCOPE_INJECT_LIB"); forced && *forced) {
+  if (const char* forced = std::getenv(contract::env::kInjectLib); forced && *forced) {
     path = forced;
   } else {
     char exe[PATH_MAX];
@@ -116,7 +119,7 @@ std::vector<std::string> program_environment(const RunOptions& o, const std::str
   std::string user_cuda_injection;
   for (char** e = environ; *e; ++e) {
     const std::string line = *e;
-    if (line.rfind("FPSCOPE_", 0) == 0 || line.rfind("NVTX_INJECTION64_PATH=", 0) == 0) continue;
+    if (line.rfind(contract::env::kPrefix, 0) == 0 || line.rfind("NVTX_INJECTION64_PATH=", 0) == 0) continue;
     if (line.rfind("LD_PRELOAD=", 0) == 0) {
       user_preload = line.substr(11);
       continue;
@@ -129,7 +132,7 @@ std::vector<std::string> program_environment(const RunOptions& o, const std::str
   }
   env.push_back(std::string(kRingEnv) + "=" + ring);
   for (const auto& [name, value] : selection_environment(o)) env.push_back(name + "=" + value);
-  if (!o.dump.empty()) env.push_back("FPSCOPE_DUMP_DIR=" + paths.dump_dir);
+  if (!o.dump.empty()) env.push_back(std::string(contract::env::kDumpDir) + "=" + paths.dump_dir);
   env.push_back("LD_PRELOAD=" + inject + (user_preload.empty() ? "" : ":" + user_preload));
   env.push_back("NVTX_INJECTION64_PATH=" + inject);
   if (o.cupti && !user_cuda_injection.empty() && user_cuda_injection != inject) {
@@ -150,7 +153,7 @@ std::vector<std::string> user_environment() {
 
 std::string ring_name() {
   std::random_device rd;
-  return fmt::format("/fpscope-{}-{:08x}", getpid(), rd());
+  return ring_name_for(contract::self_identity(), rd());
 }
 
 void nap() {
@@ -158,20 +161,22 @@ void nap() {
   nanosleep(&ts, nullptr);
 }
 
-std::string end_reason(const ChildEnd& end, const TraceWriter& w, int interrupt) {
-  if (w.trap().seen && end.signaled && end.signal == SIGTRAP) return "trapped";
-  if (interrupt != 0) return "collector_interrupted";
-  return end.signaled ? "signaled" : "exited";
+contract::RunEnd run_end(const ChildEnd& end, const TraceWriter& w, int interrupt) {
+  using contract::RunEnd;
+  if (w.trap().seen && end.signaled && end.signal == SIGTRAP) return RunEnd::Trapped;
+  if (interrupt != 0) return RunEnd::Interrupted;
+  if (end.signaled) return RunEnd::Signaled;
+  return end.exit_code == 0 ? RunEnd::ExitedOk : RunEnd::ExitedError;
 }
 
-std::string how_it_ended(const ChildEnd& end, const std::string& reason) {
-  if (reason == "trapped") return "was stopped by --trap (SIGTRAP)";
+std::string how_it_ended(const ChildEnd& end, contract::RunEnd reason) {
+  if (reason == contract::RunEnd::Trapped) return "was stopped by --trap (SIGTRAP)";
   if (end.signaled) return fmt::format("was killed by {} (signal {})", signal_name(end.signal), end.signal);
   return fmt::format("exited with status {}", end.exit_code);
 }
 
 void print_summary(const RunOptions& o, const TraceWriter& w, const RingConsumer& ring, const ChildEnd& end,
-                   const std::string& reason) {
+                   contract::RunEnd reason) {
   const TraceCounts& c = w.counts();
   std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
   std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events; the program {}\n", c.kernels, c.tensors,
@@ -247,6 +252,7 @@ int run_main(int argc, char** argv) {
     say_error("cannot create the dump folder " + paths.dump_dir + ": " + std::strerror(errno));
     return kExitUsage;
   }
+  remove_orphaned_rings();  // rings left by collectors that were killed (SIGKILL cannot clean up)
   auto ring = RingConsumer::create(ring_name(), ring_slots_for(o.ring_mib), &error);
   if (!ring) {
     say_error(error + " (is /dev/shm mounted and large enough for --ring-size?)");
@@ -258,7 +264,7 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   const int64_t start_ns = realtime_ns();
-  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), ring->slot_count(),
+  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), ring->slot_count(), ring->name(),
                              variables_of_interest(user_environment())});
   writer->commit();
 
@@ -275,7 +281,7 @@ int run_main(int argc, char** argv) {
   writer->set_meta("traced_pid", std::to_string(child->pid()));
   const ChildEnd end = collect(*child, *ring, *writer, interrupts);
 
-  const std::string reason = end_reason(end, *writer, interrupts.first_received());
+  const contract::RunEnd reason = run_end(end, *writer, interrupts.first_received());
   write_end_meta(*writer, end, reason, realtime_ns());
   write_ring_meta(*writer, *ring);
   if (interrupts.first_received()) writer->set_meta("interrupted_by", signal_name(interrupts.first_received()));

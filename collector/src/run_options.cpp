@@ -1,5 +1,6 @@
 // Parsing and validating the options of `fpscope run` with CLI11. Every value is checked here,
 // before the trace or the program exists, so a mistake costs nothing and says how to fix it.
+#include "fpscope/contract/environment.h"
 #include "run_options.h"
 
 #include <CLI/CLI.hpp>
@@ -154,14 +155,14 @@ ParsedRun parse_run_options(int argc, char** argv) {
 
 std::vector<std::pair<std::string, std::string>> selection_environment(const RunOptions& o) {
   std::vector<std::pair<std::string, std::string>> env = {
-      {"FPSCOPE_EVERY", std::to_string(o.every)},
-      {"FPSCOPE_TENSORS", o.tensors},
-      {"FPSCOPE_STATS", o.stats},
+      {contract::env::kEvery, std::to_string(o.every)},
+      {contract::env::kTensors, o.tensors},
+      {contract::env::kStats, o.stats},
   };
-  if (!o.steps.empty()) env.emplace_back("FPSCOPE_STEPS", o.steps);
-  if (!o.ops.empty()) env.emplace_back("FPSCOPE_OPS", o.ops);
-  if (!o.trap.empty()) env.emplace_back("FPSCOPE_TRAP", o.trap);
-  if (!o.dump.empty()) env.emplace_back("FPSCOPE_DUMP", o.dump);
+  if (!o.steps.empty()) env.emplace_back(contract::env::kSteps, o.steps);
+  if (!o.ops.empty()) env.emplace_back(contract::env::kOps, o.ops);
+  if (!o.trap.empty()) env.emplace_back(contract::env::kTrap, o.trap);
+  if (!o.dump.empty()) env.emplace_back(contract::env::kDump, o.dump);
   return env;
 }
 

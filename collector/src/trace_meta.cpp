@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "child_process.h"
+#include "fpscope/contract/process_identity.h"
 #include "fpscope/trace_writer.h"
 #include "fpscope/wire.h"
 
@@ -57,16 +58,21 @@ void write_start_meta(TraceWriter& w, const StartMeta& m) {
   w.set_meta("cwd", m.cwd);
   w.set_meta("start_time", iso8601_utc(m.start_ns));
   w.set_meta("start_ns", std::to_string(m.start_ns));
-  w.set_meta("end_reason", "running");
+  w.set_meta("end_reason", std::string(contract::info(contract::RunEnd::Running).meta));
+  const contract::ProcessIdentity me = contract::self_identity();
+  w.set_meta("collector_pid", std::to_string(me.pid));
+  w.set_meta("collector_start_ticks", std::to_string(me.start_ticks));
+  w.set_meta("collector_boot_id", me.boot_id);
   w.set_meta("options", m.options_json);
   w.set_meta("ring_slots", std::to_string(m.ring_slots));
+  w.set_meta("ring", m.ring_name);
   for (const auto& [name, value] : m.environment) w.set_meta("env." + name, value);
 }
 
-void write_end_meta(TraceWriter& w, const ChildEnd& end, const std::string& end_reason, int64_t end_ns) {
+void write_end_meta(TraceWriter& w, const ChildEnd& end, contract::RunEnd end_reason, int64_t end_ns) {
   w.set_meta("end_time", iso8601_utc(end_ns));
   w.set_meta("end_ns", std::to_string(end_ns));
-  w.set_meta("end_reason", end_reason);
+  w.set_meta("end_reason", std::string(contract::info(end_reason).meta));
   if (end.signaled) {
     w.set_meta("signal", signal_name(end.signal));
     w.set_meta("signal_number", std::to_string(end.signal));

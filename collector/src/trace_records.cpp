@@ -16,9 +16,7 @@ const R* view(const wire::RecordHeader* h) {
   return h->slots * wire::kSlotBytes >= sizeof(R) ? reinterpret_cast<const R*>(h) : nullptr;
 }
 
-uint8_t role_slot_of(const wire::TensorStatsRecord& s) {
-  return static_cast<uint8_t>((static_cast<unsigned>(s.role) << 7) | (s.slot & 0x7f));
-}
+uint8_t role_slot_of(const wire::TensorStatsRecord& s) { return contract::pack_role_slot(s.role, s.slot); }
 
 void append_int(std::string& out, int64_t v) {
   char buf[24];

@@ -51,7 +51,8 @@ class RecentTensors {
   };
   static uint64_t key(uint64_t seq, uint8_t role_slot) { return (seq << 8) | role_slot; }
   static std::size_t index(uint64_t seq, uint8_t role_slot) {
-    return static_cast<std::size_t>((seq * 8 + (role_slot & 0x7f) * 2 + (role_slot >> 7)) % kSize);
+    return static_cast<std::size_t>(
+        (seq * 8 + contract::slot_of(role_slot) * 2 + static_cast<unsigned>(contract::role_of(role_slot))) % kSize);
   }
   std::vector<Entry> entries_ = std::vector<Entry>(kSize);
 };

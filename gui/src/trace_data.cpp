@@ -135,8 +135,8 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
 std::string describe(const TraceData& d) {
   const analysis::RunSummary& s = d.summary;
   std::ostringstream out;
-  out << "  run: " << analysis::run_state_name(s.state) << " (end_reason " << (s.end_reason.empty() ? "-" : s.end_reason)
-      << "), precision " << (s.precision.empty() ? "-" : s.precision) << ", steps " << s.steps << ", kernels "
+  out << "  run: " << analysis::ending_text(s) << (contract::is_failure(s.state) ? " [failure]" : "") << " (end_reason "
+      << (s.end_reason.empty() ? "-" : s.end_reason) << "), precision " << (s.precision.empty() ? "-" : s.precision) << ", steps " << s.steps << ", kernels "
       << s.kernels << ", tensors " << s.tensors << "\n";
   if (d.nonfinite.first_origin) {
     const auto& o = *d.nonfinite.first_origin;

@@ -62,7 +62,7 @@ struct TraceData {
   // False in the early snapshot published while the timeline index and the events are being read.
   bool complete = false;
 
-  bool still_running() const { return summary.state == analysis::RunState::InProgress; }
+  bool still_running() const { return summary.state == analysis::RunEnd::Running; }
   // The step row of a step, or null.
   const analysis::StepRow* step_row(int64_t step) const;
 };

@@ -11,47 +11,22 @@
 #include <array>
 #include <cstdint>
 
+#include "fpscope/contract/number_formats.h"
 #include "fpscope/tensor_stats.h"
 
 namespace fpscope::stats {
 
-// 2^e as a double, exact for the range used here; constexpr unlike std::ldexp.
-constexpr double pow2(int e) {
-  double r = 1.0;
-  for (; e > 0; --e) r *= 2.0;
-  for (; e < 0; ++e) r *= 0.5;
-  return r;
-}
+// The formats' parameters and limits are the trace contract's (fpscope/contract/number_formats.h);
+// this file derives the cast thresholds from them.
+using contract::FloatFormat;
+using contract::kBF16;
+using contract::kE4M3;
+using contract::kE5M2;
+using contract::kF16;
+using contract::kF32;
+using contract::pow2;
 
-// A binary floating-point format. `max_finite_mantissa` is the mantissa field of the largest
-// finite value at the top exponent field `max_finite_field` (E4M3FN keeps field 15, mantissa 111
-// for NaN, so its largest value is field 15, mantissa 110 = 448).
-struct FloatFormat {
-  int exponent_bits;
-  int mantissa_bits;
-  int bias;
-  int max_finite_field;
-  uint32_t max_finite_mantissa;
-
-  constexpr double min_subnormal() const { return pow2(1 - bias - mantissa_bits); }
-  constexpr double min_normal() const { return pow2(1 - bias); }
-  constexpr double max_finite() const {
-    return (1.0 + double(max_finite_mantissa) * pow2(-mantissa_bits)) *
-           pow2(max_finite_field - bias);
-  }
-  // Distance between max_finite and the next value the format would have with unbounded exponent.
-  constexpr double top_ulp() const { return pow2(max_finite_field - bias - mantissa_bits); }
-};
-
-inline constexpr FloatFormat kF32{8, 23, 127, 254, 0x7FFFFF};
-inline constexpr FloatFormat kF16{5, 10, 15, 30, 0x3FF};
-inline constexpr FloatFormat kBF16{8, 7, 127, 254, 0x7F};
-inline constexpr FloatFormat kE4M3{4, 3, 7, 15, 0x6};
-inline constexpr FloatFormat kE5M2{5, 2, 15, 30, 0x3};
-
-constexpr const FloatFormat& cast_format(int f) {
-  return f == 0 ? kF16 : f == 1 ? kBF16 : f == 2 ? kE4M3 : kE5M2;  // CastFormat order
-}
+constexpr const FloatFormat& cast_format(int f) { return contract::kCastFormats[f].bits; }  // CastFormat order
 
 // A magnitude bound: |x| >= value (inclusive) or |x| > value (exclusive).
 struct Bound {

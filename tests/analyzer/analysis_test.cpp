@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 using namespace fpscope::analysis;
+namespace contract = fpscope::contract;
 using fpscope::test::make_trace;
 using fpscope::test::sql_exec;
 using fpscope::test::sql_value;
@@ -43,7 +47,7 @@ TEST(Analysis, SummaryMatchesSql) {
                                             "where value='loss') and value is not null order by step desc limit 1"));
   EXPECT_EQ(*s.test_accuracy, *sql_value(path, "select value from scalars where name_id = (select id from strings "
                                                "where value='test_accuracy')"));
-  EXPECT_EQ(s.state, RunState::Finished);
+  EXPECT_EQ(s.state, RunEnd::ExitedOk);
 }
 
 TEST(Analysis, FirstOriginMatchesView) {
@@ -199,8 +203,74 @@ TEST(Analysis, RunningTraceOpensAndSaysSo) {
   o.finalize = false;
   const auto path = make_trace("running", o);
   auto t = Trace::open(path);
-  EXPECT_TRUE(t->in_progress());
+  EXPECT_EQ(t->state(), RunEnd::Running);  // a synthetic trace names no collector: it may still run
+  EXPECT_TRUE(t->unfinished());
   EXPECT_EQ(summary(*t).kernels, *sql_value(path, "select count(*) from kernels"));
+}
+
+// A pid that named a process a moment ago and names none now: a child that was reaped.
+pid_t reaped_pid() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return pid;
+}
+
+void set_meta(const std::string& path, const std::string& key, const std::string& value) {
+  sql_exec(path, "insert or replace into meta(key, value) values ('" + key + "', '" + value + "')");
+}
+
+TEST(Analysis, EveryRunEndingReadsFromTheContract) {
+  const auto path = make_trace("endings", nan_run());
+  struct Case {
+    const char* end_reason;
+    const char* exit_code;  // "" leaves meta exit_code out
+    RunEnd expected;
+  };
+  for (const Case& c : {Case{"exited", "0", RunEnd::ExitedOk}, Case{"exited", "3", RunEnd::ExitedError},
+                        Case{"signaled", "", RunEnd::Signaled}, Case{"trapped", "", RunEnd::Trapped},
+                        Case{"collector_interrupted", "", RunEnd::Interrupted}, Case{"no such ending", "", RunEnd::Unknown}}) {
+    set_meta(path, "end_reason", c.end_reason);
+    sql_exec(path, "delete from meta where key = 'exit_code'");
+    if (*c.exit_code) set_meta(path, "exit_code", c.exit_code);
+    const RunSummary s = summary(*Trace::open(path));
+    EXPECT_EQ(s.state, c.expected) << c.end_reason << " " << c.exit_code;
+    EXPECT_NE(ending_text(s).find(contract::label(c.expected)), std::string::npos) << ending_text(s);
+  }
+  // The failures a user must not read as success: a trap, a signal, an error status.
+  EXPECT_TRUE(contract::is_failure(RunEnd::Trapped));
+  EXPECT_TRUE(contract::is_failure(RunEnd::Signaled));
+  EXPECT_TRUE(contract::is_failure(RunEnd::ExitedError));
+  EXPECT_TRUE(contract::is_failure(RunEnd::CollectorLost));
+  EXPECT_FALSE(contract::is_failure(RunEnd::ExitedOk));
+}
+
+TEST(Analysis, RunningTraceWhoseCollectorDiedIsCollectorLost) {
+  auto o = nan_run();
+  o.end_reason = "running";
+  o.finalize = false;
+  const auto path = make_trace("lost", o);
+  const contract::ProcessIdentity me = contract::self_identity();
+  set_meta(path, "collector_boot_id", me.boot_id);
+  // Named collector alive (this test process): still being written.
+  set_meta(path, "collector_pid", std::to_string(me.pid));
+  set_meta(path, "collector_start_ticks", std::to_string(me.start_ticks));
+  EXPECT_EQ(Trace::open(path)->state(), RunEnd::Running);
+  // Same pid, another start time: a later process reusing the pid. The collector is gone.
+  set_meta(path, "collector_start_ticks", std::to_string(me.start_ticks + 1));
+  EXPECT_EQ(Trace::open(path)->state(), RunEnd::CollectorLost);
+  // A pid no process has.
+  set_meta(path, "collector_pid", std::to_string(reaped_pid()));
+  set_meta(path, "collector_start_ticks", std::to_string(me.start_ticks));
+  auto t = Trace::open(path);
+  EXPECT_EQ(t->state(), RunEnd::CollectorLost);
+  EXPECT_TRUE(t->unfinished());
+  EXPECT_NE(ending_text(summary(*t)).find("collector lost"), std::string::npos);
+  // Another boot: whatever the pid, that process is gone.
+  set_meta(path, "collector_pid", std::to_string(me.pid));
+  set_meta(path, "collector_boot_id", "00000000-0000-0000-0000-000000000000");
+  EXPECT_EQ(Trace::open(path)->state(), RunEnd::CollectorLost);
 }
 
 TEST(Analysis, ProgressCallbackCancels) {

@@ -122,6 +122,31 @@ TEST(Cli, RunningTraceReportsWithExitNine) {
   EXPECT_NE(r.out.find("still being written"), std::string::npos);
 }
 
+TEST(Cli, CollectorLostTraceReportsWithExitTen) {
+  auto o = small_run();
+  o.end_reason = "running";
+  o.finalize = false;
+  const auto path = make_trace("cli_lost", o);
+  // The collector named in meta ran on another boot of the machine: it is gone.
+  sql_exec(path, "insert into meta values ('collector_pid', '1'), ('collector_start_ticks', '1'), "
+                 "('collector_boot_id', '00000000-0000-0000-0000-000000000000')");
+  const Result r = run("report " + path + " --section summary");
+  EXPECT_EQ(r.code, 10) << r.err;
+  EXPECT_NE(r.err.find("collector lost"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("FAILED: collector lost"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TrappedRunReportsAsAFailure) {
+  const auto path = make_trace("cli_trapped", small_run());
+  sql_exec(path, "update meta set value = 'trapped' where key = 'end_reason'; delete from meta where key = 'exit_code'; "
+                 "insert into meta values ('signal', 'SIGTRAP'), ('signal_number', '5')");
+  const Result r = run("report " + path + " --section summary");
+  EXPECT_EQ(r.code, 0);  // the report itself succeeded
+  EXPECT_NE(r.out.find("FAILED: stopped by --trap at a non-finite value (signal SIGTRAP, 5)"), std::string::npos) << r.out;
+  const Result html = run("export " + path + " --format html -o -");
+  EXPECT_NE(html.out.find("<td class=\"bad\">stopped by --trap"), std::string::npos);
+}
+
 // Every verb on every damaged copy: a documented nonzero code and a message, never a crash.
 TEST(Cli, DamagedTracesFailCleanly) {
   const auto good = make_trace("cli_good", small_run());

@@ -45,7 +45,7 @@ TEST_F(RealRun, ReportMatchesSql) {
   EXPECT_EQ(s.kernels, *sql_value(path, "select count(*) from kernels"));
   EXPECT_EQ(s.tensors, *sql_value(path, "select count(*) from tensors"));
   EXPECT_EQ(s.steps, 10);
-  EXPECT_EQ(s.state, RunState::Finished);
+  EXPECT_EQ(s.state, RunEnd::ExitedOk);
   EXPECT_EQ(*s.test_accuracy, *sql_value(path, "select value from scalars where name_id = (select id from strings where value = 'test_accuracy')"));
   const MemoryReport m = memory(*t);
   EXPECT_EQ(m.peak_bytes, *sql_value(path, "select peak_total_bytes from v_memory_peak limit 1"));

@@ -33,6 +33,8 @@
 #include <variant>
 #include <vector>
 
+#include "fpscope/contract/contract.h"
+
 namespace fpscope::analysis {
 
 // [SECTION] Versions and formats ------------------------------------------------------------------
@@ -42,9 +44,10 @@ inline constexpr int32_t kApplicationId = 1179669315;
 inline constexpr int kOldestSchemaVersion = 1;         // oldest schema this library reads
 inline constexpr int kNewestSchemaVersion = 1;         // newest schema this library reads
 
-// The narrower formats whose cast outcome a trace counts, in the schema's column order.
-enum class Format { F16 = 0, BF16 = 1, E4M3 = 2, E5M2 = 3 };
-inline constexpr int kFormatCount = 4;
+// The narrower formats whose cast outcome a trace counts, in the schema's column order (the
+// trace contract's list: fpscope/contract/number_formats.h).
+using Format = contract::CastFormat;
+inline constexpr int kFormatCount = contract::kCastFormatCount;
 
 struct FormatLimits {
   const char* name;          // "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"
@@ -56,9 +59,8 @@ struct FormatLimits {
 const FormatLimits& format_limits(Format format);
 
 // The memory categories of the kernel library (table `categories`), in id order.
-inline constexpr int kCategoryCount = 7;
-inline constexpr std::array<const char*, kCategoryCount> kCategoryNames = {
-    "weight", "master_weight", "gradient", "activation", "optimizer_state", "workspace", "data"};
+inline constexpr int kCategoryCount = contract::kMemoryCategoryCount;
+inline constexpr const auto& kCategoryNames = contract::kMemoryCategoryNames;
 
 // The trainer's op name ("conv2d", "linear", ...) of a kernel ("conv2d_backward_data"), or "" for
 // kernels that no precision list governs (cast, fill, optimizers, the loss scaler, ...).
@@ -107,14 +109,10 @@ struct OpenOptions {
   bool build_missing_summaries = true;
 };
 
-// How the traced run ended, from meta `end_reason`.
-enum class RunState {
-  Finished,    // the program exited on its own (any exit status)
-  Signalled,   // killed by a signal or stopped by the collector
-  InProgress,  // end_reason 'running': still being written, or its collector died
-  Unknown,     // no end_reason in meta
-};
-const char* run_state_name(RunState state);
+// How the traced run ended: the trace contract's endings (fpscope/contract/run_end.h), read from
+// meta end_reason and exit_code; a trace still 'running' whose collector no longer runs is
+// CollectorLost. contract::label() names an ending, contract::is_failure() says how to show it.
+using RunEnd = contract::RunEnd;
 
 // A single cell of a query result.
 using Value = std::variant<std::monostate, int64_t, double, std::string>;
@@ -138,8 +136,10 @@ class Trace {
 
   const std::string& path() const;
   int schema_version() const;
-  RunState state() const;
-  bool in_progress() const { return state() == RunState::InProgress; }
+  RunEnd state() const;
+  // The run had not ended when the trace was read: it is still being written (Running) or its
+  // collector died (CollectorLost).
+  bool unfinished() const { return contract::is_unfinished(state()); }
   // True when the summary tables were written by trace_finalize.sql (not computed at open).
   bool summaries_precomputed() const;
   const std::map<std::string, std::string>& meta() const;
@@ -168,8 +168,9 @@ struct RunSummary {
   std::string command;                                       // meta `command`
   std::vector<std::pair<std::string, std::string>> config;   // meta config.*, prefix removed
   std::string precision;                                     // config.precision, "" if absent
-  RunState state = RunState::Unknown;
+  RunEnd state = RunEnd::Unknown;
   std::string end_reason;                                    // meta end_reason verbatim
+  std::optional<int64_t> collector_pid;                      // meta collector_pid: the `fpscope run` that wrote it
   std::optional<int64_t> exit_status;                        // meta exit_code
   std::optional<int64_t> signal;                             // meta signal_number
   std::string signal_name;                                   // meta signal ("SIGKILL")
@@ -184,6 +185,10 @@ struct RunSummary {
   std::optional<double> test_accuracy;                       // last 'test_accuracy' (percent)
 };
 RunSummary summary(const Trace& trace);
+
+// How the run ended, in words, with its exit code or signal: "stopped by --trap at a non-finite
+// value (signal SIGTRAP, 5)". Every front end shows this, coloured by contract::is_failure(state).
+std::string ending_text(const RunSummary& s);
 
 // [SECTION] Non-finite values ----------------------------------------------------------------------
 
@@ -256,14 +261,45 @@ struct RangeRow {
 std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping = RangeGrouping::LayerKernel,
                              RoleFilter roles = RoleFilter::Outputs);
 
-// Range of each layer at each step, for heat maps: output tensors, every phase.
+// What a range view shows, by the question a user asks of it. Backward outputs carry the loss
+// scale, so mixing phases would colour every layer of a loss-scaled run by its scaled gradients.
+enum class RangeView {
+  Activations,        // outputs of forward-phase kernels, by layer (the default)
+  GradientsScaled,    // outputs of backward-phase kernels as stored, by layer: what overflows
+  GradientsUnscaled,  // the same divided by the step's loss scale: what the gradients are
+  Weights,            // weights and master weights the optimizer wrote, by parameter tensor
+  OptimizerState,     // optimizer state the optimizer wrote (momentum, Adam moments), by tensor
+};
+inline constexpr int kRangeViewCount = 5;
+struct RangeViewInfo {
+  RangeView view;
+  const char* key;     // on the command line: --view KEY
+  const char* title;   // heading and legend: what the cells are
+  const char* rows;    // what a row is: "layer" or "tensor"
+};
+const RangeViewInfo& range_view_info(RangeView view);
+std::optional<RangeView> parse_range_view(std::string_view key);
+
+// Range of each row (a layer, or a parameter tensor for Weights and OptimizerState) at each step,
+// for heat maps. Rows appear in the order they first appear; cells in step order.
 struct LayerStepCell {
-  std::string layer;
+  std::string layer;  // the row: a layer name, or a tensor name (range_view_info(view).rows)
   int64_t step = 0;
   std::optional<double> absmax, min_nonzero;
   int64_t nonfinite = 0;
 };
-std::vector<LayerStepCell> layer_step_ranges(const Trace& trace);
+std::vector<LayerStepCell> layer_step_ranges(const Trace& trace, RangeView view = RangeView::Activations);
+
+// The same cells gathered per row over every step: the range section of `fpscope report --view`.
+struct ViewRangeRow {
+  std::string row;                          // layer or tensor, in first-seen order
+  int64_t steps = 0;                        // steps with a cell
+  std::optional<double> absmax, min_nonzero;
+  std::optional<double> headroom_f16_log2;  // log2(fp16 max / absmax); < 0: beyond fp16
+  std::optional<double> footroom_f16_log2;  // log2(min_nonzero / fp16 smallest subnormal); < 0 flushes
+  int64_t nonfinite = 0;
+};
+std::vector<ViewRangeRow> view_ranges(const Trace& trace, RangeView view = RangeView::Activations);
 
 // [SECTION] Steps and loss scale -------------------------------------------------------------------
 

@@ -20,12 +20,13 @@
 #include <memory>
 #include <string>
 
+#include "fpscope/contract/environment.h"
 #include "fpscope/wire.h"
 
 namespace fpscope {
 
 inline constexpr uint64_t kRingMagic = 0x474e495250435346ull;  // "FSCPRING"
-inline constexpr const char* kRingEnv = "FPSCOPE_RING";
+inline constexpr const char* kRingEnv = contract::env::kRing;
 inline constexpr auto kProducerWaitLimit = std::chrono::seconds(30);
 
 // The largest record a producer may reserve, in slots. A ring must hold at least a few of them.

@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "fpscope/contract/number_formats.h"
+#include "fpscope/contract/tensor_role.h"
+
 namespace fpscope::wire {
 
 inline constexpr uint32_t kProtocolVersion = 1;
@@ -49,12 +52,12 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == 8);
 
-// Tensor roles.
-enum class Role : uint8_t { Input = 0, Output = 1 };
+// Tensor roles and the role_slot byte: fpscope/contract/tensor_role.h.
+using contract::Role;
 
-// Narrower formats whose cast outcome is counted, in this order everywhere.
-enum class Format : uint8_t { F16 = 0, BF16 = 1, E4M3 = 2, E5M2 = 3 };
-inline constexpr int kFormatCount = 4;
+// Narrower formats whose cast outcome is counted: fpscope/contract/number_formats.h.
+using Format = contract::CastFormat;
+inline constexpr int kFormatCount = contract::kCastFormatCount;
 
 // Non-finite kinds.
 enum class NonfiniteKind : uint8_t { NaN = 0, PosInf = 1, NegInf = 2 };
@@ -87,7 +90,7 @@ struct NvtxPushRecord {
   int64_t t_ns;
   uint32_t message;    // string id
   uint32_t domain;     // string id, 0 for the default domain
-  uint32_t category;   // NVTX category (mptrain: 1 step, 2 phase, 3 layer), 0 if none
+  uint32_t category;   // NVTX category (contract::NvtxCategory for the trainer's domain), 0 if none
   uint32_t payload_kind; // 0 none, 1 int64, 2 double
   int64_t payload_i;
   double payload_f;
@@ -130,7 +133,7 @@ struct TensorStatsRecord {
   uint32_t name;       // string id
   Role role;
   uint8_t slot;        // index among the launch's inputs or outputs
-  uint8_t dtype;       // mpt_dtype
+  uint8_t dtype;       // contract::Dtype (= mpt_dtype)
   uint8_t ndim;
   int64_t shape[6];
   uint64_t count;
@@ -151,7 +154,7 @@ static_assert(sizeof(FormatCounts) == 32);
 struct TensorFormatsRecord {
   RecordHeader h;
   uint64_t seq;
-  uint8_t role_slot;   // (role << 7) | slot
+  uint8_t role_slot;   // contract::pack_role_slot(role, slot)
   uint8_t reserved[47];
   FormatCounts formats[kFormatCount];  // indexed by Format
 };
@@ -160,8 +163,8 @@ static_assert(sizeof(TensorFormatsRecord) == 3 * kSlotBytes);
 // Exponent histogram of the finite nonzero values: bin e counts values with 2^e <= |x| < 2^(e+1),
 // e in [kMinExponent, kMaxExponent] (fp32's range, subnormals included). Sparse: `bins` entries of
 // (exponent, count) follow the fixed part.
-inline constexpr int kMinExponent = -149;
-inline constexpr int kMaxExponent = 127;
+inline constexpr int kMinExponent = contract::kHistMinExponent;
+inline constexpr int kMaxExponent = contract::kHistMaxExponent;
 struct HistogramBin {
   int32_t exponent;
   uint32_t reserved;

@@ -24,7 +24,7 @@
 namespace fpscope::gui {
 namespace {
 
-constexpr double kF16MaxExp = 15.9991;  // log2(65504)
+const double kF16MaxExp = std::log2(contract::kF16.max_finite());  // 15.9991
 
 std::string exp_label(double e) {
   char buf[24];
@@ -36,23 +36,32 @@ std::string exp_label(double e) {
 
 struct HeatGrid {
   const TraceData* owner = nullptr;
+  analysis::RangeView view = analysis::RangeView::Activations;
   std::vector<std::string> layers;
   std::vector<int64_t> steps;                  // distinct, ascending
   std::vector<std::optional<double>> absmax;   // [layer * steps + step]
   std::vector<int64_t> nonfinite;
   double lo = -24, hi = 16;                    // exponent range of the data
 
-  void build(const TraceData& d) {
+  // Activations come with the loaded trace; the other views are asked of the analyzer when chosen.
+  void build(const TraceData& d, analysis::RangeView v) {
     owner = &d;
-    layers = d.layers;
+    view = v;
+    std::vector<analysis::LayerStepCell> other;
+    if (v != analysis::RangeView::Activations) other = analysis::layer_step_ranges(*d.trace, v);
+    const std::vector<analysis::LayerStepCell>& cells = v == analysis::RangeView::Activations ? d.layer_steps : other;
+    layers.clear();
+    for (const auto& c : cells) {
+      if (std::find(layers.begin(), layers.end(), c.layer) == layers.end()) layers.push_back(c.layer);
+    }
     steps.clear();
-    for (const auto& c : d.layer_steps) steps.push_back(c.step);
+    for (const auto& c : cells) steps.push_back(c.step);
     std::sort(steps.begin(), steps.end());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
     absmax.assign(layers.size() * steps.size(), std::nullopt);
     nonfinite.assign(layers.size() * steps.size(), 0);
     plot::Range r = plot::Range::empty();
-    for (const auto& c : d.layer_steps) {
+    for (const auto& c : cells) {
       const size_t li = static_cast<size_t>(std::find(layers.begin(), layers.end(), c.layer) - layers.begin());
       const size_t si = static_cast<size_t>(std::lower_bound(steps.begin(), steps.end(), c.step) - steps.begin());
       const size_t at = li * steps.size() + si;
@@ -80,6 +89,7 @@ class RangesView final : public View {
       if (loaded(doc) && !draw_still_reading(*doc, "layer ranges by step")) runs.push_back({doc, i});
     }
     if (runs.empty()) return;
+    draw_view_choice();
     const float map_h = ImGui::GetContentRegionAvail().y * 0.46f;
     const float bar_w = ImGui::GetFontSize() * 12.5f;
     const float map_w = (ImGui::GetContentRegionAvail().x - bar_w) / static_cast<float>(runs.size()) - 8;
@@ -105,8 +115,23 @@ class RangesView final : public View {
  private:
   HeatGrid& grid_for(size_t i, const TraceData& d) {
     if (grids_.size() <= i) grids_.resize(i + 1);
-    if (grids_[i].owner != &d) grids_[i].build(d);
+    if (grids_[i].owner != &d || grids_[i].view != view_) grids_[i].build(d, view_);
     return grids_[i];
+  }
+
+  // Which tensors the heat maps show: forward activations unless the user picks another view.
+  void draw_view_choice() {
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("show");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 26);
+    if (ImGui::BeginCombo("##range_view", analysis::range_view_info(view_).title)) {
+      for (int i = 0; i < analysis::kRangeViewCount; ++i) {
+        const auto& info = analysis::range_view_info(static_cast<analysis::RangeView>(i));
+        if (ImGui::Selectable(info.title, info.view == view_)) view_ = info.view;
+      }
+      ImGui::EndCombo();
+    }
   }
 
   // [SECTION] Heat map drawing ---------------------------------------------------------------------
@@ -116,10 +141,11 @@ class RangesView final : public View {
     const float line = ImGui::GetTextLineHeight();
     ImGui::TextColored(colors::to_vec4(colors::run(index)), "%s", run_label(doc, index).c_str());
     ImGui::SameLine();
-    ImGui::TextDisabled("absmax of layer outputs per step");
+    const auto& info = analysis::range_view_info(g.view);
+    ImGui::TextDisabled("absmax per %s and step: %s", info.rows, info.title);
     size.y -= line + 6;
     if (g.layers.empty() || g.steps.empty()) {
-      ImGui::TextDisabled("no layer ranges in this trace (no measured tensors inside layer ranges)");
+      ImGui::TextDisabled("none in this trace (no measured tensors of this kind)");
       ImGui::Dummy(ImVec2(size.x, size.y - line));
       return;
     }
@@ -525,6 +551,7 @@ class RangesView final : public View {
   }
 
   std::vector<HeatGrid> grids_;
+  analysis::RangeView view_ = analysis::RangeView::Activations;
   const TraceData* default_owner_ = nullptr;
   std::optional<TensorPick> default_pick_;
   KernelDetailCache details_;

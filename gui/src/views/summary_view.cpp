@@ -20,13 +20,7 @@ namespace {
 std::string opt_text(const std::optional<double>& v) { return v ? analysis::human_number(*v) : "-"; }
 std::string opt_int(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; }
 
-std::string ended_text(const analysis::RunSummary& s) {
-  std::string text = analysis::run_state_name(s.state);
-  if (!s.end_reason.empty()) text += " (" + s.end_reason + ")";
-  if (s.exit_status) text += ", exit status " + std::to_string(*s.exit_status);
-  if (s.signal) text += ", signal " + std::to_string(*s.signal);
-  return text;
-}
+std::string ended_text(const analysis::RunSummary& s) { return analysis::ending_text(s); }
 
 class SummaryView final : public View {
  public:
@@ -80,8 +74,8 @@ class SummaryView final : public View {
       }
     };
     row("run ended", [](const TraceData& d, const TraceDoc&) {
-      const bool bad = d.summary.state != analysis::RunState::Finished || d.summary.exit_status.value_or(0) != 0;
-      ImGui::TextColored(colors::to_vec4(bad ? colors::kWarningText : colors::kOkText), "%s",
+      const bool bad = contract::is_failure(d.summary.state);
+      ImGui::TextColored(colors::to_vec4(bad ? colors::kErrorText : colors::kOkText), "%s",
                          ended_text(d.summary).c_str());
     });
     row("precision", [](const TraceData& d, const TraceDoc&) {
@@ -192,9 +186,11 @@ class SummaryView final : public View {
         ctx.selection.show_view = "loss";
       }
     }
-    if (d.summary.state == analysis::RunState::Signalled || d.summary.state == analysis::RunState::InProgress) {
+    if (contract::is_failure(d.summary.state) || d.summary.state == analysis::RunEnd::Running) {
       any = true;
-      ImGui::TextColored(colors::to_vec4(colors::kWarningText), "%srun %s", who.c_str(), ended_text(d.summary).c_str());
+      const bool failed = contract::is_failure(d.summary.state);
+      ImGui::TextColored(colors::to_vec4(failed ? colors::kErrorText : colors::kWarningText), "%srun %s", who.c_str(),
+                         ended_text(d.summary).c_str());
     }
     return any;
   }

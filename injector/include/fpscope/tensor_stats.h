@@ -13,18 +13,24 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fpscope/contract/number_formats.h"
+
 namespace fpscope {
 
-enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };  // same values as mpt_dtype
+enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };  // the measured contract::Dtype values
+static_assert(static_cast<int>(ElementType::BF16) == static_cast<int>(contract::Dtype::BF16));
 
 enum class StatsLevel : uint8_t {
   Basic = 0,  // counts, min/max/absmax/min_nonzero, mean/rms, first non-finite
   Full = 1    // Basic plus the exponent histogram and the per-format cast counts
 };
 
-// Narrower formats, in the order of wire::Format.
-enum class CastFormat : uint8_t { F16 = 0, BF16 = 1, E4M3 = 2, E5M2 = 3 };
-inline constexpr int kCastFormatCount = 4;
+// Narrower formats and the histogram's range: the trace contract's.
+using contract::CastFormat;
+using contract::kCastFormatCount;
+using contract::kHistBins;
+using contract::kHistMaxExponent;
+using contract::kHistMinExponent;
 
 struct CastCounts {
   uint64_t overflow = 0;   // finite, and rounds beyond the format's largest finite value
@@ -32,10 +38,6 @@ struct CastCounts {
   uint64_t subnormal = 0;  // finite and nonzero, and rounds to a nonzero subnormal
   uint64_t near_max = 0;   // finite, max_finite/2 <= |x|, and does not overflow
 };
-
-inline constexpr int kHistMinExponent = -149;  // fp32's smallest subnormal is 2^-149
-inline constexpr int kHistMaxExponent = 127;
-inline constexpr int kHistBins = kHistMaxExponent - kHistMinExponent + 1;
 
 struct TensorStats {
   uint64_t count = 0;

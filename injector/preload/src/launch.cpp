@@ -37,7 +37,7 @@ struct Session::LaunchPlan {
 
 namespace {
 
-constexpr uint8_t kMaxSlots = 128;  // role_slot keeps the slot in 7 bits
+constexpr int kMaxSlots = static_cast<int>(contract::kMaxSlots);  // role_slot keeps the slot in 7 bits
 
 uint8_t launch_device(const mpt_launch_desc* d) {
   for (int i = 0; i < d->n_inputs; ++i)
@@ -67,9 +67,7 @@ T first_value(const mpt_tensor& t) {
   return v;
 }
 
-uint8_t role_slot(wire::Role role, uint8_t slot) {
-  return static_cast<uint8_t>((static_cast<unsigned>(role) << 7) | slot);
-}
+uint8_t role_slot(wire::Role role, uint8_t slot) { return contract::pack_role_slot(role, slot); }
 
 // Inputs that share memory with an output are overwritten by the kernel: true if all are finite.
 bool in_place_inputs_finite(const mpt_launch_desc* d) {

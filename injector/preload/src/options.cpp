@@ -1,4 +1,5 @@
 // Parsing and matching of the injector's selection options (see options.h, docs/injector.md).
+#include "fpscope/contract/environment.h"
 #include "options.h"
 
 #include <fnmatch.h>
@@ -56,7 +57,7 @@ std::string bad_value(const char* var, const char* value, const char* accepted) 
 
 bool parse_every(const char* v, Options* o, std::string* error) {
   if (!parse_int(v, &o->every) || o->every < 1) {
-    *error = bad_value("FPSCOPE_EVERY", v, "a positive integer N (measure steps divisible by N)");
+    *error = bad_value(contract::env::kEvery, v, "a positive integer N (measure steps divisible by N)");
     return false;
   }
   return true;
@@ -65,7 +66,7 @@ bool parse_every(const char* v, Options* o, std::string* error) {
 bool parse_steps(const char* v, Options* o, std::string* error) {
   StepRange r;
   if (!parse_step_range(v, &r)) {
-    *error = bad_value("FPSCOPE_STEPS", v, "A-B (inclusive, 0 <= A <= B), A, or A-");
+    *error = bad_value(contract::env::kSteps, v, "A-B (inclusive, 0 <= A <= B), A, or A-");
     return false;
   }
   o->steps = r;
@@ -75,7 +76,7 @@ bool parse_steps(const char* v, Options* o, std::string* error) {
 bool parse_ops(const char* v, Options* o, std::string* error) {
   for (std::string_view glob : split(v, ',')) {
     if (glob.empty()) {
-      *error = bad_value("FPSCOPE_OPS", v, "comma-separated globs without empty entries");
+      *error = bad_value(contract::env::kOps, v, "comma-separated globs without empty entries");
       return false;
     }
     o->ops.emplace_back(glob);
@@ -100,19 +101,19 @@ bool parse_choice(const char* var, const char* v, const std::pair<std::string_vi
 bool parse_tensors(const char* v, Options* o, std::string* error) {
   static constexpr std::pair<std::string_view, TensorRoles> kRoles[] = {
       {"in", TensorRoles::Inputs}, {"out", TensorRoles::Outputs}, {"both", TensorRoles::Both}};
-  return parse_choice("FPSCOPE_TENSORS", v, kRoles, "in, out or both", &o->tensors, error);
+  return parse_choice(contract::env::kTensors, v, kRoles, "in, out or both", &o->tensors, error);
 }
 
 bool parse_stats(const char* v, Options* o, std::string* error) {
   static constexpr std::pair<std::string_view, StatsLevel> kLevels[] = {{"full", StatsLevel::Full},
                                                                         {"basic", StatsLevel::Basic}};
-  return parse_choice("FPSCOPE_STATS", v, kLevels, "full or basic", &o->stats, error);
+  return parse_choice(contract::env::kStats, v, kLevels, "full or basic", &o->stats, error);
 }
 
 bool parse_trap(const char* v, Options* o, std::string* error) {
   static constexpr std::pair<std::string_view, TrapKind> kTraps[] = {
       {"nonfinite", TrapKind::Nonfinite}, {"nan", TrapKind::NaN}, {"inf", TrapKind::Inf}};
-  return parse_choice("FPSCOPE_TRAP", v, kTraps, "nonfinite, nan or inf", &o->trap, error);
+  return parse_choice(contract::env::kTrap, v, kTraps, "nonfinite, nan or inf", &o->trap, error);
 }
 
 bool parse_dump_entry(std::string_view entry, DumpSpec* d, std::string* why) {
@@ -222,20 +223,20 @@ std::string Options::describe() const {
 
 bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
   Options o;
-  if (const char* v = env("FPSCOPE_RING")) o.ring_name = v;
+  if (const char* v = env(contract::env::kRing)) o.ring_name = v;
   using Parser = bool (*)(const char*, Options*, std::string*);
   struct Field { const char* var; Parser parse; };
   static const Field fields[] = {
-      {"FPSCOPE_EVERY", parse_every},     {"FPSCOPE_STEPS", parse_steps},
-      {"FPSCOPE_OPS", parse_ops},         {"FPSCOPE_TENSORS", parse_tensors},
-      {"FPSCOPE_STATS", parse_stats},     {"FPSCOPE_TRAP", parse_trap},
-      {"FPSCOPE_DUMP", parse_dump},
+      {contract::env::kEvery, parse_every},     {contract::env::kSteps, parse_steps},
+      {contract::env::kOps, parse_ops},         {contract::env::kTensors, parse_tensors},
+      {contract::env::kStats, parse_stats},     {contract::env::kTrap, parse_trap},
+      {contract::env::kDump, parse_dump},
   };
   for (const Field& f : fields) {
     const char* v = env(f.var);  // an empty value means "not set", as `fpscope run` may pass one
     if (v != nullptr && *v != '\0' && !f.parse(v, &o, error)) return false;
   }
-  if (o.dump.enabled && !check_dump_dir(env("FPSCOPE_DUMP_DIR"), &o, error)) return false;
+  if (o.dump.enabled && !check_dump_dir(env(contract::env::kDumpDir), &o, error)) return false;
   *out = std::move(o);
   return true;
 }

@@ -1,8 +1,8 @@
 // The NVTX ranges open on one thread, and what they say about the kernel launched now.
 //
-// mptrain marks its structure with ranges of the "mptrain" domain: category 1 = step (int64
-// payload = optimizer step), 2 = phase, 3 = layer. A launch belongs to the innermost open range of
-// each category. RangeStack keeps one thread's open ranges (any domain) and recomputes that
+// mptrain marks its structure with ranges of the trainer's domain, by the categories of the trace
+// contract (fpscope/contract/nvtx.h: step with the optimizer step as int64 payload, phase, layer).
+// A launch belongs to the innermost open range of each category. RangeStack keeps one thread's open ranges (any domain) and recomputes that
 // attribution on every push and pop, so a launch reads it without searching.
 #pragma once
 
@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "fpscope/contract/nvtx.h"
+
 namespace fpscope::inject {
 
-inline constexpr uint32_t kStepCategory = 1;
-inline constexpr uint32_t kPhaseCategory = 2;
-inline constexpr uint32_t kLayerCategory = 3;
-inline constexpr const char* kTrainerDomain = "mptrain";
+inline constexpr uint32_t kStepCategory = static_cast<uint32_t>(contract::NvtxCategory::Step);
+inline constexpr uint32_t kPhaseCategory = static_cast<uint32_t>(contract::NvtxCategory::Phase);
+inline constexpr uint32_t kLayerCategory = static_cast<uint32_t>(contract::NvtxCategory::Layer);
+inline constexpr const char* kTrainerDomain = contract::kTrainerNvtxDomain;
 
 struct OpenRange {
   const void* domain = nullptr;  // the NVTX domain handle, null for the default domain

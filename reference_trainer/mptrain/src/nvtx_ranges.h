@@ -6,13 +6,20 @@
 
 #include <cstdint>
 
+#include "fpscope/contract/nvtx.h"
+
 #if defined(FPSCOPE_HAVE_NVTX3)
 #include <nvtx3/nvToolsExt.h>
 #endif
 
 namespace mptrain {
 
-enum class RangeCategory : uint32_t { kStep = 1, kPhase = 2, kLayer = 3 };
+// The categories and domain the trace contract gives the trainer (fpscope/contract/nvtx.h).
+enum class RangeCategory : uint32_t {
+  kStep = static_cast<uint32_t>(fpscope::contract::NvtxCategory::Step),
+  kPhase = static_cast<uint32_t>(fpscope::contract::NvtxCategory::Phase),
+  kLayer = static_cast<uint32_t>(fpscope::contract::NvtxCategory::Layer),
+};
 
 class NvtxRange {
  public:
@@ -34,7 +41,7 @@ class NvtxRange {
 
  private:
   static nvtxDomainHandle_t domain() {
-    static nvtxDomainHandle_t handle = nvtxDomainCreateA("mptrain");
+    static nvtxDomainHandle_t handle = nvtxDomainCreateA(fpscope::contract::kTrainerNvtxDomain);
     return handle;
   }
 #else

@@ -87,7 +87,7 @@ TrainingLoop::StepOutcome TrainingLoop::step(const Batch& batch, int64_t index, 
   StepOutcome outcome;
   const double scale = scaler_.current(rt_);
   {
-    NvtxRange phase(RangeCategory::kPhase, "forward");
+    NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseForward);
     Tensor input = rt_.cast(batch.images, policy_.input_dtype());
     const FaultSpec* fault = config_.fault && config_.fault->step == index ? &*config_.fault : nullptr;
     Tensor logp = model_.forward(rt_, input, fault);
@@ -96,12 +96,12 @@ TrainingLoop::StepOutcome TrainingLoop::step(const Batch& batch, int64_t index, 
     outcome.correct = count_correct(rt_, logp, batch.labels);
   }
   {
-    NvtxRange phase(RangeCategory::kPhase, "backward");
+    NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseBackward);
     model_.backward(rt_, batch.labels, scaler_.scale());
   }
   model_.release();
   {
-    NvtxRange phase(RangeCategory::kPhase, "optimizer");
+    NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseOptimizer);
     const bool skip = scaler_.unscale_and_check(rt_, params_);
     if (skip) {
       ++result.skipped_steps;
@@ -149,7 +149,7 @@ void TrainingLoop::run_epoch(int epoch, const ImageSet& train, EpochOrder& order
 }
 
 double TrainingLoop::evaluate(const ImageSet& test) {
-  NvtxRange phase(RangeCategory::kPhase, "eval");
+  NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseEval);
   std::vector<uint32_t> order(static_cast<std::size_t>(test.count));
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
   int64_t correct = 0;

@@ -4,6 +4,7 @@
 // option values), and a producer SIGKILLed at random moments whose published records all arrive.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +16,9 @@
 
 #include "../writer/sqlite_reader.h"
 #include "fpscope/run_command.h"
+#include "fpscope/contract/process_identity.h"
+#include "fpscope/ring_names.h"
+#include "temp_path.h"
 
 namespace fpscope {
 namespace {
@@ -25,14 +29,10 @@ using test::Reader;
 class RunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fpscope-run-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = temp_.path();
     trace_ = (dir_ / "t.sqlite").string();
     setenv("FPSCOPE_INJECT_LIB", FPSCOPE_TEST_NOOP_PRELOAD, 1);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Runs `fpscope run ARGS...` in this process; stderr is kept in err_.
   int run(std::vector<std::string> args) {
@@ -68,6 +68,7 @@ class RunTest : public ::testing::Test {
     return env;
   }
 
+  fpscope::test::TempDir temp_{"fpscope-run"};  // gtest makes a fixture per test: one folder each
   fs::path dir_;
   std::string trace_;
   std::string err_;
@@ -256,6 +257,38 @@ TEST_F(RunTest, BadOptionValuesAreRefusedWithStatus2) {
   EXPECT_EQ(run({"-o", trace_}), 2);
   EXPECT_TRUE(says("no program to run")) << err_;
   EXPECT_EQ(run({"--help"}), 0);
+}
+
+// `kill -9` of fpscope run itself: the program goes on untraced, the trace names a collector that
+// no longer runs, and the ring it left in /dev/shm is removed by the next fpscope run.
+TEST_F(RunTest, SigkilledCollectorLeavesNoRingAndATraceThatSaysSo) {
+  const std::string started = (dir_ / "started").string(), go = (dir_ / "go").string();
+  const pid_t collector = fork();
+  if (collector == 0) {
+    std::vector<std::string> args = {"run", "-q", "-o", trace_, "--", FPSCOPE_TEST_PROGRAM, "wait-for", started, go};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    _exit(run_main(static_cast<int>(args.size()), argv.data()));
+  }
+  for (int i = 0; i < 3000 && !fs::exists(started); ++i) usleep(10000);
+  ASSERT_TRUE(fs::exists(started)) << "the traced program did not start";
+  kill(collector, SIGKILL);
+  int status = 0;
+  waitpid(collector, &status, 0);
+  std::ofstream(go).put('\n');  // let the orphaned program finish
+
+  Reader db(trace_);
+  EXPECT_EQ(db.meta("end_reason"), "running");
+  EXPECT_EQ(db.meta("collector_pid"), std::to_string(collector));
+  const contract::ProcessIdentity named{collector, std::stoull(db.meta("collector_start_ticks").value_or("0")),
+                                        db.meta("collector_boot_id").value_or("")};
+  EXPECT_EQ(contract::is_alive(named), false);
+  const std::string ring = db.meta("ring").value_or("");
+  ASSERT_EQ(ring_collector(ring)->pid, collector) << ring;
+
+  EXPECT_EQ(run({"-o", (dir_ / "next.sqlite").string(), "--", FPSCOPE_TEST_PROGRAM, "exit", "0"}), 0) << err_;
+  EXPECT_FALSE(fs::exists("/dev/shm" + ring)) << ring << " outlived its collector";
 }
 
 // The program publishes numbered records and SIGKILLs itself at a random moment; every record it

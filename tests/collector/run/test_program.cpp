@@ -113,6 +113,11 @@ int main(int argc, char** argv) {
   if (mode == "produce" && argc > 3) produce(argv[2], std::atol(argv[3]));
   if (mode == "trap" && argc > 2) trap(argv[2]);
   if (mode == "env" && argc > 2) return write_environment(argv[2]);
+  if (mode == "wait-for" && argc > 3) {  // says it started, then runs until the file argv[3] exists
+    if (FILE* f = std::fopen(argv[2], "w")) std::fclose(f);
+    for (int i = 0; i < 3000 && access(argv[3], F_OK) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return 0;
+  }
   if (mode == "wait" && argc > 2) {
     if (FILE* f = std::fopen(argv[2], "w")) std::fclose(f);
     std::this_thread::sleep_for(std::chrono::seconds(30));

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fpscope/contract/environment.h"
 #include "fpscope/gpu_stats.h"
 
 namespace fpscope::gpu {
@@ -55,7 +56,7 @@ bool resolve(void* handle, const char* name, F* out, std::string* error) {
  * one of its dependencies (the CUDA runtime, CUPTI) or a symbol is missing. Idempotent per process:
  * dlopen() of a loaded library returns the same handle. */
 inline bool load_gpu_library(const std::string& folder, GpuLibrary* out, std::string* error) {
-  const char* override_path = std::getenv("FPSCOPE_GPU_LIBRARY");
+  const char* override_path = std::getenv(contract::env::kGpuLibrary);
   std::string path = override_path && *override_path ? override_path : folder + kGpuLibraryName;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {

@@ -1,0 +1,23 @@
+// The trace contract: every fact that the parts of fpscope must agree on, each stated once.
+//
+//   number_formats.h    element types, the counted cast formats and their limits, histogram range
+//   tensor_role.h       tensor roles and slots, and the one byte that packs them in records
+//   memory_categories.h what an allocation holds (weight, gradient, workspace, ...)
+//   nvtx.h              the trainer's NVTX domain, categories and phase names
+//   environment.h       the variables `fpscope run` sets for the injector
+//   run_end.h           how a run ended, its meta word, its label, whether it is a failure
+//   process_identity.h  which `fpscope run` wrote a trace or owns a ring, and whether it still runs
+//
+// Beside these headers: fpscope/wire.h (the records in the ring), fpscope/ring.h (the ring's
+// layout) and collector/schema/*.sql (the trace's tables and views, compiled in once as
+// fpscope/embedded_sql.h). The injector, the collector, the analyzer, the GUI, the tools and the
+// reference trainer include these instead of restating any of it (docs/architecture.md has the map).
+#pragma once
+
+#include "fpscope/contract/environment.h"
+#include "fpscope/contract/memory_categories.h"
+#include "fpscope/contract/number_formats.h"
+#include "fpscope/contract/nvtx.h"
+#include "fpscope/contract/process_identity.h"
+#include "fpscope/contract/run_end.h"
+#include "fpscope/contract/tensor_role.h"
