@@ -208,6 +208,74 @@ TEST(Analysis, RunningTraceOpensAndSaysSo) {
   EXPECT_EQ(summary(*t).kernels, *sql_value(path, "select count(*) from kernels"));
 }
 
+// Each range view against plain SQL over the raw tables: the right phase, the right tensors, and
+// gradients divided by exactly the scale in force during their step.
+TEST(Analysis, RangeViewsMatchSql) {
+  const auto path = make_trace("views", nan_run());
+  auto t = Trace::open(path);
+  struct Case {
+    RangeView view;
+    std::string sql;  // row, step, absmax, min_nonzero, nonfinite
+  };
+  const std::string phase_sql =
+      "select l.value, k.step, max(t.absmax) / %SCALE%, min(t.min_nonzero) / %SCALE%, sum(t.nan + t.pos_inf + t.neg_inf) "
+      "from tensors t join kernels k on k.id = t.kernel_id join strings l on l.id = k.layer_id "
+      "join strings p on p.id = k.phase_id where t.role = 'out' and p.value = '%PHASE%' and k.step is not null "
+      "group by l.value, k.step";
+  auto phase = [&](const char* name, const char* scale) {
+    std::string q = phase_sql;
+    for (auto [key, value] : {std::pair<std::string, std::string>{"%PHASE%", name}, {"%SCALE%", scale}}) {
+      for (size_t at; (at = q.find(key)) != std::string::npos;) q.replace(at, key.size(), value);
+    }
+    return q;
+  };
+  const char* step_scale = "(select scale_before from loss_scale ls where ls.step = k.step)";
+  const std::string param_sql =
+      "select n.value, k.step, max(t.absmax), min(t.min_nonzero), sum(t.nan + t.pos_inf + t.neg_inf) "
+      "from tensors t join kernels k on k.id = t.kernel_id join strings n on n.id = t.name_id "
+      "join strings p on p.id = k.phase_id join memory_events m on m.alloc_id = t.tensor_uid and m.kind = 'alloc' "
+      "where t.role = 'out' and p.value = 'optimizer' and k.step is not null and m.category in ";
+  for (const Case& c : {Case{RangeView::Activations, phase("forward", "1")},
+                        Case{RangeView::GradientsScaled, phase("backward", "1")},
+                        Case{RangeView::GradientsUnscaled, phase("backward", step_scale)},
+                        Case{RangeView::Weights, param_sql + "(0, 1) group by n.value, k.step"},
+                        Case{RangeView::OptimizerState, param_sql + "(4) group by n.value, k.step"}}) {
+    std::map<std::pair<std::string, int64_t>, LayerStepCell> expected;
+    const QueryResult rows = t->query(c.sql);
+    for (const auto& r : rows.rows) {
+      LayerStepCell cell;
+      cell.layer = std::get<std::string>(r[0]);
+      cell.step = std::get<int64_t>(r[1]);
+      if (auto* v = std::get_if<double>(&r[2])) cell.absmax = *v;
+      if (auto* v = std::get_if<double>(&r[3])) cell.min_nonzero = *v;
+      cell.nonfinite = std::get<int64_t>(r[4]);
+      expected[{cell.layer, cell.step}] = cell;
+    }
+    const auto cells = layer_step_ranges(*t, c.view);
+    const char* key = range_view_info(c.view).key;
+    ASSERT_EQ(cells.size(), expected.size()) << key;
+    if (c.view == RangeView::Activations || c.view == RangeView::GradientsScaled) EXPECT_FALSE(cells.empty()) << key;
+    for (const auto& cell : cells) {
+      auto it = expected.find({cell.layer, cell.step});
+      ASSERT_NE(it, expected.end()) << key << " " << cell.layer << " step " << cell.step;
+      EXPECT_EQ(cell.absmax, it->second.absmax) << key << " " << cell.layer << " step " << cell.step;
+      EXPECT_EQ(cell.min_nonzero, it->second.min_nonzero) << key << " " << cell.layer << " step " << cell.step;
+      EXPECT_EQ(cell.nonfinite, it->second.nonfinite) << key << " " << cell.layer << " step " << cell.step;
+    }
+  }
+  // Loss-scaled gradients are larger than the unscaled ones by the scale, cell by cell.
+  const auto scaled = layer_step_ranges(*t, RangeView::GradientsScaled);
+  const auto unscaled = layer_step_ranges(*t, RangeView::GradientsUnscaled);
+  ASSERT_EQ(scaled.size(), unscaled.size());
+  bool any_scale_above_one = false;
+  for (size_t i = 0; i < scaled.size(); ++i) {
+    if (scaled[i].absmax && unscaled[i].absmax && *scaled[i].absmax > *unscaled[i].absmax) any_scale_above_one = true;
+  }
+  EXPECT_TRUE(any_scale_above_one) << "the synthetic AMP run should scale its gradients";
+  EXPECT_EQ(parse_range_view("gradients-unscaled"), RangeView::GradientsUnscaled);
+  EXPECT_FALSE(parse_range_view("gradient"));
+}
+
 // A pid that named a process a moment ago and names none now: a child that was reaped.
 pid_t reaped_pid() {
   const pid_t pid = fork();
