@@ -117,12 +117,15 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
 
 const RangeViewInfo& range_view_info(RangeView view) {
   static const std::array<RangeViewInfo, kRangeViewCount> views = {{
-      {RangeView::Activations, "activations", "forward activations (outputs of forward kernels)", "layer"},
-      {RangeView::GradientsScaled, "gradients", "gradients as stored (scaled by the loss scale)", "layer"},
-      {RangeView::GradientsUnscaled, "gradients-unscaled", "gradients unscaled (divided by the step's loss scale)",
+      {RangeView::Activations, "activations", "forward activations (outputs of forward kernels)",
+       "forward activations", "layer"},
+      {RangeView::GradientsScaled, "gradients", "gradients as stored (scaled by the loss scale)", "scaled gradients",
        "layer"},
-      {RangeView::Weights, "weights", "weights and master weights after each optimizer step", "tensor"},
-      {RangeView::OptimizerState, "optimizer-state", "optimizer state after each optimizer step", "tensor"},
+      {RangeView::GradientsUnscaled, "gradients-unscaled", "gradients unscaled (divided by the step's loss scale)",
+       "unscaled gradients", "layer"},
+      {RangeView::Weights, "weights", "weights and master weights after each optimizer step", "weights", "tensor"},
+      {RangeView::OptimizerState, "optimizer-state", "optimizer state after each optimizer step", "optimizer state",
+       "tensor"},
   }};
   return views[static_cast<std::size_t>(view)];
 }

@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <fpscope/analysis.h>
 
 #include <cstdio>
 
@@ -39,6 +40,13 @@ int parse_options(int argc, char** argv, Options& options) {
       ->check(CLI::IsMember(view_names()));
   app.add_option("--step", options.step, "start with this training step selected; the timeline opens on it")
       ->check(CLI::NonNegativeNumber);
+  std::vector<std::string> range_views;
+  for (int i = 0; i < analysis::kRangeViewCount; ++i) range_views.push_back(analysis::range_view_info(static_cast<analysis::RangeView>(i)).key);
+  app.add_option("--range-view", options.range_view,
+                 "what the range heat maps show first: activations, gradients (as stored), gradients-unscaled, weights, "
+                 "optimizer-state")
+      ->check(CLI::IsMember(range_views))
+      ->capture_default_str();
   app.add_option("--size", size, "window size WIDTHxHEIGHT (default 1600x1000)");
   app.add_option("--font-size", options.font_size, "font size in pixels (default 17)")->check(CLI::Range(8.0f, 48.0f));
   app.add_option("--bench-frames", options.bench_frames,

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <fpscope/analysis.h>
+
 namespace fpscope::gui {
 
 struct KernelRef {
@@ -21,6 +23,8 @@ struct Selection {
   std::optional<KernelRef> kernel;
   std::optional<int64_t> tensor_id;  // of the selected kernel's trace
   std::optional<std::string> tensor_name;
+  // Which tensors the range heat maps show (forward activations unless the user picks another).
+  analysis::RangeView range_view = analysis::RangeView::Activations;
 
   // Set by a view that wants the timeline to centre on the selected kernel (or step).
   bool focus_timeline = false;

@@ -275,6 +275,7 @@ struct RangeViewInfo {
   RangeView view;
   const char* key;     // on the command line: --view KEY
   const char* title;   // heading and legend: what the cells are
+  const char* short_title;  // the same in a few words, for narrow places
   const char* rows;    // what a row is: "layer" or "tensor"
 };
 const RangeViewInfo& range_view_info(RangeView view);

@@ -89,7 +89,7 @@ class RangesView final : public View {
       if (loaded(doc) && !draw_still_reading(*doc, "layer ranges by step")) runs.push_back({doc, i});
     }
     if (runs.empty()) return;
-    draw_view_choice();
+    draw_view_choice(ctx.selection);
     const float map_h = ImGui::GetContentRegionAvail().y * 0.46f;
     const float bar_w = ImGui::GetFontSize() * 12.5f;
     const float map_w = (ImGui::GetContentRegionAvail().x - bar_w) / static_cast<float>(runs.size()) - 8;
@@ -115,12 +115,13 @@ class RangesView final : public View {
  private:
   HeatGrid& grid_for(size_t i, const TraceData& d) {
     if (grids_.size() <= i) grids_.resize(i + 1);
-    if (grids_[i].owner != &d || grids_[i].view != view_) grids_[i].build(d, view_);
+    if (grids_[i].owner != &d || grids_[i].view != view_) grids_[i].build(d, view_);  // view_: draw_view_choice
     return grids_[i];
   }
 
   // Which tensors the heat maps show: forward activations unless the user picks another view.
-  void draw_view_choice() {
+  void draw_view_choice(Selection& selection) {
+    view_ = selection.range_view;
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("show");
     ImGui::SameLine();
@@ -128,7 +129,7 @@ class RangesView final : public View {
     if (ImGui::BeginCombo("##range_view", analysis::range_view_info(view_).title)) {
       for (int i = 0; i < analysis::kRangeViewCount; ++i) {
         const auto& info = analysis::range_view_info(static_cast<analysis::RangeView>(i));
-        if (ImGui::Selectable(info.title, info.view == view_)) view_ = info.view;
+        if (ImGui::Selectable(info.title, info.view == view_)) selection.range_view = view_ = info.view;
       }
       ImGui::EndCombo();
     }
@@ -142,7 +143,7 @@ class RangesView final : public View {
     ImGui::TextColored(colors::to_vec4(colors::run(index)), "%s", run_label(doc, index).c_str());
     ImGui::SameLine();
     const auto& info = analysis::range_view_info(g.view);
-    ImGui::TextDisabled("absmax per %s and step: %s", info.rows, info.title);
+    ImGui::TextDisabled("absmax of %s", info.short_title);
     size.y -= line + 6;
     if (g.layers.empty() || g.steps.empty()) {
       ImGui::TextDisabled("none in this trace (no measured tensors of this kind)");
@@ -551,7 +552,7 @@ class RangesView final : public View {
   }
 
   std::vector<HeatGrid> grids_;
-  analysis::RangeView view_ = analysis::RangeView::Activations;
+  analysis::RangeView view_ = analysis::RangeView::Activations;  // the selection's, as last drawn
   const TraceData* default_owner_ = nullptr;
   std::optional<TensorPick> default_pick_;
   KernelDetailCache details_;
