@@ -63,16 +63,16 @@ std::string line_plot(const std::string& title, const std::string& x_label, cons
                      human_number(y1))
       << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}</text>\n", kMargin - 4,
                      kHeight - kMargin, human_number(y0));
-  int legend = 0;
   for (const auto& s : series) {
     svg << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.5\" points=\"";
     for (auto [x, y] : s.points) svg << fmt::format("{:.1f},{:.1f} ", px(x), py(y));
-    svg << "\"/>\n"
-        << fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\" class=\"ax\">{}</text>\n", kMargin + 10 + 150 * legend,
-                       kMargin - 8, s.color, esc(s.label));
-    ++legend;
+    svg << "\"/>\n";
   }
-  return svg.str() + "</svg>\n";
+  svg << "</svg>\n";
+  // The legend is HTML under the plot: it wraps however many series there are, never overlaps.
+  svg << "<div class=\"legend\">";
+  for (const auto& s : series) svg << "<span><i style=\"background:" << s.color << "\"></i>" << esc(s.label) << "</span>";
+  return svg.str() + "</div>\n";
 }
 
 std::string memory_plot(const Trace& trace) {
@@ -145,7 +145,7 @@ std::string heat_map(const Trace& trace, RangeView view) {
 
 void summary_section(const Trace& trace, std::ostream& out) {
   const RunSummary s = summary(trace);
-  out << "<h2>Summary</h2>\n<table>\n";
+  out << "<h2>Summary</h2>\n<table class=\"kv\">\n";
   auto row = [&](const std::string& k, const std::string& v) { out << "<tr><th>" << esc(k) << "</th><td>" << esc(v) << "</td></tr>\n"; };
   row("trace", s.path);
   row("command", s.command);
@@ -199,7 +199,13 @@ void export_html(const Trace& trace, std::ostream& out) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fpscope report: "
       << esc(trace.path()) << "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
       << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
-      << "th{background:#f3f3f3}.ax{font-size:11px;fill:#555}.bad{color:#b00}</style></head><body>\n"
+      << "th{background:#f3f3f3}.ax{font-size:11px;fill:#555}.bad{color:#b00}"
+      // Long values (op lists, commands) wrap inside the page instead of widening it.
+      << "table.kv{width:100%;table-layout:fixed}table.kv th{width:11em}td{overflow-wrap:anywhere}"
+      << "svg{max-width:100%;height:auto}p{overflow-wrap:anywhere}"
+      << ".legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;color:#444;margin:2px 0 14px 50px}"
+      << ".legend i{display:inline-block;width:14px;height:4px;margin-right:6px;vertical-align:middle}"
+      << "</style></head><body>\n"
       << "<h1>fpscope report</h1>\n";
   if (trace.unfinished()) out << "<p class=\"bad\">This trace is incomplete: " << esc(std::string(contract::label(trace.state()))) << ".</p>\n";
   summary_section(trace, out);

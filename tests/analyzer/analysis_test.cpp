@@ -276,6 +276,33 @@ TEST(Analysis, RangeViewsMatchSql) {
   EXPECT_FALSE(parse_range_view("gradient"));
 }
 
+// The HTML report's structure as a browser lays it out: long values wrap inside the page, every
+// plotted series has a legend entry below its plot (not text placed inside the SVG where labels
+// collide), and the heat maps say which tensors they show.
+TEST(Analysis, HtmlReportWrapsLongValuesAndLegendsEverySeries) {
+  const auto path = make_trace("html", nan_run());
+  auto t = Trace::open(path);
+  std::ostringstream out;
+  export_html(*t, out);
+  const std::string html = out.str();
+  EXPECT_NE(html.find("<table class=\"kv\">"), std::string::npos);
+  EXPECT_NE(html.find("table.kv{width:100%;table-layout:fixed}"), std::string::npos);
+  EXPECT_NE(html.find("td{overflow-wrap:anywhere}"), std::string::npos);
+  const auto memory_plot = html.find("Live memory by category");
+  ASSERT_NE(memory_plot, std::string::npos);
+  const auto legend = html.find("<div class=\"legend\">", memory_plot);
+  ASSERT_NE(legend, std::string::npos);
+  const std::string entries = html.substr(legend, html.find("</div>", legend) - legend);
+  const MemoryReport m = memory(*t);
+  for (const auto& c : m.by_category) {
+    if (c.at_peak > 0) EXPECT_NE(entries.find("</i>" + c.category + "</span>"), std::string::npos) << c.category;
+  }
+  EXPECT_NE(entries.find("</i>total</span>"), std::string::npos);
+  EXPECT_EQ(html.find("class=\"ax\">weight<"), std::string::npos) << "a series label inside the SVG";
+  EXPECT_NE(html.find(range_view_info(RangeView::Activations).title), std::string::npos);
+  EXPECT_NE(html.find(range_view_info(RangeView::GradientsScaled).title), std::string::npos);
+}
+
 // A pid that named a process a moment ago and names none now: a child that was reaped.
 pid_t reaped_pid() {
   const pid_t pid = fork();
