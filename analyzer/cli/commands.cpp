@@ -4,6 +4,7 @@
 
 #include "fpscope/analysis.h"
 #include "fpscope/export.h"
+#include "fpscope/report_json.h"
 #include "fpscope/units.h"
 #include "sections.h"
 
@@ -66,8 +67,21 @@ Action add_report(CLI::App& app) {
       ->capture_default_str();
   return [o]() {
     auto trace = Trace::open(o->trace);
-    std::vector<Section> sections;
     const bool all = o->section == "all";
+    if (o->format == "json") {  // data, not rendered tables: report_json.h
+      ReportData d;
+      d.summary = summary(*trace);
+      if (all || o->section == "nonfinite") d.nonfinite = nonfinite(*trace);
+      if (all || o->section == "loss-scale") d.loss_scale = loss_scale(*trace);
+      if (all || o->section == "memory") d.memory = memory(*trace);
+      if (all || o->section == "ranges") {
+        const RangeView view = *parse_range_view(o->view);
+        d.ranges = std::make_pair(view, view_ranges(*trace, view));
+      }
+      std::cout << report_json(d);
+      return finish(*trace);
+    }
+    std::vector<Section> sections;
     if (all || o->section == "summary") sections.push_back(summary_section(*trace));
     if (all || o->section == "nonfinite") sections.push_back(nonfinite_section(*trace));
     if (all || o->section == "ranges") sections.push_back(ranges_section(*trace, *parse_range_view(o->view)));
@@ -95,7 +109,12 @@ Action add_compare(CLI::App& app) {
   return [o]() {
     auto a = Trace::open(o->a);
     auto b = Trace::open(o->b);
-    render(comparison_sections(compare(*a, *b, o->options)), parse_format(o->format), std::cout);
+    const Comparison c = compare(*a, *b, o->options);
+    if (o->format == "json") {
+      std::cout << compare_json(c);
+    } else {
+      render(comparison_sections(c), parse_format(o->format), std::cout);
+    }
     const int code = finish(*a);
     return code != kExitOk ? code : finish(*b);
   };

@@ -230,16 +230,19 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   out.push_back(std::move(runs));
 
   Section mem{"memory", "Memory (at each run's peak)", {}, {}, {}};
-  Table mt{"memory", {"category", "A", "B", "reduction", "A own max", "B own max", "own max reduction"}, {}};
+  // B against A: a percentage, or the difference in bytes against a zero or tiny base.
+  mem.notes.push_back(fmt::format("change: B against A, in percent, or in bytes where A holds less than {} or under 1% of B.",
+                                  human_bytes(kMinPercentBaseBytes)));
+  Table mt{"memory", {"category", "A", "B", "change", "A own max", "B own max", "own max change"}, {}};
+  auto change = [](const MemoryDelta& d) { return Cell(change_text(d), d.b - d.a); };
   for (size_t i = 0; i < c.memory.size(); ++i) {
     const auto& d = c.memory[i];
-    std::vector<Cell> row{Cell(d.category), bytes_cell(d.a), bytes_cell(d.b),
-                          d.reduction_pct ? Cell(fmt::format("{:.1f}%", *d.reduction_pct), *d.reduction_pct) : Cell("-", nullptr)};
+    std::vector<Cell> row{Cell(d.category), bytes_cell(d.a), bytes_cell(d.b), change(d)};
     if (i > 0 && i - 1 < c.memory_max_live.size()) {
       const auto& m = c.memory_max_live[i - 1];
       row.push_back(bytes_cell(m.a));
       row.push_back(bytes_cell(m.b));
-      row.push_back(m.reduction_pct ? Cell(fmt::format("{:.1f}%", *m.reduction_pct), *m.reduction_pct) : Cell("-", nullptr));
+      row.push_back(change(m));
     } else {
       row.insert(row.end(), {Cell(""), Cell(""), Cell("")});
     }

@@ -15,9 +15,18 @@ namespace {
 
 MemoryDelta delta(std::string category, int64_t a, int64_t b) {
   MemoryDelta d{std::move(category), a, b, std::nullopt};
-  if (a != 0) d.reduction_pct = 100.0 * static_cast<double>(a - b) / static_cast<double>(a);
+  if (a >= kMinPercentBaseBytes && a >= b / 100) d.reduction_pct = 100.0 * static_cast<double>(a - b) / static_cast<double>(a);
   return d;
 }
+
+}  // namespace
+
+std::string change_text(const MemoryDelta& d) {
+  if (d.reduction_pct) return human_percent_change(100.0, 100.0 - *d.reduction_pct);
+  return human_bytes_delta(d.b - d.a);
+}
+
+namespace {
 
 void compare_memory(const Trace& a, const Trace& b, Comparison& c) {
   const MemoryReport ma = memory(a, 0), mb = memory(b, 0);

@@ -190,9 +190,13 @@ std::vector<LayerStepCell> layer_step_ranges(const Trace& trace, RangeView view)
 }
 
 std::vector<ViewRangeRow> view_ranges(const Trace& trace, RangeView view) {
+  return view_ranges(layer_step_ranges(trace, view));
+}
+
+std::vector<ViewRangeRow> view_ranges(const std::vector<LayerStepCell>& cells) {
   std::vector<ViewRangeRow> rows;
   std::map<std::string, std::size_t> index;
-  for (const LayerStepCell& c : layer_step_ranges(trace, view)) {
+  for (const LayerStepCell& c : cells) {
     auto [it, fresh] = index.emplace(c.layer, rows.size());
     if (fresh) rows.push_back(ViewRangeRow{c.layer, 0, std::nullopt, std::nullopt, std::nullopt, std::nullopt, 0});
     ViewRangeRow& r = rows[it->second];

@@ -21,6 +21,27 @@ std::string human_bytes(int64_t bytes) {
   return fmt::format("{:.2f} {}", value, units[unit]);
 }
 
+std::string human_bytes_delta(int64_t bytes) {
+  if (bytes == 0) return "0 B";
+  return (bytes > 0 ? "+" : "") + human_bytes(bytes);
+}
+
+std::string human_percent_change(double from, double to) {
+  if (from == 0) return to == 0 ? "0%" : "n/a";
+  return fmt::format("{:+.1f}%", 100.0 * (to - from) / from);
+}
+
+std::string human_count(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -(n + 1) + uint64_t{1} : static_cast<uint64_t>(n));
+  std::string out;
+  const std::size_t first = digits.size() % 3;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (i + 3 - first) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
 std::string human_duration(int64_t ns) {
   const double v = static_cast<double>(ns);
   if (std::llabs(ns) < 1000) return fmt::format("{} ns", ns);
@@ -35,14 +56,14 @@ std::string human_percent(double share) {
 }
 
 std::string human_number(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   return fmt::format("{:.4g}", value);
 }
 
 std::string human_number_exact(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   return fmt::format("{}", value);
 }
 

@@ -10,6 +10,7 @@
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cfloat>
@@ -323,17 +324,29 @@ bool App::bench_step(double frame_ms) {
   return true;
 }
 
+// One JSON object per line and trace: its load state, and, once loaded, the report object of
+// `fpscope report --format json` filled from what the views draw (so a test can hold the two
+// against each other), plus what only the GUI has (its timeline index and event table).
 void App::dump_state() const {
   for (size_t i = 0; i < traces_.docs().size(); ++i) {
     const TraceDoc& doc = *traces_.docs()[i];
-    const char* role = i == 0 ? "source" : i == 1 ? "target" : "other";
+    nlohmann::ordered_json line = {{"trace", i + 1},
+                           {"role", i == 0 ? "source" : i == 1 ? "target" : "other"},
+                           {"path", doc.path().string()}};
     if (doc.state() == LoadState::kFailed) {
-      std::printf("trace %zu (%s) %s: failed: %s\n", i + 1, role, doc.path().c_str(), doc.error().c_str());
-    } else if (doc.data()) {
-      std::printf("trace %zu (%s) %s: ready\n%s", i + 1, role, doc.path().c_str(), describe(*doc.data()).c_str());
+      line["state"] = "failed";
+      line["error"] = doc.error();
+    } else if (const auto data = doc.data()) {
+      line["state"] = data->complete ? "ready" : "loading";
+      line["report"] = nlohmann::ordered_json::parse(analysis::report_json(report_data_of(*data)));
+      line["gui"] = {{"timeline_kernels", data->timeline.kernel_count()},
+                     {"timeline_lanes", data->timeline.lanes.size()},
+                     {"events", data->events.size()},
+                     {"events_truncated", data->events_truncated}};
     } else {
-      std::printf("trace %zu (%s) %s: loading\n", i + 1, role, doc.path().c_str());
+      line["state"] = "loading";
     }
+    std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   }
   std::fflush(stdout);
 }

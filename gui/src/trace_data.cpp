@@ -132,23 +132,14 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   return data;
 }
 
-std::string describe(const TraceData& d) {
-  const analysis::RunSummary& s = d.summary;
-  std::ostringstream out;
-  out << "  run: " << analysis::ending_text(s) << (contract::is_failure(s.state) ? " [failure]" : "") << " (end_reason "
-      << (s.end_reason.empty() ? "-" : s.end_reason) << "), precision " << (s.precision.empty() ? "-" : s.precision) << ", steps " << s.steps << ", kernels "
-      << s.kernels << ", tensors " << s.tensors << "\n";
-  if (d.nonfinite.first_origin) {
-    const auto& o = *d.nonfinite.first_origin;
-    out << "  first non-finite: " << o.kind << " in " << o.kernel << " (" << o.layer.value_or("-") << ") step "
-        << (o.step ? std::to_string(*o.step) : "-") << ", kernel id " << o.kernel_id << "\n";
-  } else {
-    out << "  first non-finite: none\n";
-  }
-  out << "  skipped steps: " << d.loss_scale.skipped_steps << ", peak memory: " << analysis::human_bytes(d.memory.peak_bytes)
-      << "\n  timeline: " << d.timeline.kernel_count() << " kernels in " << d.timeline.lanes.size()
-      << " lanes; events listed: " << d.events.size() << (d.events_truncated ? " (truncated)" : "") << "\n";
-  return out.str();
+analysis::ReportData report_data_of(const TraceData& d) {
+  analysis::ReportData r;
+  r.summary = d.summary;
+  r.nonfinite = d.nonfinite;
+  r.loss_scale = d.loss_scale;
+  r.memory = d.memory;
+  r.ranges = std::make_pair(analysis::RangeView::Activations, analysis::view_ranges(d.layer_steps));
+  return r;
 }
 
 void KernelDetailCache::reset_for(const TraceData& data) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fpscope/analysis.h>
+#include <fpscope/report_json.h>
 
 #include <atomic>
 #include <filesystem>
@@ -77,8 +78,9 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
 inline constexpr size_t kEventLimit = 50'000;
 void collect_events(TraceData& data);
 
-// Headline numbers in plain text (for --dump-state).
-std::string describe(const TraceData& data);
+// The report's data as the views draw it (for --dump-state: the same object as `fpscope report
+// --format json`, filled from what was loaded).
+analysis::ReportData report_data_of(const TraceData& data);
 
 // On-demand queries for the views, cached per trace: the tensors of a kernel launch and the
 // exponent histogram of a tensor. Failures come back as an error string (never thrown).

@@ -2,6 +2,7 @@
 // file; the live fallback (no summary tables) against the finalized trace; bad inputs.
 #include "fpscope/analysis.h"
 #include "fpscope/export.h"
+#include "fpscope/units.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,58 @@ fpscope::synthetic::Options nan_run() {
   o.growth_interval = 3;
   o.nan_at_step = 4;
   return o;
+}
+
+// The one formatting module every front end uses (CLI, HTML, GUI).
+TEST(Units, BytesCountsDurationsAndChanges) {
+  EXPECT_EQ(human_bytes(512), "512 B");
+  EXPECT_EQ(human_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(human_bytes(-3 * 1024 * 1024), "-3.00 MiB");
+  EXPECT_EQ(human_bytes(int64_t{150} * 1024 * 1024 * 1024), "150.0 GiB");
+  EXPECT_EQ(human_bytes_delta(2048), "+2.00 KiB");
+  EXPECT_EQ(human_bytes_delta(-512), "-512 B");
+  EXPECT_EQ(human_bytes_delta(0), "0 B");
+  EXPECT_EQ(human_count(10000000), "10,000,000");
+  EXPECT_EQ(human_count(-1234), "-1,234");
+  EXPECT_EQ(human_count(999), "999");
+  EXPECT_EQ(human_count(INT64_MIN), "-9,223,372,036,854,775,808");
+  EXPECT_EQ(human_percent_change(200, 150), "-25.0%");
+  EXPECT_EQ(human_percent_change(0, 5), "n/a");
+  EXPECT_EQ(human_duration(850), "850 ns");
+  EXPECT_EQ(human_duration(12345), "12.3 us");
+  EXPECT_EQ(human_duration(2500000000), "2.5 s");
+  EXPECT_EQ(human_number(NAN), "NaN");
+  EXPECT_EQ(human_number(-INFINITY), "-Inf");
+  EXPECT_EQ(human_number(65504), "6.55e+04");
+}
+
+// Against a zero or tiny base a percentage says nothing: the change is given in bytes.
+TEST(Units, MemoryChangeAgainstATinyBaseIsInBytes) {
+  auto amp = nan_run();
+  auto fp32 = amp;
+  fp32.precision = "fp32";
+  fp32.loss_scale = "none";
+  fp32.nan_at_step.reset();
+  const auto a = Trace::open(make_trace("tiny_base_amp", amp));
+  const auto b = Trace::open(make_trace("tiny_base_fp32", fp32));
+  const Comparison c = compare(*a, *b);
+  bool seen_workspace = false;
+  for (const MemoryDelta& d : c.memory) {
+    if (d.category == "workspace") {  // the loss scaler's 12 bytes in the AMP run, none in fp32
+      seen_workspace = true;
+      ASSERT_GT(d.a, 0);
+      ASSERT_LT(d.a, kMinPercentBaseBytes);
+      EXPECT_FALSE(d.reduction_pct);
+      EXPECT_EQ(change_text(d), human_bytes_delta(d.b - d.a));
+    }
+  }
+  EXPECT_TRUE(seen_workspace);
+  MemoryDelta tiny{"workspace", 8, 16 * 1024 * 1024, std::nullopt};
+  EXPECT_EQ(change_text(tiny), "+16.00 MiB");
+  MemoryDelta halved{"weight", 2048, 1024, 50.0};
+  EXPECT_EQ(change_text(halved), "-50.0%");
+  MemoryDelta same{"data", 0, 0, std::nullopt};
+  EXPECT_EQ(change_text(same), "0 B");
 }
 
 TEST(Analysis, SummaryMatchesSql) {

@@ -69,10 +69,25 @@ TEST(Cli, ReportJsonMatchesSql) {
   const Result r = run("report " + path + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
+  // Data, not rendered text: typed numbers, integers for bytes, null for what is not known.
+  EXPECT_EQ(doc["fpscope_report"], 1);
   EXPECT_EQ(doc["memory"]["peak_bytes"].get<int64_t>(), *sql_value(path, "select peak_total_bytes from v_memory_peak limit 1"));
-  EXPECT_EQ(doc["nonfinite"]["first_origin"]["launch"].get<int64_t>(), *sql_value(path, "select kernel_id from v_first_nonfinite"));
+  EXPECT_TRUE(doc["memory"]["peak_bytes"].is_number_integer());
+  EXPECT_EQ(doc["nonfinite"]["first_origin"]["kernel_id"].get<int64_t>(), *sql_value(path, "select kernel_id from v_first_nonfinite"));
+  EXPECT_TRUE(doc["nonfinite"]["first_origin"]["shape"].is_array());
   EXPECT_EQ(doc["nonfinite"]["nan"].get<int64_t>(), *sql_value(path, "select sum(nan) from tensors where role = 'out'"));
   EXPECT_EQ(doc["loss_scale"]["backoffs"].get<int64_t>(), 1);
+  EXPECT_EQ(doc["run"]["kernels"].get<int64_t>(), *sql_value(path, "select count(*) from kernels"));
+  EXPECT_EQ(doc["run"]["end"]["state"], "exited");
+  EXPECT_EQ(doc["run"]["end"]["failure"], false);
+  EXPECT_TRUE(doc["run"]["end"]["signal"].is_null());
+  EXPECT_TRUE(doc["run"]["final_loss"].is_number_float());
+  EXPECT_EQ(doc["ranges"]["view"], "activations");
+  EXPECT_FALSE(doc["ranges"]["rows"].empty());
+  // One section: the run and that section only.
+  const auto only = nlohmann::json::parse(run("report " + path + " --section loss-scale --format json").out);
+  EXPECT_TRUE(only.contains("run") && only.contains("loss_scale"));
+  EXPECT_FALSE(only.contains("memory") || only.contains("nonfinite") || only.contains("ranges"));
   for (const char* format : {"text", "csv", "md"}) EXPECT_EQ(run("report " + path + " --format " + format).code, 0) << format;
   const Result text = run("report " + path);
   EXPECT_NE(text.out.find("First origin: linear_forward (fc1) made nan"), std::string::npos) << text.out;
@@ -88,9 +103,16 @@ TEST(Cli, CompareAndExports) {
   const Result c = run("compare " + a + " " + b + " --format json");
   ASSERT_EQ(c.code, 0) << c.err;
   const auto doc = nlohmann::json::parse(c.out);
-  for (const auto& row : doc["memory"]["memory"]) {
-    if (row["category"] == "activation") EXPECT_GT(row["reduction"].get<double>(), 40.0);
+  EXPECT_EQ(doc["fpscope_compare"], 1);
+  int checked = 0;
+  for (const auto& row : doc["memory_at_peak"]) {
+    EXPECT_EQ(row["difference_bytes"].get<int64_t>(), row["target_bytes"].get<int64_t>() - row["source_bytes"].get<int64_t>());
+    if (row["category"] == "activation") {
+      EXPECT_GT(row["reduction_pct"].get<double>(), 40.0);
+      ++checked;
+    }
   }
+  EXPECT_EQ(checked, 1);
   const std::string dir = fpscope::test::temp_dir();
   EXPECT_EQ(run("export " + a + " --format html -o " + dir + "/r.html").code, 0);
   EXPECT_EQ(run("export " + a + " --format json -o " + dir + "/r.json").code, 0);

@@ -6,7 +6,6 @@
 #include <random>
 
 #include "timeline_index.h"
-#include "ui/format.h"
 #include "ui/plot.h"
 
 namespace fpscope::gui {
@@ -67,26 +66,6 @@ TEST(TickLabel, DecimalsFollowTheStep) {
   EXPECT_EQ(plot::tick_label(1500, 500), "1500");
   EXPECT_EQ(plot::tick_label(0.05, 0.05), "0.05");
   EXPECT_EQ(plot::tick_label(0, 0.5), "0.0");
-}
-
-TEST(Format, BytesCountsDurationsAndChanges) {
-  EXPECT_EQ(format_bytes(512), "512 B");
-  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
-  EXPECT_EQ(format_bytes(-3.0 * 1024 * 1024), "-3.00 MiB");
-  EXPECT_EQ(format_bytes(150.0 * 1024 * 1024 * 1024), "150 GiB");
-  EXPECT_EQ(format_bytes_delta(2048), "+2.00 KiB");
-  EXPECT_EQ(format_bytes_delta(0), "0 B");
-  EXPECT_EQ(format_count(10000000), "10,000,000");
-  EXPECT_EQ(format_count(-1234), "-1,234");
-  EXPECT_EQ(format_count(999), "999");
-  EXPECT_EQ(format_percent_change(200, 150), "-25.0%");
-  EXPECT_EQ(format_percent_change(0, 5), "n/a");
-  EXPECT_EQ(format_duration(850), "850 ns");
-  EXPECT_EQ(format_duration(12345), "12.3 us");
-  EXPECT_EQ(format_duration(2.5e9), "2.5 s");
-  EXPECT_EQ(format_value(NAN), "NaN");
-  EXPECT_EQ(format_value(-INFINITY), "-Inf");
-  EXPECT_EQ(format_value(65504), "6.55e+04");
 }
 
 // A trace-like window: steps of `per_step` kernels, 100 ns each with 50 ns gaps, one step range

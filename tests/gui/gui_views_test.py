@@ -11,12 +11,14 @@ Only the standard library is used: PNGs are decoded with zlib here.
 """
 import argparse
 import atexit
+import json
 import os
 import shutil
 import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
 
 VIEWS = ["summary", "timeline", "ranges", "loss", "memory", "events"]
@@ -132,7 +134,7 @@ def make_traces(args, work):
             common += ["--data-dir", args.data_dir]
         run([args.fpscope, "run", "-o", fp32, "--", args.mptrain, *common, "--precision", "fp32"], timeout=600)
         run([args.fpscope, "run", "-o", fp16, "--", args.mptrain, *common, "--precision", "amp-fp16",
-             "--loss-scale", "dynamic"], timeout=600)
+             "--loss-scale", "dynamic", "--scale-init", "16777216", "--scale-interval", "50"], timeout=600)  # as the demo
     else:
         run([args.gen_trace, "-o", fp32, "--steps", "30", "--precision", "fp32"])
         run([args.gen_trace, "-o", fp16, "--steps", "30", "--precision", "amp-fp16", "--loss-scale", "dynamic",
@@ -172,15 +174,41 @@ def check_damaged(args, work, good):
     for bad in (not_db, truncated, newer, missing):
         out = os.path.join(work, "damaged-%s.png" % os.path.basename(bad))
         proc = screenshot(args, "summary", [bad, good], out, expect_rc=3, extra=["--dump-state"])
-        lines = proc.stdout.splitlines()
-        bad_line = [l for l in lines if l.startswith("trace 1 ")]
-        good_line = [l for l in lines if l.startswith("trace 2 ")]
-        if not bad_line or ": failed: " not in bad_line[0] or len(bad_line[0].split(": failed: ", 1)[1]) < 10:
+        states = dump_state(proc.stdout)
+        bad_state, good_state = states.get(1, {}), states.get(2, {})
+        if bad_state.get("state") != "failed" or len(bad_state.get("error", "")) < 10:
             fail("no error reported for %s:\n%s" % (bad, proc.stdout))
-        if not good_line or not good_line[0].endswith(": ready"):
+        if good_state.get("state") != "ready":
             fail("the good trace was not kept beside %s:\n%s" % (bad, proc.stdout))
         check_image(out)
-        print("ok: %s -> %s" % (os.path.basename(bad), bad_line[0].split(": failed: ", 1)[1][:100]))
+        print("ok: %s -> %s" % (os.path.basename(bad), bad_state["error"][:100]))
+
+
+def dump_state(output):
+    """The --dump-state lines (one JSON object per trace) by trace number."""
+    states = {}
+    for line in output.splitlines():
+        if line.startswith("{"):
+            state = json.loads(line)
+            states[state["trace"]] = state
+    return states
+
+
+def check_gui_numbers_equal_report(args, traces, work):
+    """Every number the GUI shows for each trace equals `fpscope report --format json`'s."""
+    out = os.path.join(work, "agree.png")
+    states = dump_state(screenshot(args, "summary", traces, out, extra=["--dump-state"]).stdout)
+    for i, trace in enumerate(traces, start=1):
+        report = json.loads(run([args.fpscope, "report", trace, "--format", "json"]).stdout)
+        shown = states.get(i, {}).get("report")
+        if shown is None:
+            fail("no report in the GUI's state of %s" % trace)
+        if shown != report:
+            diff = [k for k in report if report.get(k) != shown.get(k)]
+            fail("the GUI and fpscope report disagree on %s in %s" % (diff, trace))
+        if report["run"]["kernels"] <= 0 or report["ranges"]["rows"] == []:
+            fail("%s: an empty report proves nothing" % trace)
+    print("ok: the GUI's numbers equal fpscope report's for %d traces" % len(traces))
 
 
 def check_command_line(args):
@@ -205,14 +233,18 @@ def main():
     args = parser.parse_args()
     if not args.gen_trace and not (args.fpscope and args.mptrain):
         fail("need --gen-trace, or --fpscope and --mptrain")
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
+    # A folder of its own under --work (mkdtemp), kept only when the test fails.
+    os.makedirs(args.work, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="run-", dir=args.work)
     start_xvfb(args.xvfb)
     check_command_line(args)
-    fp32, fp16 = make_traces(args, args.work)
-    check_views(args, args.work, [fp16], "single")
-    check_views(args, args.work, [fp32, fp16], "pair")
-    check_damaged(args, args.work, fp16)
+    fp32, fp16 = make_traces(args, work)
+    if args.fpscope:
+        check_gui_numbers_equal_report(args, [fp32, fp16], work)
+    check_views(args, work, [fp16], "single")
+    check_views(args, work, [fp32, fp16], "pair")
+    check_damaged(args, work, fp16)
+    shutil.rmtree(work, ignore_errors=True)
     print("PASS")
 
 

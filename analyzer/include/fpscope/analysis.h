@@ -301,6 +301,7 @@ struct ViewRangeRow {
   int64_t nonfinite = 0;
 };
 std::vector<ViewRangeRow> view_ranges(const Trace& trace, RangeView view = RangeView::Activations);
+std::vector<ViewRangeRow> view_ranges(const std::vector<LayerStepCell>& cells);  // the same from cells at hand
 
 // [SECTION] Steps and loss scale -------------------------------------------------------------------
 
@@ -436,11 +437,18 @@ struct CompareOptions {
   int exponent_shift = 1;        // a layer moved when its absmax exponent changed by at least this
 };
 
+// A percentage only says something against a base that is not tiny: reduction_pct is set when
+// the source holds at least kMinPercentBaseBytes and at least 1% of the target's bytes (8 B against
+// 16 MiB is "+16.0 MiB", not "-208859900%").
+inline constexpr int64_t kMinPercentBaseBytes = 1024;
 struct MemoryDelta {
   std::string category;             // a category name, or "peak" for the total
   int64_t a = 0, b = 0;
-  std::optional<double> reduction_pct;  // (a - b) / a * 100; nullopt when a is 0
+  std::optional<double> reduction_pct;  // (a - b) / a * 100; nullopt against a zero or tiny base
 };
+// The change from source to target as the front ends print it: "-25.0%", or the difference in
+// bytes ("+15.93 MiB") when reduction_pct is not set; "0 B" when equal.
+std::string change_text(const MemoryDelta& d);
 
 struct LossPoint {
   int64_t step = 0;

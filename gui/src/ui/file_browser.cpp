@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "ui/colors.h"
-#include "ui/format.h"
+#include "fpscope/units.h"
 
 namespace fpscope::gui {
 namespace fs = std::filesystem;
@@ -124,7 +124,7 @@ void FileBrowser::draw_entries(std::vector<fs::path>& picked) {
       }
     }
     ImGui::TableNextColumn();
-    if (!e.is_folder) ImGui::TextUnformatted(format_bytes(static_cast<double>(e.bytes)).c_str());
+    if (!e.is_folder) ImGui::TextUnformatted(analysis::human_bytes(static_cast<int64_t>(e.bytes)).c_str());
   }
   ImGui::EndTable();
   if (!enter_folder.empty()) enter(enter_folder);

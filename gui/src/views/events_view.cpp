@@ -8,7 +8,7 @@
 #include <array>
 #include <cmath>
 
-#include "ui/format.h"
+#include "fpscope/units.h"
 #include "views/view.h"
 #include "views/view_util.h"
 
@@ -93,8 +93,8 @@ class EventsView final : public View {
       total += s.data->events.size();
       truncated |= s.data->events_truncated;
     }
-    ImGui::TextDisabled("%s of %s events%s", format_count(static_cast<int64_t>(rows_.size())).c_str(),
-                        format_count(static_cast<int64_t>(total)).c_str(),
+    ImGui::TextDisabled("%s of %s events%s", analysis::human_count(static_cast<int64_t>(rows_.size())).c_str(),
+                        analysis::human_count(static_cast<int64_t>(total)).c_str(),
                         truncated ? " (the trace has more; the first 50,000 of each kind are listed)" : "");
   }
 
@@ -196,7 +196,7 @@ class EventsView final : public View {
     }
     ImGui::PopStyleColor();
     ImGui::PopID();
-    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(static_cast<double>(rel_time(row))).c_str());
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(analysis::human_duration(rel_time(row)).c_str());
     ImGui::TableNextColumn();
     if (e.step) ImGui::Text("%lld", static_cast<long long>(*e.step)); else ImGui::TextDisabled("-");
     ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s", event_kind_name(e.kind));
@@ -205,7 +205,7 @@ class EventsView final : public View {
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
     ImGui::TableNextColumn();
     const bool whole = e.amount == std::floor(e.amount) && std::fabs(e.amount) < 1e15;
-    ImGui::TextUnformatted((whole ? format_count(static_cast<int64_t>(e.amount)) : format_value(e.amount)).c_str());
+    ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(e.amount)) : analysis::human_number(e.amount)).c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.detail.c_str());
   }
 

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "ui/format.h"
+#include "fpscope/units.h"
 #include "ui/plot.h"
 #include "views/view.h"
 #include "views/view_util.h"
@@ -56,8 +56,8 @@ class MemoryView final : public View {
       ImGui::SameLine();
       const int64_t origin = doc->data()->bounds ? doc->data()->bounds->first : 0;
       ImGui::TextDisabled("(t = %s; live at end %s; %s events)",
-                          m.peak_ns ? format_duration(static_cast<double>(*m.peak_ns - origin)).c_str() : "-",
-                          analysis::human_bytes(m.live_at_end).c_str(), format_count(m.events).c_str());
+                          m.peak_ns ? analysis::human_duration(*m.peak_ns - origin).c_str() : "-",
+                          analysis::human_bytes(m.live_at_end).c_str(), analysis::human_count(m.events).c_str());
       ImGui::PopID();
     }
   }
@@ -132,10 +132,9 @@ class MemoryView final : public View {
     ImGui::TableNextColumn(); right_aligned(analysis::human_bytes(d.b));
     const int64_t diff = d.b - d.a;
     const ImU32 col = diff < 0 ? colors::kOkText : diff > 0 ? colors::kWarningText : colors::kDimText;
-    ImGui::TableNextColumn(); right_aligned(format_bytes_delta(static_cast<double>(diff)), col);
+    ImGui::TableNextColumn(); right_aligned(analysis::human_bytes_delta(diff), col);
     ImGui::TableNextColumn();
-    // reduction_pct is (a - b) / a; the change shown is its negative, b relative to a.
-    right_aligned(d.reduction_pct ? format_percent_change(100, 100 - *d.reduction_pct) : std::string("n/a"), col);
+    right_aligned(d.reduction_pct ? analysis::change_text(d) : std::string("-"), col);
     ImGui::TableNextColumn(); right_aligned(max_live ? analysis::human_bytes(max_live->a) : "");
     ImGui::TableNextColumn(); right_aligned(max_live ? analysis::human_bytes(max_live->b) : "");
   }

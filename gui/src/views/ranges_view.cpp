@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <map>
 
-#include "ui/format.h"
+#include "fpscope/units.h"
 #include "ui/plot.h"
 #include "views/view.h"
 #include "views/view_util.h"
@@ -409,7 +409,7 @@ class RangesView final : public View {
 
   // What a cast of the tensor to each narrower format would do, as the trace counted it.
   static void draw_cast_table(const analysis::TensorRecord& t) {
-    ImGui::Text("%s  %s  %s", t.dtype.c_str(), t.shape.c_str(), format_count(t.count).c_str());
+    ImGui::Text("%s  %s  %s", t.dtype.c_str(), t.shape.c_str(), analysis::human_count(t.count).c_str());
     ImGui::Text("absmax %s", analysis::human_optional(t.absmax).c_str());
     ImGui::Text("min nonzero %s", analysis::human_optional(t.min_nonzero).c_str());
     ImGui::Text("rms %s", analysis::human_optional(t.rms).c_str());
@@ -429,11 +429,11 @@ class RangesView final : public View {
         continue;
       }
       ImGui::TableNextColumn();
-      ImGui::TextColored(colors::to_vec4(o.overflow ? colors::kOverflow : colors::kDimText), "%s", format_count(o.overflow).c_str());
+      ImGui::TextColored(colors::to_vec4(o.overflow ? colors::kOverflow : colors::kDimText), "%s", analysis::human_count(o.overflow).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextColored(colors::to_vec4(o.underflow ? colors::kUnderflow : colors::kDimText), "%s", format_count(o.underflow).c_str());
+      ImGui::TextColored(colors::to_vec4(o.underflow ? colors::kUnderflow : colors::kDimText), "%s", analysis::human_count(o.underflow).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextColored(colors::to_vec4(o.subnormal ? colors::kWarningText : colors::kDimText), "%s", format_count(o.subnormal).c_str());
+      ImGui::TextColored(colors::to_vec4(o.subnormal ? colors::kWarningText : colors::kDimText), "%s", analysis::human_count(o.subnormal).c_str());
     }
     ImGui::EndTable();
   }

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <set>
 
-#include "ui/format.h"
+#include "fpscope/units.h"
 #include "views/view.h"
 #include "views/view_util.h"
 
@@ -93,8 +93,8 @@ class SummaryView final : public View {
       }
     });
     row("kernels / tensors", [](const TraceData& d, const TraceDoc&) {
-      ImGui::Text("%s launches (%s measured) / %s tensors", format_count(d.summary.kernels).c_str(),
-                  format_count(d.summary.sampled_kernels).c_str(), format_count(d.summary.tensors).c_str());
+      ImGui::Text("%s launches (%s measured) / %s tensors", analysis::human_count(d.summary.kernels).c_str(),
+                  analysis::human_count(d.summary.sampled_kernels).c_str(), analysis::human_count(d.summary.tensors).c_str());
     });
     row("final loss", [](const TraceData& d, const TraceDoc&) {
       ImGui::Text("%s (step %s)", opt_text(d.summary.final_loss).c_str(), opt_int(d.summary.final_loss_step).c_str());
@@ -106,9 +106,9 @@ class SummaryView final : public View {
     row("non-finite outputs", [&](const TraceData& d, const TraceDoc&) {
       const auto& nf = d.nonfinite;
       const ImU32 c = nf.tensors ? colors::kNaN : colors::kOkText;
-      ImGui::TextColored(colors::to_vec4(c), "%s tensors: %s NaN, %s +Inf, %s -Inf", format_count(nf.tensors).c_str(),
-                         format_count(nf.nan).c_str(), format_count(nf.pos_inf).c_str(),
-                         format_count(nf.neg_inf).c_str());
+      ImGui::TextColored(colors::to_vec4(c), "%s tensors: %s NaN, %s +Inf, %s -Inf", analysis::human_count(nf.tensors).c_str(),
+                         analysis::human_count(nf.nan).c_str(), analysis::human_count(nf.pos_inf).c_str(),
+                         analysis::human_count(nf.neg_inf).c_str());
     });
     row("loss scale", [&](const TraceData& d, const TraceDoc&) {
       const auto& ls = d.loss_scale;
@@ -276,9 +276,8 @@ class SummaryView final : public View {
     }
     for (const auto& m : c->memory) {
       if (m.category != "peak") continue;
-      ImGui::Text("peak memory %s -> %s (%s, %s)", analysis::human_bytes(m.a).c_str(),
-                  analysis::human_bytes(m.b).c_str(), format_bytes_delta(static_cast<double>(m.b - m.a)).c_str(),
-                  format_percent_change(static_cast<double>(m.a), static_cast<double>(m.b)).c_str());
+      ImGui::Text("peak memory %s -> %s (%s)", analysis::human_bytes(m.a).c_str(), analysis::human_bytes(m.b).c_str(),
+                  analysis::change_text(m).c_str());
     }
     const auto moved = std::count_if(c->layers.begin(), c->layers.end(), [](const auto& l) { return l.moved; });
     ImGui::Text("%lld of %zu layers changed their absmax exponent; %zu events only in the source, %zu only in the target",

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "ui/format.h"
+#include "fpscope/units.h"
 #include "ui/plot.h"
 #include "views/view.h"
 #include "views/view_util.h"
@@ -126,7 +126,7 @@ class TimelineView final : public View {
     legend_chip(colors::kScaleGrowth, "scale growth", true, true);
     legend_chip(colors::kSkipped, "skipped", false);
     ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   visible %s of %s",
-                        format_duration(v1_ - v0_).c_str(), format_duration(total_).c_str());
+                        analysis::human_duration(static_cast<int64_t>(std::llround(v1_ - v0_))).c_str(), analysis::human_duration(static_cast<int64_t>(std::llround(total_))).c_str());
   }
 
   static void legend_chip(ImU32 color, const char* label, bool same_line = true, bool down = false) {
@@ -411,7 +411,7 @@ class TimelineView final : public View {
     if (hover.block->count > 1) {
       ImGui::SetTooltip("%u %s merged at this zoom (%s); zoom in to see each", hover.block->count,
                         hover.lane->kind == TimeLane::Kind::kKernels ? "kernels" : "ranges",
-                        format_duration(static_cast<double>(hover.block->end - hover.block->start)).c_str());
+                        analysis::human_duration(hover.block->end - hover.block->start).c_str());
       return;
     }
     const TimeSpan& s = hover.lane->spans[hover.block->first];
@@ -423,7 +423,7 @@ class TimelineView final : public View {
       }
     } else {
       ImGui::SetTooltip("%s %s\n%s%s", hover.lane->label.c_str(), data.timeline.name(s.name).c_str(),
-                        format_duration(static_cast<double>(s.end - s.start)).c_str(),
+                        analysis::human_duration(s.end - s.start).c_str(),
                         (s.flags & TimeSpan::kOpenEnded) ? " (never closed)" : "");
       if (click && s.step >= 0) ctx.selection.select_step(s.step);
       if (click && hover.lane->label == "layer") ctx.selection.layer = data.timeline.name(s.name);
@@ -435,7 +435,7 @@ class TimelineView final : public View {
     ImGui::Text("%s  (kernel #%lld)", data.timeline.name(s.name).c_str(), static_cast<long long>(s.id));
     ImGui::TextDisabled("layer %s, step %s, %s", s.layer ? data.timeline.name(s.layer).c_str() : "-",
                         s.step >= 0 ? std::to_string(s.step).c_str() : "-",
-                        format_duration(static_cast<double>(s.end - s.start)).c_str());
+                        analysis::human_duration(s.end - s.start).c_str());
     std::string error;
     const auto* tensors = details_.tensors(data, s.id, &error);
     if (!tensors) {

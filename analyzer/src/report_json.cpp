@@ -1,0 +1,174 @@
+// The report as typed JSON (report_json.h). Field names follow docs/schema.md and docs/cli.md.
+#include "fpscope/report_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace fpscope::analysis {
+namespace {
+
+using json = nlohmann::ordered_json;  // fields in document order, as docs/cli.md lists them
+
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json run_json(const RunSummary& s) {
+  json config = json::object();
+  for (const auto& [k, v] : s.config) config[k] = v;
+  return {
+      {"command", s.command},
+      {"precision", s.precision.empty() ? json(nullptr) : json(s.precision)},
+      {"config", config},
+      {"end", {{"state", contract::info(s.state).meta.empty() ? json(nullptr) : json(contract::info(s.state).meta)},
+               {"label", std::string(contract::label(s.state))},
+               {"failure", contract::is_failure(s.state)},
+               {"unfinished", contract::is_unfinished(s.state)},
+               {"end_reason", s.end_reason.empty() ? json(nullptr) : json(s.end_reason)},
+               {"exit_code", opt(s.exit_status)},
+               {"signal", s.signal_name.empty() ? json(nullptr) : json(s.signal_name)},
+               {"signal_number", opt(s.signal)}}},
+      {"steps", s.steps},
+      {"first_step", opt(s.first_step)},
+      {"last_step", opt(s.last_step)},
+      {"duration_ns", s.start_ns && s.end_ns ? json(*s.end_ns - *s.start_ns) : json(nullptr)},
+      {"kernels", s.kernels},
+      {"measured_kernels", s.sampled_kernels},
+      {"tensors", s.tensors},
+      {"nonfinite_tensors", s.nonfinite_tensors},
+      {"memory_events", s.memory_events},
+      {"final_loss", opt(s.final_loss)},
+      {"final_loss_step", opt(s.final_loss_step)},
+      {"final_train_accuracy_pct", opt(s.final_train_accuracy)},
+      {"test_accuracy_pct", opt(s.test_accuracy)},
+  };
+}
+
+json event_json(const NonfiniteEvent& e) {
+  return {{"kernel_id", e.kernel_id},   {"kernel", e.kernel},           {"op", e.op.empty() ? json(nullptr) : json(e.op)},
+          {"layer", opt(e.layer)},      {"phase", opt(e.phase)},        {"step", opt(e.step)},
+          {"tensor_id", e.tensor_id},   {"tensor", e.tensor},           {"dtype", e.dtype},
+          {"shape", json::parse(e.shape.empty() ? "null" : e.shape, nullptr, false)},
+          {"kind", e.kind},             {"first_index", e.first_index}, {"first_bits", e.first_bits},
+          {"origin", e.origin},         {"nan", e.nan},                 {"pos_inf", e.pos_inf},
+          {"neg_inf", e.neg_inf}};
+}
+
+json nonfinite_json(const NonfiniteReport& r) {
+  json by_kernel = json::array();
+  for (const auto& k : r.by_kernel) {
+    by_kernel.push_back({{"kernel", k.kernel}, {"layer", opt(k.layer)}, {"tensors", k.tensors}, {"origins", k.origins},
+                         {"nan", k.nan}, {"pos_inf", k.pos_inf}, {"neg_inf", k.neg_inf}, {"first_step", opt(k.first_step)}});
+  }
+  return {{"nan", r.nan},
+          {"pos_inf", r.pos_inf},
+          {"neg_inf", r.neg_inf},
+          {"tensors", r.tensors},
+          {"origins", r.origins},
+          {"first_step", opt(r.first_step)},
+          {"first_origin", r.first_origin ? event_json(*r.first_origin) : json(nullptr)},
+          {"by_kernel", by_kernel}};
+}
+
+json loss_scale_json(const LossScaleReport& r) {
+  return {{"used", r.used},
+          {"updates", r.updates},
+          {"skipped_steps", r.skipped_steps},
+          {"skipped_step_numbers", r.skipped_step_numbers},
+          {"growths", r.growths},
+          {"backoffs", r.backoffs},
+          {"initial_scale", opt(r.initial_scale)},
+          {"final_scale", opt(r.final_scale)},
+          {"min_scale", opt(r.min_scale)},
+          {"max_scale", opt(r.max_scale)}};
+}
+
+json memory_json(const MemoryReport& m) {
+  json categories = json::array();
+  for (const auto& c : m.by_category) {
+    categories.push_back({{"category", c.category}, {"at_peak_bytes", c.at_peak}, {"max_live_bytes", c.max_live},
+                          {"allocated_bytes", c.allocated}, {"allocations", c.allocations}});
+  }
+  return {{"peak_bytes", m.peak_bytes},
+          {"peak_ns", opt(m.peak_ns)},
+          {"peak_step", opt(m.peak_step)},
+          {"live_at_end_bytes", m.live_at_end},
+          {"events", m.events},
+          {"by_category", categories}};
+}
+
+json ranges_json(RangeView view, const std::vector<ViewRangeRow>& rows) {
+  json out = json::array();
+  for (const auto& r : rows) {
+    out.push_back({{"row", r.row}, {"steps", r.steps}, {"absmax", opt(r.absmax)}, {"min_nonzero", opt(r.min_nonzero)},
+                   {"headroom_f16_log2", opt(r.headroom_f16_log2)}, {"footroom_f16_log2", opt(r.footroom_f16_log2)},
+                   {"nonfinite", r.nonfinite}});
+  }
+  const RangeViewInfo& info = range_view_info(view);
+  return {{"view", info.key}, {"rows_are", info.rows}, {"rows", out}};
+}
+
+std::string text(const json& doc) { return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
+
+}  // namespace
+
+ReportData report_data(const Trace& trace, RangeView view) {
+  ReportData d;
+  d.summary = summary(trace);
+  d.nonfinite = nonfinite(trace);
+  d.loss_scale = loss_scale(trace);
+  d.memory = memory(trace);
+  d.ranges = std::make_pair(view, view_ranges(trace, view));
+  return d;
+}
+
+std::string report_json(const ReportData& d) {
+  json doc = {{"fpscope_report", kReportJsonVersion},
+              {"trace", d.summary.path},
+              {"schema_version", d.summary.schema_version},
+              {"run", run_json(d.summary)}};
+  if (d.nonfinite) doc["nonfinite"] = nonfinite_json(*d.nonfinite);
+  if (d.loss_scale) doc["loss_scale"] = loss_scale_json(*d.loss_scale);
+  if (d.memory) doc["memory"] = memory_json(*d.memory);
+  if (d.ranges) doc["ranges"] = ranges_json(d.ranges->first, d.ranges->second);
+  return text(doc);
+}
+
+std::string compare_json(const Comparison& c) {
+  auto deltas = [](const std::vector<MemoryDelta>& v) {
+    json out = json::array();
+    for (const auto& m : v) {
+      out.push_back({{"category", m.category}, {"source_bytes", m.a}, {"target_bytes", m.b},
+                     {"difference_bytes", m.b - m.a}, {"reduction_pct", opt(m.reduction_pct)}});
+    }
+    return out;
+  };
+  json layers = json::array();
+  for (const auto& l : c.layers) {
+    layers.push_back({{"layer", l.layer}, {"source_absmax", opt(l.a_absmax)}, {"target_absmax", opt(l.b_absmax)},
+                      {"source_exponent", opt(l.a_exponent)}, {"target_exponent", opt(l.b_exponent)},
+                      {"shift", opt(l.shift)}, {"moved", l.moved}});
+  }
+  auto events = [](const std::vector<RunEvent>& v) {
+    json out = json::array();
+    for (const auto& e : v) out.push_back({{"kind", e.kind}, {"step", opt(e.step)}, {"detail", e.detail}});
+    return out;
+  };
+  json doc = {{"fpscope_compare", kReportJsonVersion},
+              {"source", {{"trace", c.a.path}, {"run", run_json(c.a)}}},
+              {"target", {{"trace", c.b.path}, {"run", run_json(c.b)}}},
+              {"memory_at_peak", deltas(c.memory)},
+              {"memory_max_live", deltas(c.memory_max_live)},
+              {"accuracy_delta_points", opt(c.accuracy_delta)},
+              {"final_loss_delta", opt(c.final_loss_delta)},
+              {"loss_tolerance", c.loss_tolerance},
+              {"source_steps", c.a_steps},
+              {"target_steps", c.b_steps},
+              {"first_divergent_step", opt(c.first_divergent_step)},
+              {"layers", layers},
+              {"only_in_source", events(c.only_in_a)},
+              {"only_in_target", events(c.only_in_b)}};
+  return text(doc);
+}
+
+}  // namespace fpscope::analysis
