@@ -3,6 +3,7 @@
 #include "fpscope/analysis.h"
 #include "fpscope/export.h"
 #include "fpscope/units.h"
+#include "processes.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -356,15 +357,6 @@ TEST(Analysis, HtmlReportWrapsLongValuesAndLegendsEverySeries) {
   EXPECT_NE(html.find(range_view_info(RangeView::GradientsScaled).title), std::string::npos);
 }
 
-// A pid that named a process a moment ago and names none now: a child that was reaped.
-pid_t reaped_pid() {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(0);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return pid;
-}
-
 void set_meta(const std::string& path, const std::string& key, const std::string& value) {
   sql_exec(path, "insert or replace into meta(key, value) values ('" + key + "', '" + value + "')");
 }
@@ -409,7 +401,7 @@ TEST(Analysis, RunningTraceWhoseCollectorDiedIsCollectorLost) {
   set_meta(path, "collector_start_ticks", std::to_string(me.start_ticks + 1));
   EXPECT_EQ(Trace::open(path)->state(), RunEnd::CollectorLost);
   // A pid no process has.
-  set_meta(path, "collector_pid", std::to_string(reaped_pid()));
+  set_meta(path, "collector_pid", std::to_string(fpscope::test::reaped_pid()));
   set_meta(path, "collector_start_ticks", std::to_string(me.start_ticks));
   auto t = Trace::open(path);
   EXPECT_EQ(t->state(), RunEnd::CollectorLost);

@@ -56,7 +56,7 @@ FPSCOPE_HOOK int mpt_launch(const mpt_launch_desc* launch) {
 FPSCOPE_HOOK void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name,
                              uint64_t* id_out) {
   auto real_alloc = real<void* (*)(size_t, int32_t, int32_t, const char*, uint64_t*)>(kAlloc);
-  HookCall call;
+  HookCall call(HookCall::Inside::Nested);  // kernels allocate scratch from inside mpt_launch
   if (!call.session()) return real_alloc(bytes, device, category, name, id_out);
   uint64_t id = 0;
   void* ptr = real_alloc(bytes, device, category, name, &id);
@@ -67,7 +67,7 @@ FPSCOPE_HOOK void* mpt_alloc(size_t bytes, int32_t device, int32_t category, con
 
 FPSCOPE_HOOK void mpt_free(void* ptr, int32_t device) {
   auto real_free = real<void (*)(void*, int32_t)>(kFree);
-  HookCall call;
+  HookCall call(HookCall::Inside::Nested);
   // Reported before the real free: once freed, the address may be handed out again at once.
   if (call.session() && ptr) call.session()->freed(ptr);
   real_free(ptr, device);

@@ -85,14 +85,14 @@ Session* session_for_entry_point() {
   return current_session();
 }
 
-HookCall::HookCall() {
-  if (t_inside_hook || torn_down()) return;
+HookCall::HookCall(Inside inside) {
+  if (torn_down() || (t_inside_hook && inside == Inside::Refuse)) return;
   session_ = current_session();
-  if (session_) t_inside_hook = true;
+  if (session_ && !t_inside_hook) t_inside_hook = marks_thread_ = true;
 }
 
 HookCall::~HookCall() {
-  if (session_) t_inside_hook = false;
+  if (marks_thread_) t_inside_hook = false;
 }
 
 }  // namespace fpscope::inject

@@ -15,7 +15,11 @@ namespace fpscope::inject {
 // Scope of one hooked call. `session` is null when the call must only be forwarded.
 class HookCall {
  public:
-  HookCall();
+  // Refuse: a call made from inside another hook is only forwarded (the recursion guard).
+  // Nested: it is traced there too. The allocation hooks use it: a kernel allocates its scratch
+  // through mpt_alloc from inside mpt_launch, and that memory must be accounted for.
+  enum class Inside { Refuse, Nested };
+  explicit HookCall(Inside inside = Inside::Refuse);
   ~HookCall();
   HookCall(const HookCall&) = delete;
   HookCall& operator=(const HookCall&) = delete;
@@ -23,6 +27,7 @@ class HookCall {
 
  private:
   Session* session_ = nullptr;
+  bool marks_thread_ = false;  // this scope set the thread's inside-a-hook flag
 };
 
 // True once the library's destructor has run; hooks then only forward.

@@ -14,6 +14,7 @@
 #include "mpt/abi.h"
 #include "parallel.h"
 #include "registry.h"
+#include "scratch.h"
 
 #if defined(MPT_WITH_CUDA) && __has_include("mpt/cuda_backend.h")
 #include "mpt/cuda_backend.h"
@@ -82,6 +83,7 @@ int launch_on_cpu(const mpt_launch_desc& d) {
     return failure(MPT_ERR_UNKNOWN_KERNEL, std::string("unknown kernel '") + d.kernel +
                                                "' (docs/kernels.md lists the kernels of this library)");
   try {
+    const mpt::ScratchKernelScope scratch_names(d.kernel);
     kernel(mpt::Launch(d));
     return MPT_OK;
   } catch (const mpt::KernelFailure& f) {

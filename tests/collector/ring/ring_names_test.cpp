@@ -9,17 +9,10 @@
 
 #include "fpscope/ring.h"
 #include "fpscope/ring_names.h"
+#include "processes.h"
 
 namespace fpscope {
 namespace {
-
-pid_t reaped_pid() {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(0);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return pid;
-}
 
 bool shm_exists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
@@ -46,7 +39,7 @@ TEST(RingNames, OtherNamesAreNotRings) {
 TEST(RingNames, OrphanedRingsAreRemovedLiveOnesKept) {
   std::string error;
   contract::ProcessIdentity dead = contract::self_identity();
-  dead.pid = reaped_pid();
+  dead.pid = test::reaped_pid();
   contract::ProcessIdentity reused = contract::self_identity();
   reused.start_ticks += 1;  // our pid, but not our start: a collector that had this pid before us
   const contract::ProcessIdentity me = contract::self_identity();

@@ -19,3 +19,13 @@ int mpt_launch(const mpt_launch_desc* launch) {
   printf("intercepted %s: status %d, ", launch->kernel, status);
   return status;
 }
+
+/* Every allocation, scratch included: a kernel's scratch reaches mpt_alloc from inside the library,
+ * through the PLT, so a tool sees it like any tensor (the conv scratch test reads these lines). */
+void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name, uint64_t* id_out) {
+  static void* (*real_alloc)(size_t, int32_t, int32_t, const char*, uint64_t*) = NULL;
+  if (!real_alloc) *(void**)(&real_alloc) = dlsym(RTLD_NEXT, "mpt_alloc");
+  if (!real_alloc) return NULL;
+  printf("alloc %s category %d bytes %zu\n", name ? name : "", (int)category, bytes);
+  return real_alloc(bytes, device, category, name, id_out);
+}

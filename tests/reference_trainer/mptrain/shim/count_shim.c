@@ -14,7 +14,7 @@
 
 #define MAX_KERNELS 128
 
-static unsigned long long g_launches, g_allocs, g_frees;
+static unsigned long long g_launches, g_allocs, g_frees, g_scratch_allocs;
 static char g_kernel_names[MAX_KERNELS][64];
 static unsigned long long g_kernel_counts[MAX_KERNELS];
 static int g_kernel_kinds;
@@ -63,6 +63,9 @@ MPT_API void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const ch
   static void* (*next)(size_t, int32_t, int32_t, const char*, uint64_t*);
   if (next == NULL) next = (void* (*)(size_t, int32_t, int32_t, const char*, uint64_t*))real("mpt_alloc");
   ++g_allocs;
+  /* The kernel library's own scratch ("<kernel>.scratch", workspace): mptrain does not count it. */
+  const size_t len = name ? strlen(name) : 0;
+  if (category == MPT_CAT_WORKSPACE && len > 8 && strcmp(name + len - 8, ".scratch") == 0) ++g_scratch_allocs;
   return next(bytes, device, category, name, id_out);
 }
 
@@ -78,7 +81,8 @@ __attribute__((destructor)) static void write_counts(void) {
   if (path == NULL) return;
   FILE* out = fopen(path, "w");
   if (out == NULL) return;
-  fprintf(out, "launches %llu\nallocations %llu\nfrees %llu\n", g_launches, g_allocs, g_frees);
+  fprintf(out, "launches %llu\nallocations %llu\nfrees %llu\nscratch_allocations %llu\n", g_launches, g_allocs, g_frees,
+          g_scratch_allocs);
   for (int i = 0; i < g_kernel_kinds; ++i) fprintf(out, "kernel %s %llu\n", g_kernel_names[i], g_kernel_counts[i]);
   fclose(out);
 }
