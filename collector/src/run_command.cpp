@@ -2,7 +2,6 @@
 // creates the ring and the trace; starts the program with the injector preloaded; drains the ring
 // into the trace while it runs; and, however it ends, drains what is left, records how it ended,
 // finishes the trace, prints a short summary and exits with the program's status.
-#include "fpscope/contract/environment.h"
 #include "fpscope/run_command.h"
 
 #include <fcntl.h>
@@ -21,6 +20,7 @@
 #include <random>
 
 #include "child_process.h"
+#include "fpscope/contract/environment.h"
 #include "fpscope/contract/run_end.h"
 #include "fpscope/ring.h"
 #include "fpscope/ring_names.h"

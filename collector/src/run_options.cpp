@@ -1,7 +1,8 @@
 // Parsing and validating the options of `fpscope run` with CLI11. Every value is checked here,
 // before the trace or the program exists, so a mistake costs nothing and says how to fix it.
-#include "fpscope/contract/environment.h"
 #include "run_options.h"
+
+#include "fpscope/contract/environment.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

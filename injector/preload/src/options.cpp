@@ -1,6 +1,7 @@
 // Parsing and matching of the injector's selection options (see options.h, docs/injector.md).
-#include "fpscope/contract/environment.h"
 #include "options.h"
+
+#include "fpscope/contract/environment.h"
 
 #include <fnmatch.h>
 #include <sys/stat.h>
