@@ -8,8 +8,24 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "fpscope/contract/contract.h"
 #include "mpt/abi.h"
 #include "runtime.h"
+
+// Where the kernel ABI meets the trace contract: the values the injector copies from one into the
+// other are the same numbers.
+namespace contract = fpscope::contract;
+static_assert(MPT_DTYPE_F32 == int(contract::Dtype::F32) && MPT_DTYPE_F16 == int(contract::Dtype::F16) &&
+              MPT_DTYPE_BF16 == int(contract::Dtype::BF16) && MPT_DTYPE_I32 == int(contract::Dtype::I32) &&
+              MPT_DTYPE_I64 == int(contract::Dtype::I64) && MPT_DTYPE_U8 == int(contract::Dtype::U8) &&
+              MPT_DTYPE_F64 == int(contract::Dtype::F64));
+static_assert(MPT_CAT_WEIGHT == int(contract::MemoryCategory::Weight) &&
+              MPT_CAT_MASTER_WEIGHT == int(contract::MemoryCategory::MasterWeight) &&
+              MPT_CAT_GRADIENT == int(contract::MemoryCategory::Gradient) &&
+              MPT_CAT_ACTIVATION == int(contract::MemoryCategory::Activation) &&
+              MPT_CAT_OPTIMIZER_STATE == int(contract::MemoryCategory::OptimizerState) &&
+              MPT_CAT_WORKSPACE == int(contract::MemoryCategory::Workspace) &&
+              MPT_CAT_DATA == int(contract::MemoryCategory::Data) && contract::kMemoryCategoryCount == 7);
 
 #define FPSCOPE_HOOK extern "C" __attribute__((visibility("default")))
 

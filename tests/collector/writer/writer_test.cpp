@@ -14,6 +14,7 @@
 #include <limits>
 #include <thread>
 
+#include "fpscope/contract/contract.h"
 #include "fpscope/trace_writer.h"
 #include "sqlite_reader.h"
 #include "wire_builder.h"
@@ -372,8 +373,19 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
   EXPECT_EQ(db.text("PRAGMA journal_mode"), "delete");  // a finished trace needs no -wal file
   EXPECT_EQ(db.meta("kernels"), "0");
   for (const char* view : kViews) db.rows(std::string("SELECT * FROM ") + view);  // each must run
-  EXPECT_EQ(db.integer("SELECT count(*) FROM dtypes"), 7);
-  EXPECT_EQ(db.integer("SELECT count(*) FROM categories"), 7);
+  // The schema's lookup rows are the trace contract's lists, id for id.
+  const auto dtypes = db.rows("SELECT id, name FROM dtypes ORDER BY id");
+  ASSERT_EQ(dtypes.size(), static_cast<size_t>(contract::kDtypeCount));
+  for (int i = 0; i < contract::kDtypeCount; ++i) {
+    EXPECT_EQ(dtypes[static_cast<size_t>(i)][0].i, i);
+    EXPECT_EQ(dtypes[static_cast<size_t>(i)][1].s, contract::kDtypeNames[static_cast<size_t>(i)]);
+  }
+  const auto categories = db.rows("SELECT id, name FROM categories ORDER BY id");
+  ASSERT_EQ(categories.size(), static_cast<size_t>(contract::kMemoryCategoryCount));
+  for (int i = 0; i < contract::kMemoryCategoryCount; ++i) {
+    EXPECT_EQ(categories[static_cast<size_t>(i)][0].i, i);
+    EXPECT_EQ(categories[static_cast<size_t>(i)][1].s, contract::kMemoryCategoryNames[static_cast<size_t>(i)]);
+  }
 #if FPSCOPE_TEST_HAS_FINALIZE
   EXPECT_EQ(db.meta("finalize_status"), "ok");
 #else
