@@ -224,7 +224,7 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   auto acc = [](const RunSummary& s) { return s.test_accuracy ? s.test_accuracy : s.final_train_accuracy; };
   rt.rows.push_back({Cell(c.a.test_accuracy && c.b.test_accuracy ? "test accuracy" : "train accuracy"), accuracy_cell(acc(c.a)),
                      accuracy_cell(acc(c.b)),
-                     c.accuracy_delta ? Cell(fmt::format("{:+.2f} points", *c.accuracy_delta), *c.accuracy_delta) : Cell("-", nullptr)});
+                     c.accuracy_delta ? Cell(human_points(*c.accuracy_delta), *c.accuracy_delta) : Cell("-", nullptr)});
   rt.rows.push_back({Cell("non-finite outputs"), int_cell(c.a.nonfinite_tensors), int_cell(c.b.nonfinite_tensors), Cell("")});
   runs.tables.push_back(std::move(rt));
   out.push_back(std::move(runs));

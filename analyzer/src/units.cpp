@@ -42,6 +42,8 @@ std::string human_count(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string human_points(double delta) { return fmt::format("{:+.2f} points", delta); }
+
 std::string human_duration(int64_t ns) {
   const double v = static_cast<double>(ns);
   if (std::llabs(ns) < 1000) return fmt::format("{} ns", ns);

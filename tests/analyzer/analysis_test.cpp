@@ -50,6 +50,7 @@ TEST(Units, BytesCountsDurationsAndChanges) {
   EXPECT_EQ(human_count(INT64_MIN), "-9,223,372,036,854,775,808");
   EXPECT_EQ(human_percent_change(200, 150), "-25.0%");
   EXPECT_EQ(human_percent_change(0, 5), "n/a");
+  EXPECT_EQ(human_points(-0.29999999999999716), "-0.30 points");
   EXPECT_EQ(human_duration(850), "850 ns");
   EXPECT_EQ(human_duration(12345), "12.3 us");
   EXPECT_EQ(human_duration(2500000000), "2.5 s");

@@ -13,6 +13,7 @@ std::string human_bytes(int64_t bytes);          // "512 B", "1.50 KiB", "23.4 M
 std::string human_bytes_delta(int64_t bytes);    // with an explicit sign: "+1.50 MiB", "-512 B", "0 B"
 std::string human_percent_change(double from, double to);  // "+12.5%", "-3.0%"; "n/a" when from is 0
 std::string human_count(int64_t n);              // thousands separated: "10,000,000"
+std::string human_points(double delta);          // a change of a percentage: "-0.30 points"
 std::string human_duration(int64_t ns);          // "850 ns", "12.3 us", "4.56 ms", "1.23 s"
 std::string human_percent(double share);         // share 0.1234 -> "12.34%"; tiny nonzero -> "<0.01%"
 std::string human_number(double value);          // 4 significant digits: "6.55e+04", "6.1e-05", "0.125"; "NaN", "+Inf", "-Inf"

@@ -8,7 +8,6 @@
 
 #include <cmath>
 
-#include "fpscope/units.h"
 #include "ui/plot.h"
 #include "views/view.h"
 #include "views/view_util.h"

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <set>
 
-#include "fpscope/units.h"
 #include "views/view.h"
 #include "views/view_util.h"
 
@@ -256,7 +255,7 @@ class SummaryView final : public View {
     heading("Comparison (target against source)");
     if (c->accuracy_delta) {
       const ImU32 col = *c->accuracy_delta < 0 ? colors::kWarningText : colors::kOkText;
-      ImGui::TextColored(colors::to_vec4(col), "accuracy %+.4f", *c->accuracy_delta);
+      ImGui::TextColored(colors::to_vec4(col), "accuracy %s", analysis::human_points(*c->accuracy_delta).c_str());
       ImGui::SameLine(0, 30);
     }
     if (c->final_loss_delta) {

@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "fpscope/units.h"
 #include "ui/plot.h"
 #include "views/view.h"
 #include "views/view_util.h"
