@@ -67,26 +67,24 @@ Action add_report(CLI::App& app) {
       ->capture_default_str();
   return [o]() {
     auto trace = Trace::open(o->trace);
-    const bool all = o->section == "all";
+    auto wants = [&](const char* section) { return o->section == "all" || o->section == section; };
+    const RangeView view = *parse_range_view(o->view);
     if (o->format == "json") {  // data, not rendered tables: report_json.h
       ReportData d;
       d.summary = summary(*trace);
-      if (all || o->section == "nonfinite") d.nonfinite = nonfinite(*trace);
-      if (all || o->section == "loss-scale") d.loss_scale = loss_scale(*trace);
-      if (all || o->section == "memory") d.memory = memory(*trace);
-      if (all || o->section == "ranges") {
-        const RangeView view = *parse_range_view(o->view);
-        d.ranges = std::make_pair(view, view_ranges(*trace, view));
-      }
+      if (wants("nonfinite")) d.nonfinite = nonfinite(*trace);
+      if (wants("loss-scale")) d.loss_scale = loss_scale(*trace);
+      if (wants("memory")) d.memory = memory(*trace);
+      if (wants("ranges")) d.ranges = std::make_pair(view, view_ranges(*trace, view));
       std::cout << report_json(d);
       return finish(*trace);
     }
     std::vector<Section> sections;
-    if (all || o->section == "summary") sections.push_back(summary_section(*trace));
-    if (all || o->section == "nonfinite") sections.push_back(nonfinite_section(*trace));
-    if (all || o->section == "ranges") sections.push_back(ranges_section(*trace, *parse_range_view(o->view)));
-    if (all || o->section == "loss-scale") sections.push_back(loss_scale_section(*trace));
-    if (all || o->section == "memory") sections.push_back(memory_section(*trace));
+    if (wants("summary")) sections.push_back(summary_section(*trace));
+    if (wants("nonfinite")) sections.push_back(nonfinite_section(*trace));
+    if (wants("ranges")) sections.push_back(ranges_section(*trace, view));
+    if (wants("loss-scale")) sections.push_back(loss_scale_section(*trace));
+    if (wants("memory")) sections.push_back(memory_section(*trace));
     render(sections, parse_format(o->format), std::cout);
     return finish(*trace);
   };

@@ -94,7 +94,7 @@ class RangesView final : public View {
     const float map_w = (ImGui::GetContentRegionAvail().x - bar_w) / static_cast<float>(runs.size()) - 8;
     double lo = 0, hi = 0;
     for (size_t i = 0; i < runs.size(); ++i) {
-      HeatGrid& g = grid_for(i, *runs[i].first->data());
+      HeatGrid& g = grid_for(i, *runs[i].first->data(), ctx.selection.range_view);
       lo = i == 0 ? g.lo : std::min(lo, g.lo);
       hi = i == 0 ? g.hi : std::max(hi, g.hi);
     }
@@ -112,23 +112,22 @@ class RangesView final : public View {
   }
 
  private:
-  HeatGrid& grid_for(size_t i, const TraceData& d) {
+  HeatGrid& grid_for(size_t i, const TraceData& d, analysis::RangeView view) {
     if (grids_.size() <= i) grids_.resize(i + 1);
-    if (grids_[i].owner != &d || grids_[i].view != view_) grids_[i].build(d, view_);  // view_: draw_view_choice
+    if (grids_[i].owner != &d || grids_[i].view != view) grids_[i].build(d, view);
     return grids_[i];
   }
 
   // Which tensors the heat maps show: forward activations unless the user picks another view.
   void draw_view_choice(Selection& selection) {
-    view_ = selection.range_view;
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("show");
     ImGui::SameLine();
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 26);
-    if (ImGui::BeginCombo("##range_view", analysis::range_view_info(view_).title)) {
+    if (ImGui::BeginCombo("##range_view", analysis::range_view_info(selection.range_view).title)) {
       for (int i = 0; i < analysis::kRangeViewCount; ++i) {
         const auto& info = analysis::range_view_info(static_cast<analysis::RangeView>(i));
-        if (ImGui::Selectable(info.title, info.view == view_)) selection.range_view = view_ = info.view;
+        if (ImGui::Selectable(info.title, info.view == selection.range_view)) selection.range_view = info.view;
       }
       ImGui::EndCombo();
     }
@@ -551,7 +550,6 @@ class RangesView final : public View {
   }
 
   std::vector<HeatGrid> grids_;
-  analysis::RangeView view_ = analysis::RangeView::Activations;  // the selection's, as last drawn
   const TraceData* default_owner_ = nullptr;
   std::optional<TensorPick> default_pick_;
   KernelDetailCache details_;

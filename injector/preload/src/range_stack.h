@@ -2,8 +2,9 @@
 //
 // mptrain marks its structure with ranges of the trainer's domain, by the categories of the trace
 // contract (fpscope/contract/nvtx.h: step with the optimizer step as int64 payload, phase, layer).
-// A launch belongs to the innermost open range of each category. RangeStack keeps one thread's open ranges (any domain) and recomputes that
-// attribution on every push and pop, so a launch reads it without searching.
+// A launch belongs to the innermost open range of each category. RangeStack keeps one thread's
+// open ranges (any domain) and recomputes that attribution on every push and pop, so a launch
+// reads it without searching.
 #pragma once
 
 #include <cstdint>
