@@ -8,7 +8,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
@@ -134,7 +133,7 @@ GradientRange unscaled_gradients(const Trace& trace) {
     if (e.step) scale.try_emplace(*e.step, e.scale_before);
     g.max_scale = std::max(g.max_scale.value_or(0), e.scale_before);
   }
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT r.step, min(r.min_nonzero), max(r.absmax), sum(r.nan + r.inf) FROM summary_layer_steps r "
           "JOIN strings sp ON sp.id = r.phase_id WHERE sp.value = 'backward' GROUP BY r.step");
   while (st.step()) {

@@ -9,7 +9,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
@@ -83,7 +82,7 @@ void compare_layers(const Trace& a, const Trace& b, int threshold, Comparison& c
 
 std::vector<RunEvent> events_of(const Trace& trace) {
   std::vector<RunEvent> events;
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT k.step, sk.value, sl.value, n.kind FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id "
           "JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
           "WHERE n.origin = 1 ORDER BY n.kernel_id");

@@ -10,7 +10,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
@@ -69,7 +68,7 @@ void export_chrome_trace(const Trace& trace, std::ostream& out) {
   EventWriter w(out);
   w.process_name(trace.meta_value("command").value_or(trace.path()));
   std::set<int64_t> threads;
-  Stmt ranges_st(db,
+  sql::Statement ranges_st(db,
                  "SELECT r.start_ns, r.end_ns, r.thread, r.kind, s.value, r.step FROM nvtx_ranges r "
                  "JOIN strings s ON s.id = r.name_id ORDER BY r.start_ns, r.depth");
   while (ranges_st.step()) {
@@ -84,7 +83,7 @@ void export_chrome_trace(const Trace& trace, std::ostream& out) {
     w.complete(name, kind == "step" ? "step" : kind == "phase" ? "phase" : kind == "layer" ? "layer" : "range", tid,
                ranges_st.i64(0), ranges_st.opt_i64(1).value_or(std::max(trace_end, ranges_st.i64(0))), args);
   }
-  Stmt kernels_st(db,
+  sql::Statement kernels_st(db,
                   "SELECT k.id, k.start_ns, k.end_ns, k.thread, s.value, sl.value, sp.value, k.step, k.status "
                   "FROM kernels k JOIN strings s ON s.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
                   "LEFT JOIN strings sp ON sp.id = k.phase_id ORDER BY k.start_ns, k.id");

@@ -9,12 +9,11 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
 std::vector<std::string> table_names(const Trace& trace) {
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rootpage");
   std::vector<std::string> names;
   while (st.step()) names.push_back(st.text(0));
@@ -65,7 +64,7 @@ std::vector<std::string> export_csv(const Trace& trace, const std::string& dir) 
     const std::string path = (fs::path(dir) / (table + ".csv")).string();
     std::ofstream out(path, std::ios::binary);
     if (!out) throw std::runtime_error(path + ": cannot be written");
-    Stmt st(detail::db(trace), "SELECT * FROM \"" + table + "\"");
+    sql::Statement st(detail::db(trace), "SELECT * FROM \"" + table + "\"");
     for (int c = 0; c < st.columns(); ++c) {
       out << (c ? "," : "") << csv_field(sqlite3_column_name(st.handle(), c));
     }
@@ -96,7 +95,7 @@ void export_json(const Trace& trace, std::ostream& out) {
     if (table == "meta") continue;
     out << (first_table ? "" : ",") << nlohmann::json(table).dump() << ":[";
     first_table = false;
-    Stmt st(detail::db(trace), "SELECT * FROM \"" + table + "\"");
+    sql::Statement st(detail::db(trace), "SELECT * FROM \"" + table + "\"");
     std::vector<std::string> keys;
     for (int c = 0; c < st.columns(); ++c) keys.push_back(nlohmann::json(sqlite3_column_name(st.handle(), c)).dump());
     bool first_row = true;

@@ -20,6 +20,16 @@ const FormatLimits& format_limits(Format format) {
   return limits[static_cast<int>(format)];
 }
 
+std::optional<double> headroom_log2(std::optional<double> absmax, Format format) {
+  if (!absmax || !(*absmax > 0)) return std::nullopt;
+  return std::log2(format_limits(format).max_finite / *absmax);
+}
+
+std::optional<double> footroom_log2(std::optional<double> min_nonzero, Format format) {
+  if (!min_nonzero || !(*min_nonzero > 0)) return std::nullopt;
+  return std::log2(*min_nonzero / format_limits(format).min_subnormal);
+}
+
 std::string op_of_kernel(std::string_view kernel) {
   // Longest prefixes first: "log_softmax" before a hypothetical "log".
   static const std::array<std::pair<std::string_view, const char*>, 7> prefixes = {{

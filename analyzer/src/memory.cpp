@@ -6,7 +6,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 MemoryReport memory(const Trace& trace, std::size_t largest) {
   auto& impl = detail::impl(trace);
@@ -16,7 +15,7 @@ MemoryReport memory(const Trace& trace, std::size_t largest) {
   report.peak_step = impl.count("memory_peak_step");
   report.events = impl.count("memory_events").value_or(0);
   for (int c = 0; c < kCategoryCount; ++c) report.by_category[c].category = kCategoryNames[c];
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT category, at_peak, max_live, allocated, allocations, live_at_end FROM summary_memory");
   while (st.step()) {
     const int64_t c = st.i64(0);
@@ -28,7 +27,7 @@ MemoryReport memory(const Trace& trace, std::size_t largest) {
     m.allocations = st.i64(4);
     report.live_at_end += st.i64(5);
   }
-  Stmt top(detail::db(trace),
+  sql::Statement top(detail::db(trace),
            "SELECT s.value, c.name, a.bytes, a.count, a.first_alloc_id, a.first_alloc_ns, a.first_step "
            "FROM summary_allocations a JOIN strings s ON s.id = a.name_id "
            "LEFT JOIN categories c ON c.id = a.category "
@@ -49,7 +48,7 @@ MemoryReport memory(const Trace& trace, std::size_t largest) {
 }
 
 std::vector<MemoryPoint> memory_timeline(const Trace& trace, std::size_t max_points) {
-  Stmt st(detail::db(trace), "SELECT t_ns, step, kind, bytes, category FROM memory_events ORDER BY t_ns, id");
+  sql::Statement st(detail::db(trace), "SELECT t_ns, step, kind, bytes, category FROM memory_events ORDER BY t_ns, id");
   std::vector<MemoryPoint> points;
   MemoryPoint live;
   while (st.step()) {

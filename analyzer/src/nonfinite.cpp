@@ -6,7 +6,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
@@ -18,7 +17,7 @@ constexpr const char* kEventColumns =
     "LEFT JOIN strings sp ON sp.id = k.phase_id LEFT JOIN strings st ON st.id = t.name_id "
     "LEFT JOIN dtypes d ON d.id = t.dtype ";
 
-NonfiniteEvent read_event(const Stmt& st) {
+NonfiniteEvent read_event(const sql::Statement& st) {
   NonfiniteEvent e;
   e.kernel_id = st.i64(0);
   e.tensor_id = st.i64(1);
@@ -42,7 +41,7 @@ NonfiniteEvent read_event(const Stmt& st) {
 }
 
 std::optional<NonfiniteEvent> first_event(const Trace& trace, bool origins_only) {
-  Stmt st(detail::db(trace), std::string(kEventColumns) + (origins_only ? "WHERE n.origin = 1 " : "") +
+  sql::Statement st(detail::db(trace), std::string(kEventColumns) + (origins_only ? "WHERE n.origin = 1 " : "") +
                                  "ORDER BY n.kernel_id, t.role, t.slot LIMIT 1");
   if (!st.step()) return std::nullopt;
   return read_event(st);
@@ -55,15 +54,15 @@ void follow_propagation(const Trace& trace, const NonfiniteEvent& origin, size_t
   const auto& db = detail::db(trace);
   std::set<int64_t> tainted;
   {
-    Stmt st(db, "SELECT t.tensor_uid FROM nonfinite n JOIN tensors t ON t.id = n.tensor_id "
+    sql::Statement st(db, "SELECT t.tensor_uid FROM nonfinite n JOIN tensors t ON t.id = n.tensor_id "
                 "WHERE n.kernel_id = ?1 AND t.tensor_uid IS NOT NULL");
     st.bind(1, origin.kernel_id);
     while (st.step()) tainted.insert(st.i64(0));
   }
   const bool by_uid = !tainted.empty();
-  Stmt events(db, std::string(kEventColumns) + "WHERE n.kernel_id > ?1 ORDER BY n.kernel_id, t.slot LIMIT 200000");
+  sql::Statement events(db, std::string(kEventColumns) + "WHERE n.kernel_id > ?1 ORDER BY n.kernel_id, t.slot LIMIT 200000");
   events.bind(1, origin.kernel_id);
-  Stmt inputs(db, "SELECT tensor_uid FROM tensors WHERE kernel_id = ?1 AND role = 'in' AND tensor_uid IS NOT NULL");
+  sql::Statement inputs(db, "SELECT tensor_uid FROM tensors WHERE kernel_id = ?1 AND role = 'in' AND tensor_uid IS NOT NULL");
   int64_t last_kernel = -1;
   bool last_kernel_passed = false;
   while (events.step()) {
@@ -93,7 +92,7 @@ void follow_propagation(const Trace& trace, const NonfiniteEvent& origin, size_t
 }
 
 void count_by_kernel(const Trace& trace, NonfiniteReport& report) {
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT sk.value, sl.value, n.tensors, n.origins, n.first_step, n.first_kernel_id, "
           "  coalesce(r.nan, 0), coalesce(r.pos_inf, 0), coalesce(r.neg_inf, 0) "
           "FROM summary_nonfinite n JOIN strings sk ON sk.id = n.kernel_name_id "
@@ -125,7 +124,7 @@ void count_by_kernel(const Trace& trace, NonfiniteReport& report) {
     }
     report.by_kernel.push_back(std::move(row));
   }
-  Stmt totals(detail::db(trace),
+  sql::Statement totals(detail::db(trace),
               "SELECT coalesce(sum(nan), 0), coalesce(sum(pos_inf), 0), coalesce(sum(neg_inf), 0) "
               "FROM summary_ranges WHERE role = 'out'");
   if (totals.step()) {
@@ -134,7 +133,7 @@ void count_by_kernel(const Trace& trace, NonfiniteReport& report) {
     report.neg_inf = totals.i64(2);
   }
   if (first_kernel >= 0) {  // the step of the very first non-finite output, not the smallest step
-    Stmt step(detail::db(trace), "SELECT step FROM kernels WHERE id = ?1");
+    sql::Statement step(detail::db(trace), "SELECT step FROM kernels WHERE id = ?1");
     step.bind(1, first_kernel);
     if (step.step()) report.first_step = step.opt_i64(0);
   }

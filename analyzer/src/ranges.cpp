@@ -7,7 +7,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
@@ -19,7 +18,7 @@ struct Accumulator {
   std::array<std::array<int64_t, 4>, kFormatCount> counts{};
   bool measured = false;
 
-  void add(const Stmt& st) {
+  void add(const sql::Statement& st) {
     row.tensors += st.i64(4);
     row.elements += st.i64(5);
     row.nan += st.i64(6);
@@ -39,13 +38,9 @@ struct Accumulator {
 
   RangeRow finish() {
     row.absmax_exponent = exponent_of(row.absmax);
-    if (row.absmax && *row.absmax > 0) {
-      row.headroom_f16_log2 = std::log2(format_limits(Format::F16).max_finite / *row.absmax);
-      row.headroom_bf16_log2 = std::log2(format_limits(Format::BF16).max_finite / *row.absmax);
-    }
-    if (row.min_nonzero && *row.min_nonzero > 0) {
-      row.footroom_f16_log2 = std::log2(*row.min_nonzero / format_limits(Format::F16).min_subnormal);
-    }
+    row.headroom_f16_log2 = headroom_log2(row.absmax, Format::F16);
+    row.headroom_bf16_log2 = headroom_log2(row.absmax, Format::BF16);
+    row.footroom_f16_log2 = footroom_log2(row.min_nonzero, Format::F16);
     for (int f = 0; f < kFormatCount && measured && measured_elements > 0; ++f) {
       FormatOutcome& out = row.formats[f];
       out.measured = true;
@@ -86,7 +81,7 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
       "FROM summary_ranges r JOIN strings sk ON sk.id = r.kernel_name_id "
       "LEFT JOIN strings sl ON sl.id = r.layer_id " +
       role_clause(roles) + "GROUP BY r.kernel_name_id, r.layer_id, r.role";
-  Stmt st(detail::db(trace), sql);
+  sql::Statement st(detail::db(trace), sql);
   // Key: (kernel or op, layer, role) as the grouping asks.
   std::map<std::tuple<std::string, std::optional<std::string>, std::string>, Accumulator> groups;
   while (st.step()) {
@@ -166,7 +161,7 @@ std::vector<LayerStepCell> layer_step_ranges(const Trace& trace, RangeView view)
   using contract::MemoryCategory;
   auto category = [](MemoryCategory c) { return static_cast<int64_t>(c); };
   const bool by_tensor = view == RangeView::Weights || view == RangeView::OptimizerState;
-  Stmt st(detail::db(trace), by_tensor ? kParameterCellsSql : kPhaseCellsSql);
+  sql::Statement st(detail::db(trace), by_tensor ? kParameterCellsSql : kPhaseCellsSql);
   if (by_tensor) {
     st.bind(1, std::string_view(contract::kPhaseOptimizer));
     const bool weights = view == RangeView::Weights;
@@ -189,6 +184,42 @@ std::vector<LayerStepCell> layer_step_ranges(const Trace& trace, RangeView view)
   return cells;
 }
 
+std::optional<CellTensor> largest_tensor_of_cell(const Trace& trace, RangeView view, std::string_view row,
+                                                 int64_t step) {
+  using contract::MemoryCategory;
+  auto category = [](MemoryCategory c) { return static_cast<int64_t>(c); };
+  const bool by_tensor = view == RangeView::Weights || view == RangeView::OptimizerState;
+  // The same tensors as the cell's query: a phase's outputs in a layer, or the optimizer's outputs
+  // of one parameter tensor of the view's categories.
+  sql::Statement st(detail::db(trace),
+                    by_tensor
+                        ? "SELECT t.kernel_id, t.id, s.value, t.absmax "
+                          "FROM tensors t JOIN kernels k ON k.id = t.kernel_id JOIN strings s ON s.id = t.name_id "
+                          "WHERE t.role = 'out' AND k.step = ?2 AND s.value = ?1 AND t.absmax IS NOT NULL "
+                          "  AND k.phase_id IN (SELECT id FROM strings WHERE value = ?3) "
+                          "  AND t.tensor_uid IN (SELECT alloc_id FROM memory_events "
+                          "                       WHERE kind = 'alloc' AND category IN (?4, ?5)) "
+                          "ORDER BY t.absmax DESC, t.id LIMIT 1"
+                        : "SELECT t.kernel_id, t.id, s.value, t.absmax "
+                          "FROM tensors t JOIN kernels k ON k.id = t.kernel_id JOIN strings s ON s.id = t.name_id "
+                          "WHERE t.role = 'out' AND k.step = ?2 AND t.absmax IS NOT NULL "
+                          "  AND k.layer_id IN (SELECT id FROM strings WHERE value = ?1) "
+                          "  AND k.phase_id IN (SELECT id FROM strings WHERE value = ?3) "
+                          "ORDER BY t.absmax DESC, t.id LIMIT 1");
+  st.bind(1, row);
+  st.bind(2, step);
+  if (by_tensor) {
+    const bool weights = view == RangeView::Weights;
+    st.bind(3, std::string_view(contract::kPhaseOptimizer));
+    st.bind(4, category(weights ? MemoryCategory::Weight : MemoryCategory::OptimizerState));
+    st.bind(5, category(weights ? MemoryCategory::MasterWeight : MemoryCategory::OptimizerState));
+  } else {
+    st.bind(3, std::string_view(view == RangeView::Activations ? contract::kPhaseForward : contract::kPhaseBackward));
+  }
+  if (!st.step()) return std::nullopt;
+  return CellTensor{st.i64(0), st.i64(1), st.text(2), st.opt_f64(3)};
+}
+
 std::vector<ViewRangeRow> view_ranges(const Trace& trace, RangeView view) {
   return view_ranges(layer_step_ranges(trace, view));
 }
@@ -205,10 +236,9 @@ std::vector<ViewRangeRow> view_ranges(const std::vector<LayerStepCell>& cells) {
     if (c.absmax && (!r.absmax || *c.absmax > *r.absmax)) r.absmax = c.absmax;
     if (c.min_nonzero && (!r.min_nonzero || *c.min_nonzero < *r.min_nonzero)) r.min_nonzero = c.min_nonzero;
   }
-  const FormatLimits& f16 = format_limits(Format::F16);
   for (ViewRangeRow& r : rows) {
-    if (r.absmax && *r.absmax > 0) r.headroom_f16_log2 = std::log2(f16.max_finite / *r.absmax);
-    if (r.min_nonzero && *r.min_nonzero > 0) r.footroom_f16_log2 = std::log2(*r.min_nonzero / f16.min_subnormal);
+    r.headroom_f16_log2 = headroom_log2(r.absmax, Format::F16);
+    r.footroom_f16_log2 = footroom_log2(r.min_nonzero, Format::F16);
   }
   return rows;
 }

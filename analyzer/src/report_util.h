@@ -29,7 +29,7 @@ inline std::optional<int> exponent_of(const std::optional<double>& magnitude) {
 }
 
 // Fills an outcome from summed counts (any may be NULL) over `measured_elements` elements.
-inline FormatOutcome make_outcome(const detail::Stmt& st, int first_col, std::optional<int64_t> measured_elements) {
+inline FormatOutcome make_outcome(const sql::Statement& st, int first_col, std::optional<int64_t> measured_elements) {
   FormatOutcome out;
   if (st.is_null(first_col) || !measured_elements || *measured_elements <= 0) return out;
   out.measured = true;

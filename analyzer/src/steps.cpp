@@ -7,11 +7,10 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 // Last value per step of one scalar.
 std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name) {
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT step, value FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1) "
           "AND step IS NOT NULL AND value IS NOT NULL ORDER BY step, id");
   st.bind(1, name);
@@ -33,7 +32,7 @@ std::optional<T> find(const std::map<int64_t, T>& map, int64_t key) {
 
 LossScaleReport loss_scale(const Trace& trace) {
   LossScaleReport report;
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT kernel_id, t_ns, step, scale_before, scale_after, found_inf, skipped, event, growth_tracker "
           "FROM loss_scale ORDER BY t_ns, id");
   while (st.step()) {
@@ -77,7 +76,7 @@ std::vector<StepRow> steps(const Trace& trace) {
     if (!inserted) it->second.second = it->second.second || e.skipped;
   }
   std::vector<StepRow> rows;
-  Stmt st(detail::db(trace), "SELECT step, start_ns, end_ns, nan, inf FROM summary_steps ORDER BY step");
+  sql::Statement st(detail::db(trace), "SELECT step, start_ns, end_ns, nan, inf FROM summary_steps ORDER BY step");
   while (st.step()) {
     StepRow r;
     r.step = st.i64(0);

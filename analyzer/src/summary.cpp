@@ -5,7 +5,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 namespace {
 
@@ -36,7 +35,7 @@ std::string command_text(const std::string& stored) {
 }  // namespace
 
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name) {
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT sc.value, sc.step FROM scalars sc "
           "WHERE sc.name_id IN (SELECT id FROM strings WHERE value = ?1) AND sc.value IS NOT NULL "
           "ORDER BY sc.step DESC, sc.id DESC LIMIT 1");

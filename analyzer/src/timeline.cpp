@@ -8,7 +8,6 @@
 
 namespace fpscope::analysis {
 
-using detail::Stmt;
 
 std::optional<std::pair<int64_t, int64_t>> time_bounds(const Trace& trace) {
   auto& impl = detail::impl(trace);
@@ -26,7 +25,7 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
   // Kernels are short: one that overlaps the window started at most its duration before t0. The
   // longest launch bounds how far back to look, so the start_ns index does the work.
   const int64_t longest = detail::impl(trace).count("longest_kernel_ns").value_or(0);
-  Stmt ks(db,
+  sql::Statement ks(db,
           "SELECT k.id, k.start_ns, k.end_ns, sk.value, sl.value, sp.value, k.step, k.thread, k.device, "
           "  k.status, k.sampled, EXISTS (SELECT 1 FROM nonfinite n WHERE n.kernel_id = k.id) "
           "FROM kernels k JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
@@ -53,7 +52,7 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
     k.nonfinite = ks.i64(11) != 0;
     w.kernels.push_back(std::move(k));
   }
-  Stmt rs(db,
+  sql::Statement rs(db,
           "SELECT r.id, r.start_ns, r.end_ns, r.thread, r.depth, r.kind, sn.value, sd.value, r.step "
           "FROM nvtx_ranges r JOIN strings sn ON sn.id = r.name_id LEFT JOIN strings sd ON sd.id = r.domain_id "
           "WHERE r.start_ns < ?1 AND (r.end_ns IS NULL OR r.end_ns >= ?2) ORDER BY r.start_ns, r.id");
@@ -75,7 +74,7 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
 }
 
 std::vector<TensorRecord> tensors_of_kernel(const Trace& trace, int64_t kernel_id) {
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT t.id, t.kernel_id, t.role, t.slot, t.tensor_uid, s.value, d.name, t.shape, t.count, t.nan, "
           "  t.pos_inf, t.neg_inf, t.zero, t.subnormal, t.min, t.max, t.absmax, t.min_nonzero, t.mean, t.rms, "
           "  t.f16_overflow, t.f16_underflow, t.f16_subnormal, t.f16_near_max, "
@@ -115,7 +114,7 @@ std::vector<TensorRecord> tensors_of_kernel(const Trace& trace, int64_t kernel_i
 }
 
 ExponentHistogram exponent_histogram(const Trace& trace, int64_t tensor_id) {
-  Stmt st(detail::db(trace),
+  sql::Statement st(detail::db(trace),
           "SELECT s.value, sk.value, d.name, t.exp_hist, t.zero, t.nan, t.pos_inf + t.neg_inf "
           "FROM tensors t JOIN strings s ON s.id = t.name_id JOIN kernels k ON k.id = t.kernel_id "
           "JOIN strings sk ON sk.id = k.name_id LEFT JOIN dtypes d ON d.id = t.dtype WHERE t.id = ?1");

@@ -19,8 +19,6 @@
 namespace fpscope::analysis {
 namespace {
 
-using detail::Db;
-using detail::Stmt;
 
 constexpr const char* kSummaryVersion = "1";
 constexpr std::array<const char*, 7> kSummaryTables = {
@@ -94,8 +92,8 @@ void check_file(const std::string& path) {
   }
 }
 
-void check_identity(const Db& db, const std::string& path) {
-  const auto app_id = detail::query_i64(db, "PRAGMA application_id").value_or(0);
+void check_identity(const sql::Database& db, const std::string& path) {
+  const auto app_id = db.query_int("PRAGMA application_id").value_or(0);
   if (app_id != kApplicationId) {
     throw TraceError(TraceErrorKind::NotATrace,
                      fmt::format("{}: an SQLite database, but not an fpscope trace (application_id {:#x}, "
@@ -107,15 +105,15 @@ void check_identity(const Db& db, const std::string& path) {
   }
 }
 
-std::map<std::string, std::string> read_meta(const Db& db) {
+std::map<std::string, std::string> read_meta(const sql::Database& db) {
   std::map<std::string, std::string> meta;
-  Stmt st(db, "SELECT key, value FROM meta");
+  sql::Statement st(db, "SELECT key, value FROM meta");
   while (st.step()) meta[st.text(0)] = st.text(1);
   return meta;
 }
 
-int schema_version_of(const Db& db, const std::map<std::string, std::string>& meta, const std::string& path) {
-  int version = static_cast<int>(detail::query_i64(db, "PRAGMA user_version").value_or(0));
+int schema_version_of(const sql::Database& db, const std::map<std::string, std::string>& meta, const std::string& path) {
+  int version = static_cast<int>(db.query_int("PRAGMA user_version").value_or(0));
   if (auto it = meta.find("schema_version"); it != meta.end()) {
     try {
       version = std::stoi(it->second);
@@ -138,7 +136,7 @@ int schema_version_of(const Db& db, const std::map<std::string, std::string>& me
   return version;
 }
 
-void check_tables(const Db& db, const std::string& path) {
+void check_tables(const sql::Database& db, const std::string& path) {
   for (const auto& [table, columns] : kRequiredColumns) {
     if (!db.has_table(table, false)) {
       throw TraceError(TraceErrorKind::Corrupt,
@@ -270,7 +268,7 @@ void Trace::Impl::ensure_summaries(const ProgressCallback& progress) {
     db.exec("PRAGMA query_only = 1");
     internal_writes = false;
   }
-  Stmt st(db, "SELECT key, value FROM summary_counts");
+  sql::Statement st(db, "SELECT key, value FROM summary_counts");
   while (st.step()) counts[st.text(0)] = st.opt_i64(1);
   summaries_ready = true;
 }
@@ -290,7 +288,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   check_file(path);
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->db.open_readonly(path);
+  detail::open_trace_readonly(impl->db, path);
   try {
     check_identity(impl->db, path);
     impl->meta = read_meta(impl->db);
@@ -298,7 +296,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
     check_tables(impl->db, path);
     // Small files are checked page by page; a big one is checked as it is read.
     if (file_size_of(path) < (64 << 20)) {
-      Stmt st(impl->db, "PRAGMA quick_check(1)");
+      sql::Statement st(impl->db, "PRAGMA quick_check(1)");
       if (st.step() && st.text(0) != "ok") {
         throw TraceError(TraceErrorKind::Corrupt, fmt::format("{}: the trace is damaged ({})", path, st.text(0)));
       }

@@ -13,7 +13,7 @@ namespace fpscope::analysis {
 
 struct Trace::Impl {
   std::string path;
-  detail::Db db;
+  sql::Database db;
   int schema_version = 0;
   RunEnd state = RunEnd::Unknown;
   bool summaries_precomputed = false;
@@ -30,7 +30,7 @@ struct Trace::Impl {
 
 namespace detail {
 inline Trace::Impl& impl(const Trace& trace) { return trace.impl(); }
-inline const Db& db(const Trace& trace) {
+inline const sql::Database& db(const Trace& trace) {
   trace.impl().ensure_summaries();
   return trace.impl().db;
 }

@@ -4,14 +4,16 @@
 #include "synthetic_trace.h"
 
 #include "fpscope/contract/number_formats.h"
-#include "fpscope/embedded_sql.h"
-
-#include <sqlite3.h>
+#include "fpscope/contract/nvtx.h"
+#include "fpscope/trace_writer.h"
+#include "fpscope/wire.h"
 
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,33 +21,49 @@
 namespace fpscope::synthetic {
 namespace {
 
-void check(sqlite3* db, int rc, const char* what) {
-  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    throw std::runtime_error(std::string(what) + ": " + sqlite3_errmsg(db));
-  }
-}
+// Frames wire records as the injector does and hands them to the collector's trace writer, one at
+// a time, all from producer thread 1.
+class RecordSender {
+ public:
+  explicit RecordSender(TraceWriter& writer) : writer_(writer) {}
 
-struct Stmt {
-  sqlite3* db;
-  sqlite3_stmt* st = nullptr;
-  Stmt(sqlite3* d, const char* sql) : db(d) { check(db, sqlite3_prepare_v2(db, sql, -1, &st, nullptr), sql); }
-  ~Stmt() { sqlite3_finalize(st); }
-  template <typename... Args>
-  void run(const Args&... args) {
-    int i = 0;
-    (bind(++i, args), ...);
-    check(db, sqlite3_step(st), "insert");
-    sqlite3_reset(st);
+  template <typename R>
+  void put(R record) {
+    record.h = {wire::record_type_v<R>, static_cast<uint16_t>(sizeof(R) / wire::kSlotBytes), kThread};
+    writer_.on_record(&record.h);
   }
-  void bind(int i, int64_t v) { sqlite3_bind_int64(st, i, v); }
-  void bind(int i, int v) { sqlite3_bind_int64(st, i, v); }
-  void bind(int i, long long v) { sqlite3_bind_int64(st, i, v); }
-  void bind(int i, double v) { sqlite3_bind_double(st, i, v); }
-  void bind(int i, const std::string& v) { sqlite3_bind_text(st, i, v.c_str(), -1, SQLITE_TRANSIENT); }
-  void bind(int i, const char* v) { sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT); }
-  void bind(int i, std::nullptr_t) { sqlite3_bind_null(st, i); }
-  void bind(int i, const std::optional<int64_t>& v) { v ? bind(i, *v) : bind(i, nullptr); }
-  void bind(int i, const std::optional<double>& v) { v ? bind(i, *v) : bind(i, nullptr); }
+
+  // A record followed by `tail_bytes` more; `fixed_bytes` of the struct go first.
+  template <typename R>
+  void put_with_tail(R record, std::size_t fixed_bytes, const void* tail, std::size_t tail_bytes) {
+    const uint16_t slots = wire::slots_for(fixed_bytes, tail_bytes);
+    buffer_.assign(std::max<std::size_t>(slots, sizeof(R) / wire::kSlotBytes), Slot{});
+    record.h = {wire::record_type_v<R>, slots, kThread};
+    std::memcpy(buffer_.data(), &record, fixed_bytes);
+    if (tail_bytes) std::memcpy(reinterpret_cast<unsigned char*>(buffer_.data()) + fixed_bytes, tail, tail_bytes);
+    writer_.on_record(reinterpret_cast<const wire::RecordHeader*>(buffer_.data()));
+  }
+
+  // The string's id, sending its String record the first time.
+  uint32_t str(const std::string& text) {
+    auto [it, inserted] = strings_.try_emplace(text, static_cast<uint32_t>(strings_.size()) + 1);
+    if (inserted) {
+      wire::StringRecord r{};
+      r.id = it->second;
+      r.length = static_cast<uint32_t>(text.size());
+      put_with_tail(r, offsetof(wire::StringRecord, bytes), text.data(), text.size());
+    }
+    return it->second;
+  }
+
+ private:
+  static constexpr uint32_t kThread = 1;
+  struct alignas(8) Slot {
+    unsigned char bytes[wire::kSlotBytes];
+  };
+  TraceWriter& writer_;
+  std::vector<Slot> buffer_;
+  std::map<std::string, uint32_t> strings_;
 };
 
 struct TensorSpec {
@@ -79,84 +97,91 @@ constexpr int64_t kTensorsPerStep = 118;
 
 class Writer {
  public:
-  Writer(sqlite3* db, const Options& o) : db_(db), o_(o) {
+  Writer(RecordSender& out, const Options& o) : out_(out), o_(o) {
     low_ = o.precision == "fp16" || o.precision == "amp-fp16" ? 1 : o.precision == "fp32" ? 0 : 2;
     amp_ = o.precision.rfind("amp-", 0) == 0;
     scaled_ = o.loss_scale != "none";
     dynamic_ = o.loss_scale == "dynamic";
     scale_ = o.loss_scale.rfind("static:", 0) == 0 ? std::stod(o.loss_scale.substr(7)) : o.scale_init;
+    domain_ = out_.str(contract::kTrainerNvtxDomain);
   }
 
   int64_t run(int64_t steps);
 
  private:
-  int64_t str(const std::string& s) {
-    auto [it, inserted] = strings_.try_emplace(s, static_cast<int64_t>(strings_.size()) + 1);
-    if (inserted) ins_string_.run(it->second, s);
-    return it->second;
-  }
+  uint32_t str(const std::string& s) { return out_.str(s); }
   int bytes_of(int dtype) const { return dtype == 0 ? 4 : 2; }
-  int64_t alloc(const std::string& name, int category, int64_t bytes, std::optional<int64_t> step) {
+  int64_t alloc(const std::string& name, int category, int64_t bytes) {
     const int64_t id = ++alloc_id_;
-    ins_memory_.run(t_ += 100, "alloc", id, bytes, category, str(name), 0, step);
-    live_[id] = {bytes, category, name};
+    wire::AllocRecord r{};
+    r.t_ns = t_ += 100;
+    r.id = static_cast<uint64_t>(id);
+    r.bytes = static_cast<uint64_t>(bytes);
+    r.name = str(name);
+    r.category = static_cast<uint8_t>(category);
+    out_.put(r);
+    live_[id] = category;
     return id;
   }
-  void free_alloc(int64_t id, std::optional<int64_t> step) {
-    auto it = live_.find(id);
-    ins_memory_.run(t_ += 100, "free", id, std::get<0>(it->second), std::get<1>(it->second),
-                    str(std::get<2>(it->second)), 0, step);
-    live_.erase(it);
+  void free_alloc(int64_t id) {
+    wire::FreeRecord r{};
+    r.t_ns = t_ += 100;
+    r.id = static_cast<uint64_t>(id);
+    out_.put(r);
+    live_.erase(id);
   }
-  int64_t push(const std::string& kind, const std::string& name, std::optional<int64_t> step) {
-    open_.push_back({++range_id_, t_ += 200, kind, name, step});
-    return range_id_;
+  void free_all_of(int category) {
+    for (auto it = live_.begin(); it != live_.end();) {
+      auto next = std::next(it);
+      if (it->second == category) free_alloc(it->first);
+      it = next;
+    }
+  }
+  void push(contract::NvtxCategory category, const std::string& name, std::optional<int64_t> step) {
+    wire::NvtxPushRecord r{};
+    r.t_ns = t_ += 200;
+    r.message = str(name);
+    r.domain = domain_;
+    r.category = static_cast<uint32_t>(category);
+    if (step) {
+      r.payload_kind = 1;
+      r.payload_i = *step;
+    }
+    out_.put(r);
   }
   void pop() {
-    auto r = open_.back();
-    open_.pop_back();
-    ins_range_.run(r.id, r.start, t_ += 200, 1, static_cast<int64_t>(open_.size()), r.kind, str(r.name), str("mptrain"),
-                   r.kind == "step" ? r.step : std::nullopt);
+    wire::NvtxPopRecord r{};
+    r.t_ns = t_ += 200;
+    r.domain = domain_;
+    out_.put(r);
+  }
+  void scalar(int64_t step, const std::string& name, double value) {
+    wire::ScalarRecord r{};
+    r.t_ns = t_ += 100;
+    r.step = step;
+    r.name = str(name);
+    r.value = value;  // NaN: no value (NULL)
+    out_.put(r);
   }
   void launch(const KernelSpec& k, std::optional<std::string> layer, const std::string& phase, int64_t step);
-  void tensor(int64_t kernel_id, const char* role, int slot, const TensorSpec& t, bool origin);
+  void tensor(int64_t kernel_id, contract::Role role, int slot, const TensorSpec& t, bool origin);
   void forward(int64_t step);
   void backward(int64_t step);
   bool scaler(int64_t step);
   void optimizer(int64_t step);
 
-  struct OpenRange {
-    int64_t id, start;
-    std::string kind, name;
-    std::optional<int64_t> step;
-  };
-  sqlite3* db_;
+  RecordSender& out_;
   const Options& o_;
+  uint32_t domain_ = 0;
   int low_ = 0;
   bool amp_ = false, scaled_ = false, dynamic_ = false;
   double scale_ = 1;
   int64_t tracker_ = 0;
-  int64_t t_ = 1000000, kernel_id_ = 0, alloc_id_ = 0, range_id_ = 0, tensors_ = 0;
+  int64_t t_ = 1000000, kernel_id_ = 0, alloc_id_ = 0, tensors_ = 0;
   bool params_nan_ = false, step_nan_ = false, step_inf_ = false;
-  std::map<std::string, int64_t> strings_;
-  std::map<int64_t, std::tuple<int64_t, int, std::string>> live_;
-  std::vector<OpenRange> open_;
+  std::map<int64_t, int> live_;  // allocation id -> category
   std::map<std::string, int64_t> params_, grads_, momenta_;
-  std::map<std::string, int64_t> param_elements_;
   std::vector<std::pair<std::string, int64_t>> saved_;  // activations of this step: (layer, uid)
-  Stmt ins_string_{db_, "INSERT INTO strings(id, value) VALUES (?,?)"};
-  Stmt ins_memory_{db_, "INSERT INTO memory_events(t_ns, kind, alloc_id, bytes, category, name_id, device, step) VALUES (?,?,?,?,?,?,?,?)"};
-  Stmt ins_range_{db_, "INSERT INTO nvtx_ranges(id, start_ns, end_ns, thread, depth, kind, name_id, domain_id, step) VALUES (?,?,?,?,?,?,?,?,?)"};
-  Stmt ins_kernel_{db_, "INSERT INTO kernels(id, start_ns, end_ns, name_id, layer_id, phase_id, step, thread, device, status, sampled) VALUES (?,?,?,?,?,?,?,1,0,0,1)"};
-  Stmt ins_tensor_{db_,
-                   "INSERT INTO tensors(kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan, pos_inf, "
-                   "neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms, f16_overflow, f16_underflow, "
-                   "f16_subnormal, f16_near_max, bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max, "
-                   "e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max, e5m2_overflow, e5m2_underflow, "
-                   "e5m2_subnormal, e5m2_near_max, exp_hist) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
-  Stmt ins_nonfinite_{db_, "INSERT INTO nonfinite(tensor_id, kernel_id, kind, first_index, first_bits, origin) VALUES (?,?,?,?,?,?)"};
-  Stmt ins_scale_{db_, "INSERT INTO loss_scale(kernel_id, t_ns, step, scale_before, scale_after, found_inf, skipped, event, growth_tracker) VALUES (?,?,?,?,?,?,?,?,?)"};
-  Stmt ins_scalar_{db_, "INSERT INTO scalars(t_ns, step, name_id, value) VALUES (?,?,?,?)"};
 };
 
 // The CNN's layers: name, forward kernels, output elements per kernel, parameters, magnitude.
@@ -184,7 +209,7 @@ const std::vector<Layer>& layers() {
   return l;
 }
 
-void Writer::tensor(int64_t kernel_id, const char* role, int slot, const TensorSpec& t, bool origin) {
+void Writer::tensor(int64_t kernel_id, contract::Role role, int slot, const TensorSpec& t, bool origin) {
   const int64_t nan = t.all_nan ? t.elements : t.one_nan ? 1 : 0;
   const int64_t inf = t.one_inf ? 1 : 0;
   const bool finite_any = nan + inf < t.elements;
@@ -192,56 +217,66 @@ void Writer::tensor(int64_t kernel_id, const char* role, int slot, const TensorS
   const double min_nonzero = absmax * std::ldexp(1.0, -18);
   const int64_t zero = t.elements / 50;
   const int64_t finite = t.elements - nan - inf;
-  std::optional<double> fmin, fmax, fabsmax, fminnz, fmean, frms;
-  if (finite_any) {
-    fmin = -absmax, fmax = absmax, fabsmax = absmax, fminnz = min_nonzero, fmean = absmax / 16, frms = absmax / 4;
-  }
-  std::vector<std::optional<int64_t>> formats(16);
+  const double none = std::nan("");
+
+  wire::TensorStatsRecord st{};
+  st.seq = static_cast<uint64_t>(kernel_id);
+  st.tensor_id = static_cast<uint64_t>(t.uid);
+  st.name = str(t.name);
+  st.role = role;
+  st.slot = static_cast<uint8_t>(slot);
+  st.dtype = static_cast<uint8_t>(t.dtype);
+  st.ndim = 1;
+  st.shape[0] = t.elements;
+  st.count = static_cast<uint64_t>(t.elements);
+  st.nan = static_cast<uint64_t>(nan);
+  st.pos_inf = static_cast<uint64_t>(inf);
+  st.zero = static_cast<uint64_t>(finite_any ? zero : 0);
+  st.subnormal = t.dtype == 1 && finite_any && min_nonzero < kLimits[0][1] ? 1 : 0;
+  st.min = finite_any ? -absmax : none;
+  st.max = finite_any ? absmax : none;
+  st.absmax = finite_any ? absmax : none;
+  st.min_nonzero = finite_any ? min_nonzero : none;
+  st.mean = finite_any ? absmax / 16 : none;
+  st.rms = finite_any ? absmax / 4 : none;
+  out_.put(st);
+  const uint8_t role_slot = contract::pack_role_slot(role, static_cast<uint8_t>(slot));
+
   if (!o_.basic_stats) {
-    for (int f = 0; f < 4; ++f) {
-      const bool over = finite_any && absmax > kLimits[f][0];
-      formats[4 * f + 0] = over ? std::max<int64_t>(1, finite / 100) : 0;
-      formats[4 * f + 1] = finite_any && min_nonzero < kLimits[f][2] / 2 ? std::max<int64_t>(1, finite / 1000) : 0;
-      formats[4 * f + 2] = finite_any && min_nonzero < kLimits[f][1] ? std::max<int64_t>(1, finite / 500) : 0;
-      formats[4 * f + 3] = finite_any && !over && absmax >= kLimits[f][0] / 2 ? 1 : 0;
+    wire::TensorFormatsRecord f{};
+    f.seq = st.seq;
+    f.role_slot = role_slot;
+    for (std::size_t i = 0; i < 4; ++i) {
+      const bool over = finite_any && absmax > kLimits[i][0];
+      wire::FormatCounts& c = f.formats[i];
+      c.overflow = over ? static_cast<uint64_t>(std::max<int64_t>(1, finite / 100)) : 0;
+      c.underflow = finite_any && min_nonzero < kLimits[i][2] / 2 ? static_cast<uint64_t>(std::max<int64_t>(1, finite / 1000)) : 0;
+      c.subnormal = finite_any && min_nonzero < kLimits[i][1] ? static_cast<uint64_t>(std::max<int64_t>(1, finite / 500)) : 0;
+      c.near_max = finite_any && !over && absmax >= kLimits[i][0] / 2 ? 1 : 0;
+    }
+    out_.put(f);
+    if (finite_any) {
+      const int top = static_cast<int>(std::floor(std::log2(absmax)));
+      const wire::HistogramBin bins[] = {
+          {top - 18, 0, 1}, {top - 2, 0, static_cast<uint64_t>(std::max<int64_t>(0, finite - zero - 2))}, {top, 0, 1}};
+      wire::TensorHistogramRecord h{};
+      h.seq = st.seq;
+      h.role_slot = role_slot;
+      h.bins = 3;
+      out_.put_with_tail(h, sizeof h, bins, sizeof bins);
     }
   }
-  const int subnormal = t.dtype == 1 && finite_any && min_nonzero < kLimits[0][1] ? 1 : 0;
-  std::optional<std::string> hist;
-  if (!o_.basic_stats && finite_any) {
-    const int top = static_cast<int>(std::floor(std::log2(absmax)));
-    hist = "{\"" + std::to_string(top - 18) + "\":1,\"" + std::to_string(top - 2) + "\":" +
-           std::to_string(std::max<int64_t>(0, finite - zero - 2)) + ",\"" + std::to_string(top) + "\":1}";
-  }
-  const std::string shape = "[" + std::to_string(t.elements) + "]";
-  sqlite3_stmt* st = ins_tensor_.st;
-  int i = 0;
-  ins_tensor_.bind(++i, kernel_id);
-  ins_tensor_.bind(++i, role);
-  ins_tensor_.bind(++i, slot);
-  ins_tensor_.bind(++i, t.uid);
-  ins_tensor_.bind(++i, str(t.name));
-  ins_tensor_.bind(++i, t.dtype);
-  ins_tensor_.bind(++i, shape);
-  ins_tensor_.bind(++i, t.elements);
-  ins_tensor_.bind(++i, nan);
-  ins_tensor_.bind(++i, inf);
-  ins_tensor_.bind(++i, int64_t{0});
-  ins_tensor_.bind(++i, finite_any ? zero : 0);
-  ins_tensor_.bind(++i, subnormal);
-  for (const auto& v : {fmin, fmax, fabsmax, fminnz, fmean, frms}) ins_tensor_.bind(++i, v);
-  for (const auto& v : formats) ins_tensor_.bind(++i, v);
-  if (hist) {
-    ins_tensor_.bind(++i, *hist);
-  } else {
-    ins_tensor_.bind(++i, nullptr);
-  }
-  check(db_, sqlite3_step(st), "tensor");
-  sqlite3_reset(st);
   ++tensors_;
-  if (std::string(role) == "out" && nan + inf > 0) {
-    ins_nonfinite_.run(sqlite3_last_insert_rowid(db_), kernel_id, nan ? "nan" : "+inf", int64_t{0},
-                       nan ? int64_t{0x7e00} : int64_t{0x7c00}, origin ? 1 : 0);
+  if (role == contract::Role::Output && nan + inf > 0) {
+    wire::NonfiniteRecord r{};
+    r.seq = st.seq;
+    r.first_index = 0;
+    r.first_bits = nan ? 0x7e00 : 0x7c00;
+    r.role_slot = role_slot;
+    r.kind = nan ? wire::NonfiniteKind::NaN : wire::NonfiniteKind::PosInf;
+    r.origin = origin ? 1 : 0;
+    r.dtype = st.dtype;
+    out_.put(r);
   }
 }
 
@@ -251,24 +286,34 @@ void Writer::launch(const KernelSpec& k, std::optional<std::string> layer, const
   int64_t elements = 0;
   for (const auto& t : k.out) elements += t.elements;
   const int64_t end = t_ += 2000 + elements / 16;
-  ins_kernel_.run(id, start, end, str(k.kernel), layer ? std::optional<int64_t>(str(*layer)) : std::nullopt,
-                  std::optional<int64_t>(str(phase)), step);
+  wire::LaunchRecord l{};
+  l.seq = static_cast<uint64_t>(id);
+  l.start_ns = start;
+  l.end_ns = end;
+  l.kernel = str(k.kernel);
+  l.layer = layer ? str(*layer) : 0;
+  l.phase = str(phase);
+  l.step = step;
+  l.n_inputs = static_cast<uint8_t>(k.in.size());
+  l.n_outputs = static_cast<uint8_t>(k.out.size());
+  l.sampled = 1;
+  out_.put(l);
   bool inputs_finite = true;
   for (size_t s = 0; s < k.in.size(); ++s) {
-    tensor(id, "in", static_cast<int>(s), k.in[s], false);
+    tensor(id, contract::Role::Input, static_cast<int>(s), k.in[s], false);
     inputs_finite = inputs_finite && !k.in[s].all_nan && !k.in[s].one_nan && !k.in[s].one_inf;
   }
-  for (size_t s = 0; s < k.out.size(); ++s) tensor(id, "out", static_cast<int>(s), k.out[s], inputs_finite);
+  for (size_t s = 0; s < k.out.size(); ++s) tensor(id, contract::Role::Output, static_cast<int>(s), k.out[s], inputs_finite);
   t_ += 300;
 }
 
 void Writer::forward(int64_t step) {
-  push("phase", "forward", step);
-  TensorSpec x{alloc("batch", 6, 32 * 784 * bytes_of(low_), step), "input", low_, 32 * 784, 1.0, params_nan_};
+  push(contract::NvtxCategory::Phase, "forward", step);
+  TensorSpec x{alloc("batch", 6, 32 * 784 * bytes_of(low_)), "input", low_, 32 * 784, 1.0, params_nan_};
   saved_.clear();
   saved_.emplace_back("data", x.uid);
   for (const auto& layer : layers()) {
-    push("layer", layer.name, step);
+    push(contract::NvtxCategory::Layer, layer.name, step);
     for (const auto& [kernel, elements] : layer.forward) {
       const bool fp32_op = amp_ && (std::string(layer.name) == "loss" || std::string(layer.name) == "norm");
       const int dtype = fp32_op ? 0 : low_;
@@ -278,7 +323,7 @@ void Writer::forward(int64_t step) {
       }
       const bool plant = o_.nan_at_step && *o_.nan_at_step == step && std::string(layer.name) == "fc1" &&
                          std::string(kernel) == "linear_forward";
-      TensorSpec y{alloc(std::string(layer.name) + "." + kernel, 3, elements * bytes_of(dtype), step),
+      TensorSpec y{alloc(std::string(layer.name) + "." + kernel, 3, elements * bytes_of(dtype)),
                    std::string(layer.name) + ".out", dtype, elements, layer.magnitude * o_.activation_scale};
       if (step_nan_ || params_nan_ || x.all_nan || x.one_nan) y.all_nan = true;
       if (plant) {
@@ -297,20 +342,20 @@ void Writer::forward(int64_t step) {
     }
     pop();
   }
-  ins_scalar_.run(t_ += 100, step, str("loss"), step_nan_ || params_nan_ ? std::optional<double>() : std::optional<double>(2.3 / (1.0 + 0.05 * step)));
-  ins_scalar_.run(t_ += 100, step, str("train_accuracy"), 100.0 * (0.1 + 0.8 * (1.0 - 1.0 / (1.0 + 0.1 * step))));
-  ins_scalar_.run(t_ += 100, step, str("lr"), 0.01);
+  scalar(step, "loss", step_nan_ || params_nan_ ? std::nan("") : 2.3 / (1.0 + 0.05 * step));
+  scalar(step, "train_accuracy", 100.0 * (0.1 + 0.8 * (1.0 - 1.0 / (1.0 + 0.1 * step))));
+  scalar(step, "lr", 0.01);
   pop();
 }
 
 void Writer::backward(int64_t step) {
-  push("phase", "backward", step);
+  push(contract::NvtxCategory::Phase, "backward", step);
   const double g = 1e-3 * (scaled_ ? scale_ : 1.0);
   const bool bad = step_nan_ || params_nan_;
-  TensorSpec dy{alloc("grad_out", 3, 320 * bytes_of(low_), step), "dlogp", low_, 320, g, bad};
+  TensorSpec dy{alloc("grad_out", 3, 320 * bytes_of(low_)), "dlogp", low_, 320, g, bad};
   const auto& ls = layers();
   for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
-    push("layer", it->name, step);
+    push(contract::NvtxCategory::Layer, it->name, step);
     for (const char* kernel : it->backward) {
       KernelSpec k{kernel, {dy}, {}};
       const bool weight = std::string(kernel).find("backward_weight") != std::string::npos ||
@@ -327,7 +372,7 @@ void Writer::backward(int64_t step) {
         }
       }
       if (!weight || std::string(kernel) == "group_norm_backward") {
-        TensorSpec dx{alloc(std::string(it->name) + "." + kernel, 3, 3200 * bytes_of(low_), step),
+        TensorSpec dx{alloc(std::string(it->name) + "." + kernel, 3, 3200 * bytes_of(low_)),
                       std::string(it->name) + ".grad_in", low_, 3200, g, bad || step_inf_};
         k.out.insert(k.out.begin(), dx);
         launch(k, std::string(it->name), "backward", step);
@@ -339,13 +384,9 @@ void Writer::backward(int64_t step) {
     pop();
   }
   for (const auto& [layer, uid] : saved_) {
-    if (live_.count(uid)) free_alloc(uid, step);
+    if (live_.count(uid)) free_alloc(uid);
   }
-  for (auto it = live_.begin(); it != live_.end();) {  // the backward temporaries
-    auto next = std::next(it);
-    if (std::get<1>(it->second) == 3) free_alloc(it->first, step);
-    it = next;
-  }
+  free_all_of(3);  // the backward temporaries
   pop();
 }
 
@@ -357,21 +398,30 @@ bool Writer::scaler(int64_t step) {
   TensorSpec flag{params_["scaler.found_inf"], "found_inf", 0, 1, 1.0};
   launch({"amp_unscale_check", {scale}, {flag}}, std::nullopt, "optimizer", step);
   const double before = scale_;
-  std::string event = "unchanged";
+  wire::ScaleEvent event = wire::ScaleEvent::Unchanged;
   if (dynamic_) {
     if (found_inf) {
-      scale_ *= 0.5, tracker_ = 0, event = "backoff";
+      scale_ *= 0.5, tracker_ = 0, event = wire::ScaleEvent::Backoff;
     } else if (++tracker_ >= o_.growth_interval) {
-      scale_ *= 2.0, tracker_ = 0, event = "growth";
+      scale_ *= 2.0, tracker_ = 0, event = wire::ScaleEvent::Growth;
     }
   }
   launch({"amp_update_scale", {scale, tracker, flag}, {scale, tracker}}, std::nullopt, "optimizer", step);
-  ins_scale_.run(kernel_id_, t_, step, before, scale_, found_inf ? 1 : 0, found_inf ? 1 : 0, event, tracker_);
+  wire::LossScaleRecord r{};
+  r.seq = static_cast<uint64_t>(kernel_id_);
+  r.t_ns = t_;
+  r.step = step;
+  r.scale_before = before;
+  r.scale_after = scale_;
+  r.growth_tracker = static_cast<int32_t>(tracker_);
+  r.found_inf = found_inf ? 1 : 0;
+  r.event = event;
+  out_.put(r);
   return found_inf;
 }
 
 void Writer::optimizer(int64_t step) {
-  push("phase", "optimizer", step);
+  push(contract::NvtxCategory::Phase, "optimizer", step);
   const bool skip = scaled_ && scaler(step);
   if (!skip) {
     if (step_nan_) params_nan_ = true;
@@ -390,41 +440,27 @@ void Writer::optimizer(int64_t step) {
 int64_t Writer::run(int64_t steps) {
   for (const auto& layer : layers()) {
     for (const auto& [p, n] : layer.params) {
-      params_[p] = alloc(p, 0, n * bytes_of(low_), std::nullopt);
-      if (amp_) alloc(p + ".master", 1, n * 4, std::nullopt);
-      grads_[p] = alloc(p + ".grad", 2, n * bytes_of(low_), std::nullopt);
-      momenta_[p] = alloc(p + ".momentum", 4, n * 4, std::nullopt);
-      param_elements_[p] = n;
+      params_[p] = alloc(p, 0, n * bytes_of(low_));
+      if (amp_) alloc(p + ".master", 1, n * 4);
+      grads_[p] = alloc(p + ".grad", 2, n * bytes_of(low_));
+      momenta_[p] = alloc(p + ".momentum", 4, n * 4);
     }
   }
-  params_["scaler.scale"] = alloc("loss_scale", 5, 4, std::nullopt);
-  params_["scaler.tracker"] = alloc("growth_tracker", 5, 4, std::nullopt);
-  params_["scaler.found_inf"] = alloc("found_inf", 5, 4, std::nullopt);
+  params_["scaler.scale"] = alloc("loss_scale", 5, 4);
+  params_["scaler.tracker"] = alloc("growth_tracker", 5, 4);
+  params_["scaler.found_inf"] = alloc("found_inf", 5, 4);
   for (int64_t step = 0; step < steps; ++step) {
     step_nan_ = step_inf_ = false;
-    push("step", "step", step);
+    push(contract::NvtxCategory::Step, "step", step);
     forward(step);
     backward(step);
     optimizer(step);
-    for (auto it = live_.begin(); it != live_.end();) {  // the batch
-      auto next = std::next(it);
-      if (std::get<1>(it->second) == 6) free_alloc(it->first, step);
-      it = next;
-    }
+    free_all_of(6);  // the batch
     pop();
   }
-  ins_scalar_.run(t_ += 1000, std::optional<int64_t>(), str("test_accuracy"),
-                  params_nan_ ? 10.0 : 84.0 - (low_ == 0 ? 0.0 : 0.4));
+  t_ += 900;
+  scalar(-1, "test_accuracy", params_nan_ ? 10.0 : 84.0 - (low_ == 0 ? 0.0 : 0.4));
   return tensors_;
-}
-
-void exec(sqlite3* db, const char* sql) {
-  char* error = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error ? error : "?";
-    sqlite3_free(error);
-    throw std::runtime_error(message);
-  }
 }
 
 }  // namespace
@@ -433,47 +469,36 @@ int64_t write_trace(const std::string& path, const Options& options) {
   std::remove(path.c_str());
   std::remove((path + "-wal").c_str());
   std::remove((path + "-shm").c_str());
-  sqlite3* db = nullptr;
-  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
-    std::string message = sqlite3_errmsg(db);
-    sqlite3_close(db);
-    throw std::runtime_error(path + ": " + message);
+  std::string error;
+  std::unique_ptr<TraceWriter> trace = TraceWriter::create(path, "", &error);
+  if (!trace) throw std::runtime_error(error);
+  const std::string command = "[\"mptrain\",\"--model\",\"cnn\",\"--precision\",\"" + options.precision +
+                              "\",\"--loss-scale\",\"" + options.loss_scale + "\"]";
+  trace->set_meta("command", command);
+  trace->set_meta("generator", "fpscope-gen-trace");
+  trace->set_meta("end_reason", "running");
+  RecordSender records(*trace);
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"model", "cnn"}, {"precision", options.precision}, {"loss_scale", options.loss_scale},
+           {"batch_size", "32"}}) {
+    wire::TextRecord r{};
+    r.key = records.str(key);
+    r.value = records.str(value);
+    records.put(r);
   }
-  int64_t tensors = 0;
-  try {
-    exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;");
-    exec(db, embedded::kTraceSchemaSql);
-    exec(db, "BEGIN");
-    {
-      int64_t steps = options.steps;
-      if (options.tensor_target > 0) steps = std::max<int64_t>(1, options.tensor_target / kTensorsPerStep);
-      Writer writer(db, options);
-      Stmt meta(db, "INSERT INTO meta(key, value) VALUES (?,?)");
-      const std::string command = "[\"mptrain\",\"--model\",\"cnn\",\"--precision\",\"" + options.precision +
-                                  "\",\"--loss-scale\",\"" + options.loss_scale + "\"]";
-      for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-               {"schema_version", "1"}, {"command", command}, {"config.model", "cnn"},
-               {"config.precision", options.precision}, {"config.loss_scale", options.loss_scale},
-               {"config.batch_size", "32"}, {"end_reason", options.end_reason},
-               {"exit_code", options.end_reason == "exited" ? "0" : ""}, {"generator", "fpscope-gen-trace"}}) {
-        if (!v.empty()) meta.run(k, v);
-      }
-      tensors = writer.run(steps);
-    }
-    exec(db, "COMMIT");
-    if (options.finalize) {
-      // The summaries sort every tensor record once: keep the sorter in memory where it fits.
-      exec(db, "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -1048576;");
-      exec(db, "BEGIN");
-      exec(db, embedded::kTraceFinalizeSql);
-      exec(db, "COMMIT");
-    }
-    if (options.end_reason != "running") exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;");
-  } catch (...) {
-    sqlite3_close(db);
-    throw;
+  int64_t steps = options.steps;
+  if (options.tensor_target > 0) steps = std::max<int64_t>(1, options.tensor_target / kTensorsPerStep);
+  const int64_t tensors = Writer(records, options).run(steps);
+  if (trace->failed()) throw std::runtime_error(path + ": " + trace->error());
+  if (options.end_reason == "running") {  // unfinished: what a reader sees while the run goes on
+    if (!trace->commit()) throw std::runtime_error(path + ": " + trace->error());
+    return tensors;
   }
-  sqlite3_close(db);
+  trace->set_meta("end_reason", options.end_reason);
+  if (options.end_reason == "exited") trace->set_meta("exit_code", "0");
+  if (!trace->finish(options.finalize ? TraceWriter::Summaries::Write : TraceWriter::Summaries::Skip)) {
+    throw std::runtime_error(path + ": " + trace->error());
+  }
   return tensors;
 }
 

@@ -1,6 +1,7 @@
-// Synthetic fpscope traces: writes the trace schema directly with a made-up but self-consistent run
-// of the reference CNN (NVTX steps, phases and layers; kernels with their tensors; memory; loss
-// scale; scalars), optionally with a planted NaN and its propagation. Used by tests before real
+// Synthetic fpscope traces: a made-up but self-consistent run of the reference CNN (NVTX steps,
+// phases and layers; kernels with their tensors; memory; loss scale; scalars), optionally with a
+// planted NaN and its propagation. It is sent as the injector's wire records through the
+// collector's own TraceWriter, so a generated trace is written and finalized by the real code. Used by tests before real
 // traces exist and by the benchmarks, which need traces of 10 million tensor records.
 #pragma once
 

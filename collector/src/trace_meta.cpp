@@ -20,8 +20,6 @@ constexpr const char* kInteresting[] = {
     "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG",
     "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "HOSTNAME"};
 
-constexpr const char* kSchemaVersion = "1";
-
 }  // namespace
 
 int64_t realtime_ns() {
@@ -51,7 +49,6 @@ std::vector<std::pair<std::string, std::string>> variables_of_interest(const std
 }
 
 void write_start_meta(TraceWriter& w, const StartMeta& m) {
-  w.set_meta("schema_version", kSchemaVersion);
   w.set_meta("fpscope_version", FPSCOPE_VERSION);
   w.set_meta("protocol_version", std::to_string(wire::kProtocolVersion));
   w.set_meta("command", nlohmann::json(m.command).dump());

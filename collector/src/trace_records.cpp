@@ -1,10 +1,12 @@
-// The trace writer's record handlers: one flat switch from record type to handler, and what each
-// record becomes in the trace. A tensor's records are assembled per producer thread (records of
-// one thread arrive in order; threads interleave), and written as one `tensors` row.
+// The trace writer's record handlers: one switch from record type to handler, generated from the
+// wire's record list (FPSCOPE_WIRE_RECORDS), and what each record becomes in the trace. A tensor's
+// records are assembled per producer thread (records of one thread arrive in order; threads
+// interleave), and written as one `tensors` row.
 #include <charconv>
 #include <cmath>
 #include <cstring>
 
+#include "fpscope/contract/nvtx.h"
 #include "trace_writer_impl.h"
 
 namespace fpscope {
@@ -81,37 +83,24 @@ void bind_step(sql::Statement& st, int i, int64_t step) { step < 0 ? st.bind_nul
 void TraceWriter::Impl::dispatch(const wire::RecordHeader* h) {
   using T = wire::RecordType;
   // A thread's tensor is complete once that thread sends anything but the tensor's own records.
-  switch (h->type) {
-    case T::String: case T::TensorFormats: case T::TensorHistogram: case T::Nonfinite: case T::Dump:
-      break;
-    default: {
-      ThreadState& ts = thread_state(h->thread);
-      if (ts.tensor.active) flush_tensor(ts.tensor);
-    }
+  if (h->type != T::Pad && !wire::continues_tensor(h->type)) {
+    ThreadState& ts = thread_state(h->thread);
+    if (ts.tensor.active) flush_tensor(ts.tensor);
   }
+  // One case per entry of the wire's record list: the record viewed as its struct, to its handler.
   bool ok = true;
   switch (h->type) {
     case T::Pad: break;
-    case T::String: ok = h->slots * wire::kSlotBytes >= 16; if (ok) on_string(*reinterpret_cast<const wire::StringRecord*>(h)); break;
-    case T::Process: if ((ok = view<wire::ProcessRecord>(h))) on_process(*view<wire::ProcessRecord>(h)); break;
-    case T::NvtxPush: if ((ok = view<wire::NvtxPushRecord>(h))) on_nvtx_push(*view<wire::NvtxPushRecord>(h)); break;
-    case T::NvtxPop: if ((ok = view<wire::NvtxPopRecord>(h))) on_nvtx_pop(*view<wire::NvtxPopRecord>(h)); break;
-    case T::Launch: if ((ok = view<wire::LaunchRecord>(h))) on_launch(*view<wire::LaunchRecord>(h)); break;
-    case T::TensorStats: if ((ok = view<wire::TensorStatsRecord>(h))) on_tensor_stats(*view<wire::TensorStatsRecord>(h)); break;
-    case T::TensorFormats: if ((ok = view<wire::TensorFormatsRecord>(h))) on_tensor_formats(*view<wire::TensorFormatsRecord>(h)); break;
-    case T::TensorHistogram: if ((ok = view<wire::TensorHistogramRecord>(h))) on_tensor_histogram(*view<wire::TensorHistogramRecord>(h)); break;
-    case T::Nonfinite: if ((ok = view<wire::NonfiniteRecord>(h))) on_nonfinite(*view<wire::NonfiniteRecord>(h)); break;
-    case T::Alloc: if ((ok = view<wire::AllocRecord>(h))) on_alloc(*view<wire::AllocRecord>(h)); break;
-    case T::Free: if ((ok = view<wire::FreeRecord>(h))) on_free(*view<wire::FreeRecord>(h)); break;
-    case T::LossScale: if ((ok = view<wire::LossScaleRecord>(h))) on_loss_scale(*view<wire::LossScaleRecord>(h)); break;
-    case T::Scalar: if ((ok = view<wire::ScalarRecord>(h))) on_scalar(*view<wire::ScalarRecord>(h)); break;
-    case T::Text: if ((ok = view<wire::TextRecord>(h))) on_text(*view<wire::TextRecord>(h)); break;
-    case T::Dump: if ((ok = view<wire::DumpRecord>(h))) on_dump(*view<wire::DumpRecord>(h)); break;
-    case T::Trap: if ((ok = view<wire::TrapRecord>(h))) on_trap(*view<wire::TrapRecord>(h)); break;
-    case T::CudaKernel: if ((ok = view<wire::CudaKernelRecord>(h))) on_cuda_kernel(*view<wire::CudaKernelRecord>(h)); break;
-    case T::CudaMemcpy: if ((ok = view<wire::CudaMemcpyRecord>(h))) on_cuda_memcpy(*view<wire::CudaMemcpyRecord>(h)); break;
-    case T::CudaMemset: if ((ok = view<wire::CudaMemsetRecord>(h))) on_cuda_memset(*view<wire::CudaMemsetRecord>(h)); break;
-    case T::CudaMemory: if ((ok = view<wire::CudaMemoryRecord>(h))) on_cuda_memory(*view<wire::CudaMemoryRecord>(h)); break;
+#define FPSCOPE_DISPATCH(type, Struct, continues)            \
+  case T::type:                                              \
+    if (const auto* record = view<wire::Struct>(h)) {        \
+      handle(*record);                                       \
+    } else {                                                 \
+      ok = false;                                            \
+    }                                                        \
+    break;
+    FPSCOPE_WIRE_RECORDS(FPSCOPE_DISPATCH)
+#undef FPSCOPE_DISPATCH
     default: ++counts.unknown_records; break;
   }
   if (!ok) ++counts.malformed_records;
@@ -126,7 +115,7 @@ ThreadState& TraceWriter::Impl::thread_state(uint32_t thread) {
 
 // [SECTION] Strings, process, meta ------------------------------------------------------------------
 
-void TraceWriter::Impl::on_string(const wire::StringRecord& r) {
+void TraceWriter::Impl::handle(const wire::StringRecord& r) {
   const std::size_t room = r.h.slots * wire::kSlotBytes - offsetof(wire::StringRecord, bytes);
   if (r.id == 0 || r.length > room || r.length > wire::kMaxStringBytes) {
     ++counts.malformed_records;
@@ -142,10 +131,10 @@ void TraceWriter::Impl::on_string(const wire::StringRecord& r) {
     if (strings.size() <= r.id) strings.resize(r.id + 1);
     strings[r.id] = value;
   }
-  if (value == "mptrain") mptrain_domain_id = r.id;
+  if (value == contract::kTrainerNvtxDomain) mptrain_domain_id = r.id;
 }
 
-void TraceWriter::Impl::on_process(const wire::ProcessRecord& r) {
+void TraceWriter::Impl::handle(const wire::ProcessRecord& r) {
   set_meta("traced_pid", std::to_string(r.pid));
   set_meta("traced_protocol_version", std::to_string(r.protocol));
   set_meta("traced_exe", string_value(r.exe));
@@ -156,12 +145,12 @@ void TraceWriter::Impl::on_process(const wire::ProcessRecord& r) {
 
 // The program's own Text records are its configuration (config.<key>); those the injector sends
 // about itself carry keys beginning "injector." (injector.cupti_status) and are stored as they are.
-void TraceWriter::Impl::on_text(const wire::TextRecord& r) {
+void TraceWriter::Impl::handle(const wire::TextRecord& r) {
   const std::string key = string_value(r.key);
   set_meta(key.rfind("injector.", 0) == 0 ? key : "config." + key, string_value(r.value));
 }
 
-void TraceWriter::Impl::on_trap(const wire::TrapRecord& r) {
+void TraceWriter::Impl::handle(const wire::TrapRecord& r) {
   trap.seen = true;
   trap.kernel_id = r.seq;
   trap.t_ns = r.t_ns;
@@ -173,7 +162,7 @@ void TraceWriter::Impl::on_trap(const wire::TrapRecord& r) {
 
 // [SECTION] Kernels and tensors ---------------------------------------------------------------------
 
-void TraceWriter::Impl::on_launch(const wire::LaunchRecord& r) {
+void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
   sql::Statement& st = insert_kernel;
   st.bind(1, r.seq);
   st.bind(2, r.start_ns);
@@ -191,7 +180,7 @@ void TraceWriter::Impl::on_launch(const wire::LaunchRecord& r) {
   ++counts.kernels;
 }
 
-void TraceWriter::Impl::on_tensor_stats(const wire::TensorStatsRecord& r) {
+void TraceWriter::Impl::handle(const wire::TensorStatsRecord& r) {
   PendingTensor& t = thread_state(r.h.thread).tensor;
   if (t.active) flush_tensor(t);
   t.active = true;
@@ -269,7 +258,7 @@ static PendingTensor* pending_for(ThreadState& ts, uint64_t seq, uint8_t role_sl
   return t.active && t.stats.seq == seq && role_slot_of(t.stats) == role_slot ? &t : nullptr;
 }
 
-void TraceWriter::Impl::on_tensor_formats(const wire::TensorFormatsRecord& r) {
+void TraceWriter::Impl::handle(const wire::TensorFormatsRecord& r) {
   if (PendingTensor* t = pending_for(thread_state(r.h.thread), r.seq, r.role_slot)) {
     std::memcpy(t->formats, r.formats, sizeof t->formats);
     t->has_formats = true;
@@ -290,7 +279,7 @@ void TraceWriter::Impl::on_tensor_formats(const wire::TensorFormatsRecord& r) {
   update_tensor_formats.run();
 }
 
-void TraceWriter::Impl::on_tensor_histogram(const wire::TensorHistogramRecord& r) {
+void TraceWriter::Impl::handle(const wire::TensorHistogramRecord& r) {
   const std::size_t room = r.h.slots * wire::kSlotBytes - sizeof(wire::TensorHistogramRecord);
   if (r.bins > room / sizeof(wire::HistogramBin)) {
     ++counts.malformed_records;
@@ -332,7 +321,7 @@ void TraceWriter::Impl::on_tensor_histogram(const wire::TensorHistogramRecord& r
   update_tensor_histogram.run();
 }
 
-void TraceWriter::Impl::on_nonfinite(const wire::NonfiniteRecord& r) {
+void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   auto row = tensor_row(r.seq, r.role_slot);
   if (!row) {
     ++counts.unmatched_events;
@@ -350,7 +339,7 @@ void TraceWriter::Impl::on_nonfinite(const wire::NonfiniteRecord& r) {
   ++counts.nonfinite;
 }
 
-void TraceWriter::Impl::on_dump(const wire::DumpRecord& r) {
+void TraceWriter::Impl::handle(const wire::DumpRecord& r) {
   auto row = tensor_row(r.seq, r.role_slot);
   const std::string& file = string_value(r.path);
   if (!row || file.empty()) {
@@ -369,13 +358,16 @@ void TraceWriter::Impl::on_dump(const wire::DumpRecord& r) {
 
 // [SECTION] NVTX ranges -----------------------------------------------------------------------------
 
-void TraceWriter::Impl::on_nvtx_push(const wire::NvtxPushRecord& r) {
+void TraceWriter::Impl::handle(const wire::NvtxPushRecord& r) {
   ThreadState& ts = thread_state(r.h.thread);
   RangeKind kind = RangeKind::Range;
   if (mptrain_domain_id != 0 && r.domain == mptrain_domain_id) {
-    if (r.category == 1) kind = RangeKind::Step;
-    if (r.category == 2) kind = RangeKind::Phase;
-    if (r.category == 3) kind = RangeKind::Layer;
+    switch (static_cast<contract::NvtxCategory>(r.category)) {
+      case contract::NvtxCategory::Step: kind = RangeKind::Step; break;
+      case contract::NvtxCategory::Phase: kind = RangeKind::Phase; break;
+      case contract::NvtxCategory::Layer: kind = RangeKind::Layer; break;
+      default: break;
+    }
   }
   std::optional<int64_t> step;
   if (kind == RangeKind::Step && r.payload_kind == 1) step = r.payload_i;
@@ -385,7 +377,7 @@ void TraceWriter::Impl::on_nvtx_push(const wire::NvtxPushRecord& r) {
                        r.message, r.domain, step});
 }
 
-void TraceWriter::Impl::on_nvtx_pop(const wire::NvtxPopRecord& r) {
+void TraceWriter::Impl::handle(const wire::NvtxPopRecord& r) {
   auto& ranges = thread_state(r.h.thread).ranges;
   // A pop closes the innermost open range of its domain on this thread.
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
@@ -437,7 +429,7 @@ std::optional<int64_t> TraceWriter::Impl::current_step(uint32_t thread) const {
 
 // [SECTION] Memory, loss scale, scalars -------------------------------------------------------------
 
-void TraceWriter::Impl::on_alloc(const wire::AllocRecord& r) {
+void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   live_allocations[r.id] = {r.bytes, r.name, r.category, r.device};
   sql::Statement& st = insert_memory;
   st.bind(1, r.t_ns);
@@ -454,7 +446,7 @@ void TraceWriter::Impl::on_alloc(const wire::AllocRecord& r) {
   ++counts.memory_events;
 }
 
-void TraceWriter::Impl::on_free(const wire::FreeRecord& r) {
+void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
   auto it = live_allocations.find(r.id);
   if (it == live_allocations.end()) {
     ++counts.unmatched_events;  // its Alloc was never received: nothing to attribute it to
@@ -477,7 +469,7 @@ void TraceWriter::Impl::on_free(const wire::FreeRecord& r) {
   ++counts.memory_events;
 }
 
-void TraceWriter::Impl::on_loss_scale(const wire::LossScaleRecord& r) {
+void TraceWriter::Impl::handle(const wire::LossScaleRecord& r) {
   sql::Statement& st = insert_loss_scale;
   st.bind(1, r.seq);
   st.bind(2, r.t_ns);
@@ -493,7 +485,7 @@ void TraceWriter::Impl::on_loss_scale(const wire::LossScaleRecord& r) {
   ++counts.loss_scale;
 }
 
-void TraceWriter::Impl::on_scalar(const wire::ScalarRecord& r) {
+void TraceWriter::Impl::handle(const wire::ScalarRecord& r) {
   sql::Statement& st = insert_scalar;
   st.bind(1, r.t_ns);
   bind_step(st, 2, r.step);
@@ -506,7 +498,7 @@ void TraceWriter::Impl::on_scalar(const wire::ScalarRecord& r) {
 
 // [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------
 
-void TraceWriter::Impl::on_cuda_kernel(const wire::CudaKernelRecord& r) {
+void TraceWriter::Impl::handle(const wire::CudaKernelRecord& r) {
   sql::Statement& st = insert_cuda_kernel;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
@@ -521,7 +513,7 @@ void TraceWriter::Impl::on_cuda_kernel(const wire::CudaKernelRecord& r) {
   ++counts.cuda_activity;
 }
 
-void TraceWriter::Impl::on_cuda_memcpy(const wire::CudaMemcpyRecord& r) {
+void TraceWriter::Impl::handle(const wire::CudaMemcpyRecord& r) {
   sql::Statement& st = insert_cuda_memcpy;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
@@ -537,7 +529,7 @@ void TraceWriter::Impl::on_cuda_memcpy(const wire::CudaMemcpyRecord& r) {
   ++counts.cuda_activity;
 }
 
-void TraceWriter::Impl::on_cuda_memset(const wire::CudaMemsetRecord& r) {
+void TraceWriter::Impl::handle(const wire::CudaMemsetRecord& r) {
   sql::Statement& st = insert_cuda_memset;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
@@ -551,7 +543,7 @@ void TraceWriter::Impl::on_cuda_memset(const wire::CudaMemsetRecord& r) {
   ++counts.cuda_activity;
 }
 
-void TraceWriter::Impl::on_cuda_memory(const wire::CudaMemoryRecord& r) {
+void TraceWriter::Impl::handle(const wire::CudaMemoryRecord& r) {
   if (r.operation != 1 && r.operation != 2) {
     ++counts.malformed_records;
     return;

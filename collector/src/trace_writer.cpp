@@ -216,7 +216,7 @@ void TraceWriter::Impl::run_finalize_script() {
   commit();
 }
 
-bool TraceWriter::Impl::finish() {
+bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
   if (failed()) return false;
   try {
     begin_if_needed();
@@ -225,7 +225,7 @@ bool TraceWriter::Impl::finish() {
     add_missing_strings();
     write_counts();
     if (!commit()) return false;
-    run_finalize_script();
+    if (summaries == TraceWriter::Summaries::Write) run_finalize_script();
     if (failed()) return false;
     // A finished trace needs no -wal/-shm beside it: readers on read-only media can open it.
     db.exec("PRAGMA journal_mode=DELETE");
@@ -249,7 +249,9 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
     return nullptr;
   }
   try {
-    return std::unique_ptr<TraceWriter>(new TraceWriter(std::make_unique<Impl>(path, dump_folder)));
+    std::unique_ptr<TraceWriter> writer(new TraceWriter(std::make_unique<Impl>(path, dump_folder)));
+    writer->set_meta("schema_version", std::to_string(embedded::kTraceSchemaVersion));
+    return writer;
   } catch (const sql::Error& e) {
     *error = "cannot create trace " + path + ": " + e.what();
     return nullptr;
@@ -283,7 +285,7 @@ void TraceWriter::on_record(const wire::RecordHeader* record) {
 void TraceWriter::set_meta(const std::string& key, const std::string& value) { impl_->set_meta(key, value); }
 bool TraceWriter::commit() { return impl_->commit(); }
 bool TraceWriter::commit_if_due() { return impl_->commit_if_due(); }
-bool TraceWriter::finish() { return impl_->finish(); }
+bool TraceWriter::finish(Summaries summaries) { return impl_->finish(summaries); }
 const TraceCounts& TraceWriter::counts() const { return impl_->counts; }
 const TrapInfo& TraceWriter::trap() const { return impl_->trap; }
 const std::string& TraceWriter::error() const { return impl_->error; }

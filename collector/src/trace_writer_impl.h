@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fpscope/trace_writer.h"
-#include "sqlite_db.h"
+#include "fpscope/sqlite.h"
 
 namespace fpscope {
 
@@ -88,26 +88,26 @@ class TraceWriter::Impl {
 
   // [records] one handler per record type (trace_records.cpp)
   void dispatch(const wire::RecordHeader* r);
-  void on_string(const wire::StringRecord& r);
-  void on_process(const wire::ProcessRecord& r);
-  void on_nvtx_push(const wire::NvtxPushRecord& r);
-  void on_nvtx_pop(const wire::NvtxPopRecord& r);
-  void on_launch(const wire::LaunchRecord& r);
-  void on_tensor_stats(const wire::TensorStatsRecord& r);
-  void on_tensor_formats(const wire::TensorFormatsRecord& r);
-  void on_tensor_histogram(const wire::TensorHistogramRecord& r);
-  void on_nonfinite(const wire::NonfiniteRecord& r);
-  void on_alloc(const wire::AllocRecord& r);
-  void on_free(const wire::FreeRecord& r);
-  void on_loss_scale(const wire::LossScaleRecord& r);
-  void on_scalar(const wire::ScalarRecord& r);
-  void on_text(const wire::TextRecord& r);
-  void on_dump(const wire::DumpRecord& r);
-  void on_trap(const wire::TrapRecord& r);
-  void on_cuda_kernel(const wire::CudaKernelRecord& r);
-  void on_cuda_memcpy(const wire::CudaMemcpyRecord& r);
-  void on_cuda_memset(const wire::CudaMemsetRecord& r);
-  void on_cuda_memory(const wire::CudaMemoryRecord& r);
+  void handle(const wire::StringRecord& r);
+  void handle(const wire::ProcessRecord& r);
+  void handle(const wire::NvtxPushRecord& r);
+  void handle(const wire::NvtxPopRecord& r);
+  void handle(const wire::LaunchRecord& r);
+  void handle(const wire::TensorStatsRecord& r);
+  void handle(const wire::TensorFormatsRecord& r);
+  void handle(const wire::TensorHistogramRecord& r);
+  void handle(const wire::NonfiniteRecord& r);
+  void handle(const wire::AllocRecord& r);
+  void handle(const wire::FreeRecord& r);
+  void handle(const wire::LossScaleRecord& r);
+  void handle(const wire::ScalarRecord& r);
+  void handle(const wire::TextRecord& r);
+  void handle(const wire::DumpRecord& r);
+  void handle(const wire::TrapRecord& r);
+  void handle(const wire::CudaKernelRecord& r);
+  void handle(const wire::CudaMemcpyRecord& r);
+  void handle(const wire::CudaMemsetRecord& r);
+  void handle(const wire::CudaMemoryRecord& r);
 
   void flush_tensor(PendingTensor& t);  // to the ready batch
   void flush_all_tensors();             // every tensor in assembly, then the ready batch
@@ -128,7 +128,7 @@ class TraceWriter::Impl {
   void storage_failed(const std::string& what);
   bool failed() const;
   void set_meta(const std::string& key, const std::string& value);
-  bool finish();
+  bool finish(TraceWriter::Summaries summaries);
   void add_missing_strings();
   void write_counts();
   void run_finalize_script();

@@ -35,10 +35,10 @@ struct Selection {
     step = s;
   }
   void select_kernel(int trace_id, int64_t kernel_id, std::optional<int64_t> kernel_step,
-                     std::optional<std::string> kernel_layer) {
+                     const std::optional<std::string>& kernel_layer) {
     kernel = KernelRef{trace_id, kernel_id};
     if (kernel_step) step = kernel_step;
-    if (kernel_layer) layer = std::move(kernel_layer);
+    if (kernel_layer) layer = *kernel_layer;
     tensor_id.reset();
   }
   void jump_to_timeline() {

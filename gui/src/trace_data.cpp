@@ -125,7 +125,13 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   started = Clock::now();
   build_timeline(trace, *data, status);
   report(status, "events", 0.92);
-  collect_events(*data);
+  {
+    analysis::EventQuery query;
+    query.limit = kEventLimit;
+    analysis::EventPage page = analysis::events(*data->trace, query);
+    data->events = std::move(page.events);
+    data->events_truncated = page.more;
+  }
   data->seconds_timeline = seconds_since(started);
   data->complete = true;
   report(status, "done", 1.0);

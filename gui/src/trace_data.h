@@ -22,21 +22,6 @@ namespace fpscope::gui {
 
 struct LoadStatus;
 
-// A row of the event table: a non-finite output, an fp16/bf16 overflow or underflow of a tensor,
-// or a loss-scale event (backoff, growth, skipped step).
-struct EventRow {
-  enum class Kind { kNaN, kInf, kOverflow, kUnderflow, kBackoff, kGrowth, kSkipped };
-  Kind kind = Kind::kNaN;
-  int64_t t_ns = 0;
-  std::optional<int64_t> step;
-  int64_t kernel_id = 0;
-  std::optional<int64_t> tensor_id;
-  std::string kernel, layer, tensor;
-  std::string detail;  // what happened, in words: "first NaN at 17 (origin)", "f16: 12 of 4096 overflow"
-  double amount = 0;   // values involved (or the new scale), for sorting
-};
-const char* event_kind_name(EventRow::Kind kind);
-
 struct TraceData {
   std::filesystem::path path;
   // The connection the loader used; kept for the views' small on-demand queries (hovered kernel's
@@ -52,7 +37,7 @@ struct TraceData {
   std::vector<analysis::LayerStepCell> layer_steps;
   std::vector<std::string> layers;  // in first-seen order, for heat map rows
   std::vector<analysis::RangeRow> ranges;  // by layer and kernel, outputs
-  std::vector<EventRow> events;
+  std::vector<analysis::Event> events;  // the first kEventLimit, from analysis::events()
   bool events_truncated = false;
   std::optional<std::pair<int64_t, int64_t>> bounds;
   TimelineIndex timeline;
@@ -72,11 +57,8 @@ struct TraceData {
 // what is wrong). Reports progress and stops when progress.cancelled is set.
 std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& progress);
 
-// Fills data.events: non-finite outputs and fp16/bf16 overflow and underflow of output tensors
-// (raw rows read with Trace::query, at most kEventLimit of each), and the loss-scale events of
-// data.loss_scale. Sorted by time.
+// The events the event table and the timeline show: the first kEventLimit in time order.
 inline constexpr size_t kEventLimit = 50'000;
-void collect_events(TraceData& data);
 
 // The report's data as the views draw it (for --dump-state: the same object as `fpscope report
 // --format json`, filled from what was loaded).

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -57,6 +58,19 @@ TEST(Units, BytesCountsDurationsAndChanges) {
   EXPECT_EQ(human_number(NAN), "NaN");
   EXPECT_EQ(human_number(-INFINITY), "-Inf");
   EXPECT_EQ(human_number(65504), "6.55e+04");
+}
+
+// Room to a format's edges in powers of two, exactly, from the contract's limits.
+TEST(Units, HeadroomAndFootroomAgainstFormatLimits) {
+  EXPECT_EQ(headroom_log2(65504.0, Format::F16), 0.0);
+  EXPECT_EQ(headroom_log2(65504.0 * 4, Format::F16), -2.0);
+  EXPECT_EQ(headroom_log2(65504.0 / 1024, Format::F16), 10.0);
+  EXPECT_EQ(footroom_log2(std::ldexp(1.0, -24), Format::F16), 0.0);
+  EXPECT_EQ(footroom_log2(std::ldexp(1.0, -26), Format::F16), -2.0);
+  EXPECT_EQ(footroom_log2(std::ldexp(1.0, -133), Format::BF16), 0.0);
+  EXPECT_FALSE(headroom_log2(0.0, Format::F16));
+  EXPECT_FALSE(headroom_log2(std::nullopt, Format::F16));
+  EXPECT_FALSE(footroom_log2(-1.0, Format::F16));
 }
 
 // Against a zero or tiny base a percentage says nothing: the change is given in bytes.
@@ -329,6 +343,110 @@ TEST(Analysis, RangeViewsMatchSql) {
   EXPECT_TRUE(any_scale_above_one) << "the synthetic AMP run should scale its gradients";
   EXPECT_EQ(parse_range_view("gradients-unscaled"), RangeView::GradientsUnscaled);
   EXPECT_FALSE(parse_range_view("gradient"));
+}
+
+// The tensor a click on a heat-map cell selects is the one that gives the cell its colour: for
+// every cell of every view, the picked tensor's absmax is the cell's (scaled back for the unscaled
+// view), and it belongs to the cell's layer (or is the cell's tensor) and step.
+TEST(Analysis, LargestTensorOfEveryCellIsTheOneThatColoursIt) {
+  const auto path = make_trace("cell_tensors", nan_run());
+  auto t = Trace::open(path);
+  for (int v = 0; v < kRangeViewCount; ++v) {
+    const auto view = static_cast<RangeView>(v);
+    const char* key = range_view_info(view).key;
+    const bool by_tensor = view == RangeView::Weights || view == RangeView::OptimizerState;
+    int picked = 0;
+    for (const LayerStepCell& cell : layer_step_ranges(*t, view)) {
+      const auto pick = largest_tensor_of_cell(*t, view, cell.layer, cell.step);
+      if (!cell.absmax) {
+        EXPECT_FALSE(pick) << key << " " << cell.layer << " step " << cell.step;
+        continue;
+      }
+      ASSERT_TRUE(pick) << key << " " << cell.layer << " step " << cell.step;
+      ++picked;
+      const std::string where = " where t.id = " + std::to_string(pick->tensor_id);
+      const auto scale = view == RangeView::GradientsUnscaled
+                             ? sql_value(path, "select coalesce(min(scale_before), 1) from loss_scale where step = " +
+                                                   std::to_string(cell.step))
+                             : std::optional<double>(1.0);
+      EXPECT_EQ(*pick->absmax / *scale, *cell.absmax) << key << " " << cell.layer << " step " << cell.step;
+      EXPECT_EQ(sql_value(path, "select t.absmax from tensors t" + where), pick->absmax);
+      EXPECT_EQ(sql_value(path, "select t.kernel_id from tensors t" + where), pick->kernel_id);
+      EXPECT_EQ(sql_value(path, "select k.step from tensors t join kernels k on k.id = t.kernel_id" + where), cell.step);
+      const std::string row_sql = by_tensor ? "select count(*) from tensors t join strings s on s.id = t.name_id" + where +
+                                                  " and s.value = '" + cell.layer + "'"
+                                            : "select count(*) from tensors t join kernels k on k.id = t.kernel_id "
+                                              "join strings s on s.id = k.layer_id" + where + " and s.value = '" +
+                                                  cell.layer + "'";
+      EXPECT_EQ(sql_value(path, row_sql), 1.0) << key << " " << cell.layer;
+    }
+    if (!by_tensor) EXPECT_GT(picked, 0) << key;
+  }
+  EXPECT_FALSE(largest_tensor_of_cell(*t, RangeView::Activations, "no-such-layer", 0));
+}
+
+// The event list against direct SQL: one event per non-finite row, per tensor with an fp16/bf16
+// overflow or underflow, per skipped step, backoff and growth; in time order; pages that add up
+// to the whole list; filters by kind and step.
+TEST(Analysis, EventsMatchSqlPageAndFilter) {
+  auto o = nan_run();
+  o.activation_scale = 10000;  // fp32 outputs beyond fp16's range: overflow events
+  o.scale_init = 1;            // small unscaled gradients: fp16 underflow events
+  const auto path = make_trace("events", o);
+  auto t = Trace::open(path);
+  const EventPage all = events(*t);
+  EXPECT_FALSE(all.more);
+  std::array<int64_t, kEventKindCount> count{};
+  for (size_t i = 0; i < all.events.size(); ++i) {
+    ++count[static_cast<size_t>(all.events[i].kind)];
+    if (i) EXPECT_LE(all.events[i - 1].t_ns, all.events[i].t_ns);
+  }
+  auto sql_count = [&](const std::string& q) { return static_cast<int64_t>(*sql_value(path, q)); };
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::NaN)], sql_count("select count(*) from nonfinite where kind = 'nan'"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::Inf)], sql_count("select count(*) from nonfinite where kind <> 'nan'"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::Overflow)],
+            sql_count("select count(*) from tensors where role = 'out' and (f16_overflow > 0 or bf16_overflow > 0)"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::Underflow)],
+            sql_count("select count(*) from tensors where role = 'out' and (f16_underflow > 0 or bf16_underflow > 0)"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::SkippedStep)], sql_count("select count(*) from loss_scale where skipped = 1"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::ScaleBackoff)], sql_count("select count(*) from loss_scale where event = 'backoff'"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::ScaleGrowth)], sql_count("select count(*) from loss_scale where event = 'growth'"));
+  for (int64_t c : count) EXPECT_GT(c, 0) << "every kind should occur in this run";
+
+  // Pages of 7 put together are the whole list, in the same order.
+  std::vector<Event> paged;
+  for (EventQuery q{.offset = 0, .limit = 7};; q.offset += q.limit) {
+    EventPage page = events(*t, q);
+    paged.insert(paged.end(), page.events.begin(), page.events.end());
+    EXPECT_EQ(page.more, paged.size() < all.events.size()) << "page at " << q.offset;
+    if (!page.more) break;
+  }
+  ASSERT_EQ(paged.size(), all.events.size());
+  for (size_t i = 0; i < paged.size(); ++i) {
+    EXPECT_EQ(paged[i].kind, all.events[i].kind) << i;
+    EXPECT_EQ(paged[i].t_ns, all.events[i].t_ns) << i;
+    EXPECT_EQ(paged[i].tensor_id, all.events[i].tensor_id) << i;
+    EXPECT_EQ(paged[i].detail, all.events[i].detail) << i;
+  }
+
+  // Filters give exactly the matching part of the whole list.
+  EventQuery nan_at_4;
+  nan_at_4.kinds.fill(false);
+  nan_at_4.kinds[static_cast<size_t>(EventKind::NaN)] = true;
+  nan_at_4.kinds[static_cast<size_t>(EventKind::SkippedStep)] = true;
+  nan_at_4.step = 4;
+  std::vector<const Event*> expected;
+  for (const Event& e : all.events) {
+    if ((e.kind == EventKind::NaN || e.kind == EventKind::SkippedStep) && e.step == 4) expected.push_back(&e);
+  }
+  const EventPage filtered = events(*t, nan_at_4);
+  ASSERT_EQ(filtered.events.size(), expected.size());
+  ASSERT_FALSE(expected.empty());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(filtered.events[i].kind, expected[i]->kind);
+    EXPECT_EQ(filtered.events[i].kernel_id, expected[i]->kernel_id);
+  }
+  EXPECT_STREQ(event_kind_name(EventKind::ScaleBackoff), "scale backoff");
 }
 
 // The HTML report's structure as a browser lays it out: long values wrap inside the page, every

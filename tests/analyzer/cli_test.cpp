@@ -184,7 +184,19 @@ TEST(Cli, DamagedTracesFailCleanly) {
   for (uintmax_t cut : {uintmax_t{0}, uintmax_t{50}, uintmax_t{4096}, size / 2, size - 4096}) {
     std::filesystem::resize_file(copy("cut" + std::to_string(cut)), cut);
   }
-  for (uintmax_t offset : {uintmax_t{0}, uintmax_t{19}, uintmax_t{100}, uintmax_t{4096}, uintmax_t{8192}, uintmax_t{4096 * 5}}) {
+  // Bytes that matter: the file header (0, 19: the file format), page 1's b-tree header (100) and
+  // the page-type byte at the start of later pages, at the page size the header gives.
+  uintmax_t page_size = 0;
+  {
+    std::ifstream f(good, std::ios::binary);
+    unsigned char header[18] = {};
+    f.read(reinterpret_cast<char*>(header), sizeof header);
+    page_size = (uintmax_t{header[16]} << 8) | header[17];
+    if (page_size == 1) page_size = 65536;
+  }
+  ASSERT_GE(page_size, 512u);
+  ASSERT_GT(size, 5 * page_size) << "the trace is too small to damage its fifth page";
+  for (uintmax_t offset : {uintmax_t{0}, uintmax_t{19}, uintmax_t{100}, page_size, 2 * page_size, 5 * page_size}) {
     const std::string p = copy("flip" + std::to_string(offset));
     std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(static_cast<std::streamoff>(offset));

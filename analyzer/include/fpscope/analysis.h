@@ -34,15 +34,16 @@
 #include <vector>
 
 #include "fpscope/contract/contract.h"
+#include "fpscope/embedded_sql.h"
 
 namespace fpscope::analysis {
 
 // [SECTION] Versions and formats ------------------------------------------------------------------
 
 // PRAGMA application_id as trace_schema.sql sets it: 0x46505343, "FPSC".
-inline constexpr int32_t kApplicationId = 1179669315;
-inline constexpr int kOldestSchemaVersion = 1;         // oldest schema this library reads
-inline constexpr int kNewestSchemaVersion = 1;         // newest schema this library reads
+inline constexpr int32_t kApplicationId = embedded::kTraceApplicationId;
+inline constexpr int kOldestSchemaVersion = 1;                                // oldest schema this library reads
+inline constexpr int kNewestSchemaVersion = embedded::kTraceSchemaVersion;  // the one this build writes
 
 // The narrower formats whose cast outcome a trace counts, in the schema's column order (the
 // trace contract's list: fpscope/contract/number_formats.h).
@@ -57,6 +58,12 @@ struct FormatLimits {
   double min_subnormal;      // smallest positive subnormal value
 };
 const FormatLimits& format_limits(Format format);
+
+// Powers of two between a magnitude and a format's edge: headroom below its largest finite value
+// (negative: beyond it) and footroom above its smallest subnormal (negative: flushes to zero).
+// nullopt for a missing, zero or negative magnitude.
+std::optional<double> headroom_log2(std::optional<double> absmax, Format format);
+std::optional<double> footroom_log2(std::optional<double> min_nonzero, Format format);
 
 // The memory categories of the kernel library (table `categories`), in id order.
 inline constexpr int kCategoryCount = contract::kMemoryCategoryCount;
@@ -429,6 +436,49 @@ struct ExponentHistogram {
   int64_t zero = 0, nan = 0, inf = 0;
 };
 ExponentHistogram exponent_histogram(const Trace& trace, int64_t tensor_id);  // throws if no such tensor
+
+// The largest output tensor (by absmax) of one heat-map cell: `row` and `step` as in
+// layer_step_ranges(trace, view), the same tensors that cell summarizes. nullopt when the cell has no
+// measured output.
+struct CellTensor {
+  int64_t kernel_id = 0, tensor_id = 0;
+  std::string tensor;
+  std::optional<double> absmax;  // as stored (not unscaled)
+};
+std::optional<CellTensor> largest_tensor_of_cell(const Trace& trace, RangeView view, std::string_view row,
+                                                 int64_t step);
+
+// [SECTION] Events ---------------------------------------------------------------------------------
+
+// One thing that went wrong, or that the loss scaler did: a non-finite output, an output that would
+// overflow or flush to zero in fp16 or bf16, a loss-scale backoff or growth, a skipped step.
+enum class EventKind : uint8_t { NaN, Inf, Overflow, Underflow, ScaleBackoff, ScaleGrowth, SkippedStep };
+inline constexpr int kEventKindCount = 7;
+const char* event_kind_name(EventKind kind);  // "NaN", "overflow", "scale backoff", ...
+
+struct Event {
+  EventKind kind = EventKind::NaN;
+  int64_t t_ns = 0;
+  std::optional<int64_t> step;
+  int64_t kernel_id = 0;
+  std::optional<int64_t> tensor_id;  // for tensor events
+  std::string kernel, layer, tensor;
+  std::string detail;  // what happened, in words: "first nan at [17]; 1 NaN, 0 Inf of 4096"
+  double amount = 0;   // values involved (NaN + Inf, the larger fp16/bf16 count) or the new scale
+};
+
+struct EventQuery {
+  std::array<bool, kEventKindCount> kinds = {true, true, true, true, true, true, true};  // by EventKind
+  std::optional<int64_t> step;  // only this step's events
+  std::size_t offset = 0;       // skip this many (in time order) ...
+  std::size_t limit = 50'000;   // ... then return at most this many
+};
+
+struct EventPage {
+  std::vector<Event> events;  // in time order (ties: non-finite, cast, loss scale; then trace order)
+  bool more = false;          // events after this page exist
+};
+EventPage events(const Trace& trace, const EventQuery& query = {});
 
 // [SECTION] Comparing two runs ---------------------------------------------------------------------
 

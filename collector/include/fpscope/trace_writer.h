@@ -1,7 +1,7 @@
 // The trace writer: turns wire records drained from the ring into rows of an fpscope trace
 // (SQLite, schema in collector/schema/trace_schema.sql, documented in docs/schema.md).
 //
-// One flat switch dispatches each record to a handler. Rows go through prepared statements in
+// One switch, generated from the wire's record list, dispatches each record to its handler. Rows go through prepared statements in
 // batched transactions (a commit every ~50 ms or every kBatchRows rows), in WAL mode, so a trace
 // can be read while it is written. A tensor's TensorStats, TensorFormats, TensorHistogram and
 // Nonfinite records become one `tensors` row (plus a `nonfinite` row). When the storage fails (disk
@@ -77,7 +77,10 @@ class TraceWriter {
   // Completes the trace: pending tensors, ranges still open (end_ns NULL), strings referenced but
   // never received, counts in meta, then trace_finalize.sql when the build has one. Call once,
   // after the last record and meta. False if anything failed (error() says what).
-  bool finish();
+  // Summaries::Skip leaves the summary tables out, the shape of a trace whose finalize step was cut
+  // off (readers build them themselves): for tests and benchmarks of that path.
+  enum class Summaries { Write, Skip };
+  bool finish(Summaries summaries = Summaries::Write);
 
   const TraceCounts& counts() const;
   const TrapInfo& trap() const;

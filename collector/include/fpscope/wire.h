@@ -332,13 +332,74 @@ constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
   return static_cast<uint16_t>((fixed + tail + kSlotBytes - 1) / kSlotBytes);
 }
 
-template <typename R>
-inline constexpr bool kIsWireRecord =
-    std::is_trivially_copyable_v<R> && std::is_standard_layout_v<R> && sizeof(R) % kSlotBytes == 0;
+// [SECTION] The record list ------------------------------------------------------------------------
+//
+// Every record type, its struct, and whether it continues the tensor its thread sent last (a
+// tensor's row is complete once its thread sends a record that does not). This list is the one
+// place a record type is tied to its layout: the injector's writer takes the type from the struct
+// (record_type_v), and the collector's dispatch is generated from it (X(Type, Struct, continues)).
+#define FPSCOPE_WIRE_RECORDS(X)                       \
+  X(String, StringRecord, true)                       \
+  X(Process, ProcessRecord, false)                    \
+  X(NvtxPush, NvtxPushRecord, false)                  \
+  X(NvtxPop, NvtxPopRecord, false)                    \
+  X(Launch, LaunchRecord, false)                      \
+  X(TensorStats, TensorStatsRecord, false)            \
+  X(TensorFormats, TensorFormatsRecord, true)         \
+  X(TensorHistogram, TensorHistogramRecord, true)     \
+  X(Nonfinite, NonfiniteRecord, true)                 \
+  X(Alloc, AllocRecord, false)                        \
+  X(Free, FreeRecord, false)                          \
+  X(LossScale, LossScaleRecord, false)                \
+  X(Scalar, ScalarRecord, false)                      \
+  X(Text, TextRecord, false)                          \
+  X(Dump, DumpRecord, true)                           \
+  X(Trap, TrapRecord, false)                          \
+  X(CudaKernel, CudaKernelRecord, false)              \
+  X(CudaMemcpy, CudaMemcpyRecord, false)              \
+  X(CudaMemset, CudaMemsetRecord, false)              \
+  X(CudaMemory, CudaMemoryRecord, false)
 
-static_assert(kIsWireRecord<LaunchRecord> && kIsWireRecord<TensorStatsRecord> &&
-              kIsWireRecord<TensorFormatsRecord> && kIsWireRecord<NonfiniteRecord>);
-static_assert(kIsWireRecord<CudaKernelRecord> && kIsWireRecord<CudaMemcpyRecord> &&
-              kIsWireRecord<CudaMemsetRecord> && kIsWireRecord<CudaMemoryRecord>);
+// A record struct: plain bytes, a whole number of slots, its header first.
+template <typename R>
+inline constexpr bool kIsWireRecord = std::is_trivially_copyable_v<R> && std::is_standard_layout_v<R> &&
+                                      sizeof(R) % kSlotBytes == 0 && offsetof(R, h) == 0 &&
+                                      std::is_same_v<decltype(R::h), RecordHeader>;
+
+// The record type of a struct: record_type_v<LaunchRecord> is RecordType::Launch.
+template <typename R>
+struct RecordTypeOf;
+#define FPSCOPE_WIRE_RECORD_TYPE_OF(type, Struct, continues)                       \
+  template <>                                                                      \
+  struct RecordTypeOf<Struct> {                                                    \
+    static constexpr RecordType value = RecordType::type;                          \
+    static constexpr bool continues_tensor = continues;                            \
+    static_assert(kIsWireRecord<Struct>, #Struct " is not a valid wire record");   \
+  };
+FPSCOPE_WIRE_RECORDS(FPSCOPE_WIRE_RECORD_TYPE_OF)
+#undef FPSCOPE_WIRE_RECORD_TYPE_OF
+template <typename R>
+inline constexpr RecordType record_type_v = RecordTypeOf<R>::value;
+
+// Every type but Pad is in the list, once.
+#define FPSCOPE_WIRE_COUNT_ONE(type, Struct, continues) +1
+static_assert(0 FPSCOPE_WIRE_RECORDS(FPSCOPE_WIRE_COUNT_ONE) == static_cast<int>(RecordType::Count) - 1,
+              "a record type is missing from FPSCOPE_WIRE_RECORDS");
+#undef FPSCOPE_WIRE_COUNT_ONE
+
+// Whether a record of this type continues its thread's tensor (see the list).
+constexpr bool continues_tensor(RecordType type) {
+  switch (type) {
+#define FPSCOPE_WIRE_CONTINUES(t, Struct, continues) \
+  case RecordType::t:                                \
+    return continues;
+    FPSCOPE_WIRE_RECORDS(FPSCOPE_WIRE_CONTINUES)
+#undef FPSCOPE_WIRE_CONTINUES
+    case RecordType::Pad:
+    case RecordType::Count:
+      break;
+  }
+  return false;
+}
 
 }  // namespace fpscope::wire

@@ -17,15 +17,15 @@ namespace {
 
 constexpr int kKinds = 7;
 
-ImU32 kind_color(EventRow::Kind kind) {
+ImU32 kind_color(analysis::EventKind kind) {
   switch (kind) {
-    case EventRow::Kind::kNaN:
-    case EventRow::Kind::kInf: return colors::kNaN;
-    case EventRow::Kind::kOverflow: return colors::kOverflow;
-    case EventRow::Kind::kUnderflow: return colors::kUnderflow;
-    case EventRow::Kind::kBackoff: return colors::kScaleBackoff;
-    case EventRow::Kind::kGrowth: return colors::kScaleGrowth;
-    case EventRow::Kind::kSkipped: return colors::kSkipped;
+    case analysis::EventKind::NaN:
+    case analysis::EventKind::Inf: return colors::kNaN;
+    case analysis::EventKind::Overflow: return colors::kOverflow;
+    case analysis::EventKind::Underflow: return colors::kUnderflow;
+    case analysis::EventKind::ScaleBackoff: return colors::kScaleBackoff;
+    case analysis::EventKind::ScaleGrowth: return colors::kScaleGrowth;
+    case analysis::EventKind::SkippedStep: return colors::kSkipped;
   }
   return colors::kDimText;
 }
@@ -74,12 +74,12 @@ class EventsView final : public View {
   }
 
   void draw_filters() {
-    static constexpr std::array<EventRow::Kind, kKinds> kinds = {
-        EventRow::Kind::kNaN,      EventRow::Kind::kInf,     EventRow::Kind::kOverflow, EventRow::Kind::kUnderflow,
-        EventRow::Kind::kBackoff,  EventRow::Kind::kGrowth,  EventRow::Kind::kSkipped};
+    static constexpr std::array<analysis::EventKind, kKinds> kinds = {
+        analysis::EventKind::NaN,      analysis::EventKind::Inf,     analysis::EventKind::Overflow, analysis::EventKind::Underflow,
+        analysis::EventKind::ScaleBackoff,  analysis::EventKind::ScaleGrowth,  analysis::EventKind::SkippedStep};
     for (size_t i = 0; i < kinds.size(); ++i) {
       ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(kind_color(kinds[i])));
-      rows_dirty_ |= ImGui::Checkbox(event_kind_name(kinds[i]), &show_kind_[i]);
+      rows_dirty_ |= ImGui::Checkbox(analysis::event_kind_name(kinds[i]), &show_kind_[i]);
       ImGui::PopStyleColor();
       ImGui::SameLine();
     }
@@ -95,10 +95,10 @@ class EventsView final : public View {
     }
     ImGui::TextDisabled("%s of %s events%s", analysis::human_count(static_cast<int64_t>(rows_.size())).c_str(),
                         analysis::human_count(static_cast<int64_t>(total)).c_str(),
-                        truncated ? " (the trace has more; the first 50,000 of each kind are listed)" : "");
+                        truncated ? " (the trace has more; the first 50,000 are listed)" : "");
   }
 
-  bool passes(const EventRow& e) const {
+  bool passes(const analysis::Event& e) const {
     if (!show_kind_[static_cast<size_t>(e.kind)]) return false;
     if (!filter_.IsActive()) return true;
     return filter_.PassFilter(e.kernel.c_str()) || filter_.PassFilter(e.layer.c_str()) ||
@@ -117,7 +117,7 @@ class EventsView final : public View {
     sort_dirty_ = true;
   }
 
-  const EventRow& event(const Row& r) const { return sources_[r.source].data->events[r.event]; }
+  const analysis::Event& event(const Row& r) const { return sources_[r.source].data->events[r.event]; }
   int64_t rel_time(const Row& r) const {
     const TraceData& d = *sources_[r.source].data;
     return event(r).t_ns - (d.bounds ? d.bounds->first : 0);
@@ -128,8 +128,8 @@ class EventsView final : public View {
     const ImGuiTableColumnSortSpecs& s = specs->Specs[0];
     const bool asc = s.SortDirection == ImGuiSortDirection_Ascending;
     auto key_less = [&](const Row& a, const Row& b) {
-      const EventRow& x = event(a);
-      const EventRow& y = event(b);
+      const analysis::Event& x = event(a);
+      const analysis::Event& y = event(b);
       switch (s.ColumnUserID) {
         case kRun: return a.source < b.source;
         case kStep: return x.step.value_or(-1) < y.step.value_or(-1);
@@ -176,7 +176,7 @@ class EventsView final : public View {
   }
 
   void draw_row(ViewContext& ctx, const Row& row, int r) {
-    const EventRow& e = event(row);
+    const analysis::Event& e = event(row);
     const Source& src = sources_[row.source];
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -199,7 +199,7 @@ class EventsView final : public View {
     ImGui::TableNextColumn(); ImGui::TextUnformatted(analysis::human_duration(rel_time(row)).c_str());
     ImGui::TableNextColumn();
     if (e.step) ImGui::Text("%lld", static_cast<long long>(*e.step)); else ImGui::TextDisabled("-");
-    ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s", event_kind_name(e.kind));
+    ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s", analysis::event_kind_name(e.kind));
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.kernel.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.layer.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());

@@ -181,7 +181,7 @@ class RangesView final : public View {
         const ImVec2 p1(p0.x + drawn_w, y0 + row_h);
         const ImU32 fill = v ? colors::exponent_scale(std::log2(*v), lo, hi) : IM_COL32(45, 45, 52, 255);
         dl->AddRectFilled(p0, ImVec2(p1.x - (drawn_w > 4 ? 1 : 0), p1.y - 1), fill);
-        if (v && std::log2(*v) > kF16MaxExp) {  // a corner mark: beyond fp16's largest value
+        if (analysis::headroom_log2(v, analysis::Format::F16).value_or(0) < 0) {  // a corner mark: beyond fp16's largest value
           const float mark = std::min(std::min(drawn_w, row_h) * 0.45f, 9.0f);
           dl->AddTriangleFilled(ImVec2(p1.x - 1 - mark, p0.y), ImVec2(p1.x - 1, p0.y), ImVec2(p1.x - 1, p0.y + mark),
                                 colors::kOverflow);
@@ -237,7 +237,7 @@ class RangesView final : public View {
     ImGui::Text("layer %s, step %lld", g.layers[li].c_str(), static_cast<long long>(g.steps[si]));
     if (v) {
       ImGui::Text("absmax %s (2^%.2f)", analysis::human_number(*v).c_str(), std::log2(*v));
-      const double head = kF16MaxExp - std::log2(*v);
+      const double head = analysis::headroom_log2(*v, analysis::Format::F16).value_or(0);
       ImGui::TextColored(colors::to_vec4(head < 0 ? colors::kOverflow : colors::kDimText),
                          head < 0 ? "overflows fp16 by 2^%.1f" : "fp16 headroom 2^%.1f", std::fabs(head));
     } else {
@@ -287,30 +287,12 @@ class RangesView final : public View {
     std::string tensor;
   };
 
-  // The largest output of `layer` in `step`, found through the timeline index and the library's
-  // tensors_of_kernel.
-  std::optional<TensorPick> pick_tensor(const TraceDoc& doc, const std::string& layer, int64_t step) {
-    const TraceData& d = *doc.data();
-    const analysis::StepRow* row = d.step_row(step);
-    std::optional<TensorPick> pick;
-    std::optional<double> best;
-    for (const TimeLane& lane : d.timeline.lanes) {
-      if (lane.kind != TimeLane::Kind::kKernels) continue;
-      size_t i = row && row->start_ns ? lane.first_visible(*row->start_ns) : 0;
-      for (; i < lane.spans.size(); ++i) {
-        const TimeSpan& s = lane.spans[i];
-        if (row && row->end_ns && s.start > *row->end_ns) break;
-        if (s.step != step || d.timeline.name(s.layer) != layer) continue;
-        const auto* tensors = details_.tensors(d, s.id, nullptr);
-        if (!tensors) continue;
-        for (const auto& t : *tensors) {
-          if (t.role != "out" || !t.absmax || (best && *t.absmax <= *best)) continue;
-          best = t.absmax;
-          pick = TensorPick{KernelRef{doc.id(), s.id}, t.id, t.name};
-        }
-      }
-    }
-    return pick;
+  // The largest tensor of a cell of the current view, as the analyzer picks it.
+  static std::optional<TensorPick> pick_tensor(const TraceDoc& doc, analysis::RangeView view, const std::string& row,
+                                               int64_t step) {
+    const auto cell = analysis::largest_tensor_of_cell(*doc.data()->trace, view, row, step);
+    if (!cell) return std::nullopt;
+    return TensorPick{KernelRef{doc.id(), cell->kernel_id}, cell->tensor_id, cell->tensor};
   }
 
   void select_cell(ViewContext& ctx, const TraceDoc& doc, const std::string& layer, int64_t step) {
@@ -319,7 +301,7 @@ class RangesView final : public View {
     ctx.selection.kernel.reset();
     ctx.selection.tensor_id.reset();
     ctx.selection.tensor_name.reset();
-    if (auto pick = pick_tensor(doc, layer, step)) {
+    if (auto pick = pick_tensor(doc, ctx.selection.range_view, layer, step)) {
       ctx.selection.kernel = pick->kernel;
       ctx.selection.tensor_id = pick->tensor_id;
       ctx.selection.tensor_name = pick->tensor;
@@ -336,7 +318,7 @@ class RangesView final : public View {
     for (const auto& c : d.layer_steps) {
       if (c.absmax && (!widest || *c.absmax > *widest->absmax)) widest = &c;
     }
-    if (widest) default_pick_ = pick_tensor(doc, widest->layer, widest->step);
+    if (widest) default_pick_ = pick_tensor(doc, analysis::RangeView::Activations, widest->layer, widest->step);
     return default_pick_;
   }
 

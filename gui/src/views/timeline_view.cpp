@@ -43,7 +43,7 @@ struct Hover {
   const TraceDoc* doc = nullptr;
   const TimeLane* lane = nullptr;
   const TimeBlock* block = nullptr;
-  const EventRow* event = nullptr;
+  const analysis::Event* event = nullptr;
 };
 
 class TimelineView final : public View {
@@ -359,7 +359,7 @@ class TimelineView final : public View {
     const double t0 = v0_ + static_cast<double>(run.origin);
     const double t1 = v1_ + static_cast<double>(run.origin);
     auto it = std::lower_bound(events.begin(), events.end(), t0,
-                               [](const EventRow& e, double t) { return static_cast<double>(e.t_ns) < t; });
+                               [](const analysis::Event& e, double t) { return static_cast<double>(e.t_ns) < t; });
     const float h = lane_h_ - 3;
     const float mouse_x = ImGui::GetIO().MousePos.x;
     std::array<float, 7> last_x;  // per kind: one mark a pixel, but every kind keeps its marks
@@ -367,11 +367,11 @@ class TimelineView final : public View {
     for (; it != events.end() && static_cast<double>(it->t_ns) < t1; ++it) {
       ImU32 color;
       switch (it->kind) {
-        case EventRow::Kind::kNaN:
-        case EventRow::Kind::kInf: color = colors::kNaN; break;
-        case EventRow::Kind::kBackoff: color = colors::kScaleBackoff; break;
-        case EventRow::Kind::kGrowth: color = colors::kScaleGrowth; break;
-        case EventRow::Kind::kSkipped: color = colors::kSkipped; break;
+        case analysis::EventKind::NaN:
+        case analysis::EventKind::Inf: color = colors::kNaN; break;
+        case analysis::EventKind::ScaleBackoff: color = colors::kScaleBackoff; break;
+        case analysis::EventKind::ScaleGrowth: color = colors::kScaleGrowth; break;
+        case analysis::EventKind::SkippedStep: color = colors::kSkipped; break;
         default: continue;  // overflow/underflow rows are too many to mark; the table lists them
       }
       const float x = x_of(static_cast<double>(it->t_ns - run.origin));
@@ -380,7 +380,7 @@ class TimelineView final : public View {
       last = x;
       // Loss-scale changes point down from the top half, the rest up from the bottom, so a
       // backoff and the skipped step at the same moment both show.
-      const bool scale_change = it->kind == EventRow::Kind::kBackoff || it->kind == EventRow::Kind::kGrowth;
+      const bool scale_change = it->kind == analysis::EventKind::ScaleBackoff || it->kind == analysis::EventKind::ScaleGrowth;
       if (scale_change) {
         dl->AddTriangleFilled(ImVec2(x - h * 0.3f, y + 1), ImVec2(x + h * 0.3f, y + 1), ImVec2(x, y + h * 0.55f), color);
       } else {
@@ -397,12 +397,12 @@ class TimelineView final : public View {
     if (ImGui::IsMouseReleased(ImGuiMouseButton_Left)) dragged_ = false;
     if (hover.event) {
       ImGui::BeginTooltip();
-      ImGui::Text("%s, step %s", event_kind_name(hover.event->kind),
+      ImGui::Text("%s, step %s", analysis::event_kind_name(hover.event->kind),
                   hover.event->step ? std::to_string(*hover.event->step).c_str() : "-");
       ImGui::TextUnformatted(hover.event->detail.c_str());
       if (!hover.event->kernel.empty()) ImGui::TextDisabled("%s %s", hover.event->kernel.c_str(), hover.event->layer.c_str());
       ImGui::EndTooltip();
-      if (click) ctx.selection.select_kernel(hover.doc ? hover.doc->id() : 0, hover.event->kernel_id, hover.event->step, {});
+      if (click) ctx.selection.select_kernel(hover.doc ? hover.doc->id() : 0, hover.event->kernel_id, hover.event->step, std::nullopt);
       return;
     }
     if (!hover.block || !hover.lane || !hover.doc) return;

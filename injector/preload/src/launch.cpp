@@ -245,7 +245,7 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
   const uint32_t thread = this_thread_number();
   std::lock_guard lock(mutex_);
   l.kernel = intern_locked(p.kernel);
-  writer_.put(wire::RecordType::Launch, l, thread);
+  writer_.put(l, thread);
   for (const Measurement& m : measured) write_tensor_records(p.seq, m, finite_in);
   if (probe.valid) {
     wire::LossScaleRecord r{};
@@ -259,7 +259,7 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
     r.event = probe.scale_after > probe.scale_before   ? wire::ScaleEvent::Growth
               : probe.scale_after < probe.scale_before ? wire::ScaleEvent::Backoff
                                                        : wire::ScaleEvent::Unchanged;
-    writer_.put(wire::RecordType::LossScale, r, thread);
+    writer_.put(r, thread);
   }
 }
 
@@ -289,7 +289,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
   r.min_nonzero = s.min_nonzero;
   r.mean = s.mean;
   r.rms = s.rms;
-  writer_.put(wire::RecordType::TensorStats, r, thread);
+  writer_.put(r, thread);
 
   if (options_.stats == StatsLevel::Full) {
     wire::TensorFormatsRecord f{};
@@ -297,7 +297,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     f.role_slot = rs;
     for (int i = 0; i < wire::kFormatCount; ++i)
       f.formats[i] = {s.cast[i].overflow, s.cast[i].underflow, s.cast[i].subnormal, s.cast[i].near_max};
-    writer_.put(wire::RecordType::TensorFormats, f, thread);
+    writer_.put(f, thread);
 
     wire::HistogramBin bins[kHistBins];
     uint32_t n = 0;
@@ -307,8 +307,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     h.seq = seq;
     h.role_slot = rs;
     h.bins = n;
-    writer_.put_with_tail(wire::RecordType::TensorHistogram, &h, sizeof h, bins,
-                          n * sizeof(wire::HistogramBin), thread);
+    writer_.put_with_tail(h, bins, n * sizeof(wire::HistogramBin), thread);
   }
 
   if (m.role == wire::Role::Output && s.nonfinite() > 0) {
@@ -321,7 +320,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     nf.kind = nonfinite_kind(type, s.first_nonfinite_bits);
     nf.origin = finite_in ? 1 : 0;
     nf.dtype = static_cast<uint8_t>(t.dtype);
-    writer_.put(wire::RecordType::Nonfinite, nf, thread);
+    writer_.put(nf, thread);
   }
 
   if (!m.dump_file.empty()) {
@@ -329,7 +328,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     dr.seq = seq;
     dr.path = intern_locked(m.dump_file);
     dr.role_slot = rs;
-    writer_.put(wire::RecordType::Dump, dr, thread);
+    writer_.put(dr, thread);
   }
 }
 
@@ -368,7 +367,7 @@ void Session::trap(uint64_t seq, const std::string& message) {
     r.seq = seq;
     r.t_ns = monotonic_ns();
     r.reason = intern_locked(message);
-    writer_.put(wire::RecordType::Trap, r, this_thread_number());
+    writer_.put(r, this_thread_number());
   }
   sink_->wait_drained(std::chrono::seconds(10));
   std::fprintf(stderr, "%s\n", message.c_str());

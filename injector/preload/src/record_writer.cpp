@@ -5,8 +5,8 @@
 
 namespace fpscope::inject {
 
-bool RecordWriter::put_with_tail(wire::RecordType type, const void* fixed, size_t fixed_bytes,
-                                 const void* tail, size_t tail_bytes, uint32_t thread) {
+bool RecordWriter::put_bytes(wire::RecordType type, const void* fixed, size_t fixed_bytes,
+                             const void* tail, size_t tail_bytes, uint32_t thread) {
   const uint16_t slots = wire::slots_for(fixed_bytes, tail_bytes);
   auto* dst = static_cast<unsigned char*>(sink_->reserve(slots));
   if (dst == nullptr) return false;
@@ -28,8 +28,9 @@ uint32_t RecordWriter::intern(std::string_view text, uint32_t thread) {
   fixed.id = id;
   fixed.length = static_cast<uint32_t>(text.size());
   constexpr size_t kFixedPart = offsetof(wire::StringRecord, bytes);
-  // A dropped String (the collector is gone) is not remembered, so a later use sends it again.
-  if (put_with_tail(wire::RecordType::String, &fixed, kFixedPart, text.data(), text.size(), thread))
+  // The bytes start inside the struct: only its fixed part goes first. A dropped String (the
+  // collector is gone) is not remembered, so a later use sends it again.
+  if (put_bytes(wire::record_type_v<wire::StringRecord>, &fixed, kFixedPart, text.data(), text.size(), thread))
     ids_.emplace(std::string(text), id);
   return id;
 }

@@ -30,16 +30,24 @@ class RecordWriter {
  public:
   explicit RecordWriter(RecordSink* sink) : sink_(sink) {}
 
-  // Fills in the header of `record` (type, slot count, thread) and publishes it.
+  // Fills in the header of `record` (its type from the wire's record list, slot count, thread) and
+  // publishes it.
   template <typename R>
-  bool put(wire::RecordType type, R record, uint32_t thread) {
-    static_assert(wire::kIsWireRecord<R>);
-    return put_with_tail(type, &record, sizeof(R), nullptr, 0, thread);
+  bool put(R record, uint32_t thread) {
+    return put_with_tail(record, nullptr, 0, thread);
   }
 
-  // A record of `fixed_bytes` (starting with a RecordHeader) followed by `tail_bytes` more.
-  bool put_with_tail(wire::RecordType type, const void* fixed, size_t fixed_bytes, const void* tail,
-                     size_t tail_bytes, uint32_t thread);
+  // A record followed by `tail_bytes` more (a histogram's bins, a string's bytes).
+  template <typename R>
+  bool put_with_tail(const R& record, const void* tail, size_t tail_bytes, uint32_t thread) {
+    return put_bytes(wire::record_type_v<R>, &record, sizeof(R), tail, tail_bytes, thread);
+  }
+
+  // A record framed elsewhere (type, slots and thread already set): copied as it is.
+  bool put_framed(const wire::RecordHeader* record) {
+    return put_bytes(record->type, record, size_t{record->slots} * wire::kSlotBytes, nullptr, 0, record->thread);
+  }
+
 
   // The id of `text` (cut to kMaxStringBytes), sending a String record the first time it is seen.
   // An empty string is still a string (id != 0).
@@ -49,6 +57,9 @@ class RecordWriter {
   RecordSink* sink() const { return sink_; }
 
  private:
+  bool put_bytes(wire::RecordType type, const void* fixed, size_t fixed_bytes, const void* tail,
+                 size_t tail_bytes, uint32_t thread);
+
   struct TextHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

@@ -56,7 +56,7 @@ void Session::announce() {
   r.mono_ns = monotonic_ns();
   r.exe = intern_locked(exe);
   r.options = intern_locked(described);
-  writer_.put(wire::RecordType::Process, r, this_thread_number());
+  writer_.put(r, this_thread_number());
 }
 
 void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name,
@@ -71,7 +71,7 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   std::lock_guard lock(mutex_);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
-  writer_.put(wire::RecordType::Alloc, r, this_thread_number());
+  writer_.put(r, this_thread_number());
 }
 
 void Session::freed(void* ptr) {
@@ -84,7 +84,7 @@ void Session::freed(void* ptr) {
   r.id = it->second.id;
   r.bytes = it->second.bytes;
   live_.erase(it);
-  writer_.put(wire::RecordType::Free, r, this_thread_number());
+  writer_.put(r, this_thread_number());
 }
 
 void Session::log_scalar(const char* name, double value, int64_t step) {
@@ -94,7 +94,7 @@ void Session::log_scalar(const char* name, double value, int64_t step) {
   r.value = value;
   std::lock_guard lock(mutex_);
   r.name = intern_locked(name ? name : "");
-  writer_.put(wire::RecordType::Scalar, r, this_thread_number());
+  writer_.put(r, this_thread_number());
 }
 
 void Session::log_text(const char* key, const char* value) {
@@ -103,7 +103,7 @@ void Session::log_text(const char* key, const char* value) {
   std::lock_guard lock(mutex_);
   r.key = intern_locked(key ? key : "");
   r.value = intern_locked(value ? value : "");
-  writer_.put(wire::RecordType::Text, r, this_thread_number());
+  writer_.put(r, this_thread_number());
 }
 
 void Session::injector_status(const std::string& name, const std::string& value) {
@@ -112,7 +112,7 @@ void Session::injector_status(const std::string& name, const std::string& value)
   std::lock_guard lock(mutex_);
   r.key = intern_locked(std::string(kInjectorStatusPrefix) + name);
   r.value = intern_locked(value);
-  writer_.put(wire::RecordType::Text, r, this_thread_number());
+  writer_.put(r, this_thread_number());
 }
 
 uint32_t Session::intern_string(std::string_view text, uint32_t thread) {
@@ -125,8 +125,7 @@ uint32_t Session::intern_string(std::string_view text, uint32_t thread) {
 void Session::publish_framed(const wire::RecordHeader* record) {
   if (record == nullptr || record->slots == 0) return;
   std::lock_guard lock(mutex_);
-  writer_.put_with_tail(record->type, record, size_t{record->slots} * wire::kSlotBytes, nullptr, 0,
-                        record->thread);
+  writer_.put_framed(record);
 }
 
 uint32_t Session::domain_id_locked(const NvtxDomainInfo* domain) {
@@ -144,7 +143,7 @@ int Session::range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
     std::lock_guard lock(mutex_);
     r.message = intern_locked(event.message);
     r.domain = domain_id_locked(domain);
-    writer_.put(wire::RecordType::NvtxPush, r, this_thread_number());
+    writer_.put(r, this_thread_number());
   }
   OpenRange range;
   range.domain = domain;
@@ -166,7 +165,7 @@ int Session::range_pop(const NvtxDomainInfo* domain) {
   {
     std::lock_guard lock(mutex_);
     r.domain = domain_id_locked(domain);
-    writer_.put(wire::RecordType::NvtxPop, r, this_thread_number());
+    writer_.put(r, this_thread_number());
   }
   // The end of a step or phase collects the device measurements queued in it.
   if (closed.trainer_domain && (closed.category == kStepCategory || closed.category == kPhaseCategory))
@@ -187,8 +186,8 @@ void Session::mark(const NvtxDomainInfo* domain, const RangeEvent& event) {
   std::lock_guard lock(mutex_);
   push.message = intern_locked(event.message);
   push.domain = pop.domain = domain_id_locked(domain);
-  writer_.put(wire::RecordType::NvtxPush, push, this_thread_number());
-  writer_.put(wire::RecordType::NvtxPop, pop, this_thread_number());
+  writer_.put(push, this_thread_number());
+  writer_.put(pop, this_thread_number());
 }
 
 }  // namespace fpscope::inject

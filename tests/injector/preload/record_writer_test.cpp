@@ -24,12 +24,12 @@ TEST(RecordWriter, HeaderAndZeroedPadding) {
   f.id = 42;
   f.bytes = 4096;
   f.h.thread = 999;  // overwritten by put()
-  ASSERT_TRUE(w.put(wire::RecordType::Free, f, 3));
+  ASSERT_TRUE(w.put(f, 3));
   ASSERT_EQ(sink.records.size(), 1u);
   ASSERT_EQ(sink.records[0].size(), 64u);
   wire::FreeRecord back;
   std::memcpy(&back, sink.records[0].data(), sizeof back);
-  EXPECT_EQ(back.h.type, wire::RecordType::Free);
+  EXPECT_EQ(back.h.type, wire::RecordType::Free);  // from the record list, not the caller
   EXPECT_EQ(back.h.slots, 1);
   EXPECT_EQ(back.h.thread, 3u);
   EXPECT_EQ(back.id, 42u);
@@ -42,7 +42,7 @@ TEST(RecordWriter, TailSpillsIntoFollowingSlotsAndIsZeroPadded) {
   wire::TensorHistogramRecord h{};
   h.bins = 3;
   wire::HistogramBin bins[3] = {{-3, 0, 5}, {0, 0, 7}, {12, 0, 1}};
-  ASSERT_TRUE(w.put_with_tail(wire::RecordType::TensorHistogram, &h, sizeof h, bins, sizeof bins, 1));
+  ASSERT_TRUE(w.put_with_tail(h, bins, sizeof bins, 1));
   const auto& r = sink.records.at(0);
   ASSERT_EQ(r.size(), 128u);  // 64 fixed + 48 of bins, rounded up
   EXPECT_EQ(reinterpret_cast<const wire::RecordHeader*>(r.data())->slots, 2);
@@ -87,7 +87,7 @@ TEST(RecordWriter, DroppedStringIsSentAgainOnNextUse) {
   MemorySink sink;
   RecordWriter w(&sink);
   sink.full = true;
-  EXPECT_FALSE(w.put(wire::RecordType::Free, wire::FreeRecord{}, 1));
+  EXPECT_FALSE(w.put(wire::FreeRecord{}, 1));
   w.intern("lost", 1);
   sink.full = false;
   const uint32_t id = w.intern("lost", 1);

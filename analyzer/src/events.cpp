@@ -1,0 +1,149 @@
+// The event list (analysis.h, [SECTION] Events): non-finite outputs and fp16/bf16 cast outcomes
+// read from the trace's own rows, loss-scale events from loss_scale(). Each source is read in time
+// order up to the end of the asked page, then the sources are merged.
+#include "fpscope/analysis.h"
+#include "fpscope/units.h"
+#include "trace_impl.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace fpscope::analysis {
+namespace {
+
+bool wanted(const EventQuery& q, EventKind kind) { return q.kinds[static_cast<std::size_t>(kind)]; }
+
+// The rows each source must read: everything up to the end of the page, and one more to know
+// whether there is more.
+int64_t rows_needed(const EventQuery& q) { return static_cast<int64_t>(q.offset + q.limit + 1); }
+
+void add_nonfinite(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
+  if (!wanted(q, EventKind::NaN) && !wanted(q, EventKind::Inf)) return;
+  sql::Statement st(detail::db(trace),
+                    "SELECT n.kernel_id, n.tensor_id, n.kind, n.first_index, n.origin, k.start_ns, k.step, sk.value,"
+                    " sl.value, st.value, t.nan, t.pos_inf + t.neg_inf, t.count"
+                    " FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id JOIN tensors t ON t.id = n.tensor_id"
+                    " JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id"
+                    " JOIN strings st ON st.id = t.name_id"
+                    " WHERE (?1 IS NULL OR k.step = ?1) AND ((?2 AND n.kind = 'nan') OR (?3 AND n.kind <> 'nan'))"
+                    " ORDER BY k.start_ns, n.id LIMIT ?4");
+  st.bind(1, q.step);
+  st.bind(2, int64_t{wanted(q, EventKind::NaN)});
+  st.bind(3, int64_t{wanted(q, EventKind::Inf)});
+  st.bind(4, rows_needed(q));
+  while (st.step()) {
+    Event e;
+    const std::string kind = st.text(2);
+    e.kind = kind == "nan" ? EventKind::NaN : EventKind::Inf;
+    e.kernel_id = st.i64(0);
+    e.tensor_id = st.i64(1);
+    e.t_ns = st.i64(5);
+    e.step = st.opt_i64(6);
+    e.kernel = st.text(7);
+    e.layer = st.text(8);
+    e.tensor = st.text(9);
+    const int64_t nan = st.i64(10), inf = st.i64(11), count = st.i64(12);
+    e.amount = static_cast<double>(nan + inf);
+    e.detail = fmt::format("{}first {} at [{}]; {} NaN, {} Inf of {}", st.i64(4) ? "ORIGIN (inputs finite): " : "",
+                           kind, st.i64(3), nan, inf, count);
+    out.push_back(std::move(e));
+  }
+}
+
+void add_cast_events(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
+  const bool overflow = wanted(q, EventKind::Overflow), underflow = wanted(q, EventKind::Underflow);
+  if (!overflow && !underflow) return;
+  sql::Statement st(detail::db(trace),
+                    "SELECT t.id, t.kernel_id, k.start_ns, k.step, sk.value, sl.value, st.value, t.count,"
+                    " t.f16_overflow, t.f16_underflow, t.bf16_overflow, t.bf16_underflow"
+                    " FROM tensors t JOIN kernels k ON k.id = t.kernel_id"
+                    " JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id"
+                    " JOIN strings st ON st.id = t.name_id"
+                    " WHERE t.role = 'out' AND (?1 IS NULL OR k.step = ?1)"
+                    "  AND ((?2 AND (t.f16_overflow > 0 OR t.bf16_overflow > 0))"
+                    "    OR (?3 AND (t.f16_underflow > 0 OR t.bf16_underflow > 0)))"
+                    " ORDER BY k.start_ns, t.id LIMIT ?4");
+  st.bind(1, q.step);
+  st.bind(2, int64_t{overflow});
+  st.bind(3, int64_t{underflow});
+  st.bind(4, rows_needed(q));
+  while (st.step()) {
+    auto add = [&](EventKind kind, int f16_col, int bf16_col, const char* verb) {
+      const int64_t f16 = st.opt_i64(f16_col).value_or(0), bf16 = st.opt_i64(bf16_col).value_or(0);
+      if (!wanted(q, kind) || (f16 <= 0 && bf16 <= 0)) return;
+      Event e;
+      e.kind = kind;
+      e.tensor_id = st.i64(0);
+      e.kernel_id = st.i64(1);
+      e.t_ns = st.i64(2);
+      e.step = st.opt_i64(3);
+      e.kernel = st.text(4);
+      e.layer = st.text(5);
+      e.tensor = st.text(6);
+      e.amount = static_cast<double>(std::max(f16, bf16));
+      e.detail = fmt::format("{}: fp16 {}, bf16 {} of {} values", verb, f16, bf16, st.i64(7));
+      out.push_back(std::move(e));
+    };
+    add(EventKind::Overflow, 8, 10, "would overflow");
+    add(EventKind::Underflow, 9, 11, "would flush to zero");
+  }
+}
+
+void add_loss_scale(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
+  if (!wanted(q, EventKind::ScaleBackoff) && !wanted(q, EventKind::ScaleGrowth) && !wanted(q, EventKind::SkippedStep))
+    return;
+  for (const LossScaleEvent& ls : loss_scale(trace).events) {
+    if (q.step && ls.step != q.step) continue;
+    auto add = [&](EventKind kind, const char* what) {
+      if (!wanted(q, kind)) return;
+      Event e;
+      e.kind = kind;
+      e.t_ns = ls.t_ns;
+      e.step = ls.step;
+      e.kernel_id = ls.kernel_id;
+      e.kernel = "amp_update_scale";
+      e.amount = ls.scale_after;
+      e.detail = fmt::format("{}: scale {} -> {}{}", what, human_number(ls.scale_before), human_number(ls.scale_after),
+                             ls.found_inf ? " (inf/NaN found in gradients)" : "");
+      out.push_back(std::move(e));
+    };
+    if (ls.skipped) add(EventKind::SkippedStep, "optimizer step skipped");
+    if (ls.event == "backoff") add(EventKind::ScaleBackoff, "loss scale backoff");
+    if (ls.event == "growth") add(EventKind::ScaleGrowth, "loss scale growth");
+  }
+}
+
+}  // namespace
+
+const char* event_kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::NaN: return "NaN";
+    case EventKind::Inf: return "Inf";
+    case EventKind::Overflow: return "overflow";
+    case EventKind::Underflow: return "underflow";
+    case EventKind::ScaleBackoff: return "scale backoff";
+    case EventKind::ScaleGrowth: return "scale growth";
+    case EventKind::SkippedStep: return "skipped step";
+  }
+  return "?";
+}
+
+EventPage events(const Trace& trace, const EventQuery& query) {
+  std::vector<Event> all;
+  add_nonfinite(trace, query, all);
+  add_cast_events(trace, query, all);
+  add_loss_scale(trace, query, all);
+  std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
+  EventPage page;
+  const std::size_t end = query.offset + query.limit;
+  page.more = all.size() > end;
+  if (query.offset < all.size()) {
+    all.resize(std::min(all.size(), end));
+    page.events.assign(std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(query.offset)),
+                       std::make_move_iterator(all.end()));
+  }
+  return page;
+}
+
+}  // namespace fpscope::analysis
