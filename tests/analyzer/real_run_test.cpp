@@ -53,6 +53,15 @@ TEST_F(RealRun, ReportMatchesSql) {
     EXPECT_EQ(m.by_category[c].at_peak,
               *sql_value(path, std::string("select bytes from v_memory_peak where category = '") + kCategoryNames[c] + "'"));
   }
+  // The dataset the trainer holds is data memory: 28x28 bytes per image and one per label.
+  const auto data_bytes = [&](const char* name) {
+    return sql_value(path, std::string("select sum(m.bytes) from memory_events m join strings s on s.id = m.name_id "
+                                       "where m.kind = 'alloc' and m.category = 6 and s.value = '") + name + "'");
+  };
+  EXPECT_EQ(data_bytes("dataset.train.images"), 320.0 * 28 * 28);  // --train-subset 320
+  EXPECT_EQ(data_bytes("dataset.train.labels"), 320.0);
+  EXPECT_EQ(data_bytes("dataset.test.images"), 100.0 * 28 * 28);    // --test-subset 100
+  EXPECT_EQ(data_bytes("dataset.test.labels"), 100.0);
   const LossScaleReport ls = loss_scale(*t);
   EXPECT_EQ(ls.growths, *sql_value(path, "select count(*) from loss_scale where event = 'growth'"));
   EXPECT_EQ(*ls.final_scale, *sql_value(path, "select scale_after from loss_scale order by t_ns desc limit 1"));

@@ -36,10 +36,12 @@ ImageSet load_image_set(const std::string& dir, const std::string& prefix, int64
   set.count = images.dims[0];
   if (subset > 0 && subset < set.count) set.count = subset;
   std::size_t plane = static_cast<std::size_t>(set.rows) * static_cast<std::size_t>(set.cols);
-  images.values.resize(static_cast<std::size_t>(set.count) * plane);
-  labels.values.resize(static_cast<std::size_t>(set.count));
-  set.pixels = std::move(images.values);
-  set.labels = std::move(labels.values);
+  // Copied once, at their final size, into memory the kernel library provides (category data).
+  const bool train = set.name == "train";
+  set.pixels = DataBytes(DataAllocator<uint8_t>(train ? "dataset.train.images" : "dataset.test.images"));
+  set.labels = DataBytes(DataAllocator<uint8_t>(train ? "dataset.train.labels" : "dataset.test.labels"));
+  set.pixels.assign(images.values.begin(), images.values.begin() + static_cast<std::ptrdiff_t>(set.count * plane));
+  set.labels.assign(labels.values.begin(), labels.values.begin() + static_cast<std::ptrdiff_t>(set.count));
   return set;
 }
 

@@ -75,7 +75,21 @@ TEST_F(DataFiles, ParsesImagesAndLabels) {
   EXPECT_EQ(set.cols, 3);
   ASSERT_EQ(set.pixels.size(), 18u);
   EXPECT_EQ(set.pixels[17], 255);
-  EXPECT_EQ(set.labels, (std::vector<uint8_t>{7, 0, 9}));
+  EXPECT_EQ(set.labels, (DataBytes{7, 0, 9}));
+}
+
+// The dataset lives in memory the kernel library provides, counted as data in the ledger.
+TEST_F(DataFiles, HeldInDataMemoryThatTheLedgerCounts) {
+  write_valid("train");
+  const std::size_t live_before = memory_ledger().live_total();
+  {
+    ImageSet set = load_image_set(dir_.string(), "train", 2);
+    EXPECT_EQ(set.pixels.get_allocator().name, std::string("dataset.train.images"));
+    EXPECT_EQ(set.labels.get_allocator().name, std::string("dataset.train.labels"));
+    EXPECT_EQ(memory_ledger().live_total(), live_before + 12 + 2);  // 2 images of 2x3, 2 labels
+    EXPECT_GE(memory_ledger().peak(MPT_CAT_DATA), 14u);
+  }
+  EXPECT_EQ(memory_ledger().live_total(), live_before);
 }
 
 TEST_F(DataFiles, SubsetKeepsTheFirstExamples) {
@@ -84,7 +98,7 @@ TEST_F(DataFiles, SubsetKeepsTheFirstExamples) {
   EXPECT_EQ(set.name, "test");
   EXPECT_EQ(set.count, 2);
   EXPECT_EQ(set.pixels.size(), 12u);
-  EXPECT_EQ(set.labels, (std::vector<uint8_t>{7, 0}));
+  EXPECT_EQ(set.labels, (DataBytes{7, 0}));
 }
 
 TEST_F(DataFiles, MissingFileNamesFileAndPackage) {
