@@ -48,17 +48,17 @@ MemoryReport memory(const Trace& trace, std::size_t largest) {
 }
 
 std::vector<MemoryPoint> memory_timeline(const Trace& trace, std::size_t max_points) {
-  sql::Statement st(detail::db(trace), "SELECT t_ns, step, kind, bytes, category FROM memory_events ORDER BY t_ns, id");
+  // The schema's memory timeline: live bytes after each event, in total and in its category.
+  sql::Statement st(detail::db(trace),
+                    "SELECT t_ns, step, category, live, category_live FROM v_memory_timeline ORDER BY t_ns, id");
   std::vector<MemoryPoint> points;
   MemoryPoint live;
   while (st.step()) {
-    const int64_t sign = st.text(2) == "alloc" ? 1 : -1;
-    const int64_t bytes = sign * st.i64(3);
-    const int64_t c = st.i64(4);
+    const int64_t c = st.i64(2);
     live.t_ns = st.i64(0);
     live.step = st.opt_i64(1);
-    live.total += bytes;
-    if (c >= 0 && c < kCategoryCount) live.by_category[c] += bytes;
+    live.total = st.i64(3);
+    if (c >= 0 && c < kCategoryCount) live.by_category[c] = st.i64(4);
     if (!points.empty() && points.back().t_ns == live.t_ns) {
       points.back() = live;  // one point per moment: the state after its last event
     } else {

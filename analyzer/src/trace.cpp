@@ -182,11 +182,10 @@ RunEnd state_of(const std::map<std::string, std::string>& meta) {
                               running ? collector_alive(meta) : std::nullopt);
 }
 
-// The `CREATE TABLE summary_...` statements of trace_finalize.sql, made temporary.
-std::vector<std::string> temp_summary_statements() {
+// The statements of an embedded script, without the comments and blank lines before each.
+std::vector<std::string> statements_of(const char* text) {
   std::vector<std::string> statements;
   std::string current;
-  const char* text = embedded::kTraceFinalizeSql;
   while (*text) {
     const char* end = std::strchr(text, '\n');
     size_t len = end ? static_cast<size_t>(end - text) + 1 : std::strlen(text);
@@ -204,14 +203,35 @@ std::vector<std::string> temp_summary_statements() {
         break;
       }
     }
-    std::string statement = current.substr(start);
+    statements.push_back(current.substr(start));
     current.clear();
-    const std::string prefix = "CREATE TABLE summary_";
+  }
+  return statements;
+}
+
+// The `CREATE TABLE summary_...` statements of trace_finalize.sql, made temporary.
+std::vector<std::string> temp_summary_statements() {
+  std::vector<std::string> statements;
+  const std::string prefix = "CREATE TABLE summary_";
+  for (const std::string& statement : statements_of(embedded::kTraceFinalizeSql)) {
     if (statement.compare(0, prefix.size(), prefix) == 0) {
       statements.push_back("CREATE TEMP TABLE " + statement.substr(std::strlen("CREATE TABLE ")));
     }
   }
   return statements;
+}
+
+// A trace written by an earlier build of the same schema version may lack views this build's schema
+// defines (the memory timeline the summaries and the memory plot read): they are created as
+// temporary views on this connection, from this build's schema.
+void add_missing_views(const sql::Database& db) {
+  const std::string prefix = "CREATE VIEW ";
+  for (const std::string& statement : statements_of(embedded::kTraceSchemaSql)) {
+    if (statement.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::size_t name_end = statement.find_first_of(" \n", prefix.size());
+    const std::string name = statement.substr(prefix.size(), name_end - prefix.size());
+    if (!db.has_table(name)) db.exec("CREATE TEMP VIEW " + statement.substr(prefix.size()));
+  }
 }
 
 struct ProgressContext {
@@ -309,6 +329,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   for (const char* table : kSummaryTables) all_tables = all_tables && impl->db.has_table(table, false);
   auto version = impl->meta.find("summary_version");
   impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == kSummaryVersion;
+  add_missing_views(impl->db);
   impl->db.exec("PRAGMA query_only = 1");
   if (!report(options.progress, "validated", 0.1)) throw cancelled();
   if (options.build_missing_summaries || impl->summaries_precomputed) impl->ensure_summaries(options.progress);

@@ -63,33 +63,20 @@ SELECT k.name_id AS kernel_name_id, k.layer_id, count(*) AS tensors, sum(n.origi
 FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id
 GROUP BY k.name_id, k.layer_id;
 
--- Memory per category: live bytes when the total peaked (its first moment), the category's own
--- maximum, and what was allocated in all. Events are ordered by (t_ns, id), as in v_memory_peak.
+-- Memory per category: live bytes when the total peaked (from v_memory_peak), the category's own
+-- maximum, and what was allocated in all; read off the schema's one memory timeline.
 CREATE TABLE summary_memory AS
-WITH signed AS MATERIALIZED (
-  SELECT id, t_ns, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
-  FROM memory_events
-),
-running AS MATERIALIZED (
-  SELECT id, t_ns, category, kind, bytes, delta,
-         sum(delta) OVER (ORDER BY t_ns, id) AS live,
-         sum(delta) OVER (PARTITION BY category ORDER BY t_ns, id) AS category_live
-  FROM signed
-),
-peak AS MATERIALIZED (SELECT id, t_ns FROM running ORDER BY live DESC, t_ns, id LIMIT 1),
-by_category AS (
-  SELECT r.category,
-         sum(CASE WHEN r.t_ns < p.t_ns OR (r.t_ns = p.t_ns AND r.id <= p.id) THEN r.delta ELSE 0 END) AS at_peak,
-         max(r.category_live) AS max_live,
-         sum(CASE WHEN r.kind = 'alloc' THEN r.bytes ELSE 0 END) AS allocated,
-         sum(r.kind = 'alloc') AS allocations,
-         sum(r.delta) AS live_at_end
-  FROM running r CROSS JOIN peak p GROUP BY r.category
+WITH by_category AS (
+  SELECT category, max(category_live) AS max_live,
+         sum(CASE WHEN kind = 'alloc' THEN bytes ELSE 0 END) AS allocated,
+         sum(kind = 'alloc') AS allocations, sum(delta) AS live_at_end
+  FROM v_memory_timeline GROUP BY category
 )
-SELECT c.id AS category, coalesce(b.at_peak, 0) AS at_peak, coalesce(b.max_live, 0) AS max_live,
+SELECT c.id AS category, p.bytes AS at_peak, coalesce(b.max_live, 0) AS max_live,
        coalesce(b.allocated, 0) AS allocated, coalesce(b.allocations, 0) AS allocations,
        coalesce(b.live_at_end, 0) AS live_at_end
-FROM categories c LEFT JOIN by_category b ON b.category = c.id ORDER BY c.id;
+FROM categories c JOIN v_memory_peak p ON p.category = c.name
+LEFT JOIN by_category b ON b.category = c.id ORDER BY c.id;
 
 -- Allocations grouped by (name, category, bytes), so an activation allocated every step is one row.
 -- The bare columns come from the group's first event: SQLite takes them from the min() row.
@@ -101,14 +88,6 @@ GROUP BY m.name_id, m.category, m.bytes;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
 CREATE TABLE summary_counts AS
-WITH signed AS MATERIALIZED (
-  SELECT id, t_ns, step, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
-  FROM memory_events
-),
-peak AS MATERIALIZED (
-  SELECT id, t_ns, step, sum(delta) OVER (ORDER BY t_ns, id) AS live FROM signed
-  ORDER BY live DESC, t_ns, id LIMIT 1
-)
 SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
 UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
 UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
@@ -124,9 +103,9 @@ UNION ALL SELECT 'start_ns', (SELECT min(v) FROM (SELECT min(start_ns) AS v FROM
 UNION ALL SELECT 'end_ns', (SELECT max(v) FROM (SELECT max(end_ns) AS v FROM kernels
                             UNION ALL SELECT max(end_ns) FROM nvtx_ranges
                             UNION ALL SELECT max(t_ns) FROM memory_events))
-UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM peak)
-UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM peak)
-UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak);
+UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM v_memory_peak_moment)
+UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM v_memory_peak_moment)
+UNION ALL SELECT 'memory_peak_step', (SELECT step FROM v_memory_peak_moment);
 
 -- Indexes for timeline windows.
 CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);

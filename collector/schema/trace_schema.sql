@@ -276,21 +276,26 @@ CREATE VIEW v_loss_scale AS
 SELECT step, scale_before AS scale, found_inf, skipped, event, scale_after, t_ns, kernel_id
 FROM loss_scale ORDER BY t_ns;
 
--- Live bytes per category at the moment total live bytes peaked (the first such moment).
+-- The memory timeline, defined once: every memory event in (t_ns, id) order with its signed size
+-- (delta) and the live bytes after it, in total (live) and in its category (category_live).
+-- v_memory_peak, the memory summaries and the analyzer's memory plot all read it.
+CREATE VIEW v_memory_timeline AS
+SELECT id, t_ns, step, category, kind, bytes, delta,
+       sum(delta) OVER (ORDER BY t_ns, id) AS live,
+       sum(delta) OVER (PARTITION BY category ORDER BY t_ns, id) AS category_live
+FROM (SELECT id, t_ns, step, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
+      FROM memory_events);
+
+-- The moment total live bytes peaked: the event after which they were largest, the first such.
+CREATE VIEW v_memory_peak_moment AS
+SELECT id, t_ns, step, live FROM v_memory_timeline ORDER BY live DESC, t_ns, id LIMIT 1;
+
+-- Live bytes per category at that moment.
 CREATE VIEW v_memory_peak AS
-WITH signed AS (
-  SELECT id, t_ns, category, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
-  FROM memory_events
-),
-running AS (
-  SELECT id, t_ns, sum(delta) OVER (ORDER BY t_ns, id) AS live FROM signed
-),
-peak AS (
-  SELECT id, t_ns, live FROM running ORDER BY live DESC, t_ns, id LIMIT 1
-)
-SELECT c.name AS category, coalesce(sum(s.delta), 0) AS bytes,
-       (SELECT t_ns FROM peak) AS peak_t_ns, (SELECT live FROM peak) AS peak_total_bytes
+SELECT c.name AS category, coalesce(sum(m.delta), 0) AS bytes,
+       (SELECT t_ns FROM v_memory_peak_moment) AS peak_t_ns, (SELECT live FROM v_memory_peak_moment) AS peak_total_bytes
 FROM categories c
-LEFT JOIN signed s ON s.category = c.id
-  AND (s.t_ns < (SELECT t_ns FROM peak) OR (s.t_ns = (SELECT t_ns FROM peak) AND s.id <= (SELECT id FROM peak)))
+LEFT JOIN v_memory_timeline m ON m.category = c.id
+  AND (m.t_ns < (SELECT t_ns FROM v_memory_peak_moment)
+       OR (m.t_ns = (SELECT t_ns FROM v_memory_peak_moment) AND m.id <= (SELECT id FROM v_memory_peak_moment)))
 GROUP BY c.id ORDER BY c.id;
