@@ -2,6 +2,7 @@
 // the summary, the first non-finite origin, value ranges, loss and loss scale over steps, memory by
 // category over time and a heat map of each layer's largest magnitude by step.
 #include "fpscope/export.h"
+#include "fpscope/palette.h"
 #include "report_util.h"
 
 #include <algorithm>
@@ -13,8 +14,7 @@ namespace fpscope::analysis {
 namespace {
 
 constexpr int kWidth = 760, kHeight = 220, kMargin = 50;
-constexpr std::array<const char*, kCategoryCount> kCategoryColors = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                                                                     "#59a14f", "#edc948", "#b07aa1"};
+static_assert(kCategoryCount == palette::kCategories.size());
 
 std::string esc(const std::string& text) {
   std::string out;
@@ -79,7 +79,7 @@ std::string memory_plot(const Trace& trace) {
   const auto points = memory_timeline(trace, 600);
   std::vector<Series> series;
   for (int c = 0; c < kCategoryCount; ++c) {
-    Series s{kCategoryNames[c], kCategoryColors[c], {}};
+    Series s{kCategoryNames[c], palette::hex(palette::kCategories[c]), {}};
     for (const auto& p : points) s.points.emplace_back((p.t_ns - points.front().t_ns) / 1e9, p.by_category[c] / 1048576.0);
     bool any = std::any_of(s.points.begin(), s.points.end(), [](auto& q) { return q.second != 0; });
     if (any) series.push_back(std::move(s));
@@ -127,20 +127,32 @@ std::string heat_map(const Trace& trace, RangeView view) {
   for (auto& [key, bin] : bins) {
     std::string color = "#eee";
     if (bin.second > 0) {
-      color = "#d62728";
+      color = palette::hex(palette::kNaN);
     } else if (bin.first > 0) {
-      double t = e1 > e0 ? (std::floor(std::log2(bin.first)) - e0) / (e1 - e0) : 0.5;
-      color = fmt::format("rgb({},{},{})", static_cast<int>(255 - 200 * t), static_cast<int>(255 - 120 * t), 255);
+      color = palette::hex(palette::exponent_scale(palette::scale_position(std::floor(std::log2(bin.first)), e0, e1)));
     }
     svg << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} step {}: absmax {}{}</title></rect>\n",
                        label_w + key.second * cell_w, key.first * cell_h, cell_w, cell_h - 2, color, esc(layers[key.first]),
                        s0 + static_cast<int64_t>(key.second * per_column), human_number(bin.first),
                        bin.second ? fmt::format(", {} NaN/Inf", bin.second) : "");
   }
-  svg << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">step {} … {}; light = 2^{}, dark = 2^{}, red = NaN/Inf</text>\n",
-                     label_w, cell_h * layers.size() + 20, s0, s1, e0 < e1 || e0 == e1 ? static_cast<int>(e0) : 0,
-                     e1 >= e0 ? static_cast<int>(e1) : 0);
-  return svg.str() + "</svg>\n";
+  svg << fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">step {} … {}</text>\n", label_w, cell_h * layers.size() + 20,
+                     s0, s1);
+  svg << "</svg>\n";
+  // The colour key: the scale's ends and up to three exponents between them, then NaN/Inf.
+  std::string key = "<div class=\"legend\">";
+  auto swatch = [&](palette::Rgb c, const std::string& label) {
+    key += "<span><b style=\"background:" + palette::hex(c) + "\"></b>" + label + "</span>";
+  };
+  if (e0 <= e1) {
+    const int lo = static_cast<int>(e0), hi = static_cast<int>(e1), stops = std::min(5, hi - lo + 1);
+    for (int i = 0; i < stops; ++i) {
+      const int e = stops == 1 ? lo : lo + static_cast<int>(std::lround(static_cast<double>(i) * (hi - lo) / (stops - 1)));
+      swatch(palette::exponent_scale(palette::scale_position(e, e0, e1)), fmt::format("2^{}", e));
+    }
+  }
+  swatch(palette::kNaN, "NaN/Inf");
+  return svg.str() + key + "</div>\n";
 }
 
 void summary_section(const Trace& trace, std::ostream& out) {
@@ -205,12 +217,13 @@ void export_html(const Trace& trace, std::ostream& out) {
       << "svg{max-width:100%;height:auto}p{overflow-wrap:anywhere}"
       << ".legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;color:#444;margin:2px 0 14px 50px}"
       << ".legend i{display:inline-block;width:14px;height:4px;margin-right:6px;vertical-align:middle}"
+      << ".legend b{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}"
       << "</style></head><body>\n"
       << "<h1>fpscope report</h1>\n";
   if (trace.unfinished()) out << "<p class=\"bad\">This trace is incomplete: " << esc(std::string(contract::label(trace.state()))) << ".</p>\n";
   summary_section(trace, out);
   const auto step_rows = steps(trace);
-  Series loss{"loss", "#4e79a7", {}}, scale{"log2(loss scale)", "#e15759", {}};
+  Series loss{"loss", palette::hex(palette::kLoss), {}}, scale{"log2(loss scale)", palette::hex(palette::kLossScale), {}};
   for (const auto& r : step_rows) {
     if (r.loss) loss.points.emplace_back(r.step, *r.loss);
     if (r.loss_scale && *r.loss_scale > 0) scale.points.emplace_back(r.step, std::log2(*r.loss_scale));

@@ -1,6 +1,7 @@
 // libfpscope_analysis on synthetic traces: every number checked against direct SQL on the same
 // file; the live fallback (no summary tables) against the finalized trace; bad inputs.
 #include "fpscope/analysis.h"
+#include "fpscope/palette.h"
 #include "fpscope/export.h"
 #include "fpscope/units.h"
 #include "processes.h"
@@ -20,6 +21,7 @@
 
 using namespace fpscope::analysis;
 namespace contract = fpscope::contract;
+namespace palette = fpscope::palette;
 using fpscope::test::make_trace;
 using fpscope::test::sql_exec;
 using fpscope::test::sql_value;
@@ -474,6 +476,46 @@ TEST(Analysis, HtmlReportWrapsLongValuesAndLegendsEverySeries) {
   EXPECT_EQ(html.find("class=\"ax\">weight<"), std::string::npos) << "a series label inside the SVG";
   EXPECT_NE(html.find(range_view_info(RangeView::Activations).title), std::string::npos);
   EXPECT_NE(html.find(range_view_info(RangeView::GradientsScaled).title), std::string::npos);
+
+  // The heat maps draw in the shared palette: a cell that held NaN/Inf in its colour, and a key
+  // whose swatches name exponents on the same scale.
+  const auto heat = html.find(range_view_info(RangeView::GradientsScaled).title);
+  const std::string heat_svg = html.substr(heat, html.find("</svg>", heat) - heat);
+  EXPECT_NE(heat_svg.find("fill=\"" + palette::hex(palette::kNaN) + "\""), std::string::npos);
+  const auto key = html.find("<div class=\"legend\">", heat);
+  ASSERT_NE(key, std::string::npos);
+  const std::string key_text = html.substr(key, html.find("</div>", key) - key);
+  EXPECT_NE(key_text.find(palette::hex(palette::kNaN) + "\"></b>NaN/Inf"), std::string::npos) << key_text;
+  EXPECT_NE(key_text.find("></b>2^"), std::string::npos) << key_text;
+}
+
+// One palette for every front end: categories by name in the contract's order, the exponent
+// ramp from its dark end to its bright end, and a colour per name that never changes.
+TEST(Palette, MeaningfulColoursAreSharedAndStable) {
+  for (int c = 0; c < contract::kMemoryCategoryCount; ++c) {
+    EXPECT_EQ(palette::category(contract::kMemoryCategoryNames[c]), palette::kCategories[c]) << c;
+    EXPECT_EQ(palette::category(static_cast<contract::MemoryCategory>(c)), palette::kCategories[c]) << c;
+  }
+  EXPECT_EQ(palette::hex({255, 0, 16}), "#ff0010");
+  auto luminance = [](palette::Rgb c) { return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b; };
+  double previous = -1;
+  for (int i = 0; i <= 20; ++i) {
+    const double now = luminance(palette::exponent_scale(i / 20.0));
+    EXPECT_GT(now, previous) << "the ramp brightens monotonically, at " << i;
+    previous = now;
+  }
+  EXPECT_EQ(palette::exponent_scale(-3), palette::exponent_scale(0));
+  EXPECT_EQ(palette::exponent_scale(7), palette::exponent_scale(1));
+  EXPECT_EQ(palette::exponent_scale(std::nan("")), palette::exponent_scale(0));
+  EXPECT_DOUBLE_EQ(palette::scale_position(5, 0, 10), 0.5);
+  EXPECT_DOUBLE_EQ(palette::scale_position(3, 3, 3), 0.5);
+  EXPECT_EQ(palette::for_name("conv2d_forward"), palette::for_name("conv2d_forward"));
+  EXPECT_NE(palette::for_name("conv2d_forward"), palette::for_name("conv2d_backward_data"));
+  // An unknown category name falls back to the name's own colour.
+  EXPECT_EQ(palette::category("no such category"), palette::for_name("no such category"));
+  // Hue from the name; the brightest channel is the requested value.
+  const palette::Rgb c = palette::for_name("relu_forward", 0.5, 0.8);
+  EXPECT_EQ(std::max({c.r, c.g, c.b}), 204);
 }
 
 void set_meta(const std::string& path, const std::string& key, const std::string& value) {

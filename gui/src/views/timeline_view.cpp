@@ -311,7 +311,7 @@ class TimelineView final : public View {
       const TimeBlock& b = blocks[i];
       const float x0 = std::max(left_, x_of(static_cast<double>(b.start - run.origin)));
       const float x1 = std::min(right_, std::max(x0 + 1.0f, x_of(static_cast<double>(b.end - run.origin))));
-      ImU32 fill = colors::for_name(index.name(b.name), b.count > 1 ? 0.3f : 0.55f, b.count > 1 ? 0.6f : 0.72f);
+      ImU32 fill = colors::for_name(index.name(b.name), b.count > 1 ? 0.3 : 0.55, b.count > 1 ? 0.6 : 0.72);
       if (b.flags & TimeSpan::kFailed) fill = colors::kErrorText;
       if (hover && mouse_x >= x0 - 1 && mouse_x <= x1 + 1) {
         hover->doc = run.doc;
