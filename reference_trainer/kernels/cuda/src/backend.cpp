@@ -8,6 +8,7 @@
 #include <string>
 
 #include "device_numerics.h"
+#include "device_scratch.h"
 #include "launch_args.h"
 #include "launchers.h"
 #include "mpt/cuda_backend.h"
@@ -454,26 +455,6 @@ const KernelEntry kKernels[] = {
 
 // [SECTION] public interface
 
-namespace {
-
-/* Scratch buffers come from the stream-ordered allocator's default pool. Its default release
- * threshold (0) hands memory back to the driver at every synchronisation, and a trainer
- * synchronises every step, so each step would allocate afresh; keep what was allocated instead. */
-void keep_scratch_pool() {
-  int device = 0;
-  cudaMemPool_t pool;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
-    cudaGetLastError();
-    return;
-  }
-  uint64_t keep_all = UINT64_MAX;
-  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) != cudaSuccess) {
-    cudaGetLastError();
-  }
-}
-
-}  // namespace
-
 bool available(std::string* why) {
   static std::once_flag once;
   static bool usable = false;
@@ -489,7 +470,6 @@ bool available(std::string* why) {
       reason = "no CUDA device present";
     } else {
       usable = true;
-      keep_scratch_pool();
     }
   });
   if (!usable && why) *why = reason;
@@ -542,6 +522,7 @@ int launch(const mpt_launch_desc& d, std::string* error) {
     return MPT_ERR_DEVICE;
   }
   detail::LaunchArgs args(d, error, /*dry_run=*/false);
+  detail::ScratchKernelScope scratch_names(d.kernel);
   return find_kernel(d.kernel)->run(args);
 }
 

@@ -17,6 +17,7 @@
 #include <climits>
 #include <string>
 
+#include "device_scratch.h"
 #include "launch_args.h"
 #include "launchers.h"
 
@@ -36,26 +37,6 @@ cublasHandle_t blas_handle(cudaStream_t stream, cublasStatus_t* status) {
   if (*status == CUBLAS_STATUS_SUCCESS) *status = cublasSetStream(h, stream);
   return h;
 }
-
-/* Stream-ordered scratch: allocated and freed on the launch's stream, so nothing waits. */
-class Scratch {
- public:
-  explicit Scratch(cudaStream_t stream) : stream_(stream) {}
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() {
-    if (p_) cudaFreeAsync(p_, stream_);
-  }
-  cudaError_t get(size_t bytes, void** out) {
-    cudaError_t e = cudaMallocAsync(&p_, bytes == 0 ? 1 : bytes, stream_);
-    *out = p_;
-    return e;
-  }
-
- private:
-  cudaStream_t stream_;
-  void* p_ = nullptr;
-};
 
 cudaDataType blas_type(int dtype) {
   return dtype == MPT_DTYPE_F16 ? CUDA_R_16F : dtype == MPT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "device_numerics.h"
+#include "device_scratch.h"
 #include "grid_stride.h"
 #include "launchers.h"
 
@@ -422,8 +423,13 @@ cudaError_t maxpool2d_backward(Flat dy, const int32_t* argmax, Flat dx, int64_t 
                                int64_t W, int64_t P, int64_t Q, cudaStream_t stream) {
   // Sums are kept in fp32 and rounded once, as the CPU's zeroed fp32 output buffer.
   float* acc = static_cast<float*>(dx.data);
+  Scratch acc_mem(stream);
   cudaError_t e = cudaSuccess;
-  if (dx.dtype != dev::F32) e = cudaMallocAsync(reinterpret_cast<void**>(&acc), dx.n * sizeof(float) + 1, stream);
+  if (dx.dtype != dev::F32) {
+    void* p = nullptr;
+    e = acc_mem.get(static_cast<size_t>(dx.n) * sizeof(float), &p);
+    acc = static_cast<float*>(p);
+  }
   if (e != cudaSuccess) return e;
   e = cudaMemsetAsync(acc, 0, static_cast<size_t>(dx.n) * sizeof(float), stream);
   if (e == cudaSuccess && planes > 0) {
@@ -431,13 +437,9 @@ cudaError_t maxpool2d_backward(Flat dy, const int32_t* argmax, Flat dx, int64_t 
                                                                          H * W, P * Q);
     e = cudaGetLastError();
   }
-  if (dx.dtype != dev::F32) {
-    if (e == cudaSuccess && dx.n > 0) {
-      MPT_LAUNCH(round_into_kernel, blocks_for(dx.n), kThreads, stream)(acc, dx);
-      e = cudaGetLastError();
-    }
-    cudaError_t f = cudaFreeAsync(acc, stream);
-    if (e == cudaSuccess) e = f;
+  if (dx.dtype != dev::F32 && e == cudaSuccess && dx.n > 0) {
+    MPT_LAUNCH(round_into_kernel, blocks_for(dx.n), kThreads, stream)(acc, dx);
+    e = cudaGetLastError();
   }
   return e;
 }
