@@ -88,6 +88,7 @@ GROUP BY m.name_id, m.category, m.bytes;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
 CREATE TABLE summary_counts AS
+WITH peak AS MATERIALIZED (SELECT live, t_ns, step FROM v_memory_peak_moment)
 SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
 UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
 UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
@@ -103,9 +104,9 @@ UNION ALL SELECT 'start_ns', (SELECT min(v) FROM (SELECT min(start_ns) AS v FROM
 UNION ALL SELECT 'end_ns', (SELECT max(v) FROM (SELECT max(end_ns) AS v FROM kernels
                             UNION ALL SELECT max(end_ns) FROM nvtx_ranges
                             UNION ALL SELECT max(t_ns) FROM memory_events))
-UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM v_memory_peak_moment)
-UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM v_memory_peak_moment)
-UNION ALL SELECT 'memory_peak_step', (SELECT step FROM v_memory_peak_moment);
+UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM peak)
+UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM peak)
+UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak);
 
 -- Indexes for timeline windows.
 CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);

@@ -276,26 +276,33 @@ CREATE VIEW v_loss_scale AS
 SELECT step, scale_before AS scale, found_inf, skipped, event, scale_after, t_ns, kernel_id
 FROM loss_scale ORDER BY t_ns;
 
--- The memory timeline, defined once: every memory event in (t_ns, id) order with its signed size
--- (delta) and the live bytes after it, in total (live) and in its category (category_live).
--- v_memory_peak, the memory summaries and the analyzer's memory plot all read it.
+-- The memory timeline, defined once, in three layers so that each reader pays only for what it
+-- reads: every memory event in (t_ns, id) order with its signed size (delta: +bytes for an alloc,
+-- -bytes for a free); then the total live bytes after it (live); then its category's live bytes
+-- after it (category_live). v_memory_peak, the memory summaries and the analyzer's memory plot all
+-- read these.
+CREATE VIEW v_memory_deltas AS
+SELECT id, t_ns, step, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
+FROM memory_events;
+
+CREATE VIEW v_memory_live AS
+SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER (ORDER BY t_ns, id) AS live
+FROM v_memory_deltas;
+
 CREATE VIEW v_memory_timeline AS
-SELECT id, t_ns, step, category, kind, bytes, delta,
-       sum(delta) OVER (ORDER BY t_ns, id) AS live,
+SELECT id, t_ns, step, category, kind, bytes, delta, live,
        sum(delta) OVER (PARTITION BY category ORDER BY t_ns, id) AS category_live
-FROM (SELECT id, t_ns, step, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
-      FROM memory_events);
+FROM v_memory_live ORDER BY t_ns, id;
 
 -- The moment total live bytes peaked: the event after which they were largest, the first such.
 CREATE VIEW v_memory_peak_moment AS
-SELECT id, t_ns, step, live FROM v_memory_timeline ORDER BY live DESC, t_ns, id LIMIT 1;
+SELECT id, t_ns, step, live FROM v_memory_live ORDER BY live DESC, t_ns, id LIMIT 1;
 
--- Live bytes per category at that moment.
+-- Live bytes per category at that moment: each category's deltas up to it, the timeline read once.
 CREATE VIEW v_memory_peak AS
-SELECT c.name AS category, coalesce(sum(m.delta), 0) AS bytes,
-       (SELECT t_ns FROM v_memory_peak_moment) AS peak_t_ns, (SELECT live FROM v_memory_peak_moment) AS peak_total_bytes
-FROM categories c
-LEFT JOIN v_memory_timeline m ON m.category = c.id
-  AND (m.t_ns < (SELECT t_ns FROM v_memory_peak_moment)
-       OR (m.t_ns = (SELECT t_ns FROM v_memory_peak_moment) AND m.id <= (SELECT id FROM v_memory_peak_moment)))
-GROUP BY c.id ORDER BY c.id;
+WITH peak AS MATERIALIZED (SELECT id, t_ns, live FROM v_memory_peak_moment),
+upto AS (SELECT m.category, sum(m.delta) AS bytes FROM v_memory_deltas m, peak p
+         WHERE m.t_ns < p.t_ns OR (m.t_ns = p.t_ns AND m.id <= p.id) GROUP BY m.category)
+SELECT c.name AS category, coalesce(u.bytes, 0) AS bytes, p.t_ns AS peak_t_ns, p.live AS peak_total_bytes
+FROM categories c LEFT JOIN upto u ON u.category = c.id LEFT JOIN peak p ON 1
+ORDER BY c.id;

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Overhead of tracing on the reference trainer: wall time of `mptrain --model cnn` untraced, under
-# `fpscope run` with full statistics on every kernel, and under `fpscope run --every 10`, at 28
-# and 128 pixels. The three runs alternate, repetition after repetition, so that drift in the
-# machine's load hits all of them alike; the table shows median seconds and ratios to untraced,
-# of wall time and of CPU time (user + system, of the program and of the collector together:
-# on a machine shared with other work, CPU time is the steadier of the two).
+# Overhead of tracing on the reference trainer: whole-process wall time of `mptrain --model cnn`
+# untraced, under `fpscope run` with full statistics on every kernel, and under `fpscope run
+# --every 10`. The three runs alternate, repetition after repetition, so that drift in the
+# machine's load hits all of them alike. For each case the table shows the median untraced time,
+# and for each traced mode the median of the per-repetition ratios traced/untraced with their
+# minimum and maximum, of wall time and of CPU time (user + system, of the program and of the
+# collector together).
 #
 # Usage: injector/preload/bench/overhead.sh [BUILD_DIR]      (default: build)
-# Environment: REPS (5), STEPS28 (40), STEPS128 (20) training steps of 32 images, THREADS (2).
+# Environment:
+#   REPS     repetitions of each case (default 5)
+#   CASES    which cases, space separated, from: 28-6000-fp32 28-6000-amp 28-30000-fp32
+#            28-30000-amp 128-640-fp32 (default: all). A case is PIXELS-IMAGES-PRECISION; images
+#            are training images (32 a step), amp is amp-fp16 with dynamic loss scaling.
+#   THREADS  the trainer's threads (default 2)
 set -euo pipefail
 
 build=${1:-build}
 reps=${REPS:-5}
 threads=${THREADS:-2}
+cases=${CASES:-"28-6000-fp32 28-6000-amp 28-30000-fp32 28-30000-amp 128-640-fp32"}
 fpscope=$build/bin/fpscope
 mptrain=$build/bin/mptrain
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
@@ -22,6 +29,10 @@ for tool in "$fpscope" "$mptrain"; do
     exit 2
   fi
 done
+if ! [[ $reps =~ ^[1-9][0-9]*$ ]]; then
+  echo "overhead.sh: REPS must be a positive number, not '$reps'" >&2
+  exit 2
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -35,30 +46,38 @@ measure() {
     exit 1
   fi
   t1=$(date +%s%N)
-  awk -v ns=$((t1 - t0)) 'END {printf "%.3f %.3f\n", ns / 1e9, $1 + $2}' "$work/cpu"
+  awk -v ns=$((t1 - t0)) 'END {printf "%.4f %.4f\n", ns / 1e9, $1 + $2}' "$work/cpu"
 }
 
-# Median of column $1 of stdin.
-median() { awk -v c="$1" '{print $c}' | sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3fx", a / b}'; }
+# "median min max" of the numbers on stdin, one per line.
+spread() { sort -g | awk '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "%.3f %.3f %.3f\n", m, v[1], v[NR]}'; }
+# Per-repetition ratios of column $1 of file $2 over the same column of file $3.
+ratios() { paste -d' ' "$2" "$3" | awk -v c="$1" '{print $c / $(c + 2)}'; }
+# "1.234x (1.200-1.300)" from "median min max".
+show() { awk '{printf "%.3fx (%.3f-%.3f)", $1, $2, $3}'; }
 
-printf '%-6s %-5s | %-15s | %-31s | %-31s\n' "" "" "untraced" "full statistics, every kernel" "--every 10"
-printf '%-6s %-5s | %7s %7s | %7s %7s %7s %7s | %7s %7s %7s %7s\n' pixels steps wall cpu wall ratio cpu ratio \
-  wall ratio cpu ratio
-for pixels in 28 128; do
-  steps=$([[ $pixels == 28 ]] && echo "${STEPS28:-40}" || echo "${STEPS128:-20}")
-  train=(--model cnn --image-size "$pixels" --train-subset $((steps * 32)) --test-subset 32
+printf '%-14s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
+printf '%-14s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
+  "wall ratio (min-max)" "cpu ratio (min-max)"
+for c in $cases; do
+  IFS=- read -r pixels images precision <<<"$c"
+  if ! [[ $pixels =~ ^[0-9]+$ && $images =~ ^[0-9]+$ && ($precision == fp32 || $precision == amp) ]]; then
+    echo "overhead.sh: unknown case '$c' (PIXELS-IMAGES-fp32 or PIXELS-IMAGES-amp)" >&2
+    exit 2
+  fi
+  train=(--model cnn --image-size "$pixels" --train-subset "$images" --test-subset 32 --epochs 1
          --threads "$threads" --data-dir "$data")
+  if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
   : >"$work/plain"; : >"$work/full"; : >"$work/every"
   for ((r = 0; r < reps; r++)); do
     measure "$mptrain" "${train[@]}" >>"$work/plain"
     measure "$fpscope" run -q --force -o "$work/full.sqlite" -- "$mptrain" "${train[@]}" >>"$work/full"
     measure "$fpscope" run -q --force --every 10 -o "$work/every.sqlite" -- "$mptrain" "${train[@]}" >>"$work/every"
   done
-  pw=$(median 1 <"$work/plain"); pc=$(median 2 <"$work/plain")
-  fw=$(median 1 <"$work/full"); fc=$(median 2 <"$work/full")
-  ew=$(median 1 <"$work/every"); ec=$(median 2 <"$work/every")
-  printf '%-6s %-5s | %7.2f %7.2f | %7.2f %7s %7.2f %7s | %7.2f %7s %7.2f %7s\n' "$pixels" "$steps" "$pw" "$pc" \
-    "$fw" "$(ratio "$fw" "$pw")" "$fc" "$(ratio "$fc" "$pc")" "$ew" "$(ratio "$ew" "$pw")" "$ec" "$(ratio "$ec" "$pc")"
+  pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)
+  pc=$(awk '{print $2}' "$work/plain" | spread | cut -d' ' -f1)
+  printf '%-14s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c" "$pw" "$pc" \
+    "$(ratios 1 "$work/full" "$work/plain" | spread | show)" "$(ratios 2 "$work/full" "$work/plain" | spread | show)" \
+    "$(ratios 1 "$work/every" "$work/plain" | spread | show)" "$(ratios 2 "$work/every" "$work/plain" | spread | show)"
 done
-echo "median of $reps alternating runs of each; times include process start and the test pass"
+echo "seconds and ratios: median of $reps alternating runs (ratios pair by pair); whole processes, start-up and the test pass included"
