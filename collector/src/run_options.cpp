@@ -112,6 +112,10 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_option("--tensors", o.tensors, "Which tensors to measure")->check(CLI::IsMember({"in", "out", "both"}));
   app.add_option("--stats", o.stats, "full: also format counts and exponent histograms; basic: statistics only")
       ->check(CLI::IsMember({"full", "basic"}));
+  app.add_option("--stats-threads", o.stats_threads,
+                 "Threads that share the scan of a large tensor, the program's launching thread included "
+                 "(default 0: one per hardware thread, at most 4; 1: the launching thread alone)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
   app.add_option("--dump", o.dump,
@@ -160,6 +164,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
       {contract::env::kTensors, o.tensors},
       {contract::env::kStats, o.stats},
   };
+  if (o.stats_threads > 0) env.emplace_back(contract::env::kStatsThreads, std::to_string(o.stats_threads));
   if (!o.steps.empty()) env.emplace_back(contract::env::kSteps, o.steps);
   if (!o.ops.empty()) env.emplace_back(contract::env::kOps, o.ops);
   if (!o.trap.empty()) env.emplace_back(contract::env::kTrap, o.trap);
@@ -169,7 +174,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
-                      {"tensors", o.tensors}, {"stats", o.stats}, {"trap", o.trap},
+                      {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads}, {"trap", o.trap},
                       {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
   return j.dump();
 }

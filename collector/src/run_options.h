@@ -18,6 +18,7 @@ struct RunOptions {
   std::string ops;                 // comma-separated globs, empty: all
   std::string tensors = "both";    // in | out | both
   std::string stats = "full";      // full | basic
+  int stats_threads = 0;           // threads sharing a large tensor's scan; 0: automatic
   std::string trap;                // nonfinite | nan | inf, empty: none
   std::string dump;                // "key=value,..." (op, layer, tensor globs; step N or A-B), empty: none
   uint64_t ring_mib = 64;

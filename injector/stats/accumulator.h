@@ -62,6 +62,29 @@ struct Accumulator {
   std::array<uint64_t, kMaxThresholds> at_least{};  // Full: finite |x| bits >= threshold
   std::array<uint64_t, kHistBins> hist{};           // Full only
 
+  // Adds the state of the elements that follow this accumulator's, `offset` elements from the
+  // start of the array: counts add, extremes fold, the first non-finite value stays the earliest,
+  // and the part's (hi, lo) sums are added with TwoSum (two more additions per part).
+  void merge(const Accumulator& part, uint64_t offset) {
+    count += part.count;
+    nan += part.nan;
+    pos_inf += part.pos_inf;
+    neg_inf += part.neg_inf;
+    zero += part.zero;
+    subnormal += part.subnormal;
+    merge_extremes(part.min_key, part.max_key, part.min_nonzero_abs);
+    sum.add(part.sum.hi);
+    sum.add(part.sum.lo);
+    sum_squares.add(part.sum_squares.hi);
+    sum_squares.add(part.sum_squares.lo);
+    if (first_nonfinite < 0 && part.first_nonfinite >= 0) {
+      first_nonfinite = int64_t(offset) + part.first_nonfinite;
+      first_nonfinite_bits = part.first_nonfinite_bits;
+    }
+    for (std::size_t i = 0; i < at_least.size(); ++i) at_least[i] += part.at_least[i];
+    for (std::size_t i = 0; i < hist.size(); ++i) hist[i] += part.hist[i];
+  }
+
   // Folds the extremes of a batch (already reduced by a kernel) into this accumulator.
   void merge_extremes(int32_t batch_min_key, int32_t batch_max_key, uint32_t batch_min_nz) {
     if (batch_min_key < min_key) min_key = batch_min_key;

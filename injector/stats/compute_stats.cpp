@@ -1,7 +1,9 @@
 // compute_stats(): picks the fastest kernel this CPU supports, runs it over the array and turns
 // the accumulated state into TensorStats (decoding extremes, deriving cast outcomes from the
 // cumulative threshold counts, dividing the sums).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels.h"
 
@@ -133,27 +135,85 @@ const char* kernel_name(Kernel k) {
   return "?";
 }
 
+namespace {
+
+// One contiguous run of elements into `acc` (whose count the caller sets).
+void scan(Kernel k, const void* data, ElementType type, std::size_t n, StatsLevel level, Accumulator& acc) {
+  if (n == 0) return;
+  switch (k) {
+    case Kernel::Scalar:
+      scan_scalar(data, type, n, level, acc);
+      break;
+    case Kernel::Avx2:
+      scan_avx2(data, type, n, level, acc);
+      break;
+    case Kernel::Avx512:
+      scan_avx512(data, type, n, level, false, acc);
+      break;
+    case Kernel::Avx512Gfni:
+      scan_avx512(data, type, n, level, true, acc);
+      break;
+  }
+}
+
+std::size_t element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
+std::size_t chunk_count(std::size_t n) { return n == 0 ? 1 : (n + kStatsChunkElements - 1) / kStatsChunkElements; }
+
+// Chunk i of the array: its first element and its length.
+std::size_t chunk_begin(std::size_t i) { return i * kStatsChunkElements; }
+std::size_t chunk_length(std::size_t n, std::size_t i) {
+  return std::min(kStatsChunkElements, n - chunk_begin(i));
+}
+
+// Chunk i scanned into `part` (a fresh accumulator).
+void scan_chunk(Kernel k, const void* data, ElementType type, std::size_t n, StatsLevel level, std::size_t i,
+                Accumulator& part) {
+  part.count = chunk_length(n, i);
+  scan(k, static_cast<const unsigned char*>(data) + chunk_begin(i) * element_bytes(type), type, part.count,
+       level, part);
+}
+
+}  // namespace
+
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out) {
+  // Chunk 0 goes straight into the total; each later chunk into a partial state, merged in order.
   Accumulator acc;
-  acc.count = n;
-  if (n != 0) {
-    switch (k) {
-      case Kernel::Scalar:
-        scan_scalar(data, type, n, level, acc);
-        break;
-      case Kernel::Avx2:
-        scan_avx2(data, type, n, level, acc);
-        break;
-      case Kernel::Avx512:
-        scan_avx512(data, type, n, level, false, acc);
-        break;
-      case Kernel::Avx512Gfni:
-        scan_avx512(data, type, n, level, true, acc);
-        break;
-    }
+  scan_chunk(k, data, type, n, level, 0, acc);
+  for (std::size_t i = 1; i < chunk_count(n); ++i) {
+    Accumulator part;
+    scan_chunk(k, data, type, n, level, i, part);
+    acc.merge(part, chunk_begin(i));
   }
   finalize(acc, type, level, out);
+}
+
+void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
+                        StatsLevel level, TensorStats* out, ChunkRunner& runner) {
+  const std::size_t chunks = chunk_count(n);
+  if (chunks == 1) {
+    compute_stats_with(k, data, type, n, level, out);
+    return;
+  }
+  thread_local std::vector<Accumulator> parts;
+  parts.assign(chunks, Accumulator{});
+  struct Job {
+    Kernel k;
+    const void* data;
+    ElementType type;
+    std::size_t n;
+    StatsLevel level;
+    Accumulator* parts;
+  } job{k, data, type, n, level, parts.data()};
+  runner.run(
+      chunks,
+      [](void* context, std::size_t i) {
+        const Job& j = *static_cast<const Job*>(context);
+        scan_chunk(j.k, j.data, j.type, j.n, j.level, i, j.parts[i]);
+      },
+      &job);
+  for (std::size_t i = 1; i < chunks; ++i) parts[0].merge(parts[i], chunk_begin(i));
+  finalize(parts[0], type, level, out);
 }
 
 }  // namespace fpscope::stats
@@ -163,6 +223,11 @@ namespace fpscope {
 void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
                    TensorStats* out) {
   stats::compute_stats_with(stats::best_kernel(), data, type, n, level, out);
+}
+
+void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
+                   TensorStats* out, ChunkRunner& runner) {
+  stats::compute_stats_with(stats::best_kernel(), data, type, n, level, out, runner);
 }
 
 const char* compute_stats_kernel() { return stats::kernel_name(stats::best_kernel()); }

@@ -32,5 +32,7 @@ const char* kernel_name(Kernel k);
 // compute_stats() with a chosen kernel; `k` must be supported.
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out);
+void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
+                        StatsLevel level, TensorStats* out, ChunkRunner& runner);
 
 }  // namespace fpscope::stats

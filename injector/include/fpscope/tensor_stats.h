@@ -58,8 +58,27 @@ struct TensorStats {
 
 // Measures `n` elements at `data` (any alignment). Thread-safe; allocates nothing. Picks the
 // fastest kernel the CPU supports (AVX-512, AVX2 or portable); every kernel gives the same counts.
+// An array of more than kStatsChunkElements elements is scanned in chunks of that many, each into
+// a partial state of its own, and the partial states are merged in chunk order: so the result is
+// the same whether one thread scans every chunk or several threads share them (below).
 void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
                    TensorStats* out);
+
+inline constexpr std::size_t kStatsChunkElements = std::size_t{1} << 16;
+
+// Runs body(i) once for every i in [0, count), on any threads, and returns when all have run.
+class ChunkRunner {
+ public:
+  virtual void run(std::size_t count, void (*body)(void* context, std::size_t i), void* context) = 0;
+
+ protected:
+  ~ChunkRunner() = default;
+};
+
+// compute_stats() with the chunks handed to `runner`: the same TensorStats, bit for bit. Allocates
+// the chunks' partial states (reused by later calls on the same thread).
+void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
+                   TensorStats* out, ChunkRunner& runner);
 
 // Name of the kernel compute_stats() uses on this CPU ("avx512_gfni", "avx512", "avx2" or
 // "scalar"), for run metadata.

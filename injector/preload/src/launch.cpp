@@ -187,7 +187,7 @@ void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role 
     m.role = role;
     m.slot = static_cast<uint8_t>(i);
     m.dump_file.clear();
-    compute_stats(t.data, *float_type(t.dtype), element_count(t), options_.stats, &m.stats);
+    compute_stats(t.data, *float_type(t.dtype), element_count(t), options_.stats, &m.stats, stats_workers_);
     if (p.dump && options_.dump.matches_tensor(t.name ? t.name : "")) dump_tensor(p, &m);
   }
 }

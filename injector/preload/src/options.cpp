@@ -111,6 +111,17 @@ bool parse_stats(const char* v, Options* o, std::string* error) {
   return parse_choice(contract::env::kStats, v, kLevels, "full or basic", &o->stats, error);
 }
 
+bool parse_stats_threads(const char* v, Options* o, std::string* error) {
+  int64_t n = 0;
+  if (!parse_int(v, &n) || n < 0 || n > 64) {
+    *error = bad_value(contract::env::kStatsThreads, v,
+                       "a number of threads from 1 to 64 (0: one per hardware thread, at most 4)");
+    return false;
+  }
+  o->stats_threads = static_cast<int>(n);
+  return true;
+}
+
 bool parse_trap(const char* v, Options* o, std::string* error) {
   static constexpr std::pair<std::string_view, TrapKind> kTraps[] = {
       {"nonfinite", TrapKind::Nonfinite}, {"nan", TrapKind::NaN}, {"inf", TrapKind::Inf}};
@@ -217,6 +228,7 @@ std::string Options::describe() const {
   for (size_t i = 0; i < ops.size(); ++i) s += (i ? "," : "") + ops[i];
   s += std::string(" tensors=") + roles_name(tensors);
   s += std::string(" stats=") + (stats == StatsLevel::Full ? "full" : "basic");
+  s += " stats_threads=" + (stats_threads == 0 ? std::string("auto") : std::to_string(stats_threads));
   s += std::string(" trap=") + trap_name(trap);
   s += " dump=" + std::string(dump.enabled ? "on" : "off");
   return s;
@@ -231,7 +243,7 @@ bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
       {contract::env::kEvery, parse_every},     {contract::env::kSteps, parse_steps},
       {contract::env::kOps, parse_ops},         {contract::env::kTensors, parse_tensors},
       {contract::env::kStats, parse_stats},     {contract::env::kTrap, parse_trap},
-      {contract::env::kDump, parse_dump},
+      {contract::env::kDump, parse_dump},       {contract::env::kStatsThreads, parse_stats_threads},
   };
   for (const Field& f : fields) {
     const char* v = env(f.var);  // an empty value means "not set", as `fpscope run` may pass one

@@ -47,6 +47,7 @@ struct Options {
   std::vector<std::string> ops;      // FPSCOPE_OPS, globs against kernel and layer names
   TensorRoles tensors = TensorRoles::Both;
   StatsLevel stats = StatsLevel::Full;
+  int stats_threads = 0;             // FPSCOPE_STATS_THREADS; 0: one per hardware thread, at most 4
   TrapKind trap = TrapKind::None;
   DumpSpec dump;
   std::string dump_dir;              // FPSCOPE_DUMP_DIR, absolute

@@ -43,7 +43,10 @@ std::string executable_path() {
 }  // namespace
 
 Session::Session(Options options, std::unique_ptr<RecordSink> sink)
-    : options_(std::move(options)), sink_(std::move(sink)), writer_(sink_.get()) {}
+    : options_(std::move(options)),
+      sink_(std::move(sink)),
+      stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads()),
+      writer_(sink_.get()) {}
 
 void Session::announce() {
   const std::string exe = executable_path();

@@ -23,6 +23,7 @@
 #include "options.h"
 #include "range_stack.h"
 #include "record_writer.h"
+#include "stats_workers.h"
 
 namespace fpscope::inject {
 
@@ -154,6 +155,7 @@ class Session {
 
   Options options_;
   std::unique_ptr<RecordSink> sink_;
+  StatsWorkers stats_workers_;  // share large tensors' scans (FPSCOPE_STATS_THREADS)
   std::mutex mutex_;
   RecordWriter writer_;
   std::unordered_map<const void*, Allocation> live_;

@@ -137,8 +137,8 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   setenv("FPSCOPE_STALE_SETTING", "1", 1);
   setenv("OMP_NUM_THREADS", "3", 1);
   EXPECT_EQ(run_program({"env", env_file}, {"--every", "2", "--steps", "3-5", "--ops", "conv*,fc1", "--tensors",
-                                            "out", "--stats", "basic", "--trap", "nan", "--dump",
-                                            "op=conv2d_backward,step=4", "--quiet"}),
+                                            "out", "--stats", "basic", "--stats-threads", "3", "--trap", "nan",
+                                            "--dump", "op=conv2d_backward,step=4", "--quiet"}),
             0)
       << err_;
   unsetenv("FPSCOPE_STALE_SETTING");
@@ -155,6 +155,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   EXPECT_EQ(env["FPSCOPE_OPS"], "conv*,fc1");
   EXPECT_EQ(env["FPSCOPE_TENSORS"], "out");
   EXPECT_EQ(env["FPSCOPE_STATS"], "basic");
+  EXPECT_EQ(env["FPSCOPE_STATS_THREADS"], "3");
   EXPECT_EQ(env["FPSCOPE_TRAP"], "nan");
   EXPECT_EQ(env["FPSCOPE_DUMP"], "op=conv2d_backward,step=4");
   EXPECT_EQ(env["FPSCOPE_DUMP_DIR"], trace_ + ".dumps");
@@ -170,7 +171,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   EXPECT_EQ(db.meta("env.OMP_NUM_THREADS"), "3");
   EXPECT_EQ(db.meta("options"),
             R"({"cupti":true,"dump":"op=conv2d_backward,step=4","every":2,"ops":"conv*,fc1","ring_size_mib":64,)"
-            R"("stats":"basic","steps":"3-5","tensors":"out","trap":"nan"})");
+            R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","trap":"nan"})");
 }
 
 TEST_F(RunTest, NoCuptiLeavesCudaInjectionUnset) {

@@ -49,7 +49,7 @@ TEST(Options, DefaultsMeasureEverythingFully) {
   EXPECT_FALSE(o.dump.enabled);
   EXPECT_TRUE(o.selects("conv2d_forward", nullptr, -1));
   EXPECT_TRUE(o.selects("conv2d_forward", "conv1", 7));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full trap=off dump=off");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full stats_threads=auto trap=off dump=off");
 }
 
 TEST(Options, EveryKeepsStepsDivisibleByN) {
@@ -87,7 +87,7 @@ TEST(Options, OpsGlobsMatchKernelOrLayer) {
   EXPECT_TRUE(o.selects("linear_forward", "fc2", 1));
   EXPECT_FALSE(o.selects("linear_forward", "fc1", 1));
   EXPECT_FALSE(o.selects("relu_forward", nullptr, 1));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full trap=off dump=off");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full stats_threads=auto trap=off dump=off");
 }
 
 TEST(Options, TensorsStatsTrap) {
@@ -104,6 +104,14 @@ TEST(Options, TensorsStatsTrap) {
   EXPECT_FALSE(in.measures_outputs());
   // The trap watches outputs, so it measures them even when only inputs were asked for.
   EXPECT_TRUE(parsed(Env{{{"FPSCOPE_TENSORS", "in"}, {"FPSCOPE_TRAP", "nan"}}}).measures_outputs());
+}
+
+TEST(Options, StatsThreads) {
+  EXPECT_EQ(parsed(Env{{}}).stats_threads, 0);
+  const Options o = parsed(Env{{{"FPSCOPE_STATS_THREADS", "3"}}});
+  EXPECT_EQ(o.stats_threads, 3);
+  EXPECT_NE(o.describe().find(" stats_threads=3 "), std::string::npos) << o.describe();
+  EXPECT_EQ(parsed(Env{{{"FPSCOPE_STATS_THREADS", "1"}}}).stats_threads, 1);
 }
 
 TEST(Options, EmptyValuesMeanUnset) {
@@ -144,6 +152,9 @@ TEST(Options, InvalidValuesAreRejectedWithTheVariableNamed) {
   EXPECT_NE(rejection(Env{{{"FPSCOPE_TENSORS", "all"}}}).find("in, out or both"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS", "fast"}}}).find("full or basic"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_TRAP", "zero"}}}).find("nonfinite, nan or inf"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS_THREADS", "-1"}}}).find("FPSCOPE_STATS_THREADS='-1'"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS_THREADS", "65"}}}).find("from 1 to 64"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS_THREADS", "two"}}}).find("FPSCOPE_STATS_THREADS"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_DUMP", "kernel=relu"}, {"FPSCOPE_DUMP_DIR", "/tmp"}}})
                 .find("unknown key 'kernel'"),
             std::string::npos);

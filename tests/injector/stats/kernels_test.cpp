@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "formats.h"
 #include "test_tensors.h"
@@ -110,6 +112,93 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
         stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
         stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
         expect_same_stats(vs, ss);
+      }
+    }
+  }
+}
+
+// Every field, mean and rms included, bit for bit.
+void expect_identical(const TensorStats& a, const TensorStats& b) {
+  expect_same_double(a.mean, b.mean, "mean");
+  expect_same_double(a.rms, b.rms, "rms");
+  EXPECT_EQ(a.count, b.count);
+  EXPECT_EQ(a.nan, b.nan);
+  EXPECT_EQ(a.pos_inf, b.pos_inf);
+  EXPECT_EQ(a.neg_inf, b.neg_inf);
+  EXPECT_EQ(a.zero, b.zero);
+  EXPECT_EQ(a.subnormal, b.subnormal);
+  expect_same_double(a.min, b.min, "min");
+  expect_same_double(a.max, b.max, "max");
+  expect_same_double(a.min_nonzero, b.min_nonzero, "min_nonzero");
+  EXPECT_EQ(a.first_nonfinite, b.first_nonfinite);
+  EXPECT_EQ(a.first_nonfinite_bits, b.first_nonfinite_bits);
+  EXPECT_EQ(a.hist, b.hist);
+  for (int f = 0; f < kCastFormatCount; ++f) {
+    EXPECT_EQ(a.cast[f].overflow, b.cast[f].overflow) << f;
+    EXPECT_EQ(a.cast[f].underflow, b.cast[f].underflow) << f;
+    EXPECT_EQ(a.cast[f].subnormal, b.cast[f].subnormal) << f;
+    EXPECT_EQ(a.cast[f].near_max, b.cast[f].near_max) << f;
+  }
+}
+
+// Runs the chunks in an order of its choosing, or each on a thread of its own.
+class OrderedRunner final : public ChunkRunner {
+ public:
+  enum class Order { Forward, Backward, Threads };
+  explicit OrderedRunner(Order order) : order_(order) {}
+  void run(std::size_t count, void (*body)(void*, std::size_t), void* context) override {
+    chunks_ = count;
+    if (order_ == Order::Forward) {
+      for (std::size_t i = 0; i < count; ++i) body(context, i);
+    } else if (order_ == Order::Backward) {
+      for (std::size_t i = count; i-- > 0;) body(context, i);
+    } else {
+      std::vector<std::thread> threads;
+      for (std::size_t i = 0; i < count; ++i) threads.emplace_back([=] { body(context, i); });
+      for (auto& t : threads) t.join();
+    }
+  }
+  std::size_t chunks_ = 0;
+
+ private:
+  Order order_;
+};
+
+// Chunks scanned in any order, or at once on many threads, give exactly the statistics of one
+// thread scanning them all; NaN, Inf and subnormals sit on chunk boundaries so that the first
+// non-finite value and the merged extremes cross from one chunk to the next.
+TEST(ChunkedStats, AnyRunnerGivesTheSameStatisticsBitForBit) {
+  constexpr std::size_t C = kStatsChunkElements;
+  uint64_t seed = 77;
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    for (std::size_t n : {C - 1, C, C + 1, 3 * C + 17}) {
+      TestTensor t = gaussian_tensor(type, n, seed++, -3);
+      auto set = [&](std::size_t i, uint32_t bits32, uint16_t bits16) {
+        if (i >= n) return;
+        if (type == ElementType::F32) std::memcpy(&t.bytes[4 * i], &bits32, 4);
+        else std::memcpy(&t.bytes[2 * i], &bits16, 2);
+      };
+      const uint16_t nan16 = type == ElementType::F16 ? 0x7E00 : 0x7FC0;
+      const uint16_t inf16 = type == ElementType::F16 ? 0x7C00 : 0x7F80;
+      set(C, 0x7F800000u, inf16);       // +Inf: the first non-finite value, first of chunk 1
+      set(2 * C - 1, 0x7FC00000u, nan16);  // NaN: last of chunk 1
+      set(C - 1, 0x00000001u, 0x0001);  // the smallest subnormal: last of chunk 0
+      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+        SCOPED_TRACE(t.name + " level " + std::to_string(int(level)));
+        TensorStats serial;
+        compute_stats(t.bytes.data(), type, n, level, &serial);
+        if (n > C) {
+          EXPECT_EQ(serial.first_nonfinite, static_cast<int64_t>(C));
+          EXPECT_EQ(serial.pos_inf, 1u);
+          EXPECT_EQ(serial.nan, n >= 2 * C ? 1u : 0u);
+        }
+        for (auto order : {OrderedRunner::Order::Forward, OrderedRunner::Order::Backward, OrderedRunner::Order::Threads}) {
+          OrderedRunner runner(order);
+          TensorStats chunked;
+          compute_stats(t.bytes.data(), type, n, level, &chunked, runner);
+          expect_identical(chunked, serial);
+          EXPECT_EQ(runner.chunks_, n > C ? (n + C - 1) / C : 0u) << "arrays of one chunk are scanned in place";
+        }
       }
     }
   }

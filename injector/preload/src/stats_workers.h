@@ -1,0 +1,66 @@
+// Threads that share the scan of a large tensor with the thread that launched the kernel.
+//
+// compute_stats() cuts an array into fixed chunks and merges their partial states in chunk order
+// (fpscope/tensor_stats.h), so which thread scans which chunk never changes a number. While the
+// launching thread measures a kernel's tensors the program's own worker threads are idle, so on a
+// machine with more than one hardware thread the helpers here take chunks beside it.
+//
+// The launching thread always takes chunks itself: a helper that is slow to wake (the machine is
+// busy) only means the launching thread scans more of the array, never that it waits for work no
+// one does. One tensor is shared at a time; a launch from another program thread that finds the
+// helpers busy scans on its own. Helpers block every signal (the program's handlers run on its own
+// threads) and are made again in a forked child, which has none.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstddef>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fpscope/tensor_stats.h"
+
+namespace fpscope::inject {
+
+class StatsWorkers final : public ChunkRunner {
+ public:
+  // `threads` counts the launching thread: threads - 1 helpers (none for 0 or 1).
+  explicit StatsWorkers(int threads);
+  ~StatsWorkers();
+  StatsWorkers(const StatsWorkers&) = delete;
+  StatsWorkers& operator=(const StatsWorkers&) = delete;
+
+  void run(std::size_t count, void (*body)(void* context, std::size_t i), void* context) override;
+
+  // The threads a scan may use: the launching thread and its helpers.
+  int threads() const { return helpers_wanted_ + 1; }
+
+ private:
+  void start_helpers();
+  void helper(uint64_t seen);
+  void take_chunks(std::size_t count, void (*body)(void*, std::size_t), void* context);
+
+  const int helpers_wanted_;
+  std::mutex use_;  // one shared scan at a time
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> helpers_;
+  long owner_pid_ = 0;  // the process the helpers run in
+  bool stopping_ = false;
+  uint64_t generation_ = 0;  // bumped for every shared scan
+  int active_ = 0;           // helpers between taking a job and leaving it
+  // The job of the current generation.
+  void (*body_)(void*, std::size_t) = nullptr;
+  void* context_ = nullptr;
+  std::size_t count_ = 0;
+  std::atomic<std::size_t> next_{0};
+  std::atomic<std::size_t> finished_{0};
+};
+
+// The helper count when FPSCOPE_STATS_THREADS is 0 (automatic): one thread per hardware thread,
+// at most 4, counting the launching thread.
+int default_stats_threads();
+
+}  // namespace fpscope::inject
