@@ -267,8 +267,9 @@ void Trace::Impl::ensure_summaries(const ProgressCallback& progress) {
     sqlite3_progress_handler(db.handle(), 100000, on_progress, &context);
     internal_writes = true;
     db.exec("PRAGMA query_only = 0");
-    // The summaries sort every tensor record: keep the sorter and temporary tables in memory.
-    db.exec("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -262144");
+    // The summaries sort every tensor record: a larger cache (temp_store is MEMORY from the open;
+    // setting it here would drop the temporary views made there).
+    db.exec("PRAGMA cache_size = -262144");
     try {
       db.exec("BEGIN");
       const auto statements = temp_summary_statements();
@@ -329,6 +330,8 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   for (const char* table : kSummaryTables) all_tables = all_tables && impl->db.has_table(table, false);
   auto version = impl->meta.find("summary_version");
   impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == kSummaryVersion;
+  // Temporary objects live in memory. Set before any exists: changing temp_store drops them all.
+  impl->db.exec("PRAGMA temp_store = MEMORY");
   add_missing_views(impl->db);
   impl->db.exec("PRAGMA query_only = 1");
   if (!report(options.progress, "validated", 0.1)) throw cancelled();

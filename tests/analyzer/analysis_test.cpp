@@ -268,6 +268,36 @@ TEST(Analysis, BadInputs) {
   EXPECT_EQ(open_error(dropped), TraceErrorKind::Corrupt);
 }
 
+// A trace written before the memory timeline's views existed: the reader adds them (as temporary
+// views), and an unfinished one's summaries, rebuilt from them, give the memory report of a
+// trace that has them.
+TEST(Analysis, OlderTraceGetsTheMemoryViewsItLacks) {
+  auto o = nan_run();
+  o.end_reason = "running";
+  o.finalize = false;
+  const auto current = make_trace("views-current", o);
+  const auto older = make_trace("views-older", o);
+  sql_exec(older, "drop view v_memory_peak; drop view v_memory_peak_moment; drop view v_memory_timeline; "
+                  "drop view v_memory_live; drop view v_memory_deltas");
+  ASSERT_FALSE(sql_value(older, "select count(*) from sqlite_master where name = 'v_memory_timeline'").value_or(1));
+  auto a = Trace::open(current);
+  auto b = Trace::open(older);
+  const MemoryReport ma = memory(*a), mb = memory(*b);
+  ASSERT_GT(ma.events, 0);
+  EXPECT_EQ(mb.peak_bytes, ma.peak_bytes);
+  EXPECT_EQ(mb.peak_ns, ma.peak_ns);
+  EXPECT_EQ(mb.peak_step, ma.peak_step);
+  for (int c = 0; c < kCategoryCount; ++c) {
+    EXPECT_EQ(mb.by_category[c].at_peak, ma.by_category[c].at_peak) << c;
+    EXPECT_EQ(mb.by_category[c].max_live, ma.by_category[c].max_live) << c;
+  }
+  const QueryResult q = b->query("select count(*) from v_memory_timeline");
+  ASSERT_EQ(q.rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(q.rows[0][0]), ma.events);
+  // The file itself is not changed: the views live only in the reader's connection.
+  EXPECT_FALSE(sql_value(older, "select count(*) from sqlite_master where name = 'v_memory_timeline'").value_or(1));
+}
+
 TEST(Analysis, RunningTraceOpensAndSaysSo) {
   auto o = nan_run();
   o.end_reason = "running";

@@ -1,7 +1,6 @@
 // The exported C entry points of libmpt_kernels.so (include/mpt/abi.h): launch dispatch by kernel
 // name and device, the thread's last error, host allocation with ids, the no-op logging calls a
 // tool interposes, and the thread count. Nothing else leaves the library (see exports.map).
-#include <cblas.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -164,8 +163,8 @@ __attribute__((noinline)) MPT_API void mpt_log_text(const char* key, const char*
 }
 
 MPT_API void mpt_set_num_threads(int n) {
+  // OpenBLAS stays single-threaded; products are split over the library's own pool (gemm.cpp).
   int threads = n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  openblas_set_num_threads(threads);
   mpt::set_num_threads(threads);
 }
 

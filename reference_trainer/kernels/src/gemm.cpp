@@ -21,16 +21,32 @@
 
 namespace mpt {
 
+// OpenBLAS runs single-threaded: the library's own pool splits the product by columns of C,
+// one sgemm per chunk. Left to itself, OpenBLAS keeps its worker threads spinning in
+// sched_yield after each call, taking the second core from the elementwise kernels that follow on
+// the pool, and from any tool running beside the program.
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
+  static const bool single_threaded_blas = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single_threaded_blas;
   if (s.m == 0 || s.n == 0) return;
   if (s.k == 0) {
     if (!s.accumulate) for (int64_t i = 0; i < s.m * s.n; ++i) c[i] = 0.0f;
     return;
   }
-  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(s.m), static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a,
-              static_cast<blasint>(s.trans_a ? s.m : s.k), b, static_cast<blasint>(s.trans_b ? s.k : s.n),
-              s.accumulate ? 1.0f : 0.0f, c, static_cast<blasint>(s.n));
+  // Columns per chunk: at least 16, and at least ~256K multiply-adds, so that a chunk pays for
+  // handing it to a thread.
+  const int64_t min_columns = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(1, s.m * s.k));
+  parallel_for(s.n, min_columns, [&](int64_t c0, int64_t c1) {
+    // Columns c0..c1 of op(B): B[:, c0:c1] stored [K,N], or rows c0..c1 of B stored [N,K].
+    const float* b_part = s.trans_b ? b + c0 * s.k : b + c0;
+    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(s.m), static_cast<blasint>(c1 - c0), static_cast<blasint>(s.k), 1.0f, a,
+                static_cast<blasint>(s.trans_a ? s.m : s.k), b_part, static_cast<blasint>(s.trans_b ? s.k : s.n),
+                s.accumulate ? 1.0f : 0.0f, c + c0, static_cast<blasint>(s.n));
+  });
 }
 
 namespace {

@@ -74,7 +74,10 @@ void print_summary(const RunResult& result) {
   fmt::print("mean step time: {:.3f} ms ({} steps, {} skipped), {:.0f} images/s\n", result.step_time_ms,
              result.steps, result.skipped_steps, result.images_per_s);
   fmt::print("final loss scale: {}\n", result.final_loss_scale);
-  fmt::print("peak memory by category:\n");
+  // The ledger counts the trainer's own tensors; the kernel library's cached scratch goes through
+  // mpt_alloc too, where a tracer sees it, but not through this ledger.
+  fmt::print("peak memory of the trainer's tensors by category (the kernel library's scratch is not "
+             "counted here; a trace records it as workspace):\n");
   for (int c = 0; c < kNumCategories; ++c) {
     fmt::print("  {:<16} {:>14} bytes\n", category_name(c), ledger.peak(c));
   }
