@@ -289,10 +289,23 @@ CREATE VIEW v_memory_live AS
 SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER (ORDER BY t_ns, id) AS live
 FROM v_memory_deltas;
 
+-- v_memory_timeline adds each category's live bytes (category_live), one running sum per category
+-- of the `categories` table (0 to 6, the contract's list; a writer test checks that the view covers
+-- every category and that its `live` is v_memory_live's). It computes `live` over v_memory_deltas
+-- with the same window rather than reading v_memory_live: SQLite evaluates sums that share a window
+-- in one pass, where a view over a view, or a PARTITION BY, sorts the events again.
 CREATE VIEW v_memory_timeline AS
-SELECT id, t_ns, step, category, kind, bytes, delta, live,
-       sum(delta) OVER (PARTITION BY category ORDER BY t_ns, id) AS category_live
-FROM v_memory_live ORDER BY t_ns, id;
+SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER w AS live,
+       CASE category
+         WHEN 0 THEN sum(CASE category WHEN 0 THEN delta ELSE 0 END) OVER w
+         WHEN 1 THEN sum(CASE category WHEN 1 THEN delta ELSE 0 END) OVER w
+         WHEN 2 THEN sum(CASE category WHEN 2 THEN delta ELSE 0 END) OVER w
+         WHEN 3 THEN sum(CASE category WHEN 3 THEN delta ELSE 0 END) OVER w
+         WHEN 4 THEN sum(CASE category WHEN 4 THEN delta ELSE 0 END) OVER w
+         WHEN 5 THEN sum(CASE category WHEN 5 THEN delta ELSE 0 END) OVER w
+         WHEN 6 THEN sum(CASE category WHEN 6 THEN delta ELSE 0 END) OVER w
+       END AS category_live
+FROM v_memory_deltas WINDOW w AS (ORDER BY t_ns, id) ORDER BY t_ns, id;
 
 -- The moment total live bytes peaked: the event after which they were largest, the first such.
 CREATE VIEW v_memory_peak_moment AS

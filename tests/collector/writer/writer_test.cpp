@@ -8,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <set>
 #include <thread>
 
 #include "fpscope/contract/contract.h"
@@ -32,7 +35,8 @@ namespace fs = std::filesystem;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary",
-                                  "v_op_ranges", "v_loss_scale", "v_memory_peak"};
+                                  "v_op_ranges", "v_loss_scale", "v_memory_deltas", "v_memory_live",
+                                  "v_memory_timeline", "v_memory_peak_moment", "v_memory_peak"};
 
 class WriterTest : public ::testing::Test {
  protected:
@@ -391,6 +395,73 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
 #else
   EXPECT_FALSE(db.meta("finalize_status"));
 #endif
+}
+
+// The memory timeline against a recomputation here: events of every category of the contract, some
+// arriving out of time order and some at the same instant, sorted by (t_ns, id) and summed.
+TEST_F(WriterTest, MemoryTimelineCoversEveryCategoryInTimeOrder) {
+  struct Event {
+    int64_t t_ns;
+    bool alloc;
+    uint64_t id, bytes;
+    uint8_t category;
+  };
+  std::vector<Event> events;
+  uint64_t next_id = 1;
+  for (int round = 0; round < 4; ++round) {
+    for (uint8_t c = 0; c < contract::kMemoryCategoryCount; ++c) {
+      const int64_t t = 1000 + 100 * round + 7 * c;
+      // Arrival out of time order: the later-numbered category's event carries an earlier time.
+      events.push_back({c % 2 ? t - 50 : t, true, next_id++, 1000u * (c + 1) + static_cast<uint64_t>(round), c});
+    }
+    // Free the first allocation of this round at the same instant as another event.
+    const Event& first = events[events.size() - contract::kMemoryCategoryCount];
+    events.push_back({events.back().t_ns, false, first.id, first.bytes, first.category});
+  }
+  for (const Event& e : events) {
+    if (e.alloc) {
+      auto a = blank<wire::AllocRecord>(RecordType::Alloc);
+      a.t_ns = e.t_ns;
+      a.id = e.id;
+      a.bytes = e.bytes;
+      a.category = e.category;
+      feed(pack(a));
+    } else {
+      auto f = blank<wire::FreeRecord>(RecordType::Free);
+      f.t_ns = e.t_ns;
+      f.id = e.id;
+      f.bytes = e.bytes;
+      feed(pack(f));
+    }
+  }
+  finish();
+  Reader db(path_);
+  // Rows are numbered in arrival order; the timeline orders by (t_ns, id).
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < events.size(); ++i) order.emplace_back(events[i].t_ns, i);
+  std::sort(order.begin(), order.end());
+  const auto rows = db.rows("SELECT t_ns, category, delta, live, category_live FROM v_memory_timeline");
+  const auto live = db.rows("SELECT live FROM v_memory_live ORDER BY t_ns, id");
+  ASSERT_EQ(rows.size(), events.size());
+  ASSERT_EQ(live.size(), events.size());
+  int64_t total = 0;
+  std::array<int64_t, contract::kMemoryCategoryCount> by_category{};
+  std::set<int64_t> categories_seen;
+  for (size_t r = 0; r < order.size(); ++r) {
+    const Event& e = events[order[r].second];
+    // A free's category is its allocation's.
+    const int64_t delta = e.alloc ? static_cast<int64_t>(e.bytes) : -static_cast<int64_t>(e.bytes);
+    total += delta;
+    by_category[e.category] += delta;
+    categories_seen.insert(e.category);
+    EXPECT_EQ(rows[r][0].i, e.t_ns) << r;
+    EXPECT_EQ(rows[r][1].i, e.category) << r;
+    EXPECT_EQ(rows[r][2].i, delta) << r;
+    EXPECT_EQ(rows[r][3].i, total) << r;
+    EXPECT_EQ(live[r][0].i, total) << r;
+    EXPECT_EQ(rows[r][4].i, by_category[e.category]) << r;
+  }
+  EXPECT_EQ(categories_seen.size(), static_cast<size_t>(contract::kMemoryCategoryCount));
 }
 
 TEST_F(WriterTest, InterleavedThreadsAssembleTheirOwnTensors) {
