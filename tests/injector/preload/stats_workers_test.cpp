@@ -75,6 +75,9 @@ TEST(StatsWorkers, OneThreadRunsEverythingOnTheCaller) {
 // A forked child has none of the parent's helper threads: its scans still finish (helpers are
 // made again), and the parent's helpers still work after the fork.
 TEST(StatsWorkers, ScansFinishInAForkedChildAndInTheParent) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads in the child of a multi-threaded fork";
+#endif
   StatsWorkers workers(3);
   Tally before(32);
   workers.run(32, &Tally::count, &before);
