@@ -21,8 +21,8 @@
 
 namespace mpt {
 
-// OpenBLAS runs single-threaded: the library's own pool splits the product by columns of C,
-// one sgemm per chunk. Left to itself, OpenBLAS keeps its worker threads spinning in
+// OpenBLAS runs single-threaded: the library's own pool splits the product by columns (or rows)
+// of C, one sgemm per chunk. Left to itself, OpenBLAS keeps its worker threads spinning in
 // sched_yield after each call, taking the second core from the elementwise kernels that follow on
 // the pool, and from any tool running beside the program.
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
@@ -36,17 +36,29 @@ void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
     if (!s.accumulate) for (int64_t i = 0; i < s.m * s.n; ++i) c[i] = 0.0f;
     return;
   }
-  // Columns per chunk: at least 16, and at least ~256K multiply-adds, so that a chunk pays for
-  // handing it to a thread.
-  const int64_t min_columns = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(1, s.m * s.k));
-  parallel_for(s.n, min_columns, [&](int64_t c0, int64_t c1) {
-    // Columns c0..c1 of op(B): B[:, c0:c1] stored [K,N], or rows c0..c1 of B stored [N,K].
-    const float* b_part = s.trans_b ? b + c0 * s.k : b + c0;
+  // Split the longer side of C: columns, or rows when C is tall and narrow (the weight gradient of
+  // a convolution is K x CRS, summed over N*P*Q). A chunk holds at least ~256K multiply-adds, so
+  // that it pays for handing it to a thread; every element still sums its k terms in one sgemm.
+  auto chunk_of = [&](int64_t other_side) {
+    return std::max<int64_t>(4, (int64_t{1} << 18) / std::max<int64_t>(1, other_side * s.k));
+  };
+  const blasint lda = static_cast<blasint>(s.trans_a ? s.m : s.k), ldb = static_cast<blasint>(s.trans_b ? s.k : s.n);
+  auto sgemm = [&](int64_t rows, int64_t cols, const float* a_part, const float* b_part, float* c_part) {
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(s.m), static_cast<blasint>(c1 - c0), static_cast<blasint>(s.k), 1.0f, a,
-                static_cast<blasint>(s.trans_a ? s.m : s.k), b_part, static_cast<blasint>(s.trans_b ? s.k : s.n),
-                s.accumulate ? 1.0f : 0.0f, c + c0, static_cast<blasint>(s.n));
-  });
+                static_cast<blasint>(rows), static_cast<blasint>(cols), static_cast<blasint>(s.k), 1.0f, a_part, lda,
+                b_part, ldb, s.accumulate ? 1.0f : 0.0f, c_part, static_cast<blasint>(s.n));
+  };
+  if (s.n >= s.m) {
+    parallel_for(s.n, chunk_of(s.m), [&](int64_t c0, int64_t c1) {
+      // Columns c0..c1 of op(B): B[:, c0:c1] stored [K,N], or rows c0..c1 of B stored [N,K].
+      sgemm(s.m, c1 - c0, a, s.trans_b ? b + c0 * s.k : b + c0, c + c0);
+    });
+  } else {
+    parallel_for(s.m, chunk_of(s.n), [&](int64_t r0, int64_t r1) {
+      // Rows r0..r1 of op(A): A[r0:r1, :] stored [M,K], or columns r0..r1 of A stored [K,M].
+      sgemm(r1 - r0, s.n, s.trans_a ? a + r0 : a + r0 * s.k, b, c + r0 * s.n);
+    });
+  }
 }
 
 namespace {
