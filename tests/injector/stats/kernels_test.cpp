@@ -119,26 +119,9 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
 
 // Every field, mean and rms included, bit for bit.
 void expect_identical(const TensorStats& a, const TensorStats& b) {
+  expect_same_stats(a, b);
   expect_same_double(a.mean, b.mean, "mean");
   expect_same_double(a.rms, b.rms, "rms");
-  EXPECT_EQ(a.count, b.count);
-  EXPECT_EQ(a.nan, b.nan);
-  EXPECT_EQ(a.pos_inf, b.pos_inf);
-  EXPECT_EQ(a.neg_inf, b.neg_inf);
-  EXPECT_EQ(a.zero, b.zero);
-  EXPECT_EQ(a.subnormal, b.subnormal);
-  expect_same_double(a.min, b.min, "min");
-  expect_same_double(a.max, b.max, "max");
-  expect_same_double(a.min_nonzero, b.min_nonzero, "min_nonzero");
-  EXPECT_EQ(a.first_nonfinite, b.first_nonfinite);
-  EXPECT_EQ(a.first_nonfinite_bits, b.first_nonfinite_bits);
-  EXPECT_EQ(a.hist, b.hist);
-  for (int f = 0; f < kCastFormatCount; ++f) {
-    EXPECT_EQ(a.cast[f].overflow, b.cast[f].overflow) << f;
-    EXPECT_EQ(a.cast[f].underflow, b.cast[f].underflow) << f;
-    EXPECT_EQ(a.cast[f].subnormal, b.cast[f].subnormal) << f;
-    EXPECT_EQ(a.cast[f].near_max, b.cast[f].near_max) << f;
-  }
 }
 
 // Runs the chunks in an order of its choosing, or each on a thread of its own.
