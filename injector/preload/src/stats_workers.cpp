@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 namespace fpscope::inject {
 
@@ -22,39 +23,52 @@ int default_stats_threads() {
 StatsWorkers::StatsWorkers(int threads) : helpers_wanted_(std::max(0, threads - 1)) {}
 
 StatsWorkers::~StatsWorkers() {
+  // In a forked child the helpers (and perhaps these locks) are the parent's: leave them be.
+  if (owner_pid_.load() != static_cast<long>(getpid())) return;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  for (auto& t : helpers_) {
-    // In a forked child the helpers are the parent's: nothing to join here.
-    if (owner_pid_ == static_cast<long>(getpid())) t.join();
-    else t.detach();
-  }
+  for (pthread_t t : helpers_) pthread_join(t, nullptr);
 }
 
-void StatsWorkers::start_helpers() {
-  const long pid = static_cast<long>(getpid());
-  if (owner_pid_ == pid) return;
-  // A forked child inherits the thread objects but not the threads: forget them.
-  for (auto& t : helpers_) t.detach();
-  helpers_.clear();
-  owner_pid_ = pid;
-  active_ = 0;
+namespace {
+
+struct HelperStart {
+  StatsWorkers* workers;
+  uint64_t seen;
+};
+
+}  // namespace
+
+void* StatsWorkers::helper_main(void* start) {
+  const HelperStart s = *static_cast<HelperStart*>(start);
+  delete static_cast<HelperStart*>(start);
+  s.workers->helper(s.seen);
+  return nullptr;
+}
+
+// Under mutex_, in the process that made no helpers yet. False when none could be made.
+bool StatsWorkers::start_helpers() {
+  if (!helpers_.empty()) return true;
+  owner_pid_.store(static_cast<long>(getpid()));
   // Helpers start with every signal blocked; this thread's mask is restored after.
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   for (int i = 0; i < helpers_wanted_; ++i) {
-    try {
-      helpers_.emplace_back([this, seen = generation_] { helper(seen); });
-      pthread_setname_np(helpers_.back().native_handle(), "fpscope-stats");
-    } catch (const std::system_error&) {
+    auto* start = new HelperStart{this, generation_};
+    pthread_t t;
+    if (pthread_create(&t, nullptr, &StatsWorkers::helper_main, start) != 0) {
+      delete start;
       break;  // no more threads to be had: scan with those there are
     }
+    pthread_setname_np(t, "fpscope-stats");
+    helpers_.push_back(t);
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return !helpers_.empty();
 }
 
 void StatsWorkers::take_chunks(std::size_t count, void (*body)(void*, std::size_t), void* context) {
@@ -70,12 +84,14 @@ void StatsWorkers::run(std::size_t count, void (*body)(void* context, std::size_
     for (std::size_t i = 0; i < count; ++i) body(context, i);
   };
   if (helpers_wanted_ == 0 || count < 2) return alone();
+  // A forked child of a process that had helpers: touch none of the inherited state.
+  const long owner = owner_pid_.load();
+  if (owner != 0 && owner != static_cast<long>(getpid())) return alone();
   std::unique_lock use(use_, std::try_to_lock);
   if (!use.owns_lock()) return alone();
   {
     std::unique_lock lock(mutex_);
-    start_helpers();
-    if (helpers_.empty()) {
+    if (!start_helpers()) {
       lock.unlock();
       return alone();
     }

@@ -9,7 +9,8 @@
 // busy) only means the launching thread scans more of the array, never that it waits for work no
 // one does. One tensor is shared at a time; a launch from another program thread that finds the
 // helpers busy scans on its own. Helpers block every signal (the program's handlers run on its own
-// threads) and are made again in a forked child, which has none.
+// threads). A forked child has none of them, and the locks it inherited may have been held by one
+// at the fork: there every scan runs on the launching thread alone, touching none of them.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <mutex>
-#include <thread>
+#include <pthread.h>
 #include <vector>
 
 #include "fpscope/tensor_stats.h"
@@ -38,16 +39,17 @@ class StatsWorkers final : public ChunkRunner {
   int threads() const { return helpers_wanted_ + 1; }
 
  private:
-  void start_helpers();
+  bool start_helpers();
   void helper(uint64_t seen);
+  static void* helper_main(void* start);
   void take_chunks(std::size_t count, void (*body)(void*, std::size_t), void* context);
 
   const int helpers_wanted_;
   std::mutex use_;  // one shared scan at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  std::vector<std::thread> helpers_;
-  long owner_pid_ = 0;  // the process the helpers run in
+  std::vector<pthread_t> helpers_;  // plain handles: a forked child must not join or detach them
+  std::atomic<long> owner_pid_{0};  // the process the helpers run in, 0 before the first shared scan
   bool stopping_ = false;
   uint64_t generation_ = 0;  // bumped for every shared scan
   int active_ = 0;           // helpers between taking a job and leaving it
