@@ -109,6 +109,15 @@ std::string injector_library(std::string* error) {
   return resolved;
 }
 
+// The PyTorch front end's folder, beside the injector's: <lib>/../share/fpscope/python ("" if absent).
+std::string python_front_end(const std::string& inject) {
+  const std::string dir = inject.substr(0, inject.find_last_of('/')) + "/../share/fpscope/python";
+  char resolved[PATH_MAX];
+  if (!realpath((dir + "/sitecustomize.py").c_str(), resolved)) return "";
+  std::string path = resolved;
+  return path.substr(0, path.find_last_of('/'));
+}
+
 // The program's environment: the user's, without FPSCOPE_* leftovers of an outer run, plus the
 // ring, the selection, the preload, NVTX injection and CUDA injection (CUPTI device activity). A
 // CUDA_INJECTION64_PATH the user set (another tool's) is kept: CUDA loads one injection library.
@@ -117,11 +126,16 @@ std::vector<std::string> program_environment(const RunOptions& o, const std::str
   std::vector<std::string> env;
   std::string user_preload;
   std::string user_cuda_injection;
+  std::string user_python_path;
   for (char** e = environ; *e; ++e) {
     const std::string line = *e;
     if (line.rfind(contract::env::kPrefix, 0) == 0 || line.rfind("NVTX_INJECTION64_PATH=", 0) == 0) continue;
     if (line.rfind("LD_PRELOAD=", 0) == 0) {
       user_preload = line.substr(11);
+      continue;
+    }
+    if (line.rfind("PYTHONPATH=", 0) == 0) {
+      user_python_path = line.substr(11);
       continue;
     }
     if (line.rfind("CUDA_INJECTION64_PATH=", 0) == 0) {
@@ -135,6 +149,13 @@ std::vector<std::string> program_environment(const RunOptions& o, const std::str
   if (!o.dump.empty()) env.push_back(std::string(contract::env::kDumpDir) + "=" + paths.dump_dir);
   env.push_back("LD_PRELOAD=" + inject + (user_preload.empty() ? "" : ":" + user_preload));
   env.push_back("NVTX_INJECTION64_PATH=" + inject);
+  // The PyTorch front end: its sitecustomize runs first in a Python program and installs the front
+  // end if the program imports torch (docs/pytorch.md). Other programs ignore the variable.
+  const std::string python = python_front_end(inject);
+  if (!python.empty())
+    env.push_back("PYTHONPATH=" + python + (user_python_path.empty() ? "" : ":" + user_python_path));
+  else if (!user_python_path.empty())
+    env.push_back("PYTHONPATH=" + user_python_path);
   if (o.cupti && !user_cuda_injection.empty() && user_cuda_injection != inject) {
     if (!o.quiet)
       std::cerr << "fpscope run: warning: CUDA_INJECTION64_PATH is already set; keeping it, so CUDA device "

@@ -442,8 +442,21 @@ void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   auto step = current_step(r.h.thread);
   step ? st.bind(8, *step) : st.bind_null(8);
   st.run();
+  live_allocations[r.id].row = sqlite3_last_insert_rowid(db.handle());
   row_written();
   ++counts.memory_events;
+}
+
+void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
+  auto it = live_allocations.find(r.id);
+  if (it == live_allocations.end()) {
+    ++counts.unmatched_events;
+    return;
+  }
+  it->second.category = r.category;
+  it->second.name_id = r.name;
+  relabel_memory.bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, string_or_empty(r.name));
+  relabel_memory.run();
 }
 
 void TraceWriter::Impl::handle(const wire::FreeRecord& r) {

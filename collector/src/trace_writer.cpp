@@ -66,6 +66,7 @@ TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
       insert_memory(db,
                     "INSERT INTO memory_events (t_ns, kind, alloc_id, bytes, category, name_id, device, step)"
                     " VALUES (?,?,?,?,?,?,?,?)"),
+      relabel_memory(db, "UPDATE memory_events SET category = ?2, name_id = ?3 WHERE id = ?1"),
       insert_loss_scale(db,
                         "INSERT INTO loss_scale (kernel_id, t_ns, step, scale_before, scale_after, found_inf,"
                         " skipped, event, growth_tracker) VALUES (?,?,?,?,?,?,?,?,?)"),

@@ -80,6 +80,7 @@ struct Allocation {
   uint32_t name_id;
   uint8_t category;
   uint8_t device;
+  int64_t row = 0;  // its alloc row in memory_events
 };
 
 class TraceWriter::Impl {
@@ -99,6 +100,7 @@ class TraceWriter::Impl {
   void handle(const wire::NonfiniteRecord& r);
   void handle(const wire::AllocRecord& r);
   void handle(const wire::FreeRecord& r);
+  void handle(const wire::RelabelRecord& r);
   void handle(const wire::LossScaleRecord& r);
   void handle(const wire::ScalarRecord& r);
   void handle(const wire::TextRecord& r);
@@ -157,6 +159,7 @@ class TraceWriter::Impl {
   sql::Statement insert_nonfinite;
   sql::Statement insert_range_row;
   sql::Statement insert_memory;
+  sql::Statement relabel_memory;
   sql::Statement insert_loss_scale;
   sql::Statement insert_scalar;
   sql::Statement insert_dump;

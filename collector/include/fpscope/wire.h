@@ -42,6 +42,7 @@ enum class RecordType : uint16_t {
   CudaMemcpy = 18,    //   one memory copy
   CudaMemset = 19,    //   one memset
   CudaMemory = 20,    //   one device allocation or release
+  Relabel = 21,       // an allocation's category and name, learnt after its Alloc
   Count
 };
 
@@ -217,6 +218,19 @@ struct FreeRecord {
 };
 static_assert(sizeof(FreeRecord) == 64);
 
+// What an allocation holds, learnt after its Alloc record went out: a front end sees memory as it
+// is made and learns its purpose later (an op's output that autograd makes a parameter's gradient,
+// a buffer the optimizer keeps as its state). The allocation keeps its id; its Alloc row and its
+// Free read the new category and name, as if they had been known from the start.
+struct RelabelRecord {
+  RecordHeader h;
+  uint64_t id;          // allocation id
+  uint32_t name;        // string id
+  uint8_t category;     // mpt_category
+  uint8_t reserved[43];
+};
+static_assert(sizeof(RelabelRecord) == 64);
+
 // Read off one amp_update_scale launch.
 enum class ScaleEvent : uint8_t { Unchanged = 0, Growth = 1, Backoff = 2 };
 struct LossScaleRecord {
@@ -358,7 +372,8 @@ constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
   X(CudaKernel, CudaKernelRecord, false)              \
   X(CudaMemcpy, CudaMemcpyRecord, false)              \
   X(CudaMemset, CudaMemsetRecord, false)              \
-  X(CudaMemory, CudaMemoryRecord, false)
+  X(CudaMemory, CudaMemoryRecord, false)              \
+  X(Relabel, RelabelRecord, false)
 
 // A record struct: plain bytes, a whole number of slots, its header first.
 template <typename R>

@@ -12,9 +12,13 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include "fpscope/contract/loss_scaler.h"
+#include "fpscope/inject_api.h"
 #include "npy_writer.h"
 
 #include "session.h"
@@ -32,7 +36,16 @@ struct Session::LaunchPlan {
   bool sampled = false;      // its tensors are measured
   bool dump = false;         // FPSCOPE_DUMP's launch keys match
   bool inputs = false, outputs = false;
-  bool loss_scale = false;   // amp_update_scale with host tensors
+  bool loss_scale = false;   // the loss scaler's update, its inputs on the host
+};
+
+// What a launch carries from before its kernel to after it.
+struct Session::LaunchState {
+  LaunchPlan p;
+  Attribution where;
+  std::vector<Measurement> measured;
+  bool in_place_finite = true;
+  LossScaleProbe probe;
 };
 
 namespace {
@@ -51,13 +64,16 @@ bool is_host(const mpt_tensor& t, int32_t dtype) {
   return t.device == MPT_DEVICE_CPU && t.data != nullptr && t.dtype == dtype && element_count(t) >= 1;
 }
 
-// amp_update_scale: inputs scale (f32), growth_tracker (i32), found_inf (f32); outputs scale and
-// growth_tracker, in place (docs/kernels.md). Device tensors are not read here yet.
-bool loss_scale_readable(const mpt_launch_desc* d) {
-  return std::strcmp(d->kernel, "amp_update_scale") == 0 && d->n_inputs >= 3 && d->n_outputs >= 2 &&
+// The loss scaler's update (contract/loss_scaler.h): inputs scale (f32), growth_tracker (i32),
+// found_inf (f32); outputs scale and growth_tracker, in place. Device tensors are not read here yet.
+bool loss_scale_inputs_readable(const mpt_launch_desc* d) {
+  return contract::is_scale_update_kernel(d->kernel) && d->n_inputs >= 3 &&
          is_host(d->inputs[0], MPT_DTYPE_F32) && is_host(d->inputs[1], MPT_DTYPE_I32) &&
-         is_host(d->inputs[2], MPT_DTYPE_F32) && is_host(d->outputs[0], MPT_DTYPE_F32) &&
-         is_host(d->outputs[1], MPT_DTYPE_I32);
+         is_host(d->inputs[2], MPT_DTYPE_F32);
+}
+
+bool loss_scale_outputs_readable(const mpt_launch_desc* d) {
+  return d->n_outputs >= 2 && is_host(d->outputs[0], MPT_DTYPE_F32) && is_host(d->outputs[1], MPT_DTYPE_I32);
 }
 
 template <typename T>
@@ -69,16 +85,15 @@ T first_value(const mpt_tensor& t) {
 
 uint8_t role_slot(wire::Role role, uint8_t slot) { return contract::pack_role_slot(role, slot); }
 
-// Inputs that share memory with an output are overwritten by the kernel: true if all are finite.
-bool in_place_inputs_finite(const mpt_launch_desc* d) {
+// Inputs that the kernel overwrites (those sharing memory with an output or, where the caller
+// knows it before the outputs exist, those it marks `written`): true if all are finite.
+bool in_place_inputs_finite(const mpt_launch_desc* d, const uint8_t* written) {
   for (int i = 0; i < d->n_inputs; ++i) {
     const mpt_tensor& in = d->inputs[i];
     if (!measurable_on_host(in)) continue;
-    for (int o = 0; o < d->n_outputs; ++o) {
-      if (!overlaps(in, d->outputs[o])) continue;
-      if (!all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
-      break;
-    }
+    bool overwritten = written != nullptr && written[i] != 0;
+    for (int o = 0; o < d->n_outputs && !overwritten; ++o) overwritten = overlaps(in, d->outputs[o]);
+    if (overwritten && !all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
   }
   return true;
 }
@@ -129,49 +144,61 @@ Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& w
   p.sampled = (selected || p.dump) && (p.device == MPT_DEVICE_CPU || gpu() != nullptr);
   p.inputs = p.sampled && options_.measures_inputs();
   p.outputs = p.sampled && options_.measures_outputs();
-  p.loss_scale = d->kernel != nullptr && loss_scale_readable(d);
+  p.loss_scale = d->kernel != nullptr && loss_scale_inputs_readable(d);
   return p;
 }
 
 int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
   if (d == nullptr || d->kernel == nullptr || d->n_inputs < 0 || d->n_outputs < 0) return real(d);
-  const Attribution where = this_thread_ranges().attribution();
-  LaunchPlan p = plan(d, where);
+  thread_local LaunchState state;
+  state.where = this_thread_ranges().attribution();
+  LaunchPlan& p = state.p;
+  p = plan(d, state.where);
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.start_ns = monotonic_ns();
-  if (p.device == MPT_DEVICE_CUDA && p.sampled) return launch_on_device(d, p, where, real);
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) return launch_on_device(d, p, state.where, real);
 
-  thread_local std::vector<Measurement> measured;
-  measured.clear();
-  if (p.inputs) measure(d, p, wire::Role::Input, &measured);
-  const bool in_place_finite = p.outputs && !p.inputs ? in_place_inputs_finite(d) : true;
-  LossScaleProbe probe;
-  if (p.loss_scale) {
-    probe.scale_before = first_value<float>(d->inputs[0]);
-    probe.found_inf = first_value<float>(d->inputs[2]) != 0.0f;
-  }
-
+  before_kernel(d, nullptr, &state);
   p.status = real(d);
   p.end_ns = monotonic_ns();
+  const std::string trapped = after_kernel(d, &state);
+  if (!trapped.empty()) raise_trap(trapped);
+  return p.status;
+}
 
+void Session::before_kernel(const mpt_launch_desc* d, const uint8_t* written, LaunchState* s) {
+  LaunchPlan& p = s->p;
+  s->measured.clear();
+  if (p.inputs) measure(d, p, wire::Role::Input, &s->measured);
+  s->in_place_finite = p.outputs && !p.inputs ? in_place_inputs_finite(d, written) : true;
+  s->probe = LossScaleProbe{};
+  if (p.loss_scale) {
+    s->probe.scale_before = first_value<float>(d->inputs[0]);
+    s->probe.found_inf = first_value<float>(d->inputs[2]) != 0.0f;
+  }
+}
+
+std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
+  LaunchPlan& p = s->p;
   bool outputs_nonfinite = false;
   if (p.outputs) {
-    const size_t first_output = measured.size();
-    measure(d, p, wire::Role::Output, &measured);
-    for (size_t i = first_output; i < measured.size(); ++i)
-      outputs_nonfinite |= measured[i].stats.nonfinite() > 0;
+    const size_t first_output = s->measured.size();
+    measure(d, p, wire::Role::Output, &s->measured);
+    for (size_t i = first_output; i < s->measured.size(); ++i)
+      outputs_nonfinite |= s->measured[i].stats.nonfinite() > 0;
   }
-  if (p.loss_scale) {
-    probe.valid = true;
-    probe.scale_after = first_value<float>(d->outputs[0]);
-    probe.tracker_after = first_value<int32_t>(d->outputs[1]);
+  if (p.loss_scale && loss_scale_outputs_readable(d)) {
+    s->probe.valid = true;
+    s->probe.scale_after = first_value<float>(d->outputs[0]);
+    s->probe.tracker_after = first_value<int32_t>(d->outputs[1]);
   }
   // Origin is only needed for outputs that hold NaN/Inf, so inputs are looked at only then.
-  const bool finite_in = outputs_nonfinite && in_place_finite && inputs_finite(d, p, measured);
-  write_launch_records(d, p, where, measured, finite_in, probe);
-  if (outputs_nonfinite && finite_in && options_.trap != TrapKind::None)
-    check_trap(d, p, where, measured, finite_in);
-  return p.status;
+  const bool finite_in = outputs_nonfinite && s->in_place_finite && inputs_finite(d, p, s->measured);
+  write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
+  if (!(outputs_nonfinite && finite_in && options_.trap != TrapKind::None)) return {};
+  std::string message = trap_message(p, s->where, s->measured);
+  if (message.empty() || !record_trap(p.seq, message)) return {};
+  return message;
 }
 
 void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role,
@@ -334,8 +361,8 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
 
 // The first output (in slot order) holding values of the trapped kind names the place; the index
 // is that of the first such value, which may lie after a non-finite value of another kind.
-void Session::check_trap(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
-                         const std::vector<Measurement>& measured, bool finite_in) {
+std::string Session::trap_message(const LaunchPlan& p, const Attribution& where,
+                                  const std::vector<Measurement>& measured) const {
   for (const Measurement& m : measured) {
     if (m.role != wire::Role::Output || !trap_wants(options_.trap, m.stats)) continue;
     const mpt_tensor& t = *m.tensor;
@@ -348,19 +375,20 @@ void Session::check_trap(const mpt_launch_desc* d, const LaunchPlan& p, const At
       index = first_of_kind(t.data, type, element_count(t), options_.trap == TrapKind::NaN);
       kind = nonfinite_kind(type, element_bits(t.data, type, static_cast<size_t>(index)));
     }
-    const std::string message = std::string("fpscope: trap: first ") + nonfinite_word(kind) +
-                                " made by " + p.kernel + place_of(where) + " in " +
-                                (t.name ? t.name : "output " + std::to_string(m.slot)) +
-                                " at index " + std::to_string(index);
-    trap(p.seq, message);
-    return;
+    return std::string("fpscope: trap: first ") + nonfinite_word(kind) + " made by " + p.kernel +
+           place_of(where) + " in " + (t.name ? t.name : "output " + std::to_string(m.slot)) +
+           " at index " + std::to_string(index);
   }
+  return {};
 }
 
-// Records the trap, lets the collector read everything, then stops the program with SIGTRAP's
-// default action (a handler the program installed is bypassed on purpose).
 void Session::trap(uint64_t seq, const std::string& message) {
-  if (trapped_.exchange(true)) return;
+  if (record_trap(seq, message)) raise_trap(message);
+}
+
+// The first trap of the process only: writes its record and lets the collector read everything.
+bool Session::record_trap(uint64_t seq, const std::string& message) {
+  if (trapped_.exchange(true)) return false;
   {
     std::lock_guard lock(mutex_);
     wire::TrapRecord r{};
@@ -370,6 +398,12 @@ void Session::trap(uint64_t seq, const std::string& message) {
     writer_.put(r, this_thread_number());
   }
   sink_->wait_drained(std::chrono::seconds(10));
+  return true;
+}
+
+// Stops the program with SIGTRAP's default action (a handler the program installed is bypassed on
+// purpose).
+void Session::raise_trap(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
   signal(SIGTRAP, SIG_DFL);
@@ -378,6 +412,100 @@ void Session::trap(uint64_t seq, const std::string& message) {
   sigaddset(&set, SIGTRAP);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   raise(SIGTRAP);
+  std::_Exit(128 + SIGTRAP);  // not reached: SIGTRAP's default action ends the process
+}
+
+// [SECTION] Operations a front end runs itself (fpscope/inject_api.h) ---------------------------
+//
+// The same path as a launch, split at the kernel: begin_op() plans and measures the inputs,
+// end_op() the outputs and writes the records. The op owns copies of everything the records need
+// later (names, tensor descriptions, the attribution's names), since the caller's memory and the
+// range stack may change in between.
+
+struct Session::ForeignOp {
+  LaunchState state;
+  std::string kernel, layer, phase;
+  std::vector<mpt_tensor> inputs, outputs;
+  std::vector<std::string> input_names, output_names;
+  int32_t n_inputs = 0;
+};
+
+namespace {
+
+void copy_tensors(const mpt_tensor* from, int32_t n, std::vector<mpt_tensor>* to,
+                  std::vector<std::string>* names) {
+  to->assign(from, from + n);
+  names->resize(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    (*names)[i] = from[i].name ? from[i].name : "";
+    (*to)[i].name = (*names)[i].c_str();
+  }
+}
+
+}  // namespace
+
+int Session::plan_op(const char* kernel) {
+  mpt_launch_desc d{};
+  d.kernel = kernel;
+  const LaunchPlan p = plan(&d, this_thread_ranges().attribution());
+  return (p.inputs ? FPSCOPE_MEASURE_INPUTS : 0) | (p.outputs ? FPSCOPE_MEASURE_OUTPUTS : 0);
+}
+
+Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
+                                      const uint8_t* written, bool measure) {
+  auto* op = new ForeignOp;
+  op->kernel = kernel ? kernel : "";
+  op->n_inputs = n_inputs < 0 ? 0 : n_inputs;
+  if (inputs != nullptr) copy_tensors(inputs, op->n_inputs, &op->inputs, &op->input_names);
+  Attribution& where = op->state.where;
+  where = this_thread_ranges().attribution();
+  if (where.layer) where.layer = (op->layer = where.layer).c_str();
+  if (where.phase) where.phase = (op->phase = where.phase).c_str();
+
+  mpt_launch_desc d{};
+  d.kernel = op->kernel.c_str();
+  d.inputs = op->inputs.data();
+  d.n_inputs = static_cast<int32_t>(op->inputs.size());
+  LaunchPlan& p = op->state.p;
+  p = plan(&d, where);
+  p.kernel = op->kernel.c_str();
+  if (!measure || inputs == nullptr) p.sampled = p.inputs = p.outputs = p.dump = p.loss_scale = false;
+  p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  p.start_ns = monotonic_ns();
+  before_kernel(&d, written, &op->state);
+  return op;
+}
+
+int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status,
+                    std::string* trapped) {
+  std::unique_ptr<ForeignOp> owned(op);
+  LaunchPlan& p = op->state.p;
+  p.end_ns = monotonic_ns();
+  p.status = status;
+  if (n_outputs < 0) n_outputs = 0;
+  if (outputs != nullptr) copy_tensors(outputs, n_outputs, &op->outputs, &op->output_names);
+  else p.outputs = false;
+  mpt_launch_desc d{};
+  d.kernel = op->kernel.c_str();
+  d.inputs = op->inputs.data();
+  d.n_inputs = op->n_inputs;
+  d.outputs = op->outputs.data();
+  d.n_outputs = n_outputs;
+  // An op counted without its tensors still says how many it had.
+  std::vector<mpt_tensor> none;
+  if (op->inputs.empty() && op->n_inputs > 0) {
+    none.assign(static_cast<size_t>(op->n_inputs), mpt_tensor{});
+    d.inputs = none.data();
+  }
+  std::vector<mpt_tensor> no_outputs;
+  if (outputs == nullptr && n_outputs > 0) {
+    no_outputs.assign(static_cast<size_t>(n_outputs), mpt_tensor{});
+    d.outputs = no_outputs.data();
+  }
+  std::string message = after_kernel(&d, &op->state);
+  if (message.empty()) return 0;
+  if (trapped) *trapped = std::move(message);
+  return FPSCOPE_TRAPPED;
 }
 
 // [SECTION] Device tensors ---------------------------------------------------------------------

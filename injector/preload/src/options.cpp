@@ -206,6 +206,12 @@ bool DumpSpec::matches_tensor(const char* name) const {
   return tensor.empty() || glob_matches(tensor, name);
 }
 
+bool Options::watches_step(int64_t step) const {
+  if (dump.enabled && (!dump.steps || dump.steps->contains(step))) return true;
+  if (!filters_steps()) return true;
+  return step >= 0 && step % every == 0 && (!steps || steps->contains(step));
+}
+
 bool Options::selects(const char* kernel, const char* layer, int64_t step) const {
   if (filters_steps()) {
     if (step < 0) return false;

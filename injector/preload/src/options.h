@@ -56,6 +56,8 @@ struct Options {
   bool filters_steps() const { return every > 1 || steps.has_value(); }
   // Whether a launch of `kernel` in `layer` (may be null) at `step` (-1: none) is measured.
   bool selects(const char* kernel, const char* layer, int64_t step) const;
+  // Whether any launch of optimizer step `step` may be measured or dumped.
+  bool watches_step(int64_t step) const;
   bool measures_inputs() const { return tensors != TensorRoles::Outputs; }
   // Outputs are measured when asked for, and always under --trap (the trap watches outputs).
   bool measures_outputs() const { return tensors != TensorRoles::Inputs || trap != TrapKind::None; }

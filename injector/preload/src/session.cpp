@@ -77,6 +77,24 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   writer_.put(r, this_thread_number());
 }
 
+uint64_t Session::allocation_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,
+                                  const char* name) {
+  const uint64_t id = next_seen_id_.fetch_add(1, std::memory_order_relaxed);
+  allocated(const_cast<void*>(ptr), bytes, device, category, name, id);
+  return id;
+}
+
+void Session::relabel(uint64_t id, int32_t category, const char* name) {
+  wire::RelabelRecord r{};
+  r.id = id;
+  r.category = static_cast<uint8_t>(category);
+  std::lock_guard lock(mutex_);
+  r.name = intern_locked(name ? name : "");
+  writer_.put(r, this_thread_number());
+}
+
+bool Session::watches_step(int64_t step) const { return options_.watches_step(step); }
+
 void Session::freed(void* ptr) {
   const int64_t t = monotonic_ns();
   std::lock_guard lock(mutex_);

@@ -85,6 +85,21 @@ class Session {
   void log_scalar(const char* name, double value, int64_t step);
   void log_text(const char* key, const char* value);
 
+  // Operations a front end runs itself (fpscope/inject_api.h, launch.cpp).
+  struct ForeignOp;
+  int plan_op(const char* kernel);
+  ForeignOp* begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
+                      const uint8_t* written, bool measure);
+  // Ends and deletes `op`; returns FPSCOPE_TRAPPED with the message in *trapped, or 0.
+  int end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status,
+             std::string* trapped);
+  // Memory a front end saw appear, with an id of the session's own; and what it turned out to hold.
+  uint64_t allocation_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,
+                           const char* name);
+  void relabel(uint64_t id, int32_t category, const char* name);
+  // Whether any op of optimizer step `step` may be measured (step filters, --dump).
+  bool watches_step(int64_t step) const;
+
   // NVTX on the calling thread; the return values are what NVTX hands back to the program.
   int range_push(const NvtxDomainInfo* domain, const RangeEvent& event);
   int range_pop(const NvtxDomainInfo* domain);
@@ -110,6 +125,7 @@ class Session {
     uint64_t bytes;
   };
   struct LaunchPlan;
+  struct LaunchState;
   // A device tensor queued on the GPU, waiting for its statistics.
   struct PendingTensor {
     uint64_t seq = 0;
@@ -142,9 +158,16 @@ class Session {
                             const std::vector<Measurement>& measured, bool inputs_finite,
                             const LossScaleProbe& probe);
   void write_tensor_records(uint64_t seq, const Measurement& m, bool inputs_finite);
-  void check_trap(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
-                  const std::vector<Measurement>& measured, bool inputs_finite);
+  // Around the kernel: inputs (and the loss scale) before it, outputs and the records after it.
+  // `written` (may be null) marks the inputs the kernel overwrites when its outputs are not known
+  // yet. after_kernel returns the trap message when this launch trapped (its record is written).
+  void before_kernel(const mpt_launch_desc* d, const uint8_t* written, LaunchState* state);
+  std::string after_kernel(const mpt_launch_desc* d, LaunchState* state);
+  std::string trap_message(const LaunchPlan& p, const Attribution& where,
+                           const std::vector<Measurement>& measured) const;
   void trap(uint64_t seq, const std::string& message);
+  bool record_trap(uint64_t seq, const std::string& message);
+  [[noreturn]] void raise_trap(const std::string& message);
 
   // Device tensors (device_launch.cpp).
   const fpscope_gpu_api* gpu();
@@ -160,6 +183,8 @@ class Session {
   RecordWriter writer_;
   std::unordered_map<const void*, Allocation> live_;
   std::atomic<uint64_t> next_seq_{1};
+  // Ids of allocations a front end reports; far above any id the kernel library hands out.
+  std::atomic<uint64_t> next_seen_id_{uint64_t{1} << 48};
   std::atomic<bool> trapped_{false};
 
   GpuLoader gpu_loader_ = load_gpu_library;

@@ -4,6 +4,7 @@
 //   tensor_role.h       tensor roles and slots, and the one byte that packs them in records
 //   memory_categories.h what an allocation holds (weight, gradient, workspace, ...)
 //   nvtx.h              the trainer's NVTX domain, categories and phase names
+//   loss_scaler.h       the loss scaler's kernels, whose launches carry loss-scale events
 //   environment.h       the variables `fpscope run` sets for the injector
 //   run_end.h           how a run ended, its meta word, its label, whether it is a failure
 //   process_identity.h  which `fpscope run` wrote a trace or owns a ring, and whether it still runs
@@ -15,6 +16,7 @@
 #pragma once
 
 #include "fpscope/contract/environment.h"
+#include "fpscope/contract/loss_scaler.h"
 #include "fpscope/contract/memory_categories.h"
 #include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/nvtx.h"

@@ -1,0 +1,87 @@
+/* The C API of libfpscope_inject.so for front ends that run the operations themselves.
+ *
+ * mptrain needs none of this: the injector interposes its kernel library. A framework's front end
+ * (fpscope's PyTorch front end, loaded by `fpscope run` when a Python program imports torch) sees
+ * each operation from outside instead, and hands it to the injector in two calls around it:
+ *
+ *     int plan = fpscope_op_plan("convolution");          // which tensors would be measured
+ *     fpscope_op* op = fpscope_op_begin("convolution", inputs, 3, written, plan != 0);
+ *     ... run the operation ...
+ *     if (fpscope_op_end(op, outputs, 1, 0) == FPSCOPE_TRAPPED) raise(fpscope_trap_message());
+ *
+ * The statistics, the records, the ring and the collector are those of mptrain's kernels: the same
+ * C++ code measures the tensors' memory, so a PyTorch trace and an mptrain trace hold the same
+ * numbers for the same values. Tensors are described with the kernel ABI's mpt_tensor (mpt/abi.h):
+ * contiguous, row-major, `data` at the first element. Steps, phases and layers are ranges of the
+ * trainer's NVTX convention (fpscope/contract/nvtx.h), opened through fpscope_range_push().
+ *
+ * Every call is safe in a process that does not trace (no `fpscope run`, or another process of the
+ * run owns the ring): fpscope_tracing() is then 0, fpscope_op_begin() returns NULL and the rest do
+ * nothing. Calls are thread-safe; an op is begun and ended on the same thread.
+ * docs/pytorch.md describes the front end built on it.
+ */
+#ifndef FPSCOPE_INJECT_API_H
+#define FPSCOPE_INJECT_API_H
+
+#include <stdint.h>
+
+#include "mpt/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FPSCOPE_INJECT_API_VERSION 1
+
+/* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
+#define FPSCOPE_MEASURE_INPUTS 1
+#define FPSCOPE_MEASURE_OUTPUTS 2
+/* fpscope_op_end(): the op made the first NaN/Inf that --trap asked for. */
+#define FPSCOPE_TRAPPED 1
+
+typedef struct fpscope_op fpscope_op;
+
+MPT_API int fpscope_api_version(void);
+/* 1 when this process writes a trace (it claims the run's ring at its first call), else 0. */
+MPT_API int fpscope_tracing(void);
+/* 1 when ops of optimizer step `step` may be measured (the --every and --steps filters, and
+ * --dump), else 0: a front end may skip watching the ops of steps that answer 0. */
+MPT_API int fpscope_step_watched(int64_t step);
+
+/* Opens a range of the trainer's convention on the calling thread: `category` is 1 (step, `step`
+ * is the optimizer step), 2 (phase: "forward", "backward", "optimizer", "eval") or 3 (layer).
+ * Returns the depth of the new range, or -1 when not tracing. */
+MPT_API int fpscope_range_push(int32_t category, const char* message, int64_t step);
+/* Closes the innermost range opened by fpscope_range_push() on this thread. */
+MPT_API int fpscope_range_pop(void);
+
+MPT_API int fpscope_op_plan(const char* kernel);
+/* Before the op runs. `inputs` may be NULL with n_inputs > 0 (an op counted, not measured);
+ * `written` (may be NULL) flags the inputs the op overwrites; `measure` 0 records the op without
+ * measuring any tensor. Returns NULL when not tracing. */
+MPT_API fpscope_op* fpscope_op_begin(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
+                                     const uint8_t* written, int32_t measure);
+/* After the op: its outputs (an input it overwrote is listed again, same data), and `status`
+ * (0: it ran). Ends and frees `op`. Returns 0, or FPSCOPE_TRAPPED. */
+MPT_API int fpscope_op_end(fpscope_op* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status);
+/* The message of this process's trap ("" before one): op, layer, step, tensor and index. */
+MPT_API const char* fpscope_trap_message(void);
+
+/* Memory a front end saw appear: returns the allocation id for mpt_tensor.id (0 when not
+ * tracing). `category` is an mpt_category. */
+MPT_API uint64_t fpscope_alloc_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,
+                                    const char* name);
+/* The allocation at `ptr` is gone. */
+MPT_API void fpscope_free_seen(const void* ptr);
+/* What allocation `id` holds, learnt after fpscope_alloc_seen(). */
+MPT_API void fpscope_relabel(uint64_t id, int32_t category, const char* name);
+
+/* A per-step value ("loss") and an item of configuration, as mpt_log_scalar()/mpt_log_text(). */
+MPT_API void fpscope_log_scalar(const char* name, double value, int64_t step);
+MPT_API void fpscope_log_text(const char* key, const char* value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FPSCOPE_INJECT_API_H */

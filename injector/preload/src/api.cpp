@@ -1,0 +1,111 @@
+// The exported C API for front ends that run operations themselves (fpscope/inject_api.h). Each
+// call finds the session as the hooks do (HookCall: started on first use when this process can
+// claim the ring, null when it only forwards) and hands the call to it.
+#include <string>
+
+#include "fpscope/contract/nvtx.h"
+#include "fpscope/inject_api.h"
+#include "runtime.h"
+
+#define FPSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using fpscope::inject::HookCall;
+using fpscope::inject::NvtxDomainInfo;
+using fpscope::inject::RangeEvent;
+
+// A front end's ranges follow the trainer's convention, in the trainer's domain.
+const NvtxDomainInfo& front_end_domain() {
+  static const NvtxDomainInfo domain{fpscope::contract::kTrainerNvtxDomain, true};
+  return domain;
+}
+
+thread_local std::string t_trap_message;
+
+}  // namespace
+
+struct fpscope_op {};  // opaque to callers; the pointer is the session's ForeignOp
+
+FPSCOPE_EXPORT int fpscope_api_version(void) { return FPSCOPE_INJECT_API_VERSION; }
+
+FPSCOPE_EXPORT int fpscope_tracing(void) {
+  HookCall call;
+  return call.session() ? 1 : 0;
+}
+
+FPSCOPE_EXPORT int fpscope_step_watched(int64_t step) {
+  HookCall call;
+  return call.session() && call.session()->watches_step(step) ? 1 : 0;
+}
+
+FPSCOPE_EXPORT int fpscope_range_push(int32_t category, const char* message, int64_t step) {
+  HookCall call;
+  if (!call.session()) return -1;
+  RangeEvent e;
+  e.message = message ? message : "";
+  e.category = static_cast<uint32_t>(category);
+  if (category == static_cast<int32_t>(fpscope::contract::NvtxCategory::Step)) {
+    e.payload_kind = 1;
+    e.payload_i = step;
+  }
+  return call.session()->range_push(&front_end_domain(), e);
+}
+
+FPSCOPE_EXPORT int fpscope_range_pop(void) {
+  HookCall call;
+  if (!call.session()) return -1;
+  return call.session()->range_pop(&front_end_domain());
+}
+
+FPSCOPE_EXPORT int fpscope_op_plan(const char* kernel) {
+  HookCall call;
+  return call.session() ? call.session()->plan_op(kernel) : 0;
+}
+
+FPSCOPE_EXPORT fpscope_op* fpscope_op_begin(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
+                                            const uint8_t* written, int32_t measure) {
+  HookCall call;
+  if (!call.session()) return nullptr;
+  return reinterpret_cast<fpscope_op*>(call.session()->begin_op(kernel, inputs, n_inputs, written, measure != 0));
+}
+
+FPSCOPE_EXPORT int fpscope_op_end(fpscope_op* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status) {
+  if (op == nullptr) return 0;
+  HookCall call;
+  if (!call.session()) return 0;
+  std::string message;
+  const int result = call.session()->end_op(reinterpret_cast<fpscope::inject::Session::ForeignOp*>(op),
+                                            outputs, n_outputs, status, &message);
+  if (result == FPSCOPE_TRAPPED) t_trap_message = std::move(message);
+  return result;
+}
+
+FPSCOPE_EXPORT const char* fpscope_trap_message(void) { return t_trap_message.c_str(); }
+
+FPSCOPE_EXPORT uint64_t fpscope_alloc_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,
+                                           const char* name) {
+  HookCall call;
+  if (!call.session() || ptr == nullptr) return 0;
+  return call.session()->allocation_seen(ptr, bytes, device, category, name);
+}
+
+FPSCOPE_EXPORT void fpscope_free_seen(const void* ptr) {
+  HookCall call;
+  if (call.session() && ptr) call.session()->freed(const_cast<void*>(ptr));
+}
+
+FPSCOPE_EXPORT void fpscope_relabel(uint64_t id, int32_t category, const char* name) {
+  HookCall call;
+  if (call.session() && id != 0) call.session()->relabel(id, category, name);
+}
+
+FPSCOPE_EXPORT void fpscope_log_scalar(const char* name, double value, int64_t step) {
+  HookCall call;
+  if (call.session()) call.session()->log_scalar(name, value, step);
+}
+
+FPSCOPE_EXPORT void fpscope_log_text(const char* key, const char* value) {
+  HookCall call;
+  if (call.session()) call.session()->log_text(key, value);
+}

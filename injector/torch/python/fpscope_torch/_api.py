@@ -1,0 +1,69 @@
+"""ctypes bindings to the C API of libfpscope_inject.so (fpscope/inject_api.h).
+
+The library is already in the process: `fpscope run` preloads it, so its symbols are found in the
+program's global namespace.
+"""
+import ctypes
+
+MAX_DIMS = 6  # MPT_MAX_DIMS
+
+# mpt_dtype, mpt_category and the NVTX categories (mpt/abi.h, fpscope/contract/nvtx.h).
+DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_I32, DTYPE_I64, DTYPE_U8, DTYPE_F64 = range(7)
+CAT_WEIGHT, CAT_MASTER_WEIGHT, CAT_GRADIENT, CAT_ACTIVATION, CAT_OPTIMIZER_STATE, CAT_WORKSPACE, CAT_DATA = range(7)
+RANGE_STEP, RANGE_PHASE, RANGE_LAYER = 1, 2, 3
+DEVICE_CPU, DEVICE_CUDA = 0, 1
+MEASURE_INPUTS, MEASURE_OUTPUTS = 1, 2
+TRAPPED = 1
+API_VERSION = 1
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("id", ctypes.c_uint64),
+        ("name", ctypes.c_char_p),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("ndim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
+class Library:
+    """The injector's C API, or an error saying why it cannot be used."""
+
+    def __init__(self):
+        lib = ctypes.CDLL(None)
+        try:
+            version = lib.fpscope_api_version
+        except AttributeError:
+            raise RuntimeError("libfpscope_inject.so is not loaded in this process (run the program "
+                               "under `fpscope run`)")
+        version.restype = ctypes.c_int
+        if version() != API_VERSION:
+            raise RuntimeError("libfpscope_inject.so speaks C API version %d, this front end %d"
+                               % (version(), API_VERSION))
+        def bind(name, restype, *argtypes):
+            f = getattr(lib, name)
+            f.restype = restype
+            f.argtypes = list(argtypes)
+            return f
+        P = ctypes.POINTER
+        self.tracing = bind("fpscope_tracing", ctypes.c_int)
+        self.step_watched = bind("fpscope_step_watched", ctypes.c_int, ctypes.c_int64)
+        self.range_push = bind("fpscope_range_push", ctypes.c_int, ctypes.c_int32, ctypes.c_char_p,
+                               ctypes.c_int64)
+        self.range_pop = bind("fpscope_range_pop", ctypes.c_int)
+        self.op_plan = bind("fpscope_op_plan", ctypes.c_int, ctypes.c_char_p)
+        self.op_begin = bind("fpscope_op_begin", ctypes.c_void_p, ctypes.c_char_p, P(Tensor), ctypes.c_int32,
+                             P(ctypes.c_uint8), ctypes.c_int32)
+        self.op_end = bind("fpscope_op_end", ctypes.c_int, ctypes.c_void_p, P(Tensor), ctypes.c_int32,
+                           ctypes.c_int32)
+        self.trap_message = bind("fpscope_trap_message", ctypes.c_char_p)
+        self.alloc_seen = bind("fpscope_alloc_seen", ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
+                               ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p)
+        self.free_seen = bind("fpscope_free_seen", None, ctypes.c_void_p)
+        self.relabel = bind("fpscope_relabel", None, ctypes.c_uint64, ctypes.c_int32, ctypes.c_char_p)
+        self.log_scalar = bind("fpscope_log_scalar", None, ctypes.c_char_p, ctypes.c_double, ctypes.c_int64)
+        self.log_text = bind("fpscope_log_text", None, ctypes.c_char_p, ctypes.c_char_p)

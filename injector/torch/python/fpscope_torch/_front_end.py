@@ -1,0 +1,592 @@
+"""The PyTorch front end: operators, modules, steps, the loss and memory, handed to the injector.
+
+What it records and how it names things is documented in docs/pytorch.md. In short:
+  - every operator PyTorch dispatches is one kernel launch, named without `aten.` and overload;
+    view and metadata operators are counted, not measured; inputs are measured before the
+    operator runs, outputs after, by the injector's C++ code on the tensors' memory;
+  - steps, phases and layers are ranges of the trainer's convention: step N runs from the end of
+    optimizer step N-1 to the end of optimizer step N; phases forward, backward, optimizer (eval for
+    a module called in eval mode); a layer is the qualified name of the innermost module;
+  - the value backward() was called on is the step's `loss`;
+  - memory: each tensor storage the operators make is an allocation from first sight to the death
+    of the last tensor known to use it; parameters are `weight`, their .grad `gradient`, optimizer
+    state `optimizer_state`, the rest `activation`.
+"""
+import atexit
+import contextlib
+import ctypes
+import os
+import sys
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _api
+
+_DTYPES = {
+    torch.float32: _api.DTYPE_F32,
+    torch.float16: _api.DTYPE_F16,
+    torch.bfloat16: _api.DTYPE_BF16,
+    torch.int32: _api.DTYPE_I32,
+    torch.int64: _api.DTYPE_I64,
+    torch.uint8: _api.DTYPE_U8,
+    torch.bool: _api.DTYPE_U8,
+    torch.float64: _api.DTYPE_F64,
+}
+_MEASURED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# Operators whose outputs hold whatever the memory held before: counted, never measured.
+_UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
+_PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+class _OpInfo:
+    """What the front end needs to know of one operator overload, worked out once."""
+
+    __slots__ = ("name", "unmeasured", "arguments")
+
+    def __init__(self, func):
+        self.name = func.overloadpacket.__name__.encode()
+        schema = func._schema
+        returns = schema.returns
+        # A pure view or metadata operator: every tensor it returns aliases an input, none written.
+        view = all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        self.unmeasured = view or self.name in _UNINITIALIZED
+        # (position, keyword, written) of each argument.
+        self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
+                          for i, a in enumerate(schema.arguments)]
+
+
+def _tensors_in(value, written, out):
+    if isinstance(value, torch.Tensor):
+        out.append((value, written))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                out.append((v, written))
+
+
+def _returned_tensors(result, out):
+    if isinstance(result, torch.Tensor):
+        out.append(result)
+    elif isinstance(result, (list, tuple)):
+        for r in result:
+            _returned_tensors(r, out)
+
+
+def _tensor_list(value):
+    out = []
+    _returned_tensors(value, out)
+    return out
+
+
+def _storage_key(t):
+    """The address of the first byte of the tensor's storage, and its size in bytes."""
+    storage = t.storage()
+    return storage.data_ptr(), storage.nbytes()
+
+
+class _Memory:
+    """Tensor storages as allocations: first sight to the death of the last tensor known to use it.
+
+    A storage's users are the tensor objects the front end has seen on it (operator outputs, views,
+    parameters, what autograd saved); each is counted once, and its death (weakref.finalize) ends
+    its use. The storage is freed when no user is left.
+    """
+
+    def __init__(self, lib):
+        self._lib = lib
+        self._live = {}   # storage address -> [allocation id, users, category, name]
+        self._users = {}  # id(tensor) -> storage address
+
+    def _release(self, user):
+        address = self._users.pop(user, None)
+        entry = self._live.get(address)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._live[address]
+            self._lib.free_seen(address)
+
+    def adopt(self, t, category, name=b""):
+        """Counts `t` as a user of its storage (once); returns the allocation id (0: none)."""
+        address = self._users.get(id(t))
+        if address is not None:
+            entry = self._live.get(address)
+            return entry[0] if entry is not None else 0
+        if t.device.type == "meta" or t.layout != torch.strided:
+            return 0
+        try:
+            address, nbytes = _storage_key(t)
+        except (RuntimeError, NotImplementedError):
+            return 0
+        if address == 0:
+            return 0
+        entry = self._live.get(address)
+        if entry is None:
+            device = _api.DEVICE_CUDA if t.device.type == "cuda" else _api.DEVICE_CPU
+            entry = [self._lib.alloc_seen(address, nbytes, device, category, name), 0, category, name]
+            if entry[0] == 0:
+                return 0
+            self._live[address] = entry
+        entry[1] += 1
+        self._users[id(t)] = address
+        weakref.finalize(t, self._release, id(t))
+        return entry[0]
+
+    def _entry(self, t):
+        address = self._users.get(id(t))
+        if address is None:
+            try:
+                address = _storage_key(t)[0]
+            except (RuntimeError, NotImplementedError):
+                return None
+        return self._live.get(address)
+
+    def id_of(self, t):
+        """The allocation id of a tensor's storage, adopting it (as data) if it was never seen."""
+        entry = self._entry(t)
+        return entry[0] if entry is not None else self.adopt(t, _api.CAT_DATA)
+
+    def name_of(self, t):
+        entry = self._entry(t)
+        return entry[3] if entry is not None else b""
+
+    def label(self, t, category, name):
+        """Says what a tensor's storage holds (relabels it when it was first seen as something else)."""
+        if self.adopt(t, category, name) == 0:
+            return
+        entry = self._entry(t)
+        if entry is not None and (entry[2] != category or entry[3] != name):
+            entry[2], entry[3] = category, name
+            self._lib.relabel(entry[0], category, name)
+
+    def seen(self, t):
+        return self._entry(t) is not None
+
+
+class _Ranges:
+    """The ranges the front end opened on the main thread, mirrored so they close in order."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        self._open = []  # (category, message)
+
+    def push(self, category, message, step=-1):
+        self._lib.range_push(category, message.encode(), step)
+        self._open.append((category, message))
+
+    def close(self, category):
+        """Closes the innermost open range of `category` and any opened inside it."""
+        if not any(c == category for c, _ in self._open):
+            return
+        while self._open:
+            c, _ = self._open.pop()
+            self._lib.range_pop()
+            if c == category:
+                return
+
+    def innermost(self, category):
+        for c, m in reversed(self._open):
+            if c == category:
+                return m
+        return None
+
+    def close_all(self):
+        while self._open:
+            self._open.pop()
+            self._lib.range_pop()
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, front):
+        super().__init__()
+        self._front = front
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self._front.dispatch(func, args, kwargs or {})
+
+
+class FrontEnd:
+    def __init__(self, lib):
+        self.lib = lib
+        self.memory = _Memory(lib)
+        self.ranges = _Ranges(lib)
+        self.step = 0
+        self.ops = {}
+        self.module_names = weakref.WeakKeyDictionary()
+        self.param_names = {}  # id(parameter) -> qualified name, for parameters of named models
+        self.mode = _Mode(self)
+        self.mode_on = False
+        self.keep = []  # contiguous copies measured for the operator in flight
+        self.configured = False
+        self.main_thread = None
+
+    # [SECTION] Operators ------------------------------------------------------------------------
+
+    def info(self, func):
+        info = self.ops.get(func)
+        if info is None:
+            info = self.ops[func] = _OpInfo(func)
+        return info
+
+    def describe(self, t, slot):
+        """Fills an mpt_tensor for `t`; a non-contiguous tensor is measured through a contiguous copy."""
+        desc = _api.Tensor()
+        dtype = _DTYPES.get(t.dtype)
+        desc.id = self.memory.id_of(t)
+        desc.name = self.memory.name_of(t)
+        shape = t.shape
+        ndim = len(shape)
+        if ndim > _api.MAX_DIMS:  # the last dimensions fold into the sixth
+            folded = 1
+            for n in shape[_api.MAX_DIMS - 1:]:
+                folded *= n
+            shape = list(shape[:_api.MAX_DIMS - 1]) + [folded]
+            ndim = _api.MAX_DIMS
+        for i in range(ndim):
+            desc.shape[i] = shape[i]
+        desc.ndim = ndim
+        desc.device = _api.DEVICE_CUDA if t.device.type == "cuda" else _api.DEVICE_CPU
+        if dtype is None or t.device.type not in ("cpu", "cuda") or t.layout != torch.strided:
+            desc.dtype = dtype if dtype is not None else -1
+            desc.data = None
+            return desc
+        desc.dtype = dtype
+        if t.dtype in _MEASURED_DTYPES and t.numel() > 0:
+            if not t.is_contiguous():
+                t = t.contiguous()
+                self.keep.append(t)
+            desc.data = t.data_ptr()
+        return desc
+
+    def dispatch(self, func, args, kwargs):
+        lib = self.lib
+        info = self.info(func)
+        inputs = []
+        for position, keyword, written in info.arguments:
+            if position < len(args):
+                _tensors_in(args[position], written, inputs)
+            elif keyword in kwargs:
+                _tensors_in(kwargs[keyword], written, inputs)
+        plan = 0 if info.unmeasured else lib.op_plan(info.name)
+        if plan == 0:
+            op = lib.op_begin(info.name, None, len(inputs), None, 0)
+            result = func(*args, **kwargs)
+            outputs = self.outputs_of(inputs, result)
+            self.adopt_outputs(outputs)
+            lib.op_end(op, None, len(outputs), 0)
+            return result
+
+        n = len(inputs)
+        descs = (_api.Tensor * max(n, 1))()
+        written = (ctypes.c_uint8 * max(n, 1))()
+        try:
+            for i, (t, w) in enumerate(inputs):
+                descs[i] = self.describe(t, i)
+                written[i] = 1 if w else 0
+            op = lib.op_begin(info.name, descs, n, written, 1)
+            try:
+                result = func(*args, **kwargs)
+            except BaseException:
+                lib.op_end(op, None, 0, 1)
+                raise
+            outputs = self.outputs_of(inputs, result)
+            self.adopt_outputs(outputs)
+            m = len(outputs)
+            out_descs = (_api.Tensor * max(m, 1))()
+            for i, t in enumerate(outputs):
+                out_descs[i] = self.describe(t, i)
+            trapped = lib.op_end(op, out_descs, m, 0)
+        finally:
+            self.keep.clear()
+        if trapped == _api.TRAPPED:
+            raise FloatingPointError(lib.trap_message().decode(errors="replace").replace("fpscope: trap: ", "fpscope: ", 1))
+        return result
+
+    @staticmethod
+    def outputs_of(inputs, result):
+        """The tensors an operator wrote: its written arguments, then what it returned besides."""
+        outputs = [t for t, w in inputs if w]
+        returned = []
+        _returned_tensors(result, returned)
+        for t in returned:
+            if not any(t is o for o in outputs):
+                outputs.append(t)
+        return outputs
+
+    def adopt_outputs(self, outputs):
+        phase = self.ranges.innermost(_api.RANGE_PHASE)
+        category = _api.CAT_WORKSPACE if phase == "optimizer" else _api.CAT_ACTIVATION
+        for t in outputs:
+            self.memory.adopt(t, category)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """The front end's own operators are not the program's: they run unwatched."""
+        was_on = self.mode_on
+        self.watch(False)
+        try:
+            yield
+        finally:
+            self.watch(was_on)
+
+    def watch(self, on):
+        """Turns the dispatch mode on or off (off for steps no filter selects)."""
+        if on and not self.mode_on:
+            self.mode.__enter__()
+            self.mode_on = True
+        elif not on and self.mode_on:
+            self.mode.__exit__(None, None, None)
+            self.mode_on = False
+
+    # [SECTION] Modules ---------------------------------------------------------------------------
+
+    def name_model(self, root):
+        """Names every module and parameter of a model the first time its outermost module runs."""
+        for name, module in root.named_modules():
+            self.module_names[module] = name
+        for name, p in root.named_parameters():
+            self.param_names[id(p)] = name
+            self.memory.label(p, _api.CAT_WEIGHT, name.encode())
+        if not self.configured:
+            self.configure(root)
+
+    def forward_pre_hook(self, module, inputs):
+        if threading_ident() != self.main_thread:
+            return None
+        name = self.module_names.get(module)
+        if name is None:
+            self.name_model(module)
+            name = self.module_names.get(module, "")
+        if name == "":  # the model itself: its forward is a phase, not a layer
+            wanted = "forward" if module.training else "eval"
+            if self.ranges.innermost(_api.RANGE_PHASE) != wanted:
+                self.ranges.close(_api.RANGE_PHASE)
+                self.ranges.push(_api.RANGE_PHASE, wanted)
+            return None
+        self.ranges.push(_api.RANGE_LAYER, name)
+        # Backward: once the gradient of an input has arrived, this module's backward is over.
+        if torch.is_grad_enabled():
+            for t in _tensor_list(inputs):
+                if t.requires_grad:
+                    t.register_hook(self.backward_layer_end(name))
+        return None
+
+    def forward_hook(self, module, inputs, output):
+        if threading_ident() != self.main_thread:
+            return None
+        name = self.module_names.get(module, "")
+        if name == "":
+            return None
+        if self.ranges.innermost(_api.RANGE_LAYER) == name:
+            self.ranges.close(_api.RANGE_LAYER)
+        # Backward: the gradient of this module's output arrives just before its backward operators.
+        if torch.is_grad_enabled():
+            for t in _tensor_list(output):
+                if t.requires_grad and not getattr(t, "_fpscope_layer_hooked", False):
+                    t.register_hook(self.backward_layer_hook(name))
+                    try:
+                        t._fpscope_layer_hooked = True
+                    except (AttributeError, RuntimeError):
+                        pass
+        return None
+
+    def backward_layer_hook(self, name):
+        def hook(grad):
+            if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_PHASE) == "backward":
+                self.ranges.close(_api.RANGE_LAYER)
+                self.ranges.push(_api.RANGE_LAYER, name)
+            return None
+        return hook
+
+    def backward_layer_end(self, name):
+        def hook(grad):
+            if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_LAYER) == name:
+                self.ranges.close(_api.RANGE_LAYER)
+            return None
+        return hook
+
+    # [SECTION] Backward and optimizer steps --------------------------------------------------------
+
+    def backward(self, original, tensors, *args, **kwargs):
+        if threading_ident() != self.main_thread:
+            return original(tensors, *args, **kwargs)
+        single = tensors if isinstance(tensors, torch.Tensor) else (
+            tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else None)
+        if isinstance(single, torch.Tensor) and single.numel() == 1:
+            with self.paused():
+                loss = single.detach().item()
+            self.lib.log_scalar(b"loss", float(loss), self.step)
+        self.ranges.close(_api.RANGE_PHASE)
+        self.ranges.push(_api.RANGE_PHASE, "backward")
+        try:
+            return original(tensors, *args, **kwargs)
+        finally:
+            self.ranges.close(_api.RANGE_PHASE)
+
+    def optimizer_step(self, optimizer, original, *args, **kwargs):
+        if threading_ident() != self.main_thread:
+            return original(*args, **kwargs)
+        self.ranges.close(_api.RANGE_PHASE)
+        self.label_gradients(optimizer)
+        self.ranges.push(_api.RANGE_PHASE, "optimizer")
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self.ranges.close(_api.RANGE_PHASE)
+            self.label_state(optimizer)
+            self.next_step()
+
+    def label_gradients(self, optimizer):
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.memory.label(p.grad, _api.CAT_GRADIENT, (self.param_name(p) + ".grad").encode())
+
+    def label_state(self, optimizer):
+        for p, state in optimizer.state.items():
+            if not isinstance(p, torch.Tensor):
+                continue
+            base = self.param_name(p)
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor) and value.numel() > 1:
+                    self.memory.label(value, _api.CAT_OPTIMIZER_STATE, ("%s.%s" % (base, key)).encode())
+
+    def param_name(self, p):
+        return self.param_names.get(id(p), "param%d" % (len(self.param_names)))
+
+    def next_step(self):
+        self.ranges.close_all()
+        self.step += 1
+        self.ranges.push(_api.RANGE_STEP, "step %d" % self.step, self.step)
+        self.watch(bool(self.lib.step_watched(self.step)))
+
+    def optimizer_created(self, optimizer):
+        original = optimizer.step
+        front = self
+
+        def step(*args, **kwargs):
+            return front.optimizer_step(optimizer, original, *args, **kwargs)
+
+        step.__wrapped__ = original
+        optimizer.step = step
+        self.lib.log_text(b"optimizer", type(optimizer).__name__.encode())
+        for key, value in sorted(optimizer.defaults.items()):
+            if key == "lr":
+                self.lib.log_text(b"lr", str(value).encode())
+            elif isinstance(value, (int, float, bool, str, tuple)) or value is None:
+                self.lib.log_text(("optimizer.%s" % key).encode(), str(value).encode())
+
+    # [SECTION] Configuration -------------------------------------------------------------------------
+
+    def configure(self, model):
+        self.configured = True
+        params = list(model.parameters())
+        log = self.lib.log_text
+        log(b"framework", ("torch " + torch.__version__).encode())
+        log(b"model", type(model).__name__.encode())
+        log(b"parameters", str(sum(p.numel() for p in params)).encode())
+        device = params[0].device.type if params else "cpu"
+        log(b"device", device.encode())
+        autocast = None
+        if device == "cuda" and torch.is_autocast_enabled():
+            autocast = torch.get_autocast_gpu_dtype()
+        elif device == "cpu" and torch.is_autocast_cpu_enabled():
+            autocast = torch.get_autocast_cpu_dtype()
+        if autocast is not None:
+            log(b"autocast", _PRECISION_WORDS.get(autocast, str(autocast)).encode())
+            log(b"precision", ("amp-" + _PRECISION_WORDS.get(autocast, str(autocast))).encode())
+        else:
+            dtype = params[0].dtype if params else torch.float32
+            log(b"precision", _PRECISION_WORDS.get(dtype, str(dtype)).encode())
+        log(b"command", " ".join([sys.executable] + sys.argv).encode())
+
+    # [SECTION] Saved tensors -----------------------------------------------------------------------
+
+    def pack(self, t):
+        # Autograd keeps its own handle on a saved output; count it as a user of the storage.
+        if self.memory.seen(t):
+            self.memory.adopt(t, _api.CAT_ACTIVATION)
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+
+_front = None
+
+
+def threading_ident():
+    import threading
+    return threading.get_ident()
+
+
+def install():
+    """Installs the front end in this process; does nothing when it does not trace."""
+    global _front
+    if _front is not None:
+        return
+    try:
+        lib = _api.Library()
+    except RuntimeError as error:
+        sys.stderr.write("fpscope: the PyTorch front end is off: %s\n" % error)
+        return
+    if not lib.tracing():
+        return
+    front = _front = FrontEnd(lib)
+    front.main_thread = threading_ident()
+
+    original_backward = torch.autograd.backward
+
+    def backward(tensors, *args, **kwargs):
+        return front.backward(original_backward, tensors, *args, **kwargs)
+
+    backward.__wrapped__ = original_backward
+    backward.__doc__ = original_backward.__doc__
+    torch.autograd.backward = backward
+
+    original_init = torch.optim.Optimizer.__init__
+
+    def optimizer_init(self, params, defaults):
+        original_init(self, params, defaults)
+        front.optimizer_created(self)
+
+    optimizer_init.__wrapped__ = original_init
+    torch.optim.Optimizer.__init__ = optimizer_init
+
+    original_new = torch.nn.Parameter.__new__
+
+    def parameter_new(cls, data=None, requires_grad=True):
+        p = original_new(cls, data, requires_grad)
+        front.memory.label(p, _api.CAT_WEIGHT, b"")
+        return p
+
+    torch.nn.Parameter.__new__ = parameter_new
+
+    import torch.nn.modules.module as modules
+    modules.register_module_forward_pre_hook(front.forward_pre_hook)
+    modules.register_module_forward_hook(front.forward_hook)
+    torch.autograd.graph.saved_tensors_hooks(front.pack, front.unpack).__enter__()
+
+    front.ranges.push(_api.RANGE_STEP, "step 0", 0)
+    front.watch(bool(lib.step_watched(0)))
+    os.register_at_fork(after_in_child=_forget_in_child)
+    atexit.register(_finish)
+
+
+def _forget_in_child():
+    """A forked child (a DataLoader worker) is not traced: it stops watching operators."""
+    global _front
+    if _front is not None:
+        _front.watch(False)
+        _front.main_thread = None
+        _front = None
+
+
+def _finish():
+    if _front is not None:
+        _front.watch(False)
+        _front.ranges.close_all()

@@ -1,0 +1,63 @@
+"""Installs the front end at the moment the program's `import torch` completes."""
+import importlib.abc
+import importlib.machinery
+import sys
+
+_installed = False
+
+
+class _TorchFinder(importlib.abc.MetaPathFinder):
+    """Finds `torch` through the other finders and wraps its loader."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch" or _installed:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            for finder in sys.meta_path:
+                if spec is not None:
+                    break
+                if hasattr(finder, "find_spec"):
+                    spec = finder.find_spec(fullname, path, target)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _InstallingLoader(spec.loader)
+        return spec
+
+
+class _InstallingLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _install_front_end()
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _install_front_end():
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    for finder in list(sys.meta_path):
+        if isinstance(finder, _TorchFinder):
+            sys.meta_path.remove(finder)
+    from fpscope_torch import _front_end
+    _front_end.install()
+
+
+def install():
+    """Called by sitecustomize: installs now if torch is already imported, else at its import."""
+    if "torch" in sys.modules:
+        _install_front_end()
+    else:
+        sys.meta_path.insert(0, _TorchFinder())
