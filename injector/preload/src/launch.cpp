@@ -376,7 +376,7 @@ std::string Session::trap_message(const LaunchPlan& p, const Attribution& where,
       kind = nonfinite_kind(type, element_bits(t.data, type, static_cast<size_t>(index)));
     }
     return std::string("fpscope: trap: first ") + nonfinite_word(kind) + " made by " + p.kernel +
-           place_of(where) + " in " + (t.name ? t.name : "output " + std::to_string(m.slot)) +
+           place_of(where) + " in " + (t.name && *t.name ? t.name : "output " + std::to_string(m.slot)) +
            " at index " + std::to_string(index);
   }
   return {};

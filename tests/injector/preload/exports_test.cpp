@@ -26,10 +26,15 @@ std::set<std::string> defined_dynamic_symbols(const std::string& library) {
   return names;
 }
 
-TEST(Exports, OnlyTheHooks) {
+TEST(Exports, OnlyTheHooksAndTheFrontEndApi) {
   const std::set<std::string> expected = {
       "mpt_launch", "mpt_alloc", "mpt_free", "mpt_log_scalar", "mpt_log_text",
-      "InitializeInjectionNvtx2", "InitializeInjectionNvtx2Preinject", "InitializeInjection"};
+      "InitializeInjectionNvtx2", "InitializeInjectionNvtx2Preinject", "InitializeInjection",
+      // fpscope/inject_api.h
+      "fpscope_api_version", "fpscope_tracing", "fpscope_step_watched", "fpscope_range_push",
+      "fpscope_range_pop", "fpscope_op_plan", "fpscope_op_begin", "fpscope_op_end",
+      "fpscope_trap_message", "fpscope_alloc_seen", "fpscope_free_seen", "fpscope_relabel",
+      "fpscope_log_scalar", "fpscope_log_text"};
   EXPECT_EQ(defined_dynamic_symbols(FPSCOPE_INJECT_LIBRARY), expected);
 }
 

@@ -1,0 +1,255 @@
+"""End-to-end tests of the PyTorch front end: real PyTorch programs run under `fpscope run`.
+
+Each test writes a small training program into a fresh temporary folder, runs it with and without
+the tracer, and checks the trace with SQL against independent facts: the losses the program
+printed (bit for bit), numpy statistics of tensors the program saved itself, the model's parameter
+count, and the operators PyTorch is known to dispatch.
+
+Usage: torch_front_end_test.py --fpscope PATH [unittest arguments]
+"""
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import numpy as np
+
+FPSCOPE = None
+TENSORS = "SELECT count(*) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+PYTHON = sys.executable  # the interpreter that runs this test has torch and numpy
+
+CNN = """
+import sys
+import numpy as np
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3)
+        self.fc1 = nn.Linear(4 * 6 * 6, 10)
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(x, 2)
+        return self.fc1(x.flatten(1))
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+x = torch.randn(8, 1, 14, 14)
+y = torch.randint(0, 10, (8,))
+for step in range(STEPS):
+    opt.zero_grad()
+    out = net(x)
+    if step == 0:
+        np.save(sys.argv[1], out.detach().numpy())
+    loss = F.cross_entropy(out, y)
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+print("parameters", sum(p.numel() for p in net.parameters()))
+"""
+
+
+def run(args, cwd, env=None, check=True):
+    full_env = dict(os.environ)
+    full_env.pop("PYTHONPATH", None)
+    if env:
+        full_env.update(env)
+    p = subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (args, p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def losses(stdout):
+    return [float.fromhex(line.split()[2]) for line in stdout.splitlines() if line.startswith("loss ")]
+
+
+class FrontEndTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="fpscope-torch-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        return path
+
+    def trace(self, script, *options, args=(), env=None, check=True):
+        out = os.path.join(self.dir, "trace-%d.sqlite" % len(os.listdir(self.dir)))
+        p = run([FPSCOPE, "run", "-q", "-o", out, *options, "--", PYTHON, script, *args],
+                self.dir, env, check)
+        return out, p
+
+    def query(self, trace, sql, *params):
+        with sqlite3.connect(trace) as db:
+            return db.execute(sql, params).fetchall()
+
+    def cnn(self, steps=3):
+        return self.write("cnn.py", CNN.replace("STEPS", str(steps)))
+
+    def test_losses_are_bit_identical_with_and_without_tracing(self):
+        script = self.cnn()
+        plain = run([PYTHON, script, os.path.join(self.dir, "plain.npy")], self.dir)
+        trace, traced = self.trace(script, args=[os.path.join(self.dir, "traced.npy")])
+        self.assertEqual(losses(plain.stdout), losses(traced.stdout))
+        self.assertEqual(len(losses(plain.stdout)), 3)
+        recorded = [v for (v,) in self.query(trace, "SELECT s.value FROM scalars s JOIN strings n ON n.id = s.name_id"
+                                             " WHERE n.value = 'loss' ORDER BY step")]
+        self.assertEqual(recorded, losses(plain.stdout))
+
+    def test_operators_layers_phases_and_steps(self):
+        trace, _ = self.trace(self.cnn(), args=[os.path.join(self.dir, "out.npy")])
+        rows = self.query(trace, "SELECT DISTINCT kernel, ifnull(layer, ''), ifnull(phase, ''), step FROM v_kernels")
+        seen = {(k, l, p, s) for k, l, p, s in rows}
+        for step in range(3):
+            self.assertIn(("convolution", "conv1", "forward", step), seen)
+            self.assertIn(("addmm", "fc1", "forward", step), seen)
+            self.assertIn(("convolution_backward", "conv1", "backward", step), seen)
+            self.assertIn(("mm", "fc1", "backward", step), seen)
+            self.assertIn(("threshold_backward", "", "backward", step), seen)
+            self.assertIn(("_log_softmax_backward_data", "", "backward", step), seen)
+            self.assertIn(("add_", "", "optimizer", step), seen)
+        # Step 3 holds what the program did after its last optimizer step (the final print).
+        self.assertEqual({s for k, _, _, s in rows if k == "convolution"}, {0, 1, 2})
+        self.assertEqual({s for _, _, _, s in rows}, {0, 1, 2, 3})
+        # View and metadata operators are counted but not measured.
+        unmeasured = self.query(trace, "SELECT DISTINCT kernel FROM v_kernels WHERE sampled = 0")
+        self.assertTrue({"t", "detach"} <= {k for (k,) in unmeasured}, unmeasured)
+        measured_views = self.query(trace, TENSORS + " WHERE k.kernel IN ('t', 'detach', 'view')")
+        self.assertEqual(measured_views[0][0], 0)
+
+    def test_statistics_match_numpy_on_the_programs_own_tensor(self):
+        saved = os.path.join(self.dir, "out.npy")
+        trace, _ = self.trace(self.cnn(), args=[saved])
+        a = np.load(saved).astype(np.float64).ravel()
+        row = self.query(trace, "SELECT t.count, t.min, t.max, t.absmax, t.min_nonzero, t.zero, t.nan, t.shape FROM v_tensors t"
+                                " JOIN v_kernels k ON k.id = t.kernel_id"
+                                " WHERE k.kernel = 'addmm' AND k.layer = 'fc1' AND k.step = 0 AND t.role = 'out'")
+        self.assertEqual(len(row), 1)
+        count, lo, hi, absmax, min_nonzero, zero, nan, shape = row[0]
+        self.assertEqual(count, a.size)
+        self.assertEqual(lo, a.min())
+        self.assertEqual(hi, a.max())
+        self.assertEqual(absmax, np.abs(a).max())
+        self.assertEqual(min_nonzero, np.abs(a[a != 0]).min())
+        self.assertEqual(zero, int((a == 0).sum()))
+        self.assertEqual(nan, 0)
+        self.assertEqual(json.loads(shape), [8, 10])
+
+    def test_memory_by_category(self):
+        script = self.cnn()
+        trace, p = self.trace(script, args=[os.path.join(self.dir, "out.npy")])
+        parameters = int(p.stdout.split("parameters")[1].split()[0])
+        peak = dict(self.query(trace, "SELECT category, bytes FROM v_memory_peak"))
+        self.assertEqual(peak["weight"], 4 * parameters)
+        self.assertEqual(peak["gradient"], 4 * parameters)
+        self.assertEqual(peak["optimizer_state"], 4 * parameters)  # SGD momentum: one buffer a parameter
+        self.assertGreater(peak["activation"], 0)
+        names = {n for (n,) in self.query(trace, "SELECT DISTINCT s.value FROM memory_events m JOIN strings s"
+                                                 " ON s.id = m.name_id")}
+        self.assertTrue({"conv1.weight", "fc1.bias", "conv1.weight.grad", "fc1.weight.momentum_buffer"} <= names, names)
+        # Every allocation is freed at most once, and never before it was made.
+        bad = self.query(trace, "SELECT a.alloc_id FROM memory_events a JOIN memory_events f ON f.alloc_id = a.alloc_id"
+                                " AND f.kind = 'free' WHERE a.kind = 'alloc' AND f.t_ns < a.t_ns")
+        self.assertEqual(bad, [])
+
+    def test_configuration_in_meta(self):
+        trace, p = self.trace(self.cnn(), args=[os.path.join(self.dir, "out.npy")])
+        meta = dict(self.query(trace, "SELECT key, value FROM meta WHERE key LIKE 'config.%'"))
+        self.assertEqual(meta["config.precision"], "fp32")
+        self.assertEqual(meta["config.optimizer"], "SGD")
+        self.assertEqual(meta["config.lr"], "0.1")
+        self.assertEqual(meta["config.optimizer.momentum"], "0.9")
+        self.assertEqual(meta["config.parameters"], p.stdout.split("parameters")[1].split()[0])
+        self.assertTrue(meta["config.framework"].startswith("torch "))
+
+    def test_every_leaves_unselected_steps_unwatched(self):
+        trace, _ = self.trace(self.cnn(steps=4), "--every", "2", args=[os.path.join(self.dir, "out.npy")])
+        steps = {s for (s,) in self.query(trace, "SELECT DISTINCT step FROM v_kernels WHERE kernel = 'convolution'")}
+        self.assertEqual(steps, {0, 2})
+        losses_recorded = self.query(trace, "SELECT count(*) FROM scalars")
+        self.assertEqual(losses_recorded[0][0], 4)  # the loss of every step is still recorded
+
+    def test_bf16_tensors_are_measured(self):
+        script = self.write("bf16.py", """
+            import torch
+            torch.manual_seed(0)
+            lin = torch.nn.Linear(16, 4).to(torch.bfloat16)
+            x = torch.randn(2, 16, dtype=torch.bfloat16)
+            y = lin(x)
+            bits = y.detach().view(torch.int16).numpy().astype("<u2")
+            import numpy as np
+            np.save(__import__("sys").argv[1], bits)
+        """)
+        saved = os.path.join(self.dir, "bf16.npy")
+        trace, _ = self.trace(script, args=[saved])
+        bits = np.load(saved).astype(np.uint32) << 16
+        a = bits.view(np.float32).astype(np.float64).ravel()
+        row = self.query(trace, "SELECT t.dtype_name, t.min, t.max, t.count FROM v_tensors t JOIN v_kernels k"
+                                " ON k.id = t.kernel_id WHERE k.kernel = 'addmm' AND t.role = 'out'")
+        self.assertEqual(row, [("bf16", a.min(), a.max(), a.size)])
+
+    def test_trap_raises_floating_point_error_at_the_users_line(self):
+        script = self.write("nan.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = torch.nn.Linear(4, 4)
+                def forward(self, x):
+                    return torch.log(self.lin(x) - 100.0)  # the line that makes NaN
+            m = Model()
+            m(torch.ones(2, 4))
+        """)
+        trace, p = self.trace(script, "--trap", "nonfinite", check=False)
+        self.assertIn("FloatingPointError: fpscope: first NaN made by log", p.stderr)
+        self.assertIn("step 0", p.stderr)
+        self.assertIn("in output 0 at index 0", p.stderr)
+        self.assertIn("the line that makes NaN", p.stderr)  # the traceback shows the user's line
+        first = self.query(trace, "SELECT kernel, step FROM v_first_nonfinite")
+        self.assertEqual(first, [("log", 0)])
+        self.assertEqual(p.returncode, 1)  # the exception ended the program, as any uncaught one does
+
+    def test_program_without_torch_and_users_sitecustomize(self):
+        own = os.path.join(self.dir, "own")
+        os.mkdir(own)
+        with open(os.path.join(own, "sitecustomize.py"), "w") as f:
+            f.write("import builtins\nbuiltins.USER_SITECUSTOMIZE = 'ran'\n")
+        script = self.write("plain.py", """
+            import builtins, sys
+            print(getattr(builtins, "USER_SITECUSTOMIZE", "missing"), "torch" in sys.modules)
+        """)
+        _, p = self.trace(script, env={"PYTHONPATH": own})
+        self.assertEqual(p.stdout.strip(), "ran False")
+        # And with torch: the user's sitecustomize still runs and the front end is installed.
+        script = self.write("with_torch.py", """
+            import builtins, torch
+            print(getattr(builtins, "USER_SITECUSTOMIZE", "missing"))
+            torch.ones(3).add_(1)
+        """)
+        trace, p = self.trace(script, env={"PYTHONPATH": own})
+        self.assertEqual(p.stdout.strip(), "ran")
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM v_kernels WHERE kernel = 'add_'"), [(1,)])
+
+
+def main():
+    global FPSCOPE
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fpscope", required=True)
+    known, rest = parser.parse_known_args()
+    FPSCOPE = os.path.abspath(known.fpscope)
+    unittest.main(argv=[sys.argv[0]] + rest)
+
+
+if __name__ == "__main__":
+    main()
