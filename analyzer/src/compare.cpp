@@ -53,14 +53,13 @@ void compare_loss(const Trace& a, const Trace& b, double tolerance, Comparison& 
 void compare_layers(const Trace& a, const Trace& b, int threshold, Comparison& c) {
   std::map<std::string, LayerShift> layers;
   std::vector<std::string> order;
-  // Forward outputs only: gradients carry the loss scale, which would hide what the formats did.
+  // Forward outputs only (the activations view): gradients carry the loss scale, which would hide
+  // what the formats did. The phase decides, not the kernel's name, so traces of any producer align.
   auto add = [&](const Trace& t, bool is_a) {
-    for (const auto& row : ranges(t, RangeGrouping::LayerKernel, RoleFilter::Outputs)) {
-      const bool forward = row.kernel.size() > 8 && row.kernel.compare(row.kernel.size() - 8, 8, "_forward") == 0;
-      if (!row.layer || !forward) continue;
-      auto [it, inserted] = layers.try_emplace(*row.layer);
-      if (inserted) order.push_back(*row.layer);
-      it->second.layer = *row.layer;
+    for (const auto& row : view_ranges(t, RangeView::Activations)) {
+      auto [it, inserted] = layers.try_emplace(row.row);
+      if (inserted) order.push_back(row.row);
+      it->second.layer = row.row;
       auto& absmax = is_a ? it->second.a_absmax : it->second.b_absmax;
       if (row.absmax && (!absmax || *row.absmax > *absmax)) absmax = row.absmax;
       (is_a ? it->second.a_exponent : it->second.b_exponent) = exponent_of(absmax);

@@ -21,6 +21,10 @@ import unittest
 import numpy as np
 
 FPSCOPE = None
+MPTRAIN = None
+DATA_DIR = None
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "injector", "torch",
+                       "examples", "fashion_cnn.py")
 TENSORS = "SELECT count(*) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
 PYTHON = sys.executable  # the interpreter that runs this test has torch and numpy
 
@@ -220,6 +224,67 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(first, [("log", 0)])
         self.assertEqual(p.returncode, 1)  # the exception ended the program, as any uncaught one does
 
+    def test_grad_scaler_operators_become_loss_scale_events(self):
+        # Debian's torch 1.13 has no CPU kernels for GradScaler's two operators, so the program
+        # registers ones that follow their documented semantics and calls them as GradScaler does.
+        script = self.write("scaler.py", """
+            import torch
+            lib = torch.library.Library("aten", "IMPL", "CPU")
+            def unscale(grads, found_inf, inv_scale):
+                for g in grads:
+                    if not torch.isfinite(g).all():
+                        found_inf.fill_(1.0)
+                    g.mul_(inv_scale)
+            def update(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
+                if found_inf.item() > 0:
+                    scale.mul_(backoff_factor)
+                    growth_tracker.fill_(0)
+                elif growth_tracker.item() + 1 == growth_interval:
+                    scale.mul_(growth_factor)
+                    growth_tracker.fill_(0)
+                else:
+                    growth_tracker.add_(1)
+                return scale
+            lib.impl("_amp_foreach_non_finite_check_and_unscale_", unscale)
+            lib.impl("_amp_update_scale_", update)
+            scale = torch.full((1,), 65536.0)
+            tracker = torch.zeros(1, dtype=torch.int32)
+            for bad in [True, False, False, True]:
+                grads = [torch.tensor([1.0, float("inf") if bad else 2.0])]
+                found = torch.zeros(1)
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, found, 1.0 / scale)
+                before = scale.item()
+                torch._amp_update_scale_(scale, tracker, found, 2.0, 0.5, 2)
+                print(before, found.item(), scale.item(), tracker.item())
+        """)
+        trace, p = self.trace(script)
+        expected = [tuple(float(v) for v in line.split()) for line in p.stdout.splitlines()]
+        events = self.query(trace, "SELECT scale, found_inf, scale_after, event FROM v_loss_scale ORDER BY t_ns")
+        self.assertEqual([(b, f, a) for b, f, a, _ in events], [(b, f, a) for b, f, a, _ in expected])
+        self.assertEqual([e for *_, e in events], ["backoff", "unchanged", "growth", "backoff"])
+        self.assertEqual(self.query(trace, "SELECT growth_tracker FROM loss_scale ORDER BY t_ns"),
+                         [(int(t),) for *_, t in expected])
+
+    @unittest.skipUnless(os.environ.get("FPSCOPE_TEST_MPTRAIN"), "needs --mptrain and --data-dir")
+    def test_compare_aligns_mptrain_and_pytorch_layers_by_name(self):
+        mptrain, _ = self.trace_program([MPTRAIN, "--model", "cnn", "--train-subset", "320", "--epochs", "1",
+                                         "--data-dir", DATA_DIR])
+        torch_run, _ = self.trace_program([PYTHON, EXAMPLE, "--images", "320", "--data-dir", DATA_DIR])
+        p = run([FPSCOPE, "compare", "--format", "json", mptrain, torch_run], self.dir)
+        layers = {l["layer"]: l for l in json.loads(p.stdout)["layers"]}
+        for name in ("conv1", "conv2", "norm", "fc1", "fc2"):
+            self.assertIsNotNone(layers[name]["source_absmax"], name)
+            self.assertIsNotNone(layers[name]["target_absmax"], name)
+        # Same architecture, same parameter count, so the same weight, gradient and momentum bytes.
+        memory = {m["category"]: m for m in json.loads(p.stdout)["memory_at_peak"]}
+        for category in ("weight", "gradient", "optimizer_state"):
+            self.assertEqual(memory[category]["source_bytes"], memory[category]["target_bytes"], category)
+
+    def trace_program(self, command):
+        out = os.path.join(self.dir, "trace-%d.sqlite" % len(os.listdir(self.dir)))
+        p = run([FPSCOPE, "run", "-q", "-o", out, "--", *command], self.dir)
+        return out, p
+
     def test_program_without_torch_and_users_sitecustomize(self):
         own = os.path.join(self.dir, "own")
         os.mkdir(own)
@@ -243,11 +308,17 @@ class FrontEndTest(unittest.TestCase):
 
 
 def main():
-    global FPSCOPE
+    global FPSCOPE, MPTRAIN, DATA_DIR
     parser = argparse.ArgumentParser()
     parser.add_argument("--fpscope", required=True)
+    parser.add_argument("--mptrain")
+    parser.add_argument("--data-dir")
     known, rest = parser.parse_known_args()
     FPSCOPE = os.path.abspath(known.fpscope)
+    MPTRAIN = known.mptrain and os.path.abspath(known.mptrain)
+    DATA_DIR = known.data_dir
+    if MPTRAIN and DATA_DIR:
+        os.environ["FPSCOPE_TEST_MPTRAIN"] = MPTRAIN
     unittest.main(argv=[sys.argv[0]] + rest)
 
 

@@ -254,10 +254,13 @@ class FrontEnd:
             desc.data = None
             return desc
         desc.dtype = dtype
-        if t.dtype in _MEASURED_DTYPES and t.numel() > 0:
-            if not t.is_contiguous():
-                t = t.contiguous()
-                self.keep.append(t)
+        if t.numel() == 0:
+            return desc
+        if t.is_contiguous():
+            desc.data = t.data_ptr()
+        elif t.dtype in _MEASURED_DTYPES:  # other dtypes are only read by the loss-scale probe
+            t = t.contiguous()
+            self.keep.append(t)
             desc.data = t.data_ptr()
         return desc
 
@@ -270,6 +273,9 @@ class FrontEnd:
                 _tensors_in(args[position], written, inputs)
             elif keyword in kwargs:
                 _tensors_in(kwargs[keyword], written, inputs)
+        memory = self.memory
+        for t, _ in inputs:  # a tensor no operator made (torch.from_numpy, a loaded batch) is data
+            memory.adopt(t, _api.CAT_DATA)
         plan = 0 if info.unmeasured else lib.op_plan(info.name)
         if plan == 0:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)

@@ -1,0 +1,98 @@
+"""mptrain's CNN in plain PyTorch, trained on FashionMNIST: an ordinary program to trace.
+
+It imports nothing from fpscope. Its layers carry mptrain's names (conv1, conv2, norm, fc1, fc2),
+so `fpscope compare` lines the two trainers up layer by layer:
+
+    fpscope run -o runs/torch-fp32.sqlite -- python3 fashion_cnn.py
+    fpscope run -o runs/torch-bf16.sqlite -- python3 fashion_cnn.py --precision amp-bf16
+    fpscope compare runs/mptrain-fp32.sqlite runs/torch-fp32.sqlite
+
+Options: --precision fp32|bf16|amp-bf16, --images N (6000), --batch-size (32), --lr (0.01),
+--optimizer sgd|adamw, --data-dir (/usr/share/datasets/fashion-mnist), --seed.
+"""
+import argparse
+import contextlib
+import gzip
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def load(data_dir, images):
+    def find(stem):
+        for name in (stem, stem + ".gz"):
+            path = os.path.join(data_dir, name)
+            if os.path.exists(path):
+                return path
+        sys.exit("fashion_cnn.py: %s not found in %s (apt-get install dataset-fashion-mnist, or pass "
+                 "--data-dir)" % (stem, data_dir))
+    x = read_idx(find("train-images-idx3-ubyte"))[:images].astype(np.float32) / 255.0
+    y = read_idx(find("train-labels-idx1-ubyte"))[:images].astype(np.int64)
+    return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y)
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 5, 3)
+        self.conv2 = nn.Conv2d(5, 12, 5)
+        self.norm = nn.GroupNorm(3, 12)
+        self.fc1 = nn.Linear(12 * 9 * 9, 100)
+        self.fc2 = nn.Linear(100, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = self.norm(F.relu(self.conv2(x)))
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--precision", choices=["fp32", "bf16", "amp-bf16"], default="fp32")
+    parser.add_argument("--images", type=int, default=6000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    torch.manual_seed(args.seed)
+    x, y = load(args.data_dir, args.images)
+    model = Cnn()
+    if args.precision == "bf16":
+        model = model.to(torch.bfloat16)
+        x = x.to(torch.bfloat16)
+    if args.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "amp-bf16"
+                else contextlib.nullcontext())
+    steps = len(x) // args.batch_size
+    for step in range(steps):
+        batch = slice(step * args.batch_size, (step + 1) * args.batch_size)
+        optimizer.zero_grad()
+        with autocast:
+            loss = F.cross_entropy(model(x[batch]), y[batch])
+        loss.backward()
+        optimizer.step()
+        if step % 50 == 0 or step == steps - 1:
+            print("step %d loss %.4f" % (step, loss.item()))
+
+
+if __name__ == "__main__":
+    main()
