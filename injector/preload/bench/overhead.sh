@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Overhead of tracing on the reference trainer: whole-process wall time of `mptrain --model cnn`
-# untraced, under `fpscope run` with full statistics on every kernel, and under `fpscope run
+# Overhead of tracing on the reference trainer and on the same CNN in PyTorch: whole-process wall
+# time of `mptrain --model cnn` (or of injector/torch/examples/fashion_cnn.py) untraced, under `fpscope run` with full statistics on every kernel, and under `fpscope run
 # --every 10`. The three runs alternate, repetition after repetition, so that drift in the
 # machine's load hits all of them alike. For each case the table shows the median untraced time,
 # and for each traced mode the median of the per-repetition ratios traced/untraced with their
@@ -11,15 +11,18 @@
 # Environment:
 #   REPS     repetitions of each case (default 5)
 #   CASES    which cases, space separated, from: 28-6000-fp32 28-6000-amp 28-30000-fp32
-#            28-30000-amp 128-640-fp32 (default: all). A case is PIXELS-IMAGES-PRECISION; images
-#            are training images (32 a step), amp is amp-fp16 with dynamic loss scaling.
+#            28-30000-amp 128-640-fp32 torch-6000-fp32 torch-6000-amp (default: all). A case is
+#            PIXELS-IMAGES-PRECISION; images are training images (32 a step), amp is amp-fp16 with
+#            dynamic loss scaling. torch-IMAGES-PRECISION is the PyTorch CNN at 28 px (amp: CPU
+#            autocast to bf16), run by /usr/bin/python3 (Debian's python3-torch).
 #   THREADS  the trainer's threads (default 2)
 set -euo pipefail
 
 build=${1:-build}
 reps=${REPS:-5}
 threads=${THREADS:-2}
-cases=${CASES:-"28-6000-fp32 28-6000-amp 28-30000-fp32 28-30000-amp 128-640-fp32"}
+cases=${CASES:-"28-6000-fp32 28-6000-amp 28-30000-fp32 28-30000-amp 128-640-fp32 torch-6000-fp32 torch-6000-amp"}
+torch_cnn=$(cd "$(dirname "$0")/../../torch/examples" && pwd)/fashion_cnn.py
 fpscope=$build/bin/fpscope
 mptrain=$build/bin/mptrain
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
@@ -56,27 +59,34 @@ ratios() { paste -d' ' "$2" "$3" | awk -v c="$1" '{print $c / $(c + 2)}'; }
 # "1.234x (1.200-1.300)" from "median min max".
 show() { awk '{printf "%.3fx (%.3f-%.3f)", $1, $2, $3}'; }
 
-printf '%-14s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
-printf '%-14s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
+printf '%-16s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
+printf '%-16s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
   "wall ratio (min-max)" "cpu ratio (min-max)"
 for c in $cases; do
   IFS=- read -r pixels images precision <<<"$c"
-  if ! [[ $pixels =~ ^[0-9]+$ && $images =~ ^[0-9]+$ && ($precision == fp32 || $precision == amp) ]]; then
-    echo "overhead.sh: unknown case '$c' (PIXELS-IMAGES-fp32 or PIXELS-IMAGES-amp)" >&2
+  if ! [[ ($pixels =~ ^[0-9]+$ || $pixels == torch) && $images =~ ^[0-9]+$ && ($precision == fp32 || $precision == amp) ]]; then
+    echo "overhead.sh: unknown case '$c' (PIXELS-IMAGES-fp32, PIXELS-IMAGES-amp or torch-IMAGES-...)" >&2
     exit 2
   fi
-  train=(--model cnn --image-size "$pixels" --train-subset "$images" --test-subset 32 --epochs 1
-         --threads "$threads" --data-dir "$data")
-  if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
+  if [[ $pixels == torch ]]; then
+    program=/usr/bin/python3
+    train=("$torch_cnn" --images "$images" --threads "$threads" --data-dir "$data")
+    if [[ $precision == amp ]]; then train+=(--precision amp-bf16); fi
+  else
+    program=$mptrain
+    train=(--model cnn --image-size "$pixels" --train-subset "$images" --test-subset 32 --epochs 1
+           --threads "$threads" --data-dir "$data")
+    if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
+  fi
   : >"$work/plain"; : >"$work/full"; : >"$work/every"
   for ((r = 0; r < reps; r++)); do
-    measure "$mptrain" "${train[@]}" >>"$work/plain"
-    measure "$fpscope" run -q --force -o "$work/full.sqlite" -- "$mptrain" "${train[@]}" >>"$work/full"
-    measure "$fpscope" run -q --force --every 10 -o "$work/every.sqlite" -- "$mptrain" "${train[@]}" >>"$work/every"
+    measure "$program" "${train[@]}" >>"$work/plain"
+    measure "$fpscope" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full"
+    measure "$fpscope" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" >>"$work/every"
   done
   pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)
   pc=$(awk '{print $2}' "$work/plain" | spread | cut -d' ' -f1)
-  printf '%-14s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c" "$pw" "$pc" \
+  printf '%-16s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c" "$pw" "$pc" \
     "$(ratios 1 "$work/full" "$work/plain" | spread | show)" "$(ratios 2 "$work/full" "$work/plain" | spread | show)" \
     "$(ratios 1 "$work/every" "$work/plain" | spread | show)" "$(ratios 2 "$work/every" "$work/plain" | spread | show)"
 done

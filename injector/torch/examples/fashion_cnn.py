@@ -8,7 +8,7 @@ so `fpscope compare` lines the two trainers up layer by layer:
     fpscope compare runs/mptrain-fp32.sqlite runs/torch-fp32.sqlite
 
 Options: --precision fp32|bf16|amp-bf16, --images N (6000), --batch-size (32), --lr (0.01),
---optimizer sgd|adamw, --data-dir (/usr/share/datasets/fashion-mnist), --seed.
+--optimizer sgd|adamw, --data-dir (/usr/share/datasets/fashion-mnist), --seed, --threads.
 """
 import argparse
 import contextlib
@@ -54,7 +54,14 @@ class Cnn(nn.Module):
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = self.norm(F.relu(self.conv2(x)))
+        x = F.relu(self.conv2(x))
+        # torch 1.13's CPU autocast leaves group_norm out of its fp32 list, and group_norm then
+        # refuses bf16 input with fp32 weights: under autocast it runs in fp32, as on the GPU.
+        if torch.is_autocast_cpu_enabled():
+            with torch.autocast("cpu", enabled=False):
+                x = self.norm(x.float())
+        else:
+            x = self.norm(x)
         x = F.relu(self.fc1(x.flatten(1)))
         return self.fc2(x)
 
@@ -68,8 +75,11 @@ def main():
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
 
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     x, y = load(args.data_dir, args.images)
     model = Cnn()

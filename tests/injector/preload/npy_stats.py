@@ -58,5 +58,6 @@ def stats(path):
     return out
 
 
-for p in sys.argv[1:]:
-    print(json.dumps(stats(p)))
+if __name__ == "__main__":
+    for p in sys.argv[1:]:
+        print(json.dumps(stats(p)))

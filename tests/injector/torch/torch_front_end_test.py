@@ -20,6 +20,9 @@ import unittest
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
+import npy_stats  # noqa: E402  the numpy reference of the mptrain injection tests
+
 FPSCOPE = None
 MPTRAIN = None
 DATA_DIR = None
@@ -71,6 +74,11 @@ def run(args, cwd, env=None, check=True):
     if check and p.returncode != 0:
         raise AssertionError("%s failed (%d):\n%s\n%s" % (args, p.returncode, p.stdout, p.stderr))
     return p
+
+
+def histogram(stored):
+    """The exponent histogram as the trace stores it, as npy_stats writes it."""
+    return {str(e): c for e, c in json.loads(stored).items()} if stored else {}
 
 
 def losses(stdout):
@@ -279,6 +287,111 @@ class FrontEndTest(unittest.TestCase):
         memory = {m["category"]: m for m in json.loads(p.stdout)["memory_at_peak"]}
         for category in ("weight", "gradient", "optimizer_state"):
             self.assertEqual(memory[category]["source_bytes"], memory[category]["target_bytes"], category)
+
+    @unittest.skipUnless(os.environ.get("FPSCOPE_TEST_MPTRAIN"), "needs --data-dir")
+    def test_seed_cnn_on_fashion_mnist(self):
+        trace, p = self.trace_program([PYTHON, EXAMPLE, "--images", "320", "--batch-size", "32",
+                                       "--data-dir", DATA_DIR, "--threads", "2"])
+        rows = self.query(trace, "SELECT DISTINCT layer, phase FROM v_kernels WHERE layer IS NOT NULL")
+        for layer in ("conv1", "conv2", "norm", "fc1", "fc2"):
+            self.assertIn((layer, "forward"), rows)
+            self.assertIn((layer, "backward"), rows)
+        # 320 images of 32: ten optimizer steps, a loss each, and the program's own last lines after.
+        self.assertEqual(self.query(trace, "SELECT count(DISTINCT step) FROM v_kernels"
+                                           " WHERE phase = 'optimizer'"), [(10,)])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars s JOIN strings n ON n.id = s.name_id"
+                                           " WHERE n.value = 'loss'"), [(10,)])
+        parameters = int(self.query(trace, "SELECT value FROM meta WHERE key = 'config.parameters'")[0][0])
+        self.assertEqual(parameters, 5 * 9 + 5 + 12 * 5 * 25 + 12 + 2 * 12 + 972 * 100 + 100 + 100 * 10 + 10)
+        peak = dict(self.query(trace, "SELECT category, bytes FROM v_memory_peak"))
+        self.assertEqual(peak["weight"], 4 * parameters)
+        self.assertEqual(peak["data"], 320 * 28 * 28 * 4 + 320 * 8)  # images (f32) and labels (i64)
+
+    def test_nan_planted_in_a_layer_at_one_step(self):
+        script = self.write("planted.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            class Shift(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.amount = 0.0
+                def forward(self, x):
+                    return torch.sqrt(x * x + 1.0 - self.amount)  # NaN once amount exceeds 1
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc1 = nn.Linear(8, 8)
+                    self.act = Shift()
+                    self.fc2 = nn.Linear(8, 2)
+                def forward(self, x):
+                    return self.fc2(self.act(self.fc1(x)))
+            net = Net()
+            opt = torch.optim.SGD(net.parameters(), lr=0.01)
+            x = torch.randn(4, 8)
+            for step in range(5):
+                net.act.amount = 1e6 if step == 3 else 0.0
+                opt.zero_grad()
+                net(x).square().mean().backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script)
+        self.assertEqual(self.query(trace, "SELECT kernel, layer, phase, step FROM v_first_nonfinite"),
+                         [("sqrt", "act", "forward", 3)])
+        trace, p = self.trace(script, "--trap", "nan", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("FloatingPointError: fpscope: first NaN made by sqrt (layer act, step 3, phase forward)",
+                      p.stderr)
+        self.assertIn("NaN once amount exceeds 1", p.stderr)
+        # The trace holds everything up to the trap, and nothing of the steps after it.
+        self.assertEqual(self.query(trace, "SELECT max(step) FROM v_kernels"), [(3,)])
+
+    def test_dumped_tensors_match_numpy_field_by_field(self):
+        self.dumped_tensors_match(self.cnn(), [], "op=convolution*,step=1")
+
+    def test_bf16_autocast_tensors_and_their_fp16_cast_counts(self):
+        script = self.write("autocast.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            net = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            x = torch.randn(32, 64) * 3000.0  # large enough that fp16 would overflow some values
+            for step in range(2):
+                opt.zero_grad()
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = net(x)
+                out.float().square().mean().backward()
+                opt.step()
+        """)
+        trace = self.dumped_tensors_match(script, ["--every", "1"], "op=addmm,step=1")
+        dtypes = {d for (d,) in self.query(trace, "SELECT DISTINCT t.dtype_name FROM v_tensors t JOIN v_kernels k"
+                                                  " ON k.id = t.kernel_id WHERE k.kernel = 'addmm' AND t.role = 'out'")}
+        self.assertEqual(dtypes, {"bf16"})
+        self.assertEqual(self.query(trace, "SELECT value FROM meta WHERE key = 'config.precision'"), [("amp-bf16",)])
+        overflow = self.query(trace, "SELECT max(t.f16_overflow) FROM v_tensors t JOIN v_kernels k"
+                                     " ON k.id = t.kernel_id WHERE k.kernel = 'addmm' AND t.role = 'out'")
+        self.assertGreater(overflow[0][0], 0)
+
+    def dumped_tensors_match(self, script, options, dump):
+        trace, _ = self.trace(script, *options, "--dump", dump, args=[os.path.join(self.dir, "out.npy")])
+        rows = self.query(trace, "SELECT d.path, t.count, t.nan, t.pos_inf, t.neg_inf, t.zero, t.subnormal, t.min,"
+                                 " t.max, t.absmax, t.min_nonzero, t.mean, t.rms, t.f16_overflow, t.f16_underflow,"
+                                 " t.f16_subnormal, t.f16_near_max, t.exp_hist"
+                                 " FROM dumps d JOIN v_tensors t ON t.id = d.tensor_id")
+        self.assertGreaterEqual(len(rows), 2)
+        folder = os.path.dirname(trace)  # dump paths are relative to the trace's folder
+        for path, *fields in rows:
+            reference = npy_stats.stats(os.path.join(folder, path))
+            names = ["count", "nan", "pos_inf", "neg_inf", "zero", "subnormal", "min", "max", "absmax",
+                     "min_nonzero"]
+            for name, value in zip(names, fields):
+                self.assertEqual(value, reference[name], "%s of %s" % (name, path))
+            mean, rms = fields[10], fields[11]
+            self.assertAlmostEqual(mean, reference["mean"], delta=1e-12 * max(1.0, abs(mean)))
+            self.assertAlmostEqual(rms, reference["rms"], delta=1e-12 * max(1.0, rms))
+            for name, value in zip(["overflow", "underflow", "subnormal", "near_max"], fields[12:16]):
+                self.assertEqual(value, reference["f16"][name], "f16 %s of %s" % (name, path))
+            self.assertEqual(histogram(fields[16]), reference["hist"], path)
+        return trace
 
     def trace_program(self, command):
         out = os.path.join(self.dir, "trace-%d.sqlite" % len(os.listdir(self.dir)))

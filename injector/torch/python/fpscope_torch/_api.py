@@ -17,7 +17,7 @@ TRAPPED = 1
 API_VERSION = 1
 
 
-class Tensor(ctypes.Structure):
+class Tensor(ctypes.Structure):  # mpt_tensor; the front end packs the same layout with struct
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("id", ctypes.c_uint64),
@@ -49,16 +49,16 @@ class Library:
             f.restype = restype
             f.argtypes = list(argtypes)
             return f
-        P = ctypes.POINTER
         self.tracing = bind("fpscope_tracing", ctypes.c_int)
         self.step_watched = bind("fpscope_step_watched", ctypes.c_int, ctypes.c_int64)
         self.range_push = bind("fpscope_range_push", ctypes.c_int, ctypes.c_int32, ctypes.c_char_p,
                                ctypes.c_int64)
         self.range_pop = bind("fpscope_range_pop", ctypes.c_int)
         self.op_plan = bind("fpscope_op_plan", ctypes.c_int, ctypes.c_char_p)
-        self.op_begin = bind("fpscope_op_begin", ctypes.c_void_p, ctypes.c_char_p, P(Tensor), ctypes.c_int32,
-                             P(ctypes.c_uint8), ctypes.c_int32)
-        self.op_end = bind("fpscope_op_end", ctypes.c_int, ctypes.c_void_p, P(Tensor), ctypes.c_int32,
+        # Tensor arrays and flags are passed as addresses (the front end packs them itself).
+        self.op_begin = bind("fpscope_op_begin", ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
+                             ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+        self.op_end = bind("fpscope_op_end", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
                            ctypes.c_int32)
         self.trap_message = bind("fpscope_trap_message", ctypes.c_char_p)
         self.alloc_seen = bind("fpscope_alloc_seen", ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,

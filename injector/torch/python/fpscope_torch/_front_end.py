@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import struct
 import sys
 import weakref
 
@@ -37,6 +38,7 @@ _DTYPES = {
 _MEASURED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Operators whose outputs hold whatever the memory held before: counted, never measured.
 _UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
+_ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 _PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
@@ -80,102 +82,127 @@ def _tensor_list(value):
     return out
 
 
-def _storage_key(t):
-    """The address of the first byte of the tensor's storage, and its size in bytes."""
-    storage = t.storage()
-    return storage.data_ptr(), storage.nbytes()
-
-
 class _Memory:
     """Tensor storages as allocations: first sight to the death of the last tensor known to use it.
 
     A storage's users are the tensor objects the front end has seen on it (operator outputs, views,
-    parameters, what autograd saved); each is counted once, and its death (weakref.finalize) ends
-    its use. The storage is freed when no user is left.
+    parameters, what autograd saved); each is counted once, and its death (a weak reference's
+    callback) ends its use. The storage is freed when no user is left.
     """
 
     def __init__(self, lib):
         self._lib = lib
-        self._live = {}   # storage address -> [allocation id, users, category, name]
-        self._users = {}  # id(tensor) -> storage address
+        self._live = {}   # storage address -> _Allocation
+        self._users = {}  # id(tensor) -> _Allocation, for tensors alive
+        self._refs = {}   # weak reference -> (id(tensor), storage address)
 
-    def _release(self, user):
-        address = self._users.pop(user, None)
+    def _release(self, ref):
+        user, address = self._refs.pop(ref, (None, None))
+        self._users.pop(user, None)
         entry = self._live.get(address)
         if entry is None:
             return
-        entry[1] -= 1
-        if entry[1] <= 0:
+        entry.users -= 1
+        if entry.users <= 0:
             del self._live[address]
             self._lib.free_seen(address)
 
     def adopt(self, t, category, name=b""):
-        """Counts `t` as a user of its storage (once); returns the allocation id (0: none)."""
-        address = self._users.get(id(t))
-        if address is not None:
-            entry = self._live.get(address)
-            return entry[0] if entry is not None else 0
-        if t.device.type == "meta" or t.layout != torch.strided:
-            return 0
+        """Counts `t` as a user of its storage (once); returns its _Allocation, or None."""
+        entry = self._users.get(id(t))
+        if entry is not None:
+            return entry
+        if t.layout != torch.strided or t.is_meta:
+            return None
         try:
-            address, nbytes = _storage_key(t)
+            storage = t.storage()
+            address, nbytes = storage.data_ptr(), storage.nbytes()
         except (RuntimeError, NotImplementedError):
-            return 0
+            return None
         if address == 0:
-            return 0
+            return None
         entry = self._live.get(address)
         if entry is None:
-            device = _api.DEVICE_CUDA if t.device.type == "cuda" else _api.DEVICE_CPU
-            entry = [self._lib.alloc_seen(address, nbytes, device, category, name), 0, category, name]
-            if entry[0] == 0:
-                return 0
-            self._live[address] = entry
-        entry[1] += 1
-        self._users[id(t)] = address
-        weakref.finalize(t, self._release, id(t))
-        return entry[0]
-
-    def _entry(self, t):
-        address = self._users.get(id(t))
-        if address is None:
-            try:
-                address = _storage_key(t)[0]
-            except (RuntimeError, NotImplementedError):
+            device = _api.DEVICE_CUDA if t.is_cuda else _api.DEVICE_CPU
+            ident = self._lib.alloc_seen(address, nbytes, device, category, name)
+            if ident == 0:
                 return None
-        return self._live.get(address)
-
-    def id_of(self, t):
-        """The allocation id of a tensor's storage, adopting it (as data) if it was never seen."""
-        entry = self._entry(t)
-        return entry[0] if entry is not None else self.adopt(t, _api.CAT_DATA)
-
-    def name_of(self, t):
-        entry = self._entry(t)
-        return entry[3] if entry is not None else b""
+            entry = self._live[address] = _Allocation(ident, category, name)
+        entry.users += 1
+        self._users[id(t)] = entry
+        self._refs[weakref.ref(t, self._release)] = (id(t), address)
+        return entry
 
     def label(self, t, category, name):
         """Says what a tensor's storage holds (relabels it when it was first seen as something else)."""
-        if self.adopt(t, category, name) == 0:
-            return
-        entry = self._entry(t)
-        if entry is not None and (entry[2] != category or entry[3] != name):
-            entry[2], entry[3] = category, name
-            self._lib.relabel(entry[0], category, name)
+        entry = self.adopt(t, category, name)
+        if entry is not None and (entry.category != category or entry.name != name):
+            entry.category = category
+            entry.set_name(name)
+            self._lib.relabel(entry.ident, category, name)
 
     def seen(self, t):
-        return self._entry(t) is not None
+        if id(t) in self._users:
+            return True
+        try:
+            return t.storage().data_ptr() in self._live
+        except (RuntimeError, NotImplementedError):
+            return False
+
+
+class _Allocation:
+    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer")
+
+    def __init__(self, ident, category, name):
+        self.ident = ident
+        self.users = 0
+        self.category = category
+        self.set_name(name)
+
+    def set_name(self, name):
+        self.name = name
+        self._name_buffer = ctypes.create_string_buffer(name) if name else None
+        self.name_address = ctypes.addressof(self._name_buffer) if name else 0
+
+
+class _Descriptors:
+    """mpt_tensor arrays packed into one reusable buffer (fpscope/inject_api.h takes a pointer)."""
+
+    LAYOUT = struct.Struct("<QQQ%dqiiii" % _api.MAX_DIMS)  # data, id, name, shape, ndim, dtype, device, 0
+
+    def __init__(self, capacity=64):
+        self._grow(capacity)
+
+    def _grow(self, capacity):
+        self.capacity = capacity
+        self.buffer = bytearray(self.LAYOUT.size * capacity)
+        self.flags = bytearray(capacity)
+        self._views = ((ctypes.c_char * len(self.buffer)).from_buffer(self.buffer),
+                       (ctypes.c_char * capacity).from_buffer(self.flags))
+        self.address = ctypes.addressof(self._views[0])
+        self.flags_address = ctypes.addressof(self._views[1])
+
+    assert LAYOUT.size == ctypes.sizeof(_api.Tensor), "the packed layout must be mpt_tensor's"
+
+    def reserve(self, n):
+        if n > self.capacity:
+            self._views = None
+            self._grow(max(n, 2 * self.capacity))
 
 
 class _Ranges:
-    """The ranges the front end opened on the main thread, mirrored so they close in order."""
+    """The ranges the front end opened on the main thread, mirrored so they close in order.
+    `changed` is called after every push and pop."""
 
-    def __init__(self, lib):
+    def __init__(self, lib, changed):
         self._lib = lib
         self._open = []  # (category, message)
+        self._changed = changed
 
     def push(self, category, message, step=-1):
         self._lib.range_push(category, message.encode(), step)
         self._open.append((category, message))
+        self._changed()
 
     def close(self, category):
         """Closes the innermost open range of `category` and any opened inside it."""
@@ -185,7 +212,8 @@ class _Ranges:
             c, _ = self._open.pop()
             self._lib.range_pop()
             if c == category:
-                return
+                break
+        self._changed()
 
     def innermost(self, category):
         for c, m in reversed(self._open):
@@ -197,6 +225,7 @@ class _Ranges:
         while self._open:
             self._open.pop()
             self._lib.range_pop()
+        self._changed()
 
 
 class _Mode(TorchDispatchMode):
@@ -212,12 +241,17 @@ class FrontEnd:
     def __init__(self, lib):
         self.lib = lib
         self.memory = _Memory(lib)
-        self.ranges = _Ranges(lib)
+        self.ranges = _Ranges(lib, self.ranges_changed)
         self.step = 0
         self.ops = {}
         self.module_names = weakref.WeakKeyDictionary()
         self.param_names = {}  # id(parameter) -> qualified name, for parameters of named models
         self.mode = _Mode(self)
+        self.inputs = _Descriptors()
+        self.outputs = _Descriptors()
+        self.plans = {}  # (operator, layer) -> the injector's plan, for the current step
+        self.layer = None  # the innermost layer open, as the plan cache keys it
+        self.output_category = _api.CAT_ACTIVATION  # what operators make in the current phase
         self.mode_on = False
         self.keep = []  # contiguous copies measured for the operator in flight
         self.configured = False
@@ -225,90 +259,96 @@ class FrontEnd:
 
     # [SECTION] Operators ------------------------------------------------------------------------
 
-    def info(self, func):
-        info = self.ops.get(func)
-        if info is None:
-            info = self.ops[func] = _OpInfo(func)
-        return info
-
-    def describe(self, t, slot):
-        """Fills an mpt_tensor for `t`; a non-contiguous tensor is measured through a contiguous copy."""
-        desc = _api.Tensor()
-        dtype = _DTYPES.get(t.dtype)
-        desc.id = self.memory.id_of(t)
-        desc.name = self.memory.name_of(t)
+    def describe(self, descriptors, i, t, entry):
+        """Packs the mpt_tensor of `t` at index i; a non-contiguous float tensor is measured
+        through a contiguous copy (kept alive until the operator ends)."""
+        dtype = _DTYPES.get(t.dtype, -1)
         shape = t.shape
         ndim = len(shape)
         if ndim > _api.MAX_DIMS:  # the last dimensions fold into the sixth
             folded = 1
             for n in shape[_api.MAX_DIMS - 1:]:
                 folded *= n
-            shape = list(shape[:_api.MAX_DIMS - 1]) + [folded]
+            shape = tuple(shape[:_api.MAX_DIMS - 1]) + (folded,)
             ndim = _api.MAX_DIMS
-        for i in range(ndim):
-            desc.shape[i] = shape[i]
-        desc.ndim = ndim
-        desc.device = _api.DEVICE_CUDA if t.device.type == "cuda" else _api.DEVICE_CPU
-        if dtype is None or t.device.type not in ("cpu", "cuda") or t.layout != torch.strided:
-            desc.dtype = dtype if dtype is not None else -1
-            desc.data = None
-            return desc
-        desc.dtype = dtype
-        if t.numel() == 0:
-            return desc
-        if t.is_contiguous():
-            desc.data = t.data_ptr()
-        elif t.dtype in _MEASURED_DTYPES:  # other dtypes are only read by the loss-scale probe
-            t = t.contiguous()
-            self.keep.append(t)
-            desc.data = t.data_ptr()
-        return desc
+        data = 0
+        if dtype >= 0 and t.layout == torch.strided and not t.is_meta and t.numel() > 0:
+            if t.is_contiguous():
+                data = t.data_ptr()
+            elif t.dtype in _MEASURED_DTYPES:  # other dtypes are only read by the loss-scale probe
+                t = t.contiguous()
+                self.keep.append(t)
+                data = t.data_ptr()
+        _Descriptors.LAYOUT.pack_into(
+            descriptors.buffer, i * _Descriptors.LAYOUT.size, data,
+            entry.ident if entry is not None else 0, entry.name_address if entry is not None else 0,
+            *(tuple(shape) + _ZEROS[ndim]), ndim, dtype,
+            _api.DEVICE_CUDA if t.is_cuda else _api.DEVICE_CPU, 0)
+
+    def ranges_changed(self):
+        self.layer = self.ranges.innermost(_api.RANGE_LAYER)
+        optimizer = self.ranges.innermost(_api.RANGE_PHASE) == "optimizer"
+        self.output_category = _api.CAT_WORKSPACE if optimizer else _api.CAT_ACTIVATION
+
+    def plan(self, info):
+        """What the injector would measure of this operator now (cached for the step and layer)."""
+        key = (info.name, self.layer)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self.lib.op_plan(info.name)
+        return plan
 
     def dispatch(self, func, args, kwargs):
         lib = self.lib
-        info = self.info(func)
+        info = self.ops.get(func)
+        if info is None:
+            info = self.ops[func] = _OpInfo(func)
         inputs = []
         for position, keyword, written in info.arguments:
             if position < len(args):
                 _tensors_in(args[position], written, inputs)
             elif keyword in kwargs:
                 _tensors_in(kwargs[keyword], written, inputs)
-        memory = self.memory
-        for t, _ in inputs:  # a tensor no operator made (torch.from_numpy, a loaded batch) is data
-            memory.adopt(t, _api.CAT_DATA)
-        plan = 0 if info.unmeasured else lib.op_plan(info.name)
+        adopt = self.memory.adopt
+        # A tensor no operator made (torch.from_numpy, a batch from a worker) is data.
+        entries = [adopt(t, _api.CAT_DATA) for t, _ in inputs]
+        plan = 0 if info.unmeasured else self.plan(info)
         if plan == 0:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)
             result = func(*args, **kwargs)
             outputs = self.outputs_of(inputs, result)
-            self.adopt_outputs(outputs)
+            category = self.output_category
+            for t in outputs:
+                adopt(t, category)
             lib.op_end(op, None, len(outputs), 0)
             return result
 
         n = len(inputs)
-        descs = (_api.Tensor * max(n, 1))()
-        written = (ctypes.c_uint8 * max(n, 1))()
+        descriptors = self.inputs
+        descriptors.reserve(n)
         try:
             for i, (t, w) in enumerate(inputs):
-                descs[i] = self.describe(t, i)
-                written[i] = 1 if w else 0
-            op = lib.op_begin(info.name, descs, n, written, 1)
+                self.describe(descriptors, i, t, entries[i])
+                descriptors.flags[i] = w
+            op = lib.op_begin(info.name, descriptors.address, n, descriptors.flags_address, 1)
             try:
                 result = func(*args, **kwargs)
             except BaseException:
                 lib.op_end(op, None, 0, 1)
                 raise
             outputs = self.outputs_of(inputs, result)
-            self.adopt_outputs(outputs)
             m = len(outputs)
-            out_descs = (_api.Tensor * max(m, 1))()
+            descriptors = self.outputs
+            descriptors.reserve(m)
+            category = self.output_category
             for i, t in enumerate(outputs):
-                out_descs[i] = self.describe(t, i)
-            trapped = lib.op_end(op, out_descs, m, 0)
+                self.describe(descriptors, i, t, adopt(t, category))
+            trapped = lib.op_end(op, descriptors.address, m, 0)
         finally:
             self.keep.clear()
         if trapped == _api.TRAPPED:
-            raise FloatingPointError(lib.trap_message().decode(errors="replace").replace("fpscope: trap: ", "fpscope: ", 1))
+            message = lib.trap_message().decode(errors="replace")
+            raise FloatingPointError(message.replace("fpscope: trap: ", "fpscope: ", 1))
         return result
 
     @staticmethod
@@ -321,12 +361,6 @@ class FrontEnd:
             if not any(t is o for o in outputs):
                 outputs.append(t)
         return outputs
-
-    def adopt_outputs(self, outputs):
-        phase = self.ranges.innermost(_api.RANGE_PHASE)
-        category = _api.CAT_WORKSPACE if phase == "optimizer" else _api.CAT_ACTIVATION
-        for t in outputs:
-            self.memory.adopt(t, category)
 
     @contextlib.contextmanager
     def paused(self):
@@ -466,6 +500,7 @@ class FrontEnd:
     def next_step(self):
         self.ranges.close_all()
         self.step += 1
+        self.plans.clear()
         self.ranges.push(_api.RANGE_STEP, "step %d" % self.step, self.step)
         self.watch(bool(self.lib.step_watched(self.step)))
 
