@@ -51,6 +51,7 @@ Section summary_section(const Trace& trace) {
   add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));
+  if (s.allowed_nonfinite_tensors > 0) add("intended non-finite outputs (--allow)", int_cell(s.allowed_nonfinite_tensors));
   add("final loss", s.final_loss ? Cell(fmt::format("{} (step {})", human_number(*s.final_loss), step_text(s.final_loss_step)),
                                         *s.final_loss)
                                  : Cell("-", nullptr));

@@ -84,7 +84,7 @@ std::vector<RunEvent> events_of(const Trace& trace) {
   sql::Statement st(detail::db(trace),
           "SELECT k.step, sk.value, sl.value, n.kind FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id "
           "JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
-          "WHERE n.origin = 1 ORDER BY n.kernel_id");
+          "WHERE n.origin = 1 AND n.allowed = 0 ORDER BY n.kernel_id");
   std::set<std::optional<int64_t>> seen_steps;
   while (st.step()) {
     auto step = st.opt_i64(0);

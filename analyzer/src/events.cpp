@@ -26,7 +26,7 @@ void add_nonfinite(const Trace& trace, const EventQuery& q, std::vector<Event>& 
                     " FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id JOIN tensors t ON t.id = n.tensor_id"
                     " JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id"
                     " JOIN strings st ON st.id = t.name_id"
-                    " WHERE (?1 IS NULL OR k.step = ?1) AND ((?2 AND n.kind = 'nan') OR (?3 AND n.kind <> 'nan'))"
+                    " WHERE n.allowed = 0 AND (?1 IS NULL OR k.step = ?1) AND ((?2 AND n.kind = 'nan') OR (?3 AND n.kind <> 'nan'))"
                     " ORDER BY k.start_ns, n.id LIMIT ?4");
   st.bind(1, q.step);
   st.bind(2, int64_t{wanted(q, EventKind::NaN)});

@@ -41,7 +41,8 @@ NonfiniteEvent read_event(const sql::Statement& st) {
 }
 
 std::optional<NonfiniteEvent> first_event(const Trace& trace, bool origins_only) {
-  sql::Statement st(detail::db(trace), std::string(kEventColumns) + (origins_only ? "WHERE n.origin = 1 " : "") +
+  sql::Statement st(detail::db(trace), std::string(kEventColumns) + "WHERE n.allowed = 0 " +
+                                 (origins_only ? "AND n.origin = 1 " : "") +
                                  "ORDER BY n.kernel_id, t.role, t.slot LIMIT 1");
   if (!st.step()) return std::nullopt;
   return read_event(st);
@@ -60,7 +61,7 @@ void follow_propagation(const Trace& trace, const NonfiniteEvent& origin, size_t
     while (st.step()) tainted.insert(st.i64(0));
   }
   const bool by_uid = !tainted.empty();
-  sql::Statement events(db, std::string(kEventColumns) + "WHERE n.kernel_id > ?1 ORDER BY n.kernel_id, t.slot LIMIT 200000");
+  sql::Statement events(db, std::string(kEventColumns) + "WHERE n.kernel_id > ?1 AND n.allowed = 0 ORDER BY n.kernel_id, t.slot LIMIT 200000");
   events.bind(1, origin.kernel_id);
   sql::Statement inputs(db, "SELECT tensor_uid FROM tensors WHERE kernel_id = ?1 AND role = 'in' AND tensor_uid IS NOT NULL");
   int64_t last_kernel = -1;

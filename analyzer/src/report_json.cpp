@@ -36,6 +36,7 @@ json run_json(const RunSummary& s) {
       {"measured_kernels", s.sampled_kernels},
       {"tensors", s.tensors},
       {"nonfinite_tensors", s.nonfinite_tensors},
+      {"allowed_nonfinite_tensors", s.allowed_nonfinite_tensors},
       {"memory_events", s.memory_events},
       {"final_loss", opt(s.final_loss)},
       {"final_loss_step", opt(s.final_loss_step)},

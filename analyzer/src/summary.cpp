@@ -70,6 +70,7 @@ RunSummary summary(const Trace& trace) {
   s.sampled_kernels = impl.count("sampled_kernels").value_or(0);
   s.tensors = impl.count("tensors").value_or(0);
   s.nonfinite_tensors = impl.count("nonfinite_tensors").value_or(0);
+  s.allowed_nonfinite_tensors = impl.count("allowed_nonfinite_tensors").value_or(0);
   s.memory_events = impl.count("memory_events").value_or(0);
   if (auto loss = last_scalar(trace, "loss")) {
     s.final_loss = loss->first;

@@ -27,7 +27,7 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
   const int64_t longest = detail::impl(trace).count("longest_kernel_ns").value_or(0);
   sql::Statement ks(db,
           "SELECT k.id, k.start_ns, k.end_ns, sk.value, sl.value, sp.value, k.step, k.thread, k.device, "
-          "  k.status, k.sampled, EXISTS (SELECT 1 FROM nonfinite n WHERE n.kernel_id = k.id) "
+          "  k.status, k.sampled, EXISTS (SELECT 1 FROM nonfinite n WHERE n.kernel_id = k.id AND n.allowed = 0) "
           "FROM kernels k JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
           "LEFT JOIN strings sp ON sp.id = k.phase_id "
           "WHERE k.start_ns >= ?1 AND k.start_ns < ?2 AND k.end_ns >= ?3 ORDER BY k.start_ns, k.id LIMIT ?4");

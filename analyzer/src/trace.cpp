@@ -20,7 +20,7 @@ namespace fpscope::analysis {
 namespace {
 
 
-constexpr const char* kSummaryVersion = "1";
+constexpr const char* kSummaryVersion = "2";
 constexpr std::array<const char*, 7> kSummaryTables = {
     "summary_ranges", "summary_layer_steps", "summary_steps", "summary_nonfinite",
     "summary_memory", "summary_allocations", "summary_counts"};
@@ -234,6 +234,17 @@ void add_missing_views(const sql::Database& db) {
   }
 }
 
+// Columns later schemas added to tables: a trace of an older schema gets a temporary view of the
+// same name that adds the column with the value it would have held (SQLite resolves unqualified
+// names in the temporary schema first), so every query reads one schema.
+void add_missing_columns(const sql::Database& db) {
+  sqlite3_stmt* st = nullptr;
+  const int rc = sqlite3_prepare_v2(db.handle(), "SELECT allowed FROM main.nonfinite LIMIT 0", -1, &st, nullptr);
+  sqlite3_finalize(st);
+  // Schema 1: no allow rules existed, so nothing was allowed.
+  if (rc != SQLITE_OK) db.exec("CREATE TEMP VIEW nonfinite AS SELECT *, 0 AS allowed FROM main.nonfinite");
+}
+
 struct ProgressContext {
   const ProgressCallback* callback;
   LoadProgress progress;
@@ -332,6 +343,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == kSummaryVersion;
   // Temporary objects live in memory. Set before any exists: changing temp_store drops them all.
   impl->db.exec("PRAGMA temp_store = MEMORY");
+  add_missing_columns(impl->db);
   add_missing_views(impl->db);
   impl->db.exec("PRAGMA query_only = 1");
   if (!report(options.progress, "validated", 0.1)) throw cancelled();

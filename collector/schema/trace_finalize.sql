@@ -56,11 +56,12 @@ FROM (
 )
 GROUP BY step;
 
--- Non-finite output tensors per (kernel, layer).
+-- Non-finite output tensors per (kernel, layer); intended ones (allowed) are left out.
 CREATE TABLE summary_nonfinite AS
 SELECT k.name_id AS kernel_name_id, k.layer_id, count(*) AS tensors, sum(n.origin) AS origins,
        min(n.kernel_id) AS first_kernel_id, min(k.step) AS first_step
 FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id
+WHERE n.allowed = 0
 GROUP BY k.name_id, k.layer_id;
 
 -- Memory per category: live bytes when the total peaked (from v_memory_peak), the category's own
@@ -93,7 +94,8 @@ SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
 UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
 UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
 UNION ALL SELECT 'tensors', (SELECT count(*) FROM tensors)
-UNION ALL SELECT 'nonfinite_tensors', (SELECT count(*) FROM nonfinite)
+UNION ALL SELECT 'nonfinite_tensors', (SELECT count(*) FROM nonfinite WHERE allowed = 0)
+UNION ALL SELECT 'allowed_nonfinite_tensors', (SELECT count(*) FROM nonfinite WHERE allowed = 1)
 UNION ALL SELECT 'memory_events', (SELECT count(*) FROM memory_events)
 UNION ALL SELECT 'steps', (SELECT count(DISTINCT step) FROM nvtx_ranges WHERE kind = 'step')
 UNION ALL SELECT 'first_step', (SELECT min(step) FROM nvtx_ranges WHERE kind = 'step')
@@ -112,4 +114,4 @@ UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak);
 CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);
 CREATE INDEX IF NOT EXISTS nvtx_ranges_by_start ON nvtx_ranges(start_ns);
 
-INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '1');
+INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '2');

@@ -8,7 +8,7 @@
 -- measured, never zero.
 
 PRAGMA application_id = 1179669315;  -- 0x46505343, "FPSC"
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -94,7 +94,8 @@ CREATE TABLE nonfinite (
   kind        TEXT NOT NULL,       -- of the first one: 'nan', '+inf' or '-inf'
   first_index INTEGER NOT NULL,    -- flat, row-major
   first_bits  INTEGER NOT NULL,    -- bit pattern in the tensor's dtype
-  origin      INTEGER NOT NULL     -- 1: all inputs finite, this kernel made it; 0: passed on
+  origin      INTEGER NOT NULL,    -- 1: all inputs finite, this kernel made it; 0: passed on
+  allowed     INTEGER NOT NULL DEFAULT 0  -- 1: intended, an allow rule covers it (since schema 2)
 );
 
 -- Allocation and free events of the kernel library.
@@ -222,7 +223,7 @@ FROM nonfinite n
 JOIN v_kernels k ON k.id = n.kernel_id
 JOIN tensors t ON t.id = n.tensor_id
 JOIN strings st ON st.id = t.name_id
-WHERE n.origin = 1
+WHERE n.origin = 1 AND n.allowed = 0
 ORDER BY n.kernel_id, t.slot
 LIMIT 1;
 

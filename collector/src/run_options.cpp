@@ -94,6 +94,11 @@ std::string validate(const RunOptions& o) {
   if (!o.dump.empty()) {
     if (auto e = check_dump(o.dump); !e.empty()) return e;
   }
+  {
+    std::vector<contract::AllowRule> rules;
+    std::string why;
+    if (!contract::parse_allow_rules(o.allow, &rules, &why)) return "--allow: " + why;
+  }
   if (o.ring_mib < 1 || o.ring_mib > 4096) return "--ring-size is in MiB, from 1 to 4096";
   if (o.program.empty()) return "no program to run: fpscope run [options] -- PROGRAM [ARGS...]";
   if (!o.output.empty() && o.output.back() == '/') return "-o wants a file name, not a folder: " + o.output;
@@ -118,6 +123,11 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::Range(0, 64));
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
+  app.add_option("--allow", o.allow,
+                 "Intended NaN/Inf: comma-separated GLOB:KINDS rules (GLOB against kernel and layer names; "
+                 "KINDS nan, +inf, -inf, inf, nonfinite, joined by |). Covered values are recorded but kept "
+                 "out of the first-NaN views, the trap and the warnings. 'none': no rule")
+      ->capture_default_str();
   app.add_option("--dump", o.dump,
                  "Write the tensors of matching launches to .npy files in <trace>.dumps/; keys op, layer, "
                  "tensor (globs) and step (N or A-B), e.g. 'op=conv2d_backward,step=120'");
@@ -169,13 +179,14 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
   if (!o.ops.empty()) env.emplace_back(contract::env::kOps, o.ops);
   if (!o.trap.empty()) env.emplace_back(contract::env::kTrap, o.trap);
   if (!o.dump.empty()) env.emplace_back(contract::env::kDump, o.dump);
+  env.emplace_back(contract::env::kAllow, o.allow);
   return env;
 }
 
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
                       {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads}, {"trap", o.trap},
-                      {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
+                      {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
   return j.dump();
 }
 

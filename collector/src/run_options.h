@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "fpscope/contract/allow_rules.h"
+
 namespace fpscope {
 
 struct RunOptions {
@@ -20,6 +22,7 @@ struct RunOptions {
   std::string stats = "full";      // full | basic
   int stats_threads = 0;           // threads sharing a large tensor's scan; 0: automatic
   std::string trap;                // nonfinite | nan | inf, empty: none
+  std::string allow = contract::kDefaultAllowRules;  // --allow: intended NaN/Inf
   std::string dump;                // "key=value,..." (op, layer, tensor globs; step N or A-B), empty: none
   uint64_t ring_mib = 64;
   bool quiet = false;

@@ -334,6 +334,7 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   st.bind(4, r.first_index);
   st.bind(5, r.first_bits);
   st.bind(6, uint32_t{r.origin});
+  st.bind(7, uint32_t{r.allowed});
   st.run();
   row_written();
   ++counts.nonfinite;

@@ -58,8 +58,8 @@ TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
       update_tensor_formats(db, kUpdateFormats),
       update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2 WHERE id = ?1"),
       insert_nonfinite(db,
-                       "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin)"
-                       " VALUES (?,?,?,?,?,?)"),
+                       "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin, allowed)"
+                       " VALUES (?,?,?,?,?,?,?)"),
       insert_range_row(db,
                        "INSERT INTO nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id,"
                        " domain_id, step) VALUES (?,?,?,?,?,?,?,?,?)"),

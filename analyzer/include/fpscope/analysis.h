@@ -185,6 +185,7 @@ struct RunSummary {
   std::optional<int64_t> first_step, last_step;
   std::optional<int64_t> start_ns, end_ns;                   // first and last event
   int64_t kernels = 0, sampled_kernels = 0, tensors = 0, nonfinite_tensors = 0;
+  int64_t allowed_nonfinite_tensors = 0;  // intended NaN/Inf an allow rule covers (not in nonfinite_tensors)
   int64_t memory_events = 0;
   std::optional<double> final_loss;                          // last non-NULL 'loss' scalar
   std::optional<int64_t> final_loss_step;

@@ -192,7 +192,8 @@ struct NonfiniteRecord {
   NonfiniteKind kind;   // of the first one
   uint8_t origin;       // 1: every input of the launch was finite, so this kernel made it
   uint8_t dtype;
-  uint8_t reserved[32];
+  uint8_t allowed;      // 1: an allow rule covers every non-finite kind it holds (intended)
+  uint8_t reserved[31];
 };
 static_assert(sizeof(NonfiniteRecord) == 64);
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "fpscope/contract/allow_rules.h"
 #include "fpscope/contract/loss_scaler.h"
 #include "fpscope/inject_api.h"
 #include "npy_writer.h"
@@ -84,6 +85,8 @@ T first_value(const mpt_tensor& t) {
 }
 
 uint8_t role_slot(wire::Role role, uint8_t slot) { return contract::pack_role_slot(role, slot); }
+
+uint8_t kinds_of(const TensorStats& s) { return contract::nonfinite_kinds(s.nan, s.pos_inf, s.neg_inf); }
 
 // Inputs that the kernel overwrites (those sharing memory with an output or, where the caller
 // knows it before the outputs exist, those it marks `written`): true if all are finite.
@@ -180,12 +183,18 @@ void Session::before_kernel(const mpt_launch_desc* d, const uint8_t* written, La
 
 std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
-  bool outputs_nonfinite = false;
+  bool outputs_nonfinite = false;  // an output holds NaN/Inf
+  bool outputs_unintended = false; // ... that no allow rule covers
   if (p.outputs) {
     const size_t first_output = s->measured.size();
     measure(d, p, wire::Role::Output, &s->measured);
-    for (size_t i = first_output; i < s->measured.size(); ++i)
-      outputs_nonfinite |= s->measured[i].stats.nonfinite() > 0;
+    for (size_t i = first_output; i < s->measured.size(); ++i) {
+      Measurement& m = s->measured[i];
+      if (m.stats.nonfinite() == 0) continue;
+      m.allowed = contract::allowed_by(options_.allow, p.kernel, s->where.layer, kinds_of(m.stats));
+      outputs_nonfinite = true;
+      outputs_unintended |= !m.allowed;
+    }
   }
   if (p.loss_scale && loss_scale_outputs_readable(d)) {
     s->probe.valid = true;
@@ -195,7 +204,7 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   // Origin is only needed for outputs that hold NaN/Inf, so inputs are looked at only then.
   const bool finite_in = outputs_nonfinite && s->in_place_finite && inputs_finite(d, p, s->measured);
   write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
-  if (!(outputs_nonfinite && finite_in && options_.trap != TrapKind::None)) return {};
+  if (!(outputs_unintended && finite_in && options_.trap != TrapKind::None)) return {};
   std::string message = trap_message(p, s->where, s->measured);
   if (message.empty() || !record_trap(p.seq, message)) return {};
   return message;
@@ -224,8 +233,10 @@ void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role 
 bool Session::inputs_finite(const mpt_launch_desc* d, const LaunchPlan& p,
                             const std::vector<Measurement>& measured) const {
   if (p.inputs) {
+    // Values of a kind some allow rule permits pass through as intended values, not as damage.
+    const uint8_t intended = contract::allowed_kinds(options_.allow);
     for (const Measurement& m : measured)
-      if (m.role == wire::Role::Input && m.stats.nonfinite() > 0) return false;
+      if (m.role == wire::Role::Input && (kinds_of(m.stats) & ~intended) != 0) return false;
     return true;
   }
   for (int i = 0; i < d->n_inputs; ++i) {
@@ -346,6 +357,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     nf.role_slot = rs;
     nf.kind = nonfinite_kind(type, s.first_nonfinite_bits);
     nf.origin = finite_in ? 1 : 0;
+    nf.allowed = m.allowed ? 1 : 0;
     nf.dtype = static_cast<uint8_t>(t.dtype);
     writer_.put(nf, thread);
   }
@@ -364,7 +376,7 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
 std::string Session::trap_message(const LaunchPlan& p, const Attribution& where,
                                   const std::vector<Measurement>& measured) const {
   for (const Measurement& m : measured) {
-    if (m.role != wire::Role::Output || !trap_wants(options_.trap, m.stats)) continue;
+    if (m.role != wire::Role::Output || m.allowed || !trap_wants(options_.trap, m.stats)) continue;
     const mpt_tensor& t = *m.tensor;
     const ElementType type = *float_type(t.dtype);
     wire::NonfiniteKind kind = nonfinite_kind(type, m.stats.first_nonfinite_bits);

@@ -1,6 +1,7 @@
 // Parsing and matching of the injector's selection options (see options.h, docs/injector.md).
 #include "options.h"
 
+#include "fpscope/contract/allow_rules.h"
 #include "fpscope/contract/environment.h"
 
 #include <fnmatch.h>
@@ -128,6 +129,16 @@ bool parse_trap(const char* v, Options* o, std::string* error) {
   return parse_choice(contract::env::kTrap, v, kTraps, "nonfinite, nan or inf", &o->trap, error);
 }
 
+bool parse_allow(const char* v, Options* o, std::string* error) {
+  std::string why;
+  if (contract::parse_allow_rules(v, &o->allow, &why)) {
+    o->allow_text = v;
+    return true;
+  }
+  *error = std::string(contract::env::kAllow) + ": " + why;
+  return false;
+}
+
 bool parse_dump_entry(std::string_view entry, DumpSpec* d, std::string* why) {
   size_t eq = entry.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == entry.size()) {
@@ -237,11 +248,14 @@ std::string Options::describe() const {
   s += " stats_threads=" + (stats_threads == 0 ? std::string("auto") : std::to_string(stats_threads));
   s += std::string(" trap=") + trap_name(trap);
   s += " dump=" + std::string(dump.enabled ? "on" : "off");
+  s += " allow=" + allow_text;
   return s;
 }
 
 bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
   Options o;
+  std::string unused;
+  contract::parse_allow_rules(contract::kDefaultAllowRules, &o.allow, &unused);
   if (const char* v = env(contract::env::kRing)) o.ring_name = v;
   using Parser = bool (*)(const char*, Options*, std::string*);
   struct Field { const char* var; Parser parse; };
@@ -250,6 +264,7 @@ bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
       {contract::env::kOps, parse_ops},         {contract::env::kTensors, parse_tensors},
       {contract::env::kStats, parse_stats},     {contract::env::kTrap, parse_trap},
       {contract::env::kDump, parse_dump},       {contract::env::kStatsThreads, parse_stats_threads},
+      {contract::env::kAllow, parse_allow},
   };
   for (const Field& f : fields) {
     const char* v = env(f.var);  // an empty value means "not set", as `fpscope run` may pass one

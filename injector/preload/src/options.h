@@ -2,7 +2,7 @@
 //
 // FPSCOPE_EVERY, FPSCOPE_STEPS and FPSCOPE_OPS choose which launches are measured; FPSCOPE_TENSORS
 // and FPSCOPE_STATS choose what is measured of them; FPSCOPE_TRAP and FPSCOPE_DUMP add a stop at
-// the first non-finite origin and .npy dumps. docs/injector.md defines every value. parse_options()
+// the first non-finite origin and .npy dumps; FPSCOPE_ALLOW names intended NaN/Inf. docs/injector.md defines every value. parse_options()
 // rejects anything it does not understand with a message that names the variable, so a typo never
 // silently traces the wrong thing.
 #pragma once
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fpscope/contract/allow_rules.h"
 #include "fpscope/tensor_stats.h"
 
 namespace fpscope::inject {
@@ -49,6 +50,8 @@ struct Options {
   StatsLevel stats = StatsLevel::Full;
   int stats_threads = 0;             // FPSCOPE_STATS_THREADS; 0: one per hardware thread, at most 4
   TrapKind trap = TrapKind::None;
+  std::vector<contract::AllowRule> allow;  // FPSCOPE_ALLOW, else contract::kDefaultAllowRules
+  std::string allow_text = contract::kDefaultAllowRules;
   DumpSpec dump;
   std::string dump_dir;              // FPSCOPE_DUMP_DIR, absolute
 

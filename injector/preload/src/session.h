@@ -50,6 +50,7 @@ struct Measurement {
   wire::Role role = wire::Role::Input;
   uint8_t slot = 0;
   TensorStats stats;
+  bool allowed = false;   // an output whose NaN/Inf an allow rule covers (intended values)
   std::string dump_file;  // relative to FPSCOPE_DUMP_DIR, empty if not dumped
 };
 

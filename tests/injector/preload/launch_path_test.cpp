@@ -53,6 +53,14 @@ int scale2(const mpt_launch_desc* d) {
   return MPT_OK;
 }
 
+// y = x, then -inf at index scalars[0] (f32): a mask filled on purpose.
+int copy_with_neg_inf(const mpt_launch_desc* d) {
+  std::memcpy(d->outputs[0].data, d->inputs[0].data, 4 * count_of(d->outputs[0]));
+  static_cast<float*>(d->outputs[0].data)[static_cast<int64_t>(d->scalars[0].value)] =
+      -std::numeric_limits<float>::infinity();
+  return MPT_OK;
+}
+
 // y = x, then a quiet NaN at index scalars[0] (f32).
 int copy_with_nan(const mpt_launch_desc* d) {
   std::memcpy(d->outputs[0].data, d->inputs[0].data, 4 * count_of(d->outputs[0]));
@@ -503,6 +511,41 @@ TEST_F(LaunchPath, TrapStopsAtTheFirstOriginWithSigtrap) {
             "fpscope: trap: first NaN made by copy_with_nan (layer fc1, step 12, phase forward) in fc1.out at "
             "index 17");
   EXPECT_EQ(t.count(RecordType::Launch), 2u);  // nothing ran after the trap
+}
+
+TEST_F(LaunchPath, AllowedValuesAreFlaggedKeptFromTheTrapAndPassThroughAsIntended) {
+  Options o;
+  o.trap = TrapKind::Nonfinite;
+  std::string error;
+  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+  start(o);
+  consumer_->mark_collector_gone();
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8], w[8];
+  EXPECT_EXIT(
+      {
+        // The mask's -inf is intended: recorded, flagged, no trap.
+        launch("mask_fill", {tensor(x, MPT_DTYPE_F32, {8}, "x")}, {tensor(y, MPT_DTYPE_F32, {8}, "scores")},
+               copy_with_neg_inf, {{"index", 4}});
+        // -inf of an allowed kind passes through; a NaN made next to it is this kernel's own.
+        launch("copy_with_nan", {tensor(y, MPT_DTYPE_F32, {8}, "scores")}, {tensor(z, MPT_DTYPE_F32, {8}, "p")},
+               copy_with_nan, {{"index", 1}});
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTRAP), "first NaN made by copy_with_nan in p at index 1");
+  const DecodedTrace& t = drain();
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].allowed, 1);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].origin, 1);  // its only non-finite input was intended
+  EXPECT_EQ(nf[1].allowed, 0);
+  // A rule covers only its kinds: a NaN from a masking kernel is not intended.
+  EXPECT_FALSE(contract::allowed_by(o.allow, "mask_fill", nullptr, contract::nonfinite_kinds(1, 0, 1)));
+  EXPECT_TRUE(contract::allowed_by(o.allow, "other", "mask_layer", contract::nonfinite_kinds(0, 0, 3)));
+  (void)w;
 }
 
 TEST_F(LaunchPath, ConcurrentLaunchesKeepEachLaunchsRecordsTogether) {

@@ -49,7 +49,27 @@ TEST(Options, DefaultsMeasureEverythingFully) {
   EXPECT_FALSE(o.dump.enabled);
   EXPECT_TRUE(o.selects("conv2d_forward", nullptr, -1));
   EXPECT_TRUE(o.selects("conv2d_forward", "conv1", 7));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full stats_threads=auto trap=off dump=off");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf");
+}
+
+TEST(Options, AllowRulesParseAndRejectWhatTheyCannotRead) {
+  Options def = parsed(Env{{}});
+  ASSERT_EQ(def.allow.size(), 1u);  // masking operators fill with -inf on purpose
+  EXPECT_EQ(def.allow[0].glob, "masked_fill*");
+  EXPECT_EQ(def.allow[0].kinds, contract::kAllowNegInf);
+  Options o = parsed(Env{{{"FPSCOPE_ALLOW", "attn.*:-inf|nan,log_*:inf"}}});
+  ASSERT_EQ(o.allow.size(), 2u);
+  EXPECT_EQ(o.allow[0].kinds, contract::kAllowNegInf | contract::kAllowNan);
+  EXPECT_EQ(o.allow[1].kinds, contract::kAllowNegInf | contract::kAllowPosInf);
+  EXPECT_TRUE(o.describe().find("allow=attn.*:-inf|nan,log_*:inf") != std::string::npos);
+  EXPECT_TRUE(parsed(Env{{{"FPSCOPE_ALLOW", "none"}}}).allow.empty());
+  for (const char* bad : {"masked_fill", "x:", ":nan", "x:nan|bogus", "a:nan,,b:inf"}) {
+    Options out;
+    std::string error;
+    Env env{{{"FPSCOPE_ALLOW", bad}}};
+    EXPECT_FALSE(parse_options(env.lookup(), &out, &error)) << bad;
+    EXPECT_EQ(error.rfind("FPSCOPE_ALLOW: allow rule", 0), 0u) << error;
+  }
 }
 
 TEST(Options, EveryKeepsStepsDivisibleByN) {
@@ -87,7 +107,7 @@ TEST(Options, OpsGlobsMatchKernelOrLayer) {
   EXPECT_TRUE(o.selects("linear_forward", "fc2", 1));
   EXPECT_FALSE(o.selects("linear_forward", "fc1", 1));
   EXPECT_FALSE(o.selects("relu_forward", nullptr, 1));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full stats_threads=auto trap=off dump=off");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf");
 }
 
 TEST(Options, TensorsStatsTrap) {

@@ -373,6 +373,60 @@ class FrontEndTest(unittest.TestCase):
                                      " ON k.id = t.kernel_id WHERE k.kernel = 'addmm' AND t.role = 'out'")
         self.assertGreater(overflow[0][0], 0)
 
+    ATTENTION = """
+        import sys, torch, torch.nn as nn, torch.nn.functional as F
+        torch.manual_seed(0)
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = nn.Linear(16, 48)
+            def forward(self, x, mask):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                scores = (q @ k.transpose(-2, -1)) / 4.0
+                scores = scores.masked_fill(mask, float("-inf"))  # intended -inf
+                return F.softmax(scores, dim=-1) @ v
+        att = Attention()
+        x = torch.randn(2, 5, 16)
+        mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)  # causal
+        if sys.argv[1] == "fully-masked":
+            mask[3] = True  # row 3 sees nothing: softmax of all -inf is NaN, a real bug
+        out = att(x, mask)
+        out.sum().backward()
+        print("finite", bool(torch.isfinite(out).all()))
+    """
+
+    def test_masked_fill_minus_inf_is_intended(self):
+        script = self.write("attention.py", self.ATTENTION)
+        trace, p = self.trace(script, "--trap", "nonfinite", args=["causal"])
+        self.assertEqual(p.stdout.strip(), "finite True")  # no trap: the -inf were intended
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM v_first_nonfinite"), [(0,)])
+        # Recorded all the same, flagged as allowed; the softmax that turns them into zeros is clean.
+        self.assertEqual(self.query(trace, "SELECT k.kernel, n.kind, n.origin, n.allowed FROM nonfinite n"
+                                           " JOIN v_kernels k ON k.id = n.kernel_id"),
+                         [("masked_fill", "-inf", 1, 1)])
+        report = run([FPSCOPE, "report", "--format", "json", trace], self.dir)
+        summary = json.loads(report.stdout)
+        text = json.dumps(summary)
+        self.assertIn('"allowed_nonfinite_tensors": 1', text)
+        self.assertIn('"nonfinite_tensors": 0', text)
+        # Without the rule the same values are the run's first non-finite origin, and trap.
+        trace, p = self.trace(script, "--allow", "none", args=["causal"])
+        self.assertEqual(self.query(trace, "SELECT kernel, value FROM v_first_nonfinite"), [("masked_fill", "-inf")])
+        _, p = self.trace(script, "--allow", "none", "--trap", "inf", args=["causal"], check=False)
+        self.assertIn("FloatingPointError: fpscope: first -Inf made by masked_fill", p.stderr)
+
+    def test_a_fully_masked_row_is_still_caught(self):
+        script = self.write("attention.py", self.ATTENTION)
+        trace, p = self.trace(script, "--trap", "nan", args=["fully-masked"], check=False)
+        self.assertIn("FloatingPointError: fpscope: first NaN made by _softmax (step 0, phase forward)", p.stderr)
+        self.assertEqual(self.query(trace, "SELECT kernel, value FROM v_first_nonfinite"), [("_softmax", "nan")])
+
+    def test_bad_allow_rule_is_refused(self):
+        script = self.write("attention.py", self.ATTENTION)
+        _, p = self.trace(script, "--allow", "masked_fill*", args=["causal"], check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--allow: allow rule 'masked_fill*' is not GLOB:KINDS", p.stderr)
+
     def dumped_tensors_match(self, script, options, dump):
         trace, _ = self.trace(script, *options, "--dump", dump, args=[os.path.join(self.dir, "out.npy")])
         rows = self.query(trace, "SELECT d.path, t.count, t.nan, t.pos_inf, t.neg_inf, t.zero, t.subnormal, t.min,"

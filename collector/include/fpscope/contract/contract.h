@@ -5,6 +5,7 @@
 //   memory_categories.h what an allocation holds (weight, gradient, workspace, ...)
 //   nvtx.h              the trainer's NVTX domain, categories and phase names
 //   loss_scaler.h       the loss scaler's kernels, whose launches carry loss-scale events
+//   allow_rules.h       rules for intended NaN/Inf (an attention mask's -inf), their syntax and match
 //   environment.h       the variables `fpscope run` sets for the injector
 //   run_end.h           how a run ended, its meta word, its label, whether it is a failure
 //   process_identity.h  which `fpscope run` wrote a trace or owns a ring, and whether it still runs
@@ -15,6 +16,7 @@
 // reference trainer include these instead of restating any of it (docs/architecture.md has the map).
 #pragma once
 
+#include "fpscope/contract/allow_rules.h"
 #include "fpscope/contract/environment.h"
 #include "fpscope/contract/loss_scaler.h"
 #include "fpscope/contract/memory_categories.h"

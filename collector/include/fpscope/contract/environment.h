@@ -13,6 +13,7 @@ inline constexpr const char* kTensors = "FPSCOPE_TENSORS";    // in, out or both
 inline constexpr const char* kStats = "FPSCOPE_STATS";        // full or basic
 inline constexpr const char* kStatsThreads = "FPSCOPE_STATS_THREADS";  // threads sharing a large tensor's scan
 inline constexpr const char* kTrap = "FPSCOPE_TRAP";          // stop at the first nonfinite/nan/inf
+inline constexpr const char* kAllow = "FPSCOPE_ALLOW";        // intended NaN/Inf (allow_rules.h)
 inline constexpr const char* kDump = "FPSCOPE_DUMP";          // write matching tensors to .npy
 inline constexpr const char* kDumpDir = "FPSCOPE_DUMP_DIR";   // where the .npy files go
 inline constexpr const char* kInjectLib = "FPSCOPE_INJECT_LIB";  // the injector to preload (tests, installs)

@@ -316,6 +316,11 @@ class FrontEnd:
         if plan == 0:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)
             result = func(*args, **kwargs)
+            if info.unmeasured and not isinstance(result, (torch.Tensor, list, tuple)) and result is not None:
+                # A view of a wrapped number (a Python scalar PyTorch holds as a 0-dim tensor, as
+                # autograd detaches one to save it) comes back to Python as a number; the view is
+                # the tensor itself, which no gradient touches.
+                result = args[0]
             outputs = self.outputs_of(inputs, result)
             category = self.output_category
             for t in outputs:
