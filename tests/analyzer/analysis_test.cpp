@@ -25,6 +25,7 @@ namespace palette = fpscope::palette;
 using fpscope::test::make_trace;
 using fpscope::test::sql_exec;
 using fpscope::test::sql_value;
+using fpscope::test::sql_text;
 
 namespace {
 
@@ -296,6 +297,42 @@ TEST(Analysis, OlderTraceGetsTheMemoryViewsItLacks) {
   EXPECT_EQ(std::get<int64_t>(q.rows[0][0]), ma.events);
   // The file itself is not changed: the views live only in the reader's connection.
   EXPECT_FALSE(sql_value(older, "select count(*) from sqlite_master where name = 'v_memory_timeline'").value_or(1));
+}
+
+// A trace of schema 1 has no nonfinite.allowed: it reads as nothing allowed, finished or not (the
+// summaries of an unfinished one are built by this build's SQL, which reads the column).
+TEST(Analysis, SchemaOneTraceReadsAsNothingAllowed) {
+  for (const bool finished : {true, false}) {
+    auto o = nan_run();
+    if (!finished) {
+      o.end_reason = "running";
+      o.finalize = false;
+    }
+    const auto current = make_trace(finished ? "schema2-done" : "schema2-running", o);
+    const auto older = make_trace(finished ? "schema1-done" : "schema1-running", o);
+    std::string old_view = *sql_text(older, "select sql from sqlite_master where name = 'v_first_nonfinite'");
+    const std::string filter = " AND n.allowed = 0";
+    ASSERT_NE(old_view.find(filter), std::string::npos);
+    old_view.erase(old_view.find(filter), filter.size());
+    sql_exec(older, "create table nonfinite_v1 as select id, tensor_id, kernel_id, kind, first_index, first_bits, "
+                    "origin from nonfinite; drop view v_first_nonfinite; drop table nonfinite; "
+                    "alter table nonfinite_v1 rename to nonfinite; " + old_view +
+                        "; update meta set value = '1' where key = 'schema_version'; pragma user_version = 1");
+    ASSERT_FALSE(sql_value(older, "select count(*) from pragma_table_info('nonfinite') where name = 'allowed'")
+                     .value_or(1));
+    auto a = Trace::open(current);
+    auto b = Trace::open(older);
+    EXPECT_EQ(b->schema_version(), 1);
+    const NonfiniteReport na = nonfinite(*a), nb = nonfinite(*b);
+    ASSERT_TRUE(na.first_origin);
+    ASSERT_TRUE(nb.first_origin);
+    EXPECT_EQ(nb.first_origin->kernel_id, na.first_origin->kernel_id);
+    EXPECT_EQ(nb.by_kernel.size(), na.by_kernel.size());
+    EXPECT_EQ(summary(*b).nonfinite_tensors, summary(*a).nonfinite_tensors);
+    EXPECT_EQ(summary(*b).allowed_nonfinite_tensors, 0);
+    const QueryResult q = b->query("select count(*) from nonfinite where allowed = 0");
+    EXPECT_EQ(std::get<int64_t>(q.rows[0][0]), *sql_value(older, "select count(*) from nonfinite"));
+  }
 }
 
 TEST(Analysis, RunningTraceOpensAndSaysSo) {

@@ -41,6 +41,20 @@ inline std::optional<double> sql_value(const std::string& path, const std::strin
   return v;
 }
 
+// The first column of the first row as text (nullopt: no row or NULL).
+inline std::optional<std::string> sql_text(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  std::optional<std::string> v;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_type(st, 0) != SQLITE_NULL)
+    v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
 inline void sql_exec(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
