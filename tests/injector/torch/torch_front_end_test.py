@@ -226,7 +226,7 @@ class FrontEndTest(unittest.TestCase):
         trace, p = self.trace(script, "--trap", "nonfinite", check=False)
         self.assertIn("FloatingPointError: fpscope: first NaN made by log", p.stderr)
         self.assertIn("step 0", p.stderr)
-        self.assertIn("in output 0 at index 0", p.stderr)
+        self.assertIn("in log at index 0", p.stderr)  # an output is named after the op (and layer) that made it
         self.assertIn("the line that makes NaN", p.stderr)  # the traceback shows the user's line
         first = self.query(trace, "SELECT kernel, step FROM v_first_nonfinite")
         self.assertEqual(first, [("log", 0)])

@@ -76,6 +76,13 @@ def _returned_tensors(result, out):
             _returned_tensors(r, out)
 
 
+def _data_name(t):
+    """'data f32[3000,1,28,28]': a tensor no operator made, by its type and shape."""
+    dtype = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
+             torch.int32: "i32", torch.uint8: "u8", torch.bool: "bool", torch.float64: "f64"}.get(t.dtype, str(t.dtype))
+    return ("data %s[%s]" % (dtype, ",".join(str(n) for n in t.shape))).encode()
+
+
 def _tensor_list(value):
     out = []
     _returned_tensors(value, out)
@@ -107,8 +114,9 @@ class _Memory:
             del self._live[address]
             self._lib.free_seen(address)
 
-    def adopt(self, t, category, name=b""):
-        """Counts `t` as a user of its storage (once); returns its _Allocation, or None."""
+    def adopt(self, t, category, name=b"", name_of=None):
+        """Counts `t` as a user of its storage (once); returns its _Allocation, or None. A storage
+        seen for the first time is named `name`, or name_of(t) when that is given."""
         entry = self._users.get(id(t))
         if entry is not None:
             return entry
@@ -124,6 +132,8 @@ class _Memory:
         entry = self._live.get(address)
         if entry is None:
             device = _api.DEVICE_CUDA if t.is_cuda else _api.DEVICE_CPU
+            if name_of is not None:
+                name = name_of(t)
             ident = self._lib.alloc_seen(address, nbytes, device, category, name)
             if ident == 0:
                 return None
@@ -311,7 +321,9 @@ class FrontEnd:
                 _tensors_in(kwargs[keyword], written, inputs)
         adopt = self.memory.adopt
         # A tensor no operator made (torch.from_numpy, a batch from a worker) is data.
-        entries = [adopt(t, _api.CAT_DATA) for t, _ in inputs]
+        entries = [adopt(t, _api.CAT_DATA, name_of=_data_name) for t, _ in inputs]
+        # What the operator makes is named after it and its layer: "conv1.convolution".
+        made_by = (self.layer + "." if self.layer else "").encode() + info.name
         plan = 0 if info.unmeasured else self.plan(info)
         if plan == 0:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)
@@ -324,7 +336,7 @@ class FrontEnd:
             outputs = self.outputs_of(inputs, result)
             category = self.output_category
             for t in outputs:
-                adopt(t, category)
+                adopt(t, category, made_by)
             lib.op_end(op, None, len(outputs), 0)
             return result
 
@@ -347,7 +359,7 @@ class FrontEnd:
             descriptors.reserve(m)
             category = self.output_category
             for i, t in enumerate(outputs):
-                self.describe(descriptors, i, t, adopt(t, category))
+                self.describe(descriptors, i, t, adopt(t, category, made_by))
             trapped = lib.op_end(op, descriptors.address, m, 0)
         finally:
             self.keep.clear()
