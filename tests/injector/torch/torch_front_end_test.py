@@ -454,6 +454,41 @@ class FrontEndTest(unittest.TestCase):
         p = run([FPSCOPE, "run", "-q", "-o", out, "--", *command], self.dir)
         return out, p
 
+    def test_scheduler_workers_clipping_and_eval(self):
+        # What real training scripts use around the model: a learning-rate scheduler (it wraps
+        # optimizer.step), DataLoader worker processes (forked: not traced), gradient clipping, and
+        # an evaluation under no_grad in eval mode.
+        script = self.write("utilities.py", """
+            import torch, torch.nn as nn
+            from torch.utils.data import DataLoader, TensorDataset
+            torch.manual_seed(0)
+            data = TensorDataset(torch.randn(96, 10), torch.randint(0, 3, (96,)))
+            loader = DataLoader(data, batch_size=16, shuffle=True, num_workers=2)
+            net = nn.Sequential(nn.Linear(10, 32), nn.Dropout(0.1), nn.ReLU(), nn.Linear(32, 3))
+            opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=6)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(net(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                print("loss", sched.last_epoch, loss.item().hex())
+            net.eval()
+            with torch.no_grad():
+                print("eval", net(torch.ones(2, 10)).sum().item().hex())
+        """)
+        plain = run([PYTHON, script], self.dir)
+        trace, traced = self.trace(script)
+        self.assertEqual(traced.stdout, plain.stdout)  # losses and the evaluation, bit for bit
+        self.assertEqual(self.query(trace, "SELECT count(DISTINCT step) FROM v_kernels WHERE phase = 'optimizer'"),
+                         [(6,)])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM v_kernels WHERE phase = 'eval'"
+                                           " AND kernel = 'addmm'"), [(2,)])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars s JOIN strings n ON n.id = s.name_id"
+                                           " WHERE n.value = 'loss'"), [(6,)])
+
     def test_program_without_torch_and_users_sitecustomize(self):
         own = os.path.join(self.dir, "own")
         os.mkdir(own)

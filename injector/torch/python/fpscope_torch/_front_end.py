@@ -15,8 +15,10 @@ What it records and how it names things is documented in docs/pytorch.md. In sho
 import atexit
 import contextlib
 import ctypes
+import functools
 import os
 import struct
+import types
 import sys
 import weakref
 
@@ -525,11 +527,13 @@ class FrontEnd:
         original = optimizer.step
         front = self
 
-        def step(*args, **kwargs):
-            return front.optimizer_step(optimizer, original, *args, **kwargs)
+        def step(self, *args, **kwargs):
+            return front.optimizer_step(self, original, *args, **kwargs)
 
-        step.__wrapped__ = original
-        optimizer.step = step
+        # A bound method, as the class's own: learning-rate schedulers wrap `optimizer.step` and
+        # read its __self__ and __func__.
+        functools.update_wrapper(step, original.__func__ if hasattr(original, "__func__") else original)
+        optimizer.step = types.MethodType(step, optimizer)
         self.lib.log_text(b"optimizer", type(optimizer).__name__.encode())
         for key, value in sorted(optimizer.defaults.items()):
             if key == "lr":
@@ -559,7 +563,6 @@ class FrontEnd:
         else:
             dtype = params[0].dtype if params else torch.float32
             log(b"precision", _PRECISION_WORDS.get(dtype, str(dtype)).encode())
-        log(b"command", " ".join([sys.executable] + sys.argv).encode())
 
     # [SECTION] Saved tensors -----------------------------------------------------------------------
 
