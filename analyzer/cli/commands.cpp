@@ -58,7 +58,7 @@ Action add_report(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
   cmd->add_option("TRACE", o->trace, "trace file written by `fpscope run`")->required();
   cmd->add_option("--section", o->section, "which section")
-      ->check(CLI::IsMember({"summary", "nonfinite", "ranges", "loss-scale", "memory", "all"}))->capture_default_str();
+      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "all"}))->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
   cmd->add_option("--view", o->view,
                   "which tensors the ranges section shows by layer: activations (forward outputs), gradients (as stored, "
@@ -73,6 +73,7 @@ Action add_report(CLI::App& app) {
       ReportData d;
       d.summary = summary(*trace);
       if (wants("nonfinite")) d.nonfinite = nonfinite(*trace);
+      if (wants("why")) d.why = why(*trace);
       if (wants("loss-scale")) d.loss_scale = loss_scale(*trace);
       if (wants("memory")) d.memory = memory(*trace);
       if (wants("ranges")) d.ranges = std::make_pair(view, view_ranges(*trace, view));
@@ -82,6 +83,7 @@ Action add_report(CLI::App& app) {
     std::vector<Section> sections;
     if (wants("summary")) sections.push_back(summary_section(*trace));
     if (wants("nonfinite")) sections.push_back(nonfinite_section(*trace));
+    if (wants("why")) sections.push_back(why_section(*trace));
     if (wants("ranges")) sections.push_back(ranges_section(*trace, view));
     if (wants("loss-scale")) sections.push_back(loss_scale_section(*trace));
     if (wants("memory")) sections.push_back(memory_section(*trace));

@@ -118,6 +118,49 @@ Section nonfinite_section(const Trace& trace) {
   return sec;
 }
 
+Section why_section(const Trace& trace) {
+  const WhyReport r = why(trace);
+  Section sec{"why", "Why: the causes behind the first NaN/Inf and the skipped steps", {}, {}, {}};
+  if (!r.origin && r.skipped_steps.empty()) {
+    sec.notes.push_back("Nothing to explain: no NaN/Inf and no skipped step.");
+    return sec;
+  }
+  if (r.origin) {
+    sec.notes.push_back(fmt::format("First NaN/Inf: {} at {} ({}, launch {}).", where(r.origin->kernel, r.origin->layer),
+                                    "step " + step_text(r.origin->step), r.origin->phase.value_or("no phase"),
+                                    r.origin->kernel_id));
+    for (size_t i = 0; i < r.causes.size(); ++i) {
+      sec.notes.push_back(fmt::format("{}. {}", i + 1, r.causes[i].summary));
+      sec.notes.push_back(fmt::format("   what to change: {}", r.causes[i].advice));
+    }
+  }
+  Table chain{"chain", {"depth", "read by", "tensor", "written by", "layer", "phase", "step", "absmax before",
+                        "absmax after", "jump", "zeros before", "zeros after", "note"}, {}};
+  for (const CauseLink& l : r.chain) {
+    chain.rows.push_back({int_cell(l.depth), int_cell(l.reader_kernel_id), Cell(l.tensor),
+                          l.writer_kernel_id ? Cell(fmt::format("{} (launch {})", l.writer_kernel, *l.writer_kernel_id))
+                                             : Cell("-", nullptr),
+                          opt_text_cell(l.writer_layer), opt_text_cell(l.writer_phase), opt_int_cell(l.writer_step),
+                          number_cell(l.absmax_before), number_cell(l.absmax_after),
+                          l.jump_log2 ? Cell(fmt::format("2^{:.1f}", *l.jump_log2), *l.jump_log2) : Cell("-", nullptr),
+                          int_cell(l.zero_before), int_cell(l.zero_after), Cell(l.note)});
+  }
+  if (r.origin) {
+    sec.notes.push_back(fmt::format("The chain walked back from it: {} unusual link{}, {} input{} with ordinary ranges.",
+                                    r.chain.size(), r.chain.size() == 1 ? "" : "s", r.ordinary_links,
+                                    r.ordinary_links == 1 ? "" : "s"));
+  }
+  if (!chain.rows.empty()) sec.tables.push_back(std::move(chain));
+  if (!r.skipped_steps.empty()) {
+    Table skipped{"skipped_steps", {"step", "why"}, {}};
+    for (const Cause& c : r.skipped_steps) skipped.rows.push_back({opt_int_cell(c.step), Cell(c.summary)});
+    sec.notes.push_back(fmt::format("{} skipped step{}; what to change: {}", r.skipped_steps.size(),
+                                    r.skipped_steps.size() == 1 ? "" : "s", r.skipped_steps.front().advice));
+    sec.tables.push_back(std::move(skipped));
+  }
+  return sec;
+}
+
 Section ranges_section(const Trace& trace, RangeView view) {
   Section sec{"ranges", "Value ranges", {}, {}, {}};
   const RangeViewInfo& info = range_view_info(view);

@@ -8,6 +8,7 @@ namespace fpscope::cli {
 
 Section summary_section(const analysis::Trace& trace);
 Section nonfinite_section(const analysis::Trace& trace);
+Section why_section(const analysis::Trace& trace);
 // view: which tensors the per-row range table shows (forward activations by default).
 Section ranges_section(const analysis::Trace& trace, analysis::RangeView view = analysis::RangeView::Activations);
 Section loss_scale_section(const analysis::Trace& trace);

@@ -55,6 +55,43 @@ json event_json(const NonfiniteEvent& e) {
           {"neg_inf", e.neg_inf}};
 }
 
+json cause_json(const Cause& c) {
+  return {{"kind", cause_kind_name(c.kind)}, {"summary", c.summary}, {"advice", c.advice},
+          {"kernel_id", opt(c.kernel_id)},   {"tensor_id", opt(c.tensor_id)}, {"step", opt(c.step)}};
+}
+
+json why_json(const WhyReport& r) {
+  json chain = json::array(), causes = json::array(), skipped = json::array();
+  for (const CauseLink& l : r.chain) {
+    chain.push_back({{"depth", l.depth},
+                     {"reader_kernel_id", l.reader_kernel_id},
+                     {"tensor", l.tensor},
+                     {"tensor_uid", opt(l.tensor_uid)},
+                     {"writer_kernel_id", opt(l.writer_kernel_id)},
+                     {"writer_tensor_id", opt(l.writer_tensor_id)},
+                     {"writer_kernel", l.writer_kernel.empty() ? json(nullptr) : json(l.writer_kernel)},
+                     {"writer_layer", opt(l.writer_layer)},
+                     {"writer_phase", opt(l.writer_phase)},
+                     {"writer_step", opt(l.writer_step)},
+                     {"absmax_before", opt(l.absmax_before)},
+                     {"absmax_after", opt(l.absmax_after)},
+                     {"min_nonzero_before", opt(l.min_nonzero_before)},
+                     {"min_nonzero_after", opt(l.min_nonzero_after)},
+                     {"zero_before", l.zero_before},
+                     {"zero_after", l.zero_after},
+                     {"count", l.count},
+                     {"jump_log2", opt(l.jump_log2)},
+                     {"note", l.note}});
+  }
+  for (const Cause& c : r.causes) causes.push_back(cause_json(c));
+  for (const Cause& c : r.skipped_steps) skipped.push_back(cause_json(c));
+  return {{"origin", r.origin ? event_json(*r.origin) : json(nullptr)},
+          {"chain", chain},
+          {"ordinary_links", r.ordinary_links},
+          {"causes", causes},
+          {"skipped_steps", skipped}};
+}
+
 json nonfinite_json(const NonfiniteReport& r) {
   json by_kernel = json::array();
   for (const auto& k : r.by_kernel) {
@@ -117,6 +154,7 @@ ReportData report_data(const Trace& trace, RangeView view) {
   ReportData d;
   d.summary = summary(trace);
   d.nonfinite = nonfinite(trace);
+  d.why = why(trace);
   d.loss_scale = loss_scale(trace);
   d.memory = memory(trace);
   d.ranges = std::make_pair(view, view_ranges(trace, view));
@@ -129,6 +167,7 @@ std::string report_json(const ReportData& d) {
               {"schema_version", d.summary.schema_version},
               {"run", run_json(d.summary)}};
   if (d.nonfinite) doc["nonfinite"] = nonfinite_json(*d.nonfinite);
+  if (d.why) doc["why"] = why_json(*d.why);
   if (d.loss_scale) doc["loss_scale"] = loss_scale_json(*d.loss_scale);
   if (d.memory) doc["memory"] = memory_json(*d.memory);
   if (d.ranges) doc["ranges"] = ranges_json(d.ranges->first, d.ranges->second);

@@ -342,6 +342,50 @@ struct LossScaleReport {
 };
 LossScaleReport loss_scale(const Trace& trace);
 
+// [SECTION] Why: the causes behind the first NaN/Inf and behind skipped steps --------------------
+//
+// Walks back from the first origin: for each floating input of a launch, the measured launch that
+// last wrote that tensor (same allocation, latest earlier output) and how its range moved there
+// against the tensor's previous version; unusual moves are followed on through the writer's
+// inputs. Everything comes from the trace; where it cannot tell (no allocation id, writers left
+// unmeasured by --every/--steps/--ops), the link says so instead of guessing.
+
+struct CauseLink {
+  int depth = 0;                       // 0: an input of the origin; 1: an input of that writer; ...
+  int64_t reader_kernel_id = 0;        // the launch that read the tensor
+  std::string tensor;
+  std::optional<int64_t> tensor_uid;
+  std::optional<int64_t> writer_kernel_id, writer_step, writer_tensor_id;
+  std::string writer_kernel;
+  std::optional<std::string> writer_layer, writer_phase;
+  std::optional<double> absmax_before, absmax_after, min_nonzero_before, min_nonzero_after;
+  int64_t zero_before = 0, zero_after = 0, count = 0;
+  std::optional<double> jump_log2;     // log2(absmax after / absmax before)
+  std::string note;                    // what is unusual, or why the walk stops here
+};
+
+enum class CauseKind {
+  LossScale, OptimizerStep, UnderflowIntoDivision, NonfiniteData, OpFromOrdinaryInputs, SkippedStep,
+  NotMeasured,  // the walk stopped at writers the trace did not measure: it cannot tell
+};
+const char* cause_kind_name(CauseKind kind);  // "loss_scale", "optimizer_step", ...
+
+struct Cause {
+  CauseKind kind = CauseKind::OpFromOrdinaryInputs;
+  std::string summary;                 // one sentence with the numbers
+  std::string advice;                  // one line: what to change
+  std::optional<int64_t> kernel_id, tensor_id, step;  // the evidence to select
+};
+
+struct WhyReport {
+  std::optional<NonfiniteEvent> origin;  // the first origin (or first non-finite output)
+  std::vector<CauseLink> chain;          // unusual links and stops, in walk order
+  int64_t ordinary_links = 0;            // inputs whose writer left their range ordinary
+  std::vector<Cause> causes;             // the first origin's, the likeliest first
+  std::vector<Cause> skipped_steps;      // one per step the loss scaler skipped (up to 50)
+};
+WhyReport why(const Trace& trace);
+
 // [SECTION] Memory ---------------------------------------------------------------------------------
 
 // Allocations grouped by (name, category, bytes): an activation allocated every step is one row.

@@ -19,6 +19,7 @@ inline constexpr int kReportJsonVersion = 1;
 struct ReportData {
   RunSummary summary;                      // always present
   std::optional<NonfiniteReport> nonfinite;
+  std::optional<WhyReport> why;
   std::optional<LossScaleReport> loss_scale;
   std::optional<MemoryReport> memory;
   std::optional<std::pair<RangeView, std::vector<ViewRangeRow>>> ranges;

@@ -1,0 +1,498 @@
+// Why a run went wrong: the chain of launches behind the first NaN/Inf and the causes it shows,
+// and for each step the loss scaler skipped, which gradient overflowed at which scale.
+//
+// Everything is read from what the trace already holds: tensor rows carry the allocation they live
+// in (tensor_uid), so the launch that last wrote an input is the latest earlier launch with an
+// output in the same allocation, and the tensor's previous version is the latest row of that
+// allocation before it (the writer's own input when it updated the tensor in place).
+#include "report_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace fpscope::analysis {
+
+namespace {
+
+constexpr int kMaxDepth = 6;
+constexpr std::size_t kMaxLinks = 24;
+constexpr double kJumpLog2 = 4;  // a range that grew 16-fold or more at one write is unusual
+
+struct Row {
+  int64_t id = 0, kernel_id = 0;
+  std::string role, name, dtype;
+  std::optional<int64_t> uid;
+  std::optional<double> absmax, min_nonzero;
+  int64_t zero = 0, count = 0, nonfinite = 0;
+};
+
+constexpr const char* kRowColumns =
+    "SELECT t.id, t.kernel_id, t.role, s.value, d.name, t.tensor_uid, t.absmax, t.min_nonzero, t.zero, t.count, "
+    "       t.nan + t.pos_inf + t.neg_inf "
+    "FROM tensors t JOIN strings s ON s.id = t.name_id JOIN dtypes d ON d.id = t.dtype ";
+
+Row read_row(const sql::Statement& st) {
+  Row r;
+  r.id = st.i64(0);
+  r.kernel_id = st.i64(1);
+  r.role = st.text(2);
+  r.name = st.text(3);
+  r.dtype = st.text(4);
+  r.uid = st.opt_i64(5);
+  r.absmax = st.opt_f64(6);
+  r.min_nonzero = st.opt_f64(7);
+  r.zero = st.i64(8);
+  r.count = st.i64(9);
+  r.nonfinite = st.i64(10);
+  return r;
+}
+
+struct Launch {
+  int64_t id = 0;
+  std::string kernel;
+  std::optional<std::string> layer, phase;
+  std::optional<int64_t> step;
+};
+
+bool is_float(const std::string& dtype) { return dtype == "f32" || dtype == "f16" || dtype == "bf16"; }
+
+std::string where_text(const std::string& kernel, const std::optional<std::string>& layer) {
+  return layer ? kernel + " (" + *layer + ")" : kernel;
+}
+
+std::string step_word(const std::optional<int64_t>& step) { return step ? "step " + std::to_string(*step) : "no step"; }
+
+std::string binades(double log2) { return fmt::format("2^{:.1f}", log2); }
+
+class Walker {
+ public:
+  explicit Walker(const Trace& trace) : trace_(trace), db_(detail::db(trace)) { filtered_ = run_was_filtered(); }
+
+  Launch launch(int64_t id) {
+    sql::Statement st(db_, "SELECT id, kernel, layer, phase, step FROM v_kernels WHERE id = ?1");
+    st.bind(1, id);
+    Launch l;
+    if (!st.step()) return l;
+    l.id = st.i64(0);
+    l.kernel = st.text(1);
+    l.layer = st.opt_text(2);
+    l.phase = st.opt_text(3);
+    l.step = st.opt_i64(4);
+    return l;
+  }
+
+  std::vector<Row> rows(int64_t kernel_id, const char* role) {
+    sql::Statement st(db_, std::string(kRowColumns) + "WHERE t.kernel_id = ?1 AND t.role = ?2 ORDER BY t.slot");
+    st.bind(1, kernel_id).bind(2, std::string_view(role));
+    std::vector<Row> out;
+    while (st.step()) out.push_back(read_row(st));
+    return out;
+  }
+
+  // The latest measured output in allocation `uid` before launch `before`.
+  std::optional<Row> writer(int64_t uid, int64_t before) {
+    sql::Statement st(db_, std::string(kRowColumns) +
+                               "WHERE t.tensor_uid = ?1 AND t.role = 'out' AND t.kernel_id < ?2 "
+                               "ORDER BY t.kernel_id DESC LIMIT 1");
+    st.bind(1, uid).bind(2, before);
+    if (!st.step()) return std::nullopt;
+    return read_row(st);
+  }
+
+  // The allocation's contents before launch `writer` wrote it: the writer's own input row (an
+  // update in place), else the latest row of an earlier launch (its output before its input).
+  std::optional<Row> previous(int64_t uid, int64_t writer) {
+    sql::Statement st(db_, std::string(kRowColumns) +
+                               "WHERE t.tensor_uid = ?1 AND (t.kernel_id < ?2 OR (t.kernel_id = ?2 AND t.role = 'in')) "
+                               "ORDER BY t.kernel_id DESC, t.role = 'out' DESC LIMIT 1");
+    st.bind(1, uid).bind(2, writer);
+    if (!st.step()) return std::nullopt;
+    return read_row(st);
+  }
+
+  std::optional<int64_t> category(int64_t uid) {
+    sql::Statement st(db_, "SELECT category FROM memory_events WHERE alloc_id = ?1 AND kind = 'alloc' LIMIT 1");
+    st.bind(1, uid);
+    if (!st.step()) return std::nullopt;
+    return st.i64(0);
+  }
+
+  // Launches left unmeasured between two launches, with their step span.
+  struct Gap {
+    int64_t launches = 0;
+    std::optional<int64_t> first_step, last_step;
+  };
+  Gap unmeasured_between(int64_t after, int64_t before) {
+    sql::Statement st(db_, "SELECT count(*), min(step), max(step) FROM kernels WHERE id > ?1 AND id < ?2 AND sampled = 0");
+    st.bind(1, after).bind(2, before);
+    Gap g;
+    if (st.step()) {
+      g.launches = st.i64(0);
+      g.first_step = st.opt_i64(1);
+      g.last_step = st.opt_i64(2);
+    }
+    return g;
+  }
+
+  // The inputs of launch `kernel_id` and, through their writers, what they came from.
+  void walk(int64_t kernel_id, int depth, WhyReport& report) {
+    if (depth > kMaxDepth) return;
+    for (const Row& in : rows(kernel_id, "in")) {
+      if (report.chain.size() >= kMaxLinks) return;
+      if (!is_float(in.dtype)) continue;
+      CauseLink link;
+      link.depth = depth;
+      link.reader_kernel_id = kernel_id;
+      link.tensor = in.name;
+      link.tensor_uid = in.uid;
+      link.count = in.count;
+      if (!in.uid) {
+        link.note = "no allocation id: the launch that wrote it cannot be told";
+        report.chain.push_back(std::move(link));
+        continue;
+      }
+      if (!visited_.insert(*in.uid).second) continue;  // one link per tensor
+      const std::optional<Row> w = writer(*in.uid, kernel_id);
+      if (filtered_) {
+        const Gap gap = unmeasured_between(w ? w->kernel_id : 0, kernel_id);
+        if (gap.launches > 0) {
+          link.note = fmt::format(
+              "its last writer may be one of {} launches left unmeasured (steps {} to {}: --every, --steps or "
+              "--ops left them out), so the walk stops here",
+              gap.launches, gap.first_step ? std::to_string(*gap.first_step) : "-",
+              gap.last_step ? std::to_string(*gap.last_step) : "-");
+          report.chain.push_back(std::move(link));
+          continue;
+        }
+      }
+      if (!w) {
+        ++report.ordinary_links;  // an initial value or input data: nothing wrote it in the trace
+        continue;
+      }
+      const Launch wl = launch(w->kernel_id);
+      const std::optional<Row> before = previous(*in.uid, w->kernel_id);
+      link.writer_kernel_id = w->kernel_id;
+      link.writer_tensor_id = w->id;
+      link.writer_kernel = wl.kernel;
+      link.writer_layer = wl.layer;
+      link.writer_phase = wl.phase;
+      link.writer_step = wl.step;
+      link.absmax_after = w->absmax;
+      link.min_nonzero_after = w->min_nonzero;
+      link.zero_after = w->zero;
+      if (before) {
+        link.absmax_before = before->absmax;
+        link.min_nonzero_before = before->min_nonzero;
+        link.zero_before = before->zero;
+      }
+      if (link.absmax_before && link.absmax_after && *link.absmax_before > 0 && *link.absmax_after > 0)
+        link.jump_log2 = std::log2(*link.absmax_after / *link.absmax_before);
+      const bool jumped = link.jump_log2 && *link.jump_log2 >= kJumpLog2;
+      const int64_t new_zeros = before ? w->zero - before->zero : 0;
+      const bool flushed = new_zeros > 0 && new_zeros * 100 >= std::max<int64_t>(w->count, 1);
+      if (!jumped && !flushed && w->nonfinite == 0) {
+        ++report.ordinary_links;
+        continue;
+      }
+      if (jumped) {
+        link.note = fmt::format("absmax {} -> {} ({} in one write)", human_number(*link.absmax_before),
+                                human_number(*link.absmax_after), binades(*link.jump_log2));
+      } else if (flushed) {
+        link.note = fmt::format("{} values became zero ({} of {} zero after)", new_zeros, w->zero, w->count);
+      } else {
+        link.note = fmt::format("written holding {} NaN/Inf", w->nonfinite);
+      }
+      report.chain.push_back(std::move(link));
+      walk(w->kernel_id, depth + 1, report);
+    }
+  }
+
+  const Trace& trace() const { return trace_; }
+  const sql::Database& db() const { return db_; }
+
+ private:
+  // A step, kernel or layer filter leaves launches unmeasured whose outputs the trace cannot see.
+  bool run_was_filtered() {
+    const auto text = trace_.meta_value("options");
+    if (!text) return false;
+    try {
+      const auto j = nlohmann::json::parse(*text);
+      return j.value("every", 1) > 1 || !j.value("steps", std::string()).empty() ||
+             !j.value("ops", std::string()).empty();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  const Trace& trace_;
+  const sql::Database& db_;
+  bool filtered_ = false;
+  std::set<int64_t> visited_;
+};
+
+std::optional<Format> format_of_dtype(const std::string& dtype) {
+  if (dtype == "f16") return Format::F16;
+  if (dtype == "bf16") return Format::BF16;
+  return std::nullopt;
+}
+
+// The loss scale in force during each step (scale_before of its update), and the static scale.
+std::optional<double> scale_at(const Trace& trace, const LossScaleReport& ls, std::optional<int64_t> step) {
+  for (const auto& e : ls.events)
+    if (e.step && step && *e.step == *step) return e.scale_before;
+  if (const auto text = trace.meta_value("config.loss_scale"); text && text->rfind("static:", 0) == 0) {
+    try {
+      return std::stod(text->substr(7));
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+// The loss-scale line of `fpscope advise`, worded as advice.
+std::string advice_for_scale(const Trace& trace) {
+  const LossScaleAdvice a = advise(trace).loss_scale;
+  if (!a.initial_scale) return "use dynamic loss scaling (--loss-scale dynamic) so the scale backs off";
+  return fmt::format("start the loss scale at {} or below: --loss-scale dynamic --scale-init {:g} (fpscope advise)",
+                     human_scale(*a.initial_scale), *a.initial_scale);
+}
+
+// A gradient that overflowed in backward at scale S: the unscaled magnitude is read off a later
+// finite output of the same kernel and layer, and the largest power of two that keeps it finite.
+std::optional<Cause> loss_scale_cause(Walker& w, const NonfiniteEvent& o, const LossScaleReport& ls,
+                                      const std::string& scale_advice) {
+  if (o.phase != std::optional<std::string>("backward") || o.kind == "nan") return std::nullopt;
+  const auto scale = scale_at(w.trace(), ls, o.step);
+  const auto format = format_of_dtype(o.dtype);
+  if (!scale || *scale <= 1 || !format) return std::nullopt;
+  const FormatLimits& limits = format_limits(*format);
+  Cause c;
+  c.kind = CauseKind::LossScale;
+  c.kernel_id = o.kernel_id;
+  c.tensor_id = o.tensor_id;
+  c.step = o.step;
+  sql::Statement st(w.db(),
+                    "SELECT t.absmax, k.step, k.id FROM tensors t JOIN v_kernels k ON k.id = t.kernel_id "
+                    "WHERE k.kernel = ?1 AND k.layer IS ?2 AND t.role = 'out' AND t.slot = "
+                    "  (SELECT slot FROM tensors WHERE id = ?3) AND k.id > ?4 "
+                    "  AND t.nan + t.pos_inf + t.neg_inf = 0 AND t.absmax > 0 ORDER BY k.id LIMIT 1");
+  st.bind(1, std::string_view(o.kernel));
+  o.layer ? st.bind(2, std::string_view(*o.layer)) : st.bind_null(2);
+  st.bind(3, o.tensor_id).bind(4, o.kernel_id);
+  std::string fitted;
+  if (st.step()) {
+    const auto later_scale = scale_at(w.trace(), ls, st.opt_i64(1)).value_or(1.0);
+    const double unscaled = st.f64(0) / later_scale;
+    const double fits = std::ldexp(1.0, static_cast<int>(std::floor(std::log2(limits.max_finite / unscaled))));
+    fitted = fmt::format("; unscaled, this gradient reaches {} (launch {}, {}), so a scale of {} or less would have "
+                         "kept it finite",
+                         human_number(unscaled), st.i64(2), step_word(st.opt_i64(1)), human_scale(fits));
+  }
+  c.advice = scale_advice;
+  c.summary = fmt::format("the loss scale {} pushed the gradient {} of {} beyond {}'s largest value {} at {}{}",
+                          human_scale(*scale), o.tensor, where_text(o.kernel, o.layer), limits.name,
+                          human_number(limits.max_finite), step_word(o.step), fitted);
+  return c;
+}
+
+bool name_has(const std::string& name, std::initializer_list<const char*> parts) {
+  for (const char* p : parts)
+    if (name.find(p) != std::string::npos) return true;
+  return false;
+}
+
+// A parameter an optimizer step blew up, and what the trace shows made the step large.
+std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
+  using contract::MemoryCategory;
+  if (link.writer_phase != std::optional<std::string>("optimizer") || !link.jump_log2 || *link.jump_log2 < kJumpLog2 ||
+      !link.tensor_uid)
+    return std::nullopt;
+  const auto category = w.category(*link.tensor_uid);
+  if (category != static_cast<int64_t>(MemoryCategory::Weight) &&
+      category != static_cast<int64_t>(MemoryCategory::MasterWeight))
+    return std::nullopt;
+  Cause c;
+  c.kind = CauseKind::OptimizerStep;
+  c.kernel_id = link.writer_kernel_id;
+  c.tensor_id = link.writer_tensor_id;
+  c.step = link.writer_step;
+  c.summary = fmt::format("{} at {} took {} from absmax {} to {} ({} in one step)", link.writer_kernel,
+                          step_word(link.writer_step), link.tensor, human_number(*link.absmax_before),
+                          human_number(*link.absmax_after), binades(*link.jump_log2));
+  // The gradient it read, and the optimizer state it wrote.
+  std::optional<Row> gradient;
+  for (const Row& in : w.rows(*link.writer_kernel_id, "in"))
+    if (in.uid && w.category(*in.uid) == static_cast<int64_t>(MemoryCategory::Gradient)) gradient = in;
+  for (const Row& out : w.rows(*link.writer_kernel_id, "out")) {
+    if (!out.uid || w.category(*out.uid) != static_cast<int64_t>(MemoryCategory::OptimizerState)) continue;
+    const int64_t gradient_zeros = gradient ? gradient->zero : 0;
+    if (out.zero <= gradient_zeros) continue;
+    const bool second_moment = name_has(out.name, {"exp_avg_sq", "sq", "second"});
+    c.summary += fmt::format(
+        ": its {} {} came out with {} of {} values zero in {} while the gradient {} had {}{}", 
+        second_moment ? "second moment" : "optimizer state", out.name, out.zero, out.count, out.dtype,
+        gradient ? gradient->name : std::string("(not measured)"), gradient_zeros,
+        second_moment ? " (squares of small gradients flushed to zero), so the update divided by almost nothing" : "");
+    c.advice = "keep the optimizer state in fp32 (mptrain --optimizer-state fp32), or raise the optimizer's epsilon";
+    return c;
+  }
+  const auto lr_text = w.trace().meta_value("config.lr");
+  if (gradient && gradient->absmax && lr_text && link.absmax_before) {
+    try {
+      const double lr = std::stod(*lr_text);
+      const double update = lr * *gradient->absmax;
+      if (update > *link.absmax_before) {
+        c.summary += fmt::format(": learning rate {} x gradient absmax {} = {}, beyond the weight's absmax {} before the step",
+                                 human_number(lr), human_number(*gradient->absmax), human_number(update),
+                                 human_number(*link.absmax_before));
+        c.advice = fmt::format("lower the learning rate (--lr): below {} keeps this update within the weight's range",
+                               human_number(*link.absmax_before / *gradient->absmax));
+        return c;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  c.advice = "lower the learning rate (--lr), or keep this parameter and its optimizer state in fp32";
+  return c;
+}
+
+// Ops that turn a zero into an Inf or NaN: division, logarithm, (reciprocal) square root, and
+// normalisations (they divide by a standard deviation). log_softmax is not one: it subtracts.
+bool divides_or_logs(const std::string& kernel) {
+  if (name_has(kernel, {"softmax"})) return false;
+  return name_has(kernel, {"div", "log", "sqrt", "reciprocal", "norm", "pow"});
+}
+
+}  // namespace
+
+const char* cause_kind_name(CauseKind kind) {
+  switch (kind) {
+    case CauseKind::LossScale: return "loss_scale";
+    case CauseKind::OptimizerStep: return "optimizer_step";
+    case CauseKind::UnderflowIntoDivision: return "underflow_into_division";
+    case CauseKind::NonfiniteData: return "nonfinite_data";
+    case CauseKind::OpFromOrdinaryInputs: return "op_from_ordinary_inputs";
+    case CauseKind::SkippedStep: return "skipped_step";
+    case CauseKind::NotMeasured: return "not_measured";
+  }
+  return "unknown";
+}
+
+WhyReport why(const Trace& trace) {
+  WhyReport report;
+  const NonfiniteReport nf = nonfinite(trace, 0);
+  const LossScaleReport ls = loss_scale(trace);
+  Walker w(trace);
+  report.origin = nf.first_origin;
+  const bool scaled = ls.used || trace.meta_value("config.loss_scale").value_or("none").rfind("static:", 0) == 0;
+  const std::string scale_advice = scaled ? advice_for_scale(trace) : std::string();
+
+  if (report.origin) {
+    const NonfiniteEvent& o = *report.origin;
+    if (!o.origin) {
+      Cause c;
+      c.kind = CauseKind::NonfiniteData;
+      c.kernel_id = o.kernel_id;
+      c.tensor_id = o.tensor_id;
+      c.step = o.step;
+      c.summary = fmt::format("no launch made the first NaN/Inf from finite inputs: {} already received it at {}, from "
+                              "input data or a launch that was not measured",
+                              where_text(o.kernel, o.layer), step_word(o.step));
+      c.advice = "check the input data for NaN/Inf, or trace every step (no --every/--steps/--ops)";
+      report.causes.push_back(std::move(c));
+    } else {
+      w.walk(o.kernel_id, 0, report);
+      if (auto c = loss_scale_cause(w, o, ls, scale_advice)) report.causes.push_back(std::move(*c));
+      for (const CauseLink& link : report.chain) {
+        if (report.causes.size() >= 4) break;
+        if (auto c = optimizer_cause(w, link)) report.causes.push_back(std::move(*c));
+      }
+      if (report.causes.empty() && divides_or_logs(o.kernel)) {
+        for (const Row& in : w.rows(o.kernel_id, "in")) {
+          if (!is_float(in.dtype) || in.zero == 0) continue;
+          Cause c;
+          c.kind = CauseKind::UnderflowIntoDivision;
+          c.kernel_id = o.kernel_id;
+          c.tensor_id = in.id;
+          c.step = o.step;
+          c.summary = fmt::format("{} of {} values of its input {} are zero (smallest nonzero {}), and {} made {} of them",
+                                  in.zero, in.count, in.name,
+                                  in.min_nonzero ? human_number(*in.min_nonzero) : std::string("-"),
+                                  where_text(o.kernel, o.layer), o.kind);
+          for (const CauseLink& link : report.chain)
+            if (link.tensor_uid == in.uid && link.zero_after > link.zero_before)
+              c.summary += fmt::format(": {} flushed {} of them to zero at {}", link.writer_kernel,
+                                       link.zero_after - link.zero_before, step_word(link.writer_step));
+          c.advice = "keep this op (and what feeds it) in fp32, or add an epsilon before the division, log or square root";
+          report.causes.push_back(std::move(c));
+          break;
+        }
+      }
+      std::vector<std::string> unknown;
+      for (const CauseLink& link : report.chain)
+        if (!link.writer_kernel_id) unknown.push_back(link.tensor);
+      if (report.causes.empty() && !unknown.empty()) {
+        Cause c;
+        c.kind = CauseKind::NotMeasured;
+        c.kernel_id = o.kernel_id;
+        c.tensor_id = o.tensor_id;
+        c.step = o.step;
+        std::string names;
+        for (const std::string& n : unknown) names += (names.empty() ? "" : ", ") + n;
+        c.summary = fmt::format("{} made {}, but the trace cannot tell why: the launches that wrote its input{} {} "
+                                "were not measured",
+                                where_text(o.kernel, o.layer), o.kind, unknown.size() == 1 ? "" : "s", names);
+        c.advice = o.step ? fmt::format("trace the steps before it in full: fpscope run --steps {}-{} ...",
+                                        std::max<int64_t>(0, *o.step - 1), *o.step)
+                          : std::string("trace without --every, --steps or --ops");
+        report.causes.push_back(std::move(c));
+      }
+      if (report.causes.empty()) {
+        Cause c;
+        c.kind = CauseKind::OpFromOrdinaryInputs;
+        c.kernel_id = o.kernel_id;
+        c.tensor_id = o.tensor_id;
+        c.step = o.step;
+        c.summary = fmt::format("{} made {} from inputs whose ranges look ordinary: no precursor in the trace",
+                                where_text(o.kernel, o.layer), o.kind);
+        c.advice = o.kind == "nan"
+                       ? "look at this op's arguments in the program: a log or square root of a negative number, 0/0 or "
+                         "inf-inf is a model bug, not a precision problem"
+                       : "look at this op's arguments: a division by zero or an overflow of ordinary values";
+        report.causes.push_back(std::move(c));
+      }
+    }
+  }
+
+  // Skipped steps: the first gradient that overflowed in each, and the scale then.
+  for (const LossScaleEvent& e : ls.events) {
+    if (!e.skipped || !e.step || report.skipped_steps.size() >= 50) continue;
+    sql::Statement st(w.db(),
+                      "SELECT k.id, k.kernel, k.layer, s.value, n.kind, t.id FROM nonfinite n "
+                      "JOIN v_kernels k ON k.id = n.kernel_id JOIN tensors t ON t.id = n.tensor_id "
+                      "JOIN strings s ON s.id = t.name_id "
+                      "WHERE k.step = ?1 AND k.phase = 'backward' AND n.allowed = 0 ORDER BY n.origin DESC, k.id LIMIT 1");
+    st.bind(1, *e.step);
+    Cause c;
+    c.kind = CauseKind::SkippedStep;
+    c.step = e.step;
+    if (st.step()) {
+      c.kernel_id = st.i64(0);
+      c.tensor_id = st.i64(5);
+      c.summary = fmt::format("step {} skipped at loss scale {}: {} of {} overflowed first ({})", *e.step,
+                              human_scale(e.scale_before), st.text(3), where_text(st.text(1), st.opt_text(2)),
+                              st.text(4));
+    } else {
+      c.summary = fmt::format("step {} skipped at loss scale {}: no measured backward output held the NaN/Inf "
+                              "(its launches were not measured)",
+                              *e.step, human_scale(e.scale_before));
+    }
+    c.advice = scale_advice;
+    report.skipped_steps.push_back(std::move(c));
+  }
+  return report;
+}
+
+}  // namespace fpscope::analysis
