@@ -145,3 +145,114 @@ TEST_F(RealRun, AdviceKeepsATooHighStaticScaleRunFinite) {
 }
 
 }  // namespace
+
+// [SECTION] Why: the cause chains on real runs, checked against the trace's own rows --------------
+
+namespace {
+
+// The link of the chain whose writer is a launch of `kernel`, if any.
+const CauseLink* link_written_by(const WhyReport& r, const std::string& kernel, const std::string& db) {
+  for (const CauseLink& l : r.chain) {
+    if (!l.writer_kernel_id) continue;
+    const auto name = fpscope::test::sql_text(
+        db, "select kernel from v_kernels where id = " + std::to_string(*l.writer_kernel_id));
+    if (name == kernel) return &l;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// The seed tutorial's recipe: fp16 AdamW with fp16 optimizer state and a static scale of 1024.
+TEST_F(RealRun, WhyNamesTheOptimizerStepAndTheFlushedSecondMoment) {
+  const auto path = traced("why_seed", "--precision fp16 --optimizer adamw --lr 1e-3 --loss-scale static:1024 "
+                                       "--optimizer-state fp16 --stochastic-rounding");
+  auto t = Trace::open(path);
+  const WhyReport r = why(*t);
+  ASSERT_TRUE(r.origin);
+  EXPECT_EQ(r.origin->kernel_id, *sql_value(path, "select kernel_id from v_first_nonfinite"));
+  ASSERT_FALSE(r.causes.empty());
+  const Cause& c = r.causes.front();
+  EXPECT_EQ(c.kind, CauseKind::OptimizerStep);
+  ASSERT_TRUE(c.kernel_id);
+  const std::string launch = std::to_string(*c.kernel_id);
+  EXPECT_EQ(fpscope::test::sql_text(path, "select kernel from v_kernels where id = " + launch), "adamw_step");
+  // The parameter it names: the writer's output row, and the jump between its input and output rows.
+  const CauseLink* l = link_written_by(r, "adamw_step", path);
+  ASSERT_NE(l, nullptr);
+  const std::string uid = std::to_string(*l->tensor_uid);
+  EXPECT_EQ(l->absmax_before, sql_value(path, "select absmax from tensors where kernel_id = " + launch +
+                                                  " and role = 'in' and tensor_uid = " + uid));
+  EXPECT_EQ(l->absmax_after, sql_value(path, "select absmax from tensors where kernel_id = " + launch +
+                                                 " and role = 'out' and tensor_uid = " + uid));
+  EXPECT_GE(*l->jump_log2, 4.0);
+  EXPECT_NE(c.summary.find(l->tensor), std::string::npos) << c.summary;
+  // The second moment it wrote, with its zeros as the trace counts them.
+  const auto zeros = sql_value(path, "select t.zero from tensors t join strings s on s.id = t.name_id where t.kernel_id = " +
+                                         launch + " and t.role = 'out' and s.value like '%exp_avg_sq'");
+  ASSERT_TRUE(zeros);
+  EXPECT_GT(*zeros, 0);
+  EXPECT_NE(c.summary.find("exp_avg_sq came out with " + std::to_string(static_cast<int64_t>(*zeros)) + " of"),
+            std::string::npos) << c.summary;
+  EXPECT_NE(c.advice.find("--optimizer-state fp32"), std::string::npos);
+}
+
+TEST_F(RealRun, WhyBlamesALossScaleTooHighAndExplainsEverySkippedStep) {
+  const auto path = traced("why_amp", "--precision amp-fp16 --loss-scale dynamic --scale-init 16777216");
+  auto t = Trace::open(path);
+  const WhyReport r = why(*t);
+  ASSERT_FALSE(r.causes.empty());
+  EXPECT_EQ(r.causes.front().kind, CauseKind::LossScale);
+  EXPECT_NE(r.causes.front().summary.find("loss scale 2^24"), std::string::npos) << r.causes.front().summary;
+  EXPECT_NE(r.causes.front().summary.find("would have kept it finite"), std::string::npos) << r.causes.front().summary;
+  EXPECT_EQ(static_cast<double>(r.skipped_steps.size()), *sql_value(path, "select count(*) from loss_scale where skipped = 1"));
+  for (const Cause& c : r.skipped_steps) {
+    EXPECT_EQ(c.kind, CauseKind::SkippedStep);
+    ASSERT_TRUE(c.kernel_id);
+    EXPECT_EQ(fpscope::test::sql_text(path, "select phase from v_kernels where id = " + std::to_string(*c.kernel_id)),
+              "backward");
+  }
+}
+
+TEST_F(RealRun, WhyBlamesTheLearningRateForAnSgdBlowUp) {
+  const auto path = traced("why_sgd", "--precision fp16 --lr 10");
+  auto t = Trace::open(path);
+  const WhyReport r = why(*t);
+  ASSERT_FALSE(r.causes.empty());
+  const Cause& c = r.causes.front();
+  EXPECT_EQ(c.kind, CauseKind::OptimizerStep);
+  ASSERT_TRUE(c.kernel_id);
+  EXPECT_EQ(fpscope::test::sql_text(path, "select kernel from v_kernels where id = " + std::to_string(*c.kernel_id)),
+            "sgd_step");
+  EXPECT_NE(c.summary.find("learning rate 10 x gradient absmax"), std::string::npos) << c.summary;
+  EXPECT_NE(c.advice.find("--lr"), std::string::npos);
+}
+
+TEST_F(RealRun, WhyInventsNoPrecursorForAPlantedNan) {
+  const auto path = traced("why_fault", "--precision fp32 --fault nan@fc1:3");
+  auto t = Trace::open(path);
+  const WhyReport r = why(*t);
+  ASSERT_EQ(r.causes.size(), 1u);
+  EXPECT_EQ(r.causes[0].kind, CauseKind::OpFromOrdinaryInputs);
+  EXPECT_EQ(r.causes[0].kernel_id, sql_value(path, "select kernel_id from v_first_nonfinite"));
+  EXPECT_TRUE(r.chain.empty());
+}
+
+TEST_F(RealRun, WhyStopsWhereTheWriterWasNotMeasured) {
+  // --every is fpscope's option, before the program.
+  const std::string sampled = fpscope::test::temp_dir() + "/why_every2.sqlite";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --every 2 -o " + sampled + " -- " + MPTRAIN_BIN +
+                          kCommon + " --precision fp16 --lr 10 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto t = Trace::open(sampled);
+  const WhyReport r = why(*t);
+  ASSERT_TRUE(r.origin);
+  EXPECT_EQ(*r.origin->step % 2, 0);
+  ASSERT_FALSE(r.causes.empty());
+  EXPECT_EQ(r.causes.front().kind, CauseKind::NotMeasured);
+  ASSERT_FALSE(r.chain.empty());
+  for (const CauseLink& l : r.chain) {
+    EXPECT_FALSE(l.writer_kernel_id);
+    EXPECT_NE(l.note.find("left unmeasured"), std::string::npos) << l.note;
+  }
+}
