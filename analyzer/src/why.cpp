@@ -56,6 +56,12 @@ struct Launch {
   std::optional<int64_t> step;
 };
 
+std::optional<Format> format_of_dtype(const std::string& dtype) {
+  if (dtype == "f16") return Format::F16;
+  if (dtype == "bf16") return Format::BF16;
+  return std::nullopt;
+}
+
 bool is_float(const std::string& dtype) { return dtype == "f32" || dtype == "f16" || dtype == "bf16"; }
 
 std::string where_text(const std::string& kernel, const std::optional<std::string>& layer) {
@@ -108,6 +114,19 @@ class Walker {
                                "WHERE t.tensor_uid = ?1 AND (t.kernel_id < ?2 OR (t.kernel_id = ?2 AND t.role = 'in')) "
                                "ORDER BY t.kernel_id DESC, t.role = 'out' DESC LIMIT 1");
     st.bind(1, uid).bind(2, writer);
+    if (!st.step()) return std::nullopt;
+    return read_row(st);
+  }
+
+  // A fresh allocation has no earlier contents: its previous version is then what the same kernel
+  // (name, layer and phase) wrote in the same output slot at its latest earlier launch.
+  std::optional<Row> previous_of_kernel(const Row& written) {
+    sql::Statement st(db_, std::string(kRowColumns) +
+                               "JOIN kernels k ON k.id = t.kernel_id JOIN kernels w ON w.id = ?1 "
+                               "WHERE t.role = 'out' AND t.slot = (SELECT slot FROM tensors WHERE id = ?2) "
+                               "  AND k.name_id = w.name_id AND k.layer_id IS w.layer_id AND k.phase_id IS w.phase_id AND k.id < ?1 "
+                               "ORDER BY k.id DESC LIMIT 1");
+    st.bind(1, written.kernel_id).bind(2, written.id);
     if (!st.step()) return std::nullopt;
     return read_row(st);
   }
@@ -172,7 +191,8 @@ class Walker {
         continue;
       }
       const Launch wl = launch(w->kernel_id);
-      const std::optional<Row> before = previous(*in.uid, w->kernel_id);
+      std::optional<Row> before = previous(*in.uid, w->kernel_id);
+      if (!before) before = previous_of_kernel(*w);
       link.writer_kernel_id = w->kernel_id;
       link.writer_tensor_id = w->id;
       link.writer_kernel = wl.kernel;
@@ -190,8 +210,13 @@ class Walker {
       if (link.absmax_before && link.absmax_after && *link.absmax_before > 0 && *link.absmax_after > 0)
         link.jump_log2 = std::log2(*link.absmax_after / *link.absmax_before);
       const bool jumped = link.jump_log2 && *link.jump_log2 >= kJumpLog2;
+      // Zeros come and go (a ReLU's output): they count as flushed only in a 16-bit tensor whose
+      // smallest values already sat below the format's smallest normal number.
       const int64_t new_zeros = before ? w->zero - before->zero : 0;
-      const bool flushed = new_zeros > 0 && new_zeros * 100 >= std::max<int64_t>(w->count, 1);
+      const auto format = format_of_dtype(w->dtype);
+      const bool near_underflow = format && before && before->min_nonzero &&
+                                  *before->min_nonzero < format_limits(*format).min_normal;
+      const bool flushed = near_underflow && new_zeros > 0 && new_zeros * 100 >= std::max<int64_t>(w->count, 1);
       if (!jumped && !flushed && w->nonfinite == 0) {
         ++report.ordinary_links;
         continue;
@@ -231,12 +256,6 @@ class Walker {
   bool filtered_ = false;
   std::set<int64_t> visited_;
 };
-
-std::optional<Format> format_of_dtype(const std::string& dtype) {
-  if (dtype == "f16") return Format::F16;
-  if (dtype == "bf16") return Format::BF16;
-  return std::nullopt;
-}
 
 // The loss scale in force during each step (scale_before of its update), and the static scale.
 std::optional<double> scale_at(const Trace& trace, const LossScaleReport& ls, std::optional<int64_t> step) {
@@ -376,6 +395,7 @@ const char* cause_kind_name(CauseKind kind) {
     case CauseKind::OpFromOrdinaryInputs: return "op_from_ordinary_inputs";
     case CauseKind::SkippedStep: return "skipped_step";
     case CauseKind::NotMeasured: return "not_measured";
+    case CauseKind::RangeJump: return "range_jump";
   }
   return "unknown";
 }
@@ -405,10 +425,14 @@ WhyReport why(const Trace& trace) {
     } else {
       w.walk(o.kernel_id, 0, report);
       if (auto c = loss_scale_cause(w, o, ls, scale_advice)) report.causes.push_back(std::move(*c));
-      for (const CauseLink& link : report.chain) {
-        if (report.causes.size() >= 4) break;
-        if (auto c = optimizer_cause(w, link)) report.causes.push_back(std::move(*c));
-      }
+      // Parameters optimizer steps blew up, the earliest step first: the first one is where it began.
+      std::vector<Cause> blown;
+      for (const CauseLink& link : report.chain)
+        if (auto c = optimizer_cause(w, link)) blown.push_back(std::move(*c));
+      std::stable_sort(blown.begin(), blown.end(),
+                       [](const Cause& a, const Cause& b) { return a.kernel_id < b.kernel_id; });
+      if (blown.size() > 4) blown.resize(4);
+      for (Cause& c : blown) report.causes.push_back(std::move(c));
       if (report.causes.empty() && divides_or_logs(o.kernel)) {
         for (const Row& in : w.rows(o.kernel_id, "in")) {
           if (!is_float(in.dtype) || in.zero == 0) continue;
@@ -448,6 +472,24 @@ WhyReport why(const Trace& trace) {
                                         std::max<int64_t>(0, *o.step - 1), *o.step)
                           : std::string("trace without --every, --steps or --ops");
         report.causes.push_back(std::move(c));
+      }
+      if (report.causes.empty() || report.causes.back().kind == CauseKind::NotMeasured) {
+        for (const CauseLink& link : report.chain) {
+          if (!link.writer_kernel_id || !link.jump_log2 || *link.jump_log2 < kJumpLog2) continue;
+          Cause c;
+          c.kind = CauseKind::RangeJump;
+          c.kernel_id = link.writer_kernel_id;
+          c.tensor_id = link.writer_tensor_id;
+          c.step = link.writer_step;
+          c.summary = fmt::format("{} at {} wrote {} with absmax {}, {} above its previous {}; {} then made {} of it",
+                                  where_text(link.writer_kernel, link.writer_layer), step_word(link.writer_step),
+                                  link.tensor, human_number(*link.absmax_after), binades(*link.jump_log2),
+                                  human_number(*link.absmax_before), where_text(o.kernel, o.layer), o.kind);
+          c.advice = fmt::format("look at what {} computes at {}: its inputs or arguments changed there",
+                                 link.writer_kernel, step_word(link.writer_step));
+          report.causes.push_back(std::move(c));
+          break;
+        }
       }
       if (report.causes.empty()) {
         Cause c;

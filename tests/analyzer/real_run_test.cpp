@@ -250,9 +250,11 @@ TEST_F(RealRun, WhyStopsWhereTheWriterWasNotMeasured) {
   EXPECT_EQ(*r.origin->step % 2, 0);
   ASSERT_FALSE(r.causes.empty());
   EXPECT_EQ(r.causes.front().kind, CauseKind::NotMeasured);
-  ASSERT_FALSE(r.chain.empty());
+  int stops = 0;
   for (const CauseLink& l : r.chain) {
-    EXPECT_FALSE(l.writer_kernel_id);
+    if (l.writer_kernel_id) continue;  // a measured writer: an unusual range on the way down
+    ++stops;
     EXPECT_NE(l.note.find("left unmeasured"), std::string::npos) << l.note;
   }
+  EXPECT_GT(stops, 0);
 }

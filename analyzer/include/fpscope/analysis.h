@@ -367,6 +367,7 @@ struct CauseLink {
 enum class CauseKind {
   LossScale, OptimizerStep, UnderflowIntoDivision, NonfiniteData, OpFromOrdinaryInputs, SkippedStep,
   NotMeasured,  // the walk stopped at writers the trace did not measure: it cannot tell
+  RangeJump,    // an input's range jumped at its writer, for no reason the trace names
 };
 const char* cause_kind_name(CauseKind kind);  // "loss_scale", "optimizer_step", ...
 

@@ -339,6 +339,13 @@ class FrontEndTest(unittest.TestCase):
         trace, _ = self.trace(script)
         self.assertEqual(self.query(trace, "SELECT kernel, layer, phase, step FROM v_first_nonfinite"),
                          [("sqrt", "act", "forward", 3)])
+        # Why: the analyzer walks back to the subtraction whose output jumped at step 3.
+        why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace], self.dir).stdout)["why"]
+        cause = why["causes"][0]
+        self.assertEqual(cause["kind"], "range_jump")
+        self.assertEqual(cause["step"], 3)
+        self.assertEqual(self.query(trace, "SELECT kernel, layer FROM v_kernels WHERE id = ?", cause["kernel_id"]),
+                         [("sub", "act")])
         trace, p = self.trace(script, "--trap", "nan", check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("FloatingPointError: fpscope: first NaN made by sqrt (layer act, step 3, phase forward)",
