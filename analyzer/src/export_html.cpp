@@ -186,6 +186,31 @@ void summary_section(const Trace& trace, std::ostream& out) {
       out << (nf.propagation_truncated ? " …" : "") << "</p>\n";
     }
   }
+  // Why: the causes and the chain they come from (fpscope report --section why).
+  const WhyReport w = why(trace);
+  if (w.causes.empty() && w.skipped_steps.empty()) return;
+  out << "<h2>Why</h2>\n<ol>\n";
+  for (const Cause& c : w.causes)
+    out << "<li><b>" << esc(cause_label(c.kind)) << "</b>: " << esc(c.summary) << "<br><i>What to change:</i> "
+        << esc(c.advice) << "</li>\n";
+  out << "</ol>\n";
+  if (!w.chain.empty()) {
+    out << "<table>\n<tr><th>read by launch</th><th>tensor</th><th>written by</th><th>step</th><th>absmax before</th>"
+           "<th>absmax after</th><th>zeros before → after</th><th>note</th></tr>\n";
+    for (const CauseLink& l : w.chain) {
+      out << fmt::format("<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td></tr>\n",
+                         l.reader_kernel_id, std::string(static_cast<size_t>(l.depth) * 2, '.'), esc(l.tensor),
+                         l.writer_kernel_id ? esc(l.writer_kernel) + fmt::format(" (launch {})", *l.writer_kernel_id) : "-",
+                         l.writer_step ? std::to_string(*l.writer_step) : "-", human_optional(l.absmax_before),
+                         human_optional(l.absmax_after), l.zero_before, l.zero_after, esc(l.note));
+    }
+    out << "</table>\n";
+  }
+  if (!w.skipped_steps.empty()) {
+    out << "<p>" << w.skipped_steps.size() << " skipped step" << (w.skipped_steps.size() == 1 ? "" : "s") << ":</p>\n<ul>\n";
+    for (size_t i = 0; i < w.skipped_steps.size() && i < 20; ++i) out << "<li>" << esc(w.skipped_steps[i].summary) << "</li>\n";
+    out << "</ul>\n";
+  }
 }
 
 void ranges_section(const Trace& trace, std::ostream& out) {

@@ -337,6 +337,7 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
   c.kernel_id = link.writer_kernel_id;
   c.tensor_id = link.writer_tensor_id;
   c.step = link.writer_step;
+  c.subject = fmt::format("{} ({} at {})", link.tensor, binades(*link.jump_log2), step_word(link.writer_step));
   c.summary = fmt::format("{} at {} took {} from absmax {} to {} ({} in one step)", link.writer_kernel,
                           step_word(link.writer_step), link.tensor, human_number(*link.absmax_before),
                           human_number(*link.absmax_after), binades(*link.jump_log2));
@@ -386,6 +387,20 @@ bool divides_or_logs(const std::string& kernel) {
 
 }  // namespace
 
+const char* cause_label(CauseKind kind) {
+  switch (kind) {
+    case CauseKind::LossScale: return "loss scale too high";
+    case CauseKind::OptimizerStep: return "optimizer step blew a parameter up";
+    case CauseKind::UnderflowIntoDivision: return "underflow into a division";
+    case CauseKind::NonfiniteData: return "non-finite input";
+    case CauseKind::OpFromOrdinaryInputs: return "op on ordinary inputs";
+    case CauseKind::SkippedStep: return "skipped step";
+    case CauseKind::NotMeasured: return "not measured";
+    case CauseKind::RangeJump: return "range jump";
+  }
+  return "unknown";
+}
+
 const char* cause_kind_name(CauseKind kind) {
   switch (kind) {
     case CauseKind::LossScale: return "loss_scale";
@@ -431,8 +446,16 @@ WhyReport why(const Trace& trace) {
         if (auto c = optimizer_cause(w, link)) blown.push_back(std::move(*c));
       std::stable_sort(blown.begin(), blown.end(),
                        [](const Cause& a, const Cause& b) { return a.kernel_id < b.kernel_id; });
-      if (blown.size() > 4) blown.resize(4);
-      for (Cause& c : blown) report.causes.push_back(std::move(c));
+      // One cause for them all: the first in full, the others by name and jump.
+      if (!blown.empty()) {
+        Cause first = blown.front();
+        std::string others;
+        for (size_t i = 1; i < blown.size(); ++i) others += (others.empty() ? "" : ", ") + blown[i].subject;
+        if (!others.empty())
+          first.summary += fmt::format(". Optimizer steps also blew up {} more parameter{}: {}", blown.size() - 1,
+                                       blown.size() == 2 ? "" : "s", others);
+        report.causes.push_back(std::move(first));
+      }
       if (report.causes.empty() && divides_or_logs(o.kernel)) {
         for (const Row& in : w.rows(o.kernel_id, "in")) {
           if (!is_float(in.dtype) || in.zero == 0) continue;

@@ -101,6 +101,8 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   data->nonfinite = analysis::nonfinite(trace);
   report(status, "loss scale", 0.34);
   data->loss_scale = analysis::loss_scale(trace);
+  report(status, "causes", 0.35);
+  data->why = analysis::why(trace);
   report(status, "memory", 0.36);
   data->memory = analysis::memory(trace, 12);
   report(status, "value ranges", 0.38);
@@ -142,6 +144,7 @@ analysis::ReportData report_data_of(const TraceData& d) {
   analysis::ReportData r;
   r.summary = d.summary;
   r.nonfinite = d.nonfinite;
+  r.why = d.why;
   r.loss_scale = d.loss_scale;
   r.memory = d.memory;
   r.ranges = std::make_pair(analysis::RangeView::Activations, analysis::view_ranges(d.layer_steps));

@@ -30,6 +30,7 @@ struct TraceData {
 
   analysis::RunSummary summary;
   analysis::NonfiniteReport nonfinite;
+  analysis::WhyReport why;  // the causes behind the first NaN/Inf and the skipped steps
   analysis::LossScaleReport loss_scale;
   std::vector<analysis::StepRow> steps;
   analysis::MemoryReport memory;

@@ -369,13 +369,15 @@ enum class CauseKind {
   NotMeasured,  // the walk stopped at writers the trace did not measure: it cannot tell
   RangeJump,    // an input's range jumped at its writer, for no reason the trace names
 };
-const char* cause_kind_name(CauseKind kind);  // "loss_scale", "optimizer_step", ...
+const char* cause_kind_name(CauseKind kind);  // "loss_scale", "optimizer_step", ... (JSON)
+const char* cause_label(CauseKind kind);      // "loss scale too high", ... (for people)
 
 struct Cause {
   CauseKind kind = CauseKind::OpFromOrdinaryInputs;
   std::string summary;                 // one sentence with the numbers
   std::string advice;                  // one line: what to change
   std::optional<int64_t> kernel_id, tensor_id, step;  // the evidence to select
+  std::string subject;                 // what it is about, in a few words ("fc1.weight (2^12.6 at step 0)")
 };
 
 struct WhyReport {

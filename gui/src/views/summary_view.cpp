@@ -174,6 +174,7 @@ class SummaryView final : public View {
         ctx.selection.jump_to_timeline();
       }
     }
+    draw_why(ctx, doc, d);
     if (d.loss_scale.skipped_steps > 0) {
       any = true;
       ImGui::TextColored(colors::to_vec4(colors::kSkipped), "%s%lld optimizer steps skipped (inf/NaN in gradients), first",
@@ -192,6 +193,63 @@ class SummaryView final : public View {
                          ended_text(d.summary).c_str());
     }
     return any;
+  }
+
+  // Why: each cause in a sentence with its numbers and what to change, a link to its launch; then
+  // the chain it was read from, each link selecting the launch that wrote the tensor.
+  void draw_why(ViewContext& ctx, const TraceDoc& doc, const TraceData& d) {
+    const analysis::WhyReport& w = d.why;
+    if (w.causes.empty()) return;
+    ImGui::Indent();
+    for (size_t i = 0; i < w.causes.size(); ++i) {
+      const analysis::Cause& c = w.causes[i];
+      ImGui::PushID(static_cast<int>(i));
+      ImGui::TextColored(colors::to_vec4(colors::kWarningText), "why %zu:", i + 1);
+      ImGui::SameLine();
+      ImGui::PushTextWrapPos(0);
+      ImGui::TextUnformatted(c.summary.c_str());
+      ImGui::TextDisabled("what to change: %s", c.advice.c_str());
+      ImGui::PopTextWrapPos();
+      if (c.kernel_id) {
+        ImGui::SameLine();
+        if (link("launch " + std::to_string(*c.kernel_id))) {
+          ctx.selection.select_kernel(doc.id(), *c.kernel_id, c.step, std::nullopt);
+          if (c.tensor_id) ctx.selection.tensor_id = *c.tensor_id;
+          ctx.selection.jump_to_timeline();
+        }
+      }
+      ImGui::PopID();
+    }
+    if (!w.chain.empty() && ImGui::TreeNode("chain", "the chain behind it: %zu unusual link%s, %lld ordinary",
+                                            w.chain.size(), w.chain.size() == 1 ? "" : "s",
+                                            static_cast<long long>(w.ordinary_links))) {
+      for (size_t i = 0; i < w.chain.size(); ++i) {
+        const analysis::CauseLink& l = w.chain[i];
+        ImGui::PushID(static_cast<int>(1000 + i));
+        ImGui::Indent(static_cast<float>(l.depth) * ImGui::GetFontSize());
+        if (l.writer_kernel_id) {
+          char text[300];
+          std::snprintf(text, sizeof text, "%s <- %s (launch %lld, step %s)", l.tensor.c_str(), l.writer_kernel.c_str(),
+                        static_cast<long long>(*l.writer_kernel_id), opt_int(l.writer_step).c_str());
+          if (link(text)) {
+            ctx.selection.select_kernel(doc.id(), *l.writer_kernel_id, l.writer_step, l.writer_layer);
+            if (l.writer_tensor_id) ctx.selection.tensor_id = *l.writer_tensor_id;
+            ctx.selection.tensor_name = l.tensor;
+            ctx.selection.jump_to_timeline();
+          }
+        } else {
+          ImGui::TextUnformatted(l.tensor.c_str());
+        }
+        ImGui::SameLine();
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", l.note.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::Unindent(static_cast<float>(l.depth) * ImGui::GetFontSize());
+        ImGui::PopID();
+      }
+      ImGui::TreePop();
+    }
+    ImGui::Unindent();
   }
 
   void draw_config_table(ViewContext& ctx, int columns) {
