@@ -92,8 +92,17 @@ std::vector<RunEvent> events_of(const Trace& trace) {
     std::string where = st.text(1) + (st.is_null(2) ? "" : " (" + st.text(2) + ")");
     events.push_back({"nonfinite", step, st.text(3) + " first made by " + where});
   }
+  // A skipped step says why: which gradient overflowed first, in which layer, at which scale.
+  const WhyReport reasons = why(trace);
+  std::map<int64_t, std::string> why_skipped;
+  for (const Cause& c : reasons.skipped_steps)
+    if (c.step) why_skipped[*c.step] = c.summary;
   for (const auto& e : loss_scale(trace).events) {
-    if (e.skipped) events.push_back({"skipped_step", e.step, "found inf/nan at scale " + human_scale(e.scale_before)});
+    if (e.skipped) {
+      auto it = e.step ? why_skipped.find(*e.step) : why_skipped.end();
+      events.push_back({"skipped_step", e.step,
+                        it != why_skipped.end() ? it->second : "found inf/nan at scale " + human_scale(e.scale_before)});
+    }
     if (e.event == "backoff") {
       events.push_back({"backoff", e.step, human_scale(e.scale_before) + " -> " + human_scale(e.scale_after)});
     }
