@@ -121,8 +121,15 @@ Section nonfinite_section(const Trace& trace) {
 Section why_section(const Trace& trace) {
   const WhyReport r = why(trace);
   Section sec{"why", "Why: the causes behind the first NaN/Inf and the skipped steps", {}, {}, {}};
+  auto add_forecasts = [&] {
+    if (r.forecasts.empty()) return;
+    sec.notes.push_back(fmt::format("Heading for fp16's edge ({} steps fitted a line through log2 of the range):",
+                                    kForecastWindow));
+    for (const RangeForecast& f : r.forecasts) sec.notes.push_back("  " + f.summary);
+  };
   if (!r.origin && r.skipped_steps.empty()) {
     sec.notes.push_back("Nothing to explain: no NaN/Inf and no skipped step.");
+    add_forecasts();
     return sec;
   }
   if (r.origin) {
@@ -158,6 +165,7 @@ Section why_section(const Trace& trace) {
                                     r.skipped_steps.size() == 1 ? "" : "s", r.skipped_steps.front().advice));
     sec.tables.push_back(std::move(skipped));
   }
+  add_forecasts();
   return sec;
 }
 

@@ -85,7 +85,15 @@ json why_json(const WhyReport& r) {
   }
   for (const Cause& c : r.causes) causes.push_back(cause_json(c));
   for (const Cause& c : r.skipped_steps) skipped.push_back(cause_json(c));
+  json forecasts = json::array();
+  for (const RangeForecast& f : r.forecasts) {
+    forecasts.push_back({{"view", range_view_info(f.view).key}, {"row", f.row}, {"upward", f.upward},
+                         {"log2_per_100_steps", f.log2_per_100_steps}, {"points", f.points},
+                         {"first_step", f.first_step}, {"last_step", f.last_step}, {"log2_now", f.log2_now},
+                         {"crossing_step", f.crossing_step}, {"summary", f.summary}});
+  }
   return {{"origin", r.origin ? event_json(*r.origin) : json(nullptr)},
+          {"forecasts", forecasts},
           {"chain", chain},
           {"ordinary_links", r.ordinary_links},
           {"causes", causes},

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace fpscope::analysis {
@@ -557,7 +558,103 @@ WhyReport why(const Trace& trace) {
     c.advice = scale_advice;
     report.skipped_steps.push_back(std::move(c));
   }
+  report.forecasts = forecast(trace);
   return report;
+}
+
+}  // namespace fpscope::analysis
+
+namespace fpscope::analysis {
+
+namespace {
+
+struct Fit {
+  double slope = 0, value_at_last = 0, r2 = 0;
+};
+
+// Least squares of y on x; r2 is the share of y's variance the line explains.
+Fit fit_line(const std::vector<std::pair<double, double>>& points) {
+  Fit f;
+  const double n = static_cast<double>(points.size());
+  double sx = 0, sy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+  }
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0, syy = 0;
+  for (const auto& [x, y] : points) {
+    sxx += (x - mx) * (x - mx);
+    sxy += (x - mx) * (y - my);
+    syy += (y - my) * (y - my);
+  }
+  if (sxx <= 0) return f;
+  f.slope = sxy / sxx;
+  f.value_at_last = my + f.slope * (points.back().first - mx);
+  f.r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1.0;
+  return f;
+}
+
+}  // namespace
+
+std::vector<RangeForecast> forecast(const Trace& trace, int window) {
+  std::vector<RangeForecast> out;
+  const FormatLimits& fp16 = format_limits(Format::F16);
+  const double top = std::log2(fp16.max_finite), bottom = std::log2(fp16.min_subnormal);
+  const int64_t run_steps = std::max<int64_t>(summary(trace).steps, 1);
+  for (const RangeView view : {RangeView::Activations, RangeView::GradientsScaled, RangeView::Weights}) {
+    std::map<std::string, std::vector<const LayerStepCell*>> by_row;
+    std::vector<std::string> order;
+    const std::vector<LayerStepCell> cells = layer_step_ranges(trace, view);
+    for (const LayerStepCell& c : cells) {
+      auto [it, inserted] = by_row.try_emplace(c.layer);
+      if (inserted) order.push_back(c.layer);
+      it->second.push_back(&c);
+    }
+    for (const std::string& row : order) {
+      auto& all = by_row[row];
+      const size_t from = all.size() > static_cast<size_t>(window) ? all.size() - static_cast<size_t>(window) : 0;
+      for (const bool upward : {true, false}) {
+        std::vector<std::pair<double, double>> points;
+        for (size_t i = from; i < all.size(); ++i) {
+          const auto& v = upward ? all[i]->absmax : all[i]->min_nonzero;
+          if (all[i]->nonfinite == 0 && v && *v > 0) points.emplace_back(static_cast<double>(all[i]->step), std::log2(*v));
+        }
+        if (points.size() < 5) continue;
+        const Fit f = fit_line(points);
+        const double rise = f.slope * (points.back().first - points.front().first);
+        // A steady trend (the line explains most of the spread), a quarter binade over the window
+        // at least, toward the edge, and not over it already.
+        if (f.r2 < 0.8 || (upward ? rise < 0.25 : rise > -0.25)) continue;
+        const double edge = upward ? top : bottom;
+        if (upward ? f.value_at_last >= edge : f.value_at_last <= edge) continue;
+        const double steps_left = (edge - f.value_at_last) / f.slope;
+        const int64_t last = static_cast<int64_t>(points.back().first);
+        const int64_t crossing = last + static_cast<int64_t>(std::ceil(steps_left));
+        if (steps_left > 100.0 * static_cast<double>(run_steps)) continue;  // too far out to say
+        RangeForecast r;
+        r.view = view;
+        r.row = row;
+        r.upward = upward;
+        r.log2_per_100_steps = 100 * f.slope;
+        r.points = static_cast<int64_t>(points.size());
+        r.first_step = static_cast<int64_t>(points.front().first);
+        r.last_step = last;
+        r.log2_now = f.value_at_last;
+        r.crossing_step = crossing;
+        r.summary = fmt::format("{} {} {} {} 2^{:.2f} per 100 steps (fit over steps {} to {}): at this rate it {} at "
+                                "about step {}",
+                                row, range_view_info(view).short_title, upward ? "absmax" : "smallest nonzero",
+                                upward ? "grows" : "shrinks", std::fabs(r.log2_per_100_steps), r.first_step, last,
+                                upward ? "exceeds fp16's largest value" : "falls below fp16's smallest subnormal",
+                                crossing);
+        out.push_back(std::move(r));
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RangeForecast& a, const RangeForecast& b) { return a.crossing_step < b.crossing_step; });
+  return out;
 }
 
 }  // namespace fpscope::analysis

@@ -380,12 +380,29 @@ struct Cause {
   std::string subject;                 // what it is about, in a few words ("fc1.weight (2^12.6 at step 0)")
 };
 
+// A range heading for fp16's edge: a least-squares line through log2(absmax) (or log2 of the
+// smallest nonzero magnitude) over the row's last measured steps, and the step where it would
+// cross fp16's largest value (or its smallest subnormal) if it kept that rate.
+struct RangeForecast {
+  RangeView view = RangeView::Activations;
+  std::string row;                       // layer or tensor
+  bool upward = true;                    // absmax toward the largest value; else toward flush to zero
+  double log2_per_100_steps = 0;         // the fitted rate
+  int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
+  double log2_now = 0;                   // the fitted value at last_step
+  int64_t crossing_step = 0;             // where the line crosses the edge
+  std::string summary;
+};
+inline constexpr int kForecastWindow = 20;  // measured steps fitted
+std::vector<RangeForecast> forecast(const Trace& trace, int window = kForecastWindow);
+
 struct WhyReport {
   std::optional<NonfiniteEvent> origin;  // the first origin (or first non-finite output)
   std::vector<CauseLink> chain;          // unusual links and stops, in walk order
   int64_t ordinary_links = 0;            // inputs whose writer left their range ordinary
   std::vector<Cause> causes;             // the first origin's, the likeliest first
   std::vector<Cause> skipped_steps;      // one per step the loss scaler skipped (up to 50)
+  std::vector<RangeForecast> forecasts;  // ranges heading for fp16's edge (forecast())
 };
 WhyReport why(const Trace& trace);
 

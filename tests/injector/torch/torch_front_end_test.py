@@ -354,6 +354,42 @@ class FrontEndTest(unittest.TestCase):
         # The trace holds everything up to the trap, and nothing of the steps after it.
         self.assertEqual(self.query(trace, "SELECT max(step) FROM v_kernels"), [(3,)])
 
+    def test_a_growing_range_is_forecast_before_it_overflows(self):
+        script = self.write("grow.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc1 = nn.Linear(16, 16)
+                    self.fc2 = nn.Linear(16, 1)
+                def forward(self, x):
+                    return self.fc2(self.fc1(x))
+            net = Net()
+            opt = torch.optim.SGD(net.parameters(), lr=0.0)
+            x = torch.randn(8, 16)
+            for step in range(40):
+                opt.zero_grad()
+                net(x).mean().backward()
+                opt.step()
+                with torch.no_grad():  # fc1 grows 10% a step, and its outputs with it
+                    net.fc1.weight.mul_(1.1)
+                    net.fc1.bias.mul_(1.1)
+        """)
+        trace, _ = self.trace(script)
+        why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace], self.dir).stdout)["why"]
+        self.assertIsNone(why["origin"])  # nothing overflowed yet
+        fc1 = [f for f in why["forecasts"] if f["row"] == "fc1" and f["view"] == "activations" and f["upward"]]
+        self.assertEqual(len(fc1), 1, why["forecasts"])
+        rate = np.log2(1.1)
+        self.assertAlmostEqual(fc1[0]["log2_per_100_steps"], 100 * rate, delta=0.01 * 100 * rate)
+        last = self.query(trace, "SELECT max(t.absmax) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                 " WHERE k.kernel = 'addmm' AND k.layer = 'fc1' AND k.phase = 'forward' AND k.step = 39"
+                                 " AND t.role = 'out'")[0][0]
+        expected = 39 + (np.log2(65504.0) - np.log2(last)) / rate
+        self.assertLessEqual(abs(fc1[0]["crossing_step"] - expected), 1.5, (fc1[0], expected))
+        self.assertGreater(fc1[0]["crossing_step"], 39)
+
     def test_dumped_tensors_match_numpy_field_by_field(self):
         self.dumped_tensors_match(self.cnn(), [], "op=convolution*,step=1")
 
