@@ -614,7 +614,9 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
     for (const std::string& row : order) {
       auto& all = by_row[row];
       const size_t from = all.size() > static_cast<size_t>(window) ? all.size() - static_cast<size_t>(window) : 0;
-      for (const bool upward : {true, false}) {
+      // Toward the largest value only: the smallest nonzero magnitude of weights and activations
+      // is whichever value passes closest to zero, too noisy a trend to forecast.
+      for (const bool upward : {true}) {
         std::vector<std::pair<double, double>> points;
         for (size_t i = from; i < all.size(); ++i) {
           const auto& v = upward ? all[i]->absmax : all[i]->min_nonzero;
@@ -631,7 +633,7 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
         const double steps_left = (edge - f.value_at_last) / f.slope;
         const int64_t last = static_cast<int64_t>(points.back().first);
         const int64_t crossing = last + static_cast<int64_t>(std::ceil(steps_left));
-        if (steps_left > 100.0 * static_cast<double>(run_steps)) continue;  // too far out to say
+        if (steps_left > 20.0 * static_cast<double>(run_steps)) continue;  // too far out to say
         RangeForecast r;
         r.view = view;
         r.row = row;
@@ -654,6 +656,7 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
   }
   std::sort(out.begin(), out.end(),
             [](const RangeForecast& a, const RangeForecast& b) { return a.crossing_step < b.crossing_step; });
+  if (out.size() > 8) out.resize(8);  // the nearest first
   return out;
 }
 

@@ -380,13 +380,12 @@ struct Cause {
   std::string subject;                 // what it is about, in a few words ("fc1.weight (2^12.6 at step 0)")
 };
 
-// A range heading for fp16's edge: a least-squares line through log2(absmax) (or log2 of the
-// smallest nonzero magnitude) over the row's last measured steps, and the step where it would
-// cross fp16's largest value (or its smallest subnormal) if it kept that rate.
+// A range heading for fp16's edge: a least-squares line through log2(absmax) over the row's last
+// measured steps, and the step where it would cross fp16's largest value if it kept that rate.
 struct RangeForecast {
   RangeView view = RangeView::Activations;
   std::string row;                       // layer or tensor
-  bool upward = true;                    // absmax toward the largest value; else toward flush to zero
+  bool upward = true;                    // absmax toward the largest value (the only direction forecast)
   double log2_per_100_steps = 0;         // the fitted rate
   int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
   double log2_now = 0;                   // the fitted value at last_step
