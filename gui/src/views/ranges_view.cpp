@@ -163,11 +163,21 @@ class RangesView final : public View {
     // With more steps than pixels, each drawn column takes the largest absmax of its steps.
     const size_t columns = std::min(n_steps, static_cast<size_t>(std::max(1.0f, b.x - a.x)));
     const float drawn_w = (b.x - a.x) / static_cast<float>(columns);
+    // Rows heading for fp16's largest value (the why report's forecast): a mark before the map and
+    // the forecast as the row label's tooltip.
+    const analysis::RangeForecast* hovered_forecast = nullptr;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
     for (size_t li = 0; li < g.layers.size(); ++li) {
       const float y0 = a.y + row_h * static_cast<float>(li);
       dl->PushClipRect(ImVec2(origin.x, y0), ImVec2(a.x - 4, y0 + row_h), true);
       dl->AddText(ImVec2(origin.x, y0 + (row_h - line) / 2), IM_COL32(210, 210, 220, 255), g.layers[li].c_str());
       dl->PopClipRect();
+      if (const analysis::RangeForecast* f = forecast_of(doc, g.view, g.layers[li])) {
+        const float m = std::min(row_h * 0.35f, 7.0f), cy = y0 + row_h / 2;
+        dl->AddTriangleFilled(ImVec2(a.x - 3 - m, cy - m), ImVec2(a.x - 3, cy), ImVec2(a.x - 3 - m, cy + m),
+                              colors::kWarningText);
+        if (hovered && mouse.x < a.x && mouse.y >= y0 && mouse.y < y0 + row_h) hovered_forecast = f;
+      }
       for (size_t c = 0; c < columns; ++c) {
         const size_t s0 = c * n_steps / columns, s1 = std::max(s0 + 1, (c + 1) * n_steps / columns);
         std::optional<double> v;
@@ -204,7 +214,19 @@ class RangesView final : public View {
       dl->AddText(ImVec2(x - 8, b.y + 5), IM_COL32(200, 200, 210, 255), plot::tick_label(t, step).c_str());
     }
     dl->AddText(ImVec2(a.x - ImGui::CalcTextSize("step").x - 6, b.y + 5), IM_COL32(160, 160, 170, 255), "step");
-    if (hovered) hover_cell(ctx, doc, g, a, b, row_h, col_w);
+    if (hovered_forecast) {
+      ImGui::SetTooltip("%s", hovered_forecast->summary.c_str());
+    } else if (hovered) {
+      hover_cell(ctx, doc, g, a, b, row_h, col_w);
+    }
+  }
+
+  static const analysis::RangeForecast* forecast_of(const TraceDoc& doc, analysis::RangeView view, const std::string& row) {
+    const auto d = doc.data();  // the forecasts live as long as this snapshot; it outlives the frame
+    if (!d) return nullptr;
+    for (const analysis::RangeForecast& f : d->why.forecasts)
+      if (f.view == view && f.row == row) return &f;
+    return nullptr;
   }
 
   void draw_selection_marks(ViewContext& ctx, const HeatGrid& g, ImVec2 a, ImVec2 b, float row_h, float col_w,
@@ -278,6 +300,13 @@ class RangesView final : public View {
     ImGui::Dummy(ImVec2(h, h));
     ImGui::SameLine();
     ImGui::TextDisabled("NaN/Inf present");
+    const ImVec2 f = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddTriangleFilled(ImVec2(f.x + h * 0.25f, f.y + h * 0.15f), ImVec2(f.x + h * 0.8f, f.y + h / 2),
+                                                  ImVec2(f.x + h * 0.25f, f.y + h * 0.85f), colors::kWarningText);
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine();
+    ImGui::TextDisabled("heading for fp16 max");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("hover a marked row's name for the forecast (fpscope report --section why)");
     ImGui::EndGroup();
   }
 
