@@ -323,6 +323,8 @@ bool name_has(const std::string& name, std::initializer_list<const char*> parts)
   return false;
 }
 
+std::optional<double> optimizer_epsilon(const Trace& trace);
+
 // A parameter an optimizer step blew up, and what the trace shows made the step large.
 std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
   using contract::MemoryCategory;
@@ -357,6 +359,17 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
         gradient ? gradient->name : std::string("(not measured)"), gradient_zeros,
         second_moment ? " (squares of small gradients flushed to zero), so the update divided by almost nothing" : "");
     c.advice = "keep the optimizer state in fp32 (mptrain --optimizer-state fp32), or raise the optimizer's epsilon";
+    const auto eps = optimizer_epsilon(w.trace());
+    const auto format = format_of_dtype(out.dtype);
+    if (second_moment && eps && format && *eps < format_limits(*format).min_subnormal) {
+      const FormatLimits& limits = format_limits(*format);
+      c.summary += fmt::format("; the epsilon {} is below {}'s smallest subnormal {}, so it cannot keep the "
+                               "denominator away from zero",
+                               human_number(*eps), limits.name, human_number(limits.min_subnormal));
+      c.advice = fmt::format("keep the optimizer state in fp32 (mptrain --optimizer-state fp32), or raise the "
+                             "epsilon above {} (mptrain --eps)",
+                             human_number(limits.min_subnormal));
+    }
     return c;
   }
   const auto lr_text = w.trace().meta_value("config.lr");
@@ -381,6 +394,23 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
 
 // Ops that turn a zero into an Inf or NaN: division, logarithm, (reciprocal) square root, and
 // normalisations (they divide by a standard deviation). log_softmax is not one: it subtracts.
+// The optimizer's epsilon from the run's configuration: mptrain's "adamw(...,eps=1e-08,...)" or a
+// front end's optimizer.eps.
+std::optional<double> optimizer_epsilon(const Trace& trace) {
+  std::string text = trace.meta_value("config.optimizer.eps").value_or("");
+  if (text.empty()) {
+    const std::string optimizer = trace.meta_value("config.optimizer").value_or("");
+    const size_t at = optimizer.find("eps=");
+    if (at == std::string::npos) return std::nullopt;
+    text = optimizer.substr(at + 4, optimizer.find_first_of(",)", at) - at - 4);
+  }
+  try {
+    return std::stod(text);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 bool divides_or_logs(const std::string& kernel) {
   if (name_has(kernel, {"softmax"})) return false;
   return name_has(kernel, {"div", "log", "sqrt", "reciprocal", "norm", "pow"});

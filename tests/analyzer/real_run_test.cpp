@@ -195,6 +195,9 @@ TEST_F(RealRun, WhyNamesTheOptimizerStepAndTheFlushedSecondMoment) {
   EXPECT_NE(c.summary.find("exp_avg_sq came out with " + std::to_string(static_cast<int64_t>(*zeros)) + " of"),
             std::string::npos) << c.summary;
   EXPECT_NE(c.advice.find("--optimizer-state fp32"), std::string::npos);
+  // mptrain's AdamW epsilon (1e-08, meta config.optimizer) lies below fp16's smallest subnormal.
+  EXPECT_NE(c.summary.find("the epsilon 1e-08 is below fp16's smallest subnormal 5.96e-08"), std::string::npos)
+      << c.summary;
 }
 
 TEST_F(RealRun, WhyBlamesALossScaleTooHighAndExplainsEverySkippedStep) {
