@@ -653,6 +653,9 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
           if (all[i]->nonfinite == 0 && v && *v > 0) points.emplace_back(static_cast<double>(all[i]->step), std::log2(*v));
         }
         if (points.size() < 5) continue;
+        // A parameter that starts at zero (a bias) grows "exponentially" from nothing early in
+        // training: not a trend toward the edge.
+        if (view == RangeView::Weights && points.front().second < -6) continue;
         const Fit f = fit_line(points);
         const double rise = f.slope * (points.back().first - points.front().first);
         // A steady trend (the line explains most of the spread), a quarter binade over the window
