@@ -98,38 +98,36 @@ class Walker {
     return out;
   }
 
-  // The latest measured output in allocation `uid` before launch `before`.
-  std::optional<Row> writer(int64_t uid, int64_t before) {
-    sql::Statement st(db_, std::string(kRowColumns) +
-                               "WHERE t.tensor_uid = ?1 AND t.role = 'out' AND t.kernel_id < ?2 "
-                               "ORDER BY t.kernel_id DESC LIMIT 1");
-    st.bind(1, uid).bind(2, before);
+  // The first tensor row `tail` (joins, WHERE, ORDER BY) selects, with ?1 and ?2 bound.
+  std::optional<Row> first_row(const char* tail, int64_t p1, int64_t p2) {
+    sql::Statement st(db_, std::string(kRowColumns) + tail + " LIMIT 1");
+    st.bind(1, p1).bind(2, p2);
     if (!st.step()) return std::nullopt;
     return read_row(st);
+  }
+
+  // The latest measured output in allocation `uid` before launch `before`.
+  std::optional<Row> writer(int64_t uid, int64_t before) {
+    return first_row("WHERE t.tensor_uid = ?1 AND t.role = 'out' AND t.kernel_id < ?2 ORDER BY t.kernel_id DESC",
+                     uid, before);
   }
 
   // The allocation's contents before launch `writer` wrote it: the writer's own input row (an
   // update in place), else the latest row of an earlier launch (its output before its input).
   std::optional<Row> previous(int64_t uid, int64_t writer) {
-    sql::Statement st(db_, std::string(kRowColumns) +
-                               "WHERE t.tensor_uid = ?1 AND (t.kernel_id < ?2 OR (t.kernel_id = ?2 AND t.role = 'in')) "
-                               "ORDER BY t.kernel_id DESC, t.role = 'out' DESC LIMIT 1");
-    st.bind(1, uid).bind(2, writer);
-    if (!st.step()) return std::nullopt;
-    return read_row(st);
+    return first_row("WHERE t.tensor_uid = ?1 AND (t.kernel_id < ?2 OR (t.kernel_id = ?2 AND t.role = 'in')) "
+                     "ORDER BY t.kernel_id DESC, t.role = 'out' DESC",
+                     uid, writer);
   }
 
   // A fresh allocation has no earlier contents: its previous version is then what the same kernel
   // (name, layer and phase) wrote in the same output slot at its latest earlier launch.
   std::optional<Row> previous_of_kernel(const Row& written) {
-    sql::Statement st(db_, std::string(kRowColumns) +
-                               "JOIN kernels k ON k.id = t.kernel_id JOIN kernels w ON w.id = ?1 "
-                               "WHERE t.role = 'out' AND t.slot = (SELECT slot FROM tensors WHERE id = ?2) "
-                               "  AND k.name_id = w.name_id AND k.layer_id IS w.layer_id AND k.phase_id IS w.phase_id AND k.id < ?1 "
-                               "ORDER BY k.id DESC LIMIT 1");
-    st.bind(1, written.kernel_id).bind(2, written.id);
-    if (!st.step()) return std::nullopt;
-    return read_row(st);
+    return first_row("JOIN kernels k ON k.id = t.kernel_id JOIN kernels w ON w.id = ?1 "
+                     "WHERE t.role = 'out' AND t.slot = (SELECT slot FROM tensors WHERE id = ?2) "
+                     "  AND k.name_id = w.name_id AND k.layer_id IS w.layer_id AND k.phase_id IS w.phase_id "
+                     "  AND k.id < ?1 ORDER BY k.id DESC",
+                     written.kernel_id, written.id);
   }
 
   std::optional<int64_t> category(int64_t uid) {
