@@ -18,8 +18,9 @@ import ctypes
 import functools
 import os
 import struct
-import types
 import sys
+import threading
+import types
 import weakref
 
 import torch
@@ -580,9 +581,7 @@ class FrontEnd:
 _front = None
 
 
-def threading_ident():
-    import threading
-    return threading.get_ident()
+threading_ident = threading.get_ident
 
 
 def install():
