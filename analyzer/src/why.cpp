@@ -75,7 +75,7 @@ std::string binades(double log2) { return fmt::format("2^{:.1f}", log2); }
 
 class Walker {
  public:
-  explicit Walker(const Trace& trace) : trace_(trace), db_(detail::db(trace)) { filtered_ = run_was_filtered(); }
+  explicit Walker(const Trace& trace) : trace_(trace), db_(detail::db(trace)) { read_filters(); }
 
   Launch launch(int64_t id) {
     sql::Statement st(db_, "SELECT id, kernel, layer, phase, step FROM v_kernels WHERE id = ?1");
@@ -142,14 +142,20 @@ class Walker {
     int64_t launches = 0;
     std::optional<int64_t> first_step, last_step;
   };
+  // A step filter leaves whole steps unmeasured; inside a measured step, unmeasured launches are
+  // the producer's own choice (a PyTorch view writes nothing) unless an --ops filter left kernels out.
   Gap unmeasured_between(int64_t after, int64_t before) {
-    sql::Statement st(db_, "SELECT count(*), min(step), max(step) FROM kernels WHERE id > ?1 AND id < ?2 AND sampled = 0");
+    sql::Statement st(db_, "SELECT step, count(*) FROM kernels WHERE id > ?1 AND id < ?2 AND sampled = 0 GROUP BY step");
     st.bind(1, after).bind(2, before);
     Gap g;
-    if (st.step()) {
-      g.launches = st.i64(0);
-      g.first_step = st.opt_i64(1);
-      g.last_step = st.opt_i64(2);
+    while (st.step()) {
+      const std::optional<int64_t> step = st.opt_i64(0);
+      if (!ops_filtered_ && step && measured_steps_.count(*step)) continue;
+      g.launches += st.i64(1);
+      if (step) {
+        g.first_step = std::min(g.first_step.value_or(*step), *step);
+        g.last_step = std::max(g.last_step.value_or(*step), *step);
+      }
     }
     return g;
   }
@@ -238,21 +244,25 @@ class Walker {
 
  private:
   // A step, kernel or layer filter leaves launches unmeasured whose outputs the trace cannot see.
-  bool run_was_filtered() {
+  void read_filters() {
     const auto text = trace_.meta_value("options");
-    if (!text) return false;
+    if (!text) return;
     try {
       const auto j = nlohmann::json::parse(*text);
-      return j.value("every", 1) > 1 || !j.value("steps", std::string()).empty() ||
-             !j.value("ops", std::string()).empty();
+      ops_filtered_ = !j.value("ops", std::string()).empty();
+      filtered_ = ops_filtered_ || j.value("every", 1) > 1 || !j.value("steps", std::string()).empty();
     } catch (const std::exception&) {
-      return false;
+      return;
     }
+    if (!filtered_) return;
+    sql::Statement st(db_, "SELECT DISTINCT step FROM kernels WHERE sampled = 1 AND step IS NOT NULL");
+    while (st.step()) measured_steps_.insert(st.i64(0));
   }
 
   const Trace& trace_;
   const sql::Database& db_;
-  bool filtered_ = false;
+  bool filtered_ = false, ops_filtered_ = false;
+  std::set<int64_t> measured_steps_;  // steps with a measured launch (with a step filter)
   std::set<int64_t> visited_;
 };
 

@@ -390,6 +390,36 @@ class FrontEndTest(unittest.TestCase):
         self.assertLessEqual(abs(fc1[0]["crossing_step"] - expected), 1.5, (fc1[0], expected))
         self.assertGreater(fc1[0]["crossing_step"], 39)
 
+    def test_why_walks_through_views_in_a_sampled_run(self):
+        # With --every 2, whole steps go unmeasured; inside a measured step a view is unmeasured too
+        # but writes nothing, so the walk back goes on through it.
+        script = self.write("viewed.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            class Shift(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.amount = 0.0
+                def forward(self, x):
+                    z = x * x + 1.0 - self.amount
+                    return torch.sqrt(z.view(-1, 8))  # the sqrt reads z through a view
+            net = nn.Sequential(nn.Linear(8, 8), Shift(), nn.Linear(8, 2))
+            opt = torch.optim.SGD(net.parameters(), lr=0.01)
+            x = torch.randn(4, 8)
+            for step in range(4):
+                net[1].amount = 1e6 if step == 2 else 0.0
+                opt.zero_grad()
+                net(x).square().mean().backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script, "--every", "2")
+        self.assertEqual(self.query(trace, "SELECT kernel, layer, step FROM v_first_nonfinite"), [("sqrt", "1", 2)])
+        why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace], self.dir).stdout)["why"]
+        self.assertEqual(why["causes"][0]["kind"], "range_jump")
+        self.assertFalse([l for l in why["chain"] if "unmeasured" in l["note"]], why["chain"])
+        self.assertEqual(self.query(trace, "SELECT kernel FROM v_kernels WHERE id = ?", why["causes"][0]["kernel_id"]),
+                         [("sub",)])
+
     def test_dumped_tensors_match_numpy_field_by_field(self):
         self.dumped_tensors_match(self.cnn(), [], "op=convolution*,step=1")
 
