@@ -58,7 +58,8 @@ Action add_report(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
   cmd->add_option("TRACE", o->trace, "trace file written by `fpscope run`")->required();
   cmd->add_option("--section", o->section, "which section")
-      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "all"}))->capture_default_str();
+      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "ranks", "all"}))
+      ->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
   cmd->add_option("--view", o->view,
                   "which tensors the ranges section shows by layer: activations (forward outputs), gradients (as stored, "
@@ -76,6 +77,7 @@ Action add_report(CLI::App& app) {
       if (wants("why")) d.why = why(*trace);
       if (wants("loss-scale")) d.loss_scale = loss_scale(*trace);
       if (wants("memory")) d.memory = memory(*trace);
+      if (wants("ranks")) d.ranks = ranks(*trace);
       if (wants("ranges")) d.ranges = std::make_pair(view, view_ranges(*trace, view));
       std::cout << report_json(d);
       return finish(*trace);
@@ -87,6 +89,8 @@ Action add_report(CLI::App& app) {
     if (wants("ranges")) sections.push_back(ranges_section(*trace, view));
     if (wants("loss-scale")) sections.push_back(loss_scale_section(*trace));
     if (wants("memory")) sections.push_back(memory_section(*trace));
+    // One process has one rank: the section says something only of a multi-process run.
+    if (o->section == "ranks" || (wants("ranks") && summary(*trace).ranks > 1)) sections.push_back(ranks_section(*trace));
     render(sections, parse_format(o->format), std::cout);
     return finish(*trace);
   };

@@ -48,6 +48,7 @@ Section summary_section(const Trace& trace) {
   add("steps", s.steps ? Cell(fmt::format("{} ({} .. {})", s.steps, step_text(s.first_step), step_text(s.last_step)), s.steps)
                        : int_cell(0));
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
+  if (s.ranks > 1) add("ranks", Cell(fmt::format("{} (see the Ranks section)", s.ranks), s.ranks));
   add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));
@@ -82,8 +83,9 @@ Section nonfinite_section(const Trace& trace) {
   const auto& o = *r.first_origin;
   sec.notes.push_back(fmt::format("{} NaN, {} +Inf, {} -Inf in {} output tensors, from step {}.", r.nan, r.pos_inf,
                                   r.neg_inf, r.tensors, step_text(r.first_step)));
-  sec.notes.push_back(fmt::format("First {}: {} made {} from finite inputs", o.origin ? "origin" : "non-finite output (no origin measured)",
-                                  where(o.kernel, o.layer), o.kind));
+  const bool ranked = summary(trace).ranks > 1;
+  sec.notes.push_back(fmt::format("First {}: {} made {} from finite inputs{}", o.origin ? "origin" : "non-finite output (no origin measured)",
+                                  where(o.kernel, o.layer), o.kind, ranked ? fmt::format(" on rank {}", o.rank) : ""));
   sec.notes.push_back(fmt::format("  phase {}, step {}, launch {}, tensor {} {} {}, index {} (bits {:#x})",
                                   o.phase.value_or("-"), step_text(o.step), o.kernel_id, o.tensor, o.dtype, o.shape,
                                   o.first_index, o.first_bits));
@@ -260,6 +262,43 @@ Section memory_section(const Trace& trace) {
   }
   sec.tables.push_back(std::move(t));
   sec.tables.push_back(std::move(big));
+  return sec;
+}
+
+Section ranks_section(const Trace& trace) {
+  const RanksReport r = ranks(trace);
+  Section sec{"ranks", "Ranks", {}, {}, {}};
+  sec.notes.push_back(fmt::format("{} rank{} traced{}.", r.ranks.size(), r.ranks.size() == 1 ? "" : "s",
+                                  r.same_host ? "" : ", on several hosts: times of different hosts are not comparable"));
+  if (r.first_origin_rank) {
+    const auto it = std::find_if(r.ranks.begin(), r.ranks.end(), [&](const RankRow& k) { return k.rank == *r.first_origin_rank; });
+    std::string lead = r.first_origin_lead_ns
+                           ? fmt::format(", {} before the next rank's first", human_duration(*r.first_origin_lead_ns))
+                           : ", the only rank that made one";
+    sec.notes.push_back(fmt::format("First NaN/Inf made from finite inputs: rank {}, step {}, launch {}{}.",
+                                    *r.first_origin_rank, step_text(it->first_origin_step),
+                                    it->first_origin_kernel_id.value_or(0), lead));
+  } else {
+    sec.notes.push_back("No rank made a NaN/Inf from finite inputs.");
+  }
+  if (r.loss_scale_steps_compared > 0) {
+    sec.notes.push_back(r.loss_scale_disagreements == 0
+                            ? fmt::format("Loss scale: the ranks agreed in all {} steps they share.", r.loss_scale_steps_compared)
+                            : fmt::format("Loss scale: the ranks disagreed in {} of {} steps, first at step {}.",
+                                          r.loss_scale_disagreements, r.loss_scale_steps_compared,
+                                          step_text(r.first_disagreement_step)));
+  }
+  sec.extra["first_origin_rank"] = r.first_origin_rank ? nlohmann::json(*r.first_origin_rank) : nlohmann::json();
+  Table t{"ranks", {"rank", "pid", "host", "ended", "kernels", "steps", "NaN/Inf outputs", "first origin step",
+                    "memory peak", "skipped steps", "slowest in", "held others back"}, {}};
+  for (const auto& k : r.ranks) {
+    t.rows.push_back({int_cell(k.rank), opt_int_cell(k.pid), Cell(k.host), Cell(k.ended.value_or("-")), int_cell(k.kernels),
+                      int_cell(k.steps), int_cell(k.nonfinite_tensors), opt_int_cell(k.first_origin_step),
+                      k.memory_peak_bytes ? bytes_cell(*k.memory_peak_bytes) : Cell("-"), int_cell(k.skipped_steps),
+                      Cell(fmt::format("{} steps", k.slowest_steps), k.slowest_steps),
+                      Cell(human_duration(k.held_back_ns), k.held_back_ns)});
+  }
+  sec.tables.push_back(std::move(t));
   return sec;
 }
 

@@ -13,6 +13,7 @@ Section why_section(const analysis::Trace& trace);
 Section ranges_section(const analysis::Trace& trace, analysis::RangeView view = analysis::RangeView::Activations);
 Section loss_scale_section(const analysis::Trace& trace);
 Section memory_section(const analysis::Trace& trace);
+Section ranks_section(const analysis::Trace& trace);
 std::vector<Section> comparison_sections(const analysis::Comparison& c);
 
 }  // namespace fpscope::cli

@@ -11,7 +11,7 @@ namespace {
 
 constexpr const char* kEventColumns =
     "SELECT n.kernel_id, n.tensor_id, sk.value, sl.value, sp.value, k.step, st.value, d.name, t.shape, "
-    "n.kind, n.first_index, n.first_bits, n.origin, t.nan, t.pos_inf, t.neg_inf, k.start_ns, t.tensor_uid "
+    "n.kind, n.first_index, n.first_bits, n.origin, t.nan, t.pos_inf, t.neg_inf, k.start_ns, t.tensor_uid, k.rank "
     "FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id JOIN tensors t ON t.id = n.tensor_id "
     "JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
     "LEFT JOIN strings sp ON sp.id = k.phase_id LEFT JOIN strings st ON st.id = t.name_id "
@@ -37,20 +37,22 @@ NonfiniteEvent read_event(const sql::Statement& st) {
   e.pos_inf = st.i64(14);
   e.neg_inf = st.i64(15);
   e.start_ns = st.i64(16);
+  e.rank = static_cast<int32_t>(st.i64(18));
   return e;
 }
 
 std::optional<NonfiniteEvent> first_event(const Trace& trace, bool origins_only) {
   sql::Statement st(detail::db(trace), std::string(kEventColumns) + "WHERE n.allowed = 0 " +
                                  (origins_only ? "AND n.origin = 1 " : "") +
-                                 "ORDER BY n.kernel_id, t.role, t.slot LIMIT 1");
+                                 "ORDER BY k.start_ns, n.kernel_id, t.role, t.slot LIMIT 1");
   if (!st.step()) return std::nullopt;
   return read_event(st);
 }
 
 // Follows the origin's tensors forward: a later launch with a non-finite output that read a tainted
 // tensor passed it on, and its non-finite outputs become tainted too. Without tensor ids, every later
-// non-finite output of the origin's step is taken instead.
+// non-finite output of the origin's step is taken instead. Within the origin's process: its launch
+// numbers and allocation ids are its own (processes.id << 40 and up).
 void follow_propagation(const Trace& trace, const NonfiniteEvent& origin, size_t max_chain, NonfiniteReport& report) {
   const auto& db = detail::db(trace);
   std::set<int64_t> tainted;
@@ -61,7 +63,8 @@ void follow_propagation(const Trace& trace, const NonfiniteEvent& origin, size_t
     while (st.step()) tainted.insert(st.i64(0));
   }
   const bool by_uid = !tainted.empty();
-  sql::Statement events(db, std::string(kEventColumns) + "WHERE n.kernel_id > ?1 AND n.allowed = 0 ORDER BY n.kernel_id, t.slot LIMIT 200000");
+  sql::Statement events(db, std::string(kEventColumns) + "WHERE n.kernel_id > ?1 AND n.kernel_id >> 40 = ?1 >> 40 AND n.allowed = 0 "
+                                 "ORDER BY n.kernel_id, t.slot LIMIT 200000");
   events.bind(1, origin.kernel_id);
   sql::Statement inputs(db, "SELECT tensor_uid FROM tensors WHERE kernel_id = ?1 AND role = 'in' AND tensor_uid IS NOT NULL");
   int64_t last_kernel = -1;

@@ -29,6 +29,7 @@ json run_json(const RunSummary& s) {
                {"signal", s.signal_name.empty() ? json(nullptr) : json(s.signal_name)},
                {"signal_number", opt(s.signal)}}},
       {"steps", s.steps},
+      {"ranks", s.ranks},
       {"first_step", opt(s.first_step)},
       {"last_step", opt(s.last_step)},
       {"duration_ns", s.start_ns && s.end_ns ? json(*s.end_ns - *s.start_ns) : json(nullptr)},
@@ -52,7 +53,7 @@ json event_json(const NonfiniteEvent& e) {
           {"shape", json::parse(e.shape.empty() ? "null" : e.shape, nullptr, false)},
           {"kind", e.kind},             {"first_index", e.first_index}, {"first_bits", e.first_bits},
           {"origin", e.origin},         {"nan", e.nan},                 {"pos_inf", e.pos_inf},
-          {"neg_inf", e.neg_inf}};
+          {"neg_inf", e.neg_inf},       {"rank", e.rank}};
 }
 
 json cause_json(const Cause& c) {
@@ -154,6 +155,26 @@ json ranges_json(RangeView view, const std::vector<ViewRangeRow>& rows) {
   return {{"view", info.key}, {"rows_are", info.rows}, {"rows", out}};
 }
 
+json ranks_json(const RanksReport& r) {
+  json rows = json::array();
+  for (const auto& k : r.ranks) {
+    rows.push_back({{"rank", k.rank}, {"processes", k.processes}, {"pid", opt(k.pid)}, {"host", k.host},
+                    {"ended", opt(k.ended)}, {"kernels", k.kernels}, {"steps", k.steps},
+                    {"nonfinite_tensors", k.nonfinite_tensors}, {"first_origin_kernel_id", opt(k.first_origin_kernel_id)},
+                    {"first_origin_step", opt(k.first_origin_step)}, {"first_origin_ns", opt(k.first_origin_ns)},
+                    {"memory_peak_bytes", opt(k.memory_peak_bytes)}, {"loss_scale_events", k.loss_scale_events},
+                    {"skipped_steps", k.skipped_steps}, {"slowest_steps", k.slowest_steps},
+                    {"held_back_ns", k.held_back_ns}});
+  }
+  return {{"ranks", rows},
+          {"first_origin_rank", opt(r.first_origin_rank)},
+          {"first_origin_lead_ns", opt(r.first_origin_lead_ns)},
+          {"same_host", r.same_host},
+          {"loss_scale_steps_compared", r.loss_scale_steps_compared},
+          {"loss_scale_disagreements", r.loss_scale_disagreements},
+          {"first_disagreement_step", opt(r.first_disagreement_step)}};
+}
+
 std::string text(const json& doc) { return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 }  // namespace
@@ -165,6 +186,7 @@ ReportData report_data(const Trace& trace, RangeView view) {
   d.why = why(trace);
   d.loss_scale = loss_scale(trace);
   d.memory = memory(trace);
+  d.ranks = ranks(trace);
   d.ranges = std::make_pair(view, view_ranges(trace, view));
   return d;
 }
@@ -178,6 +200,7 @@ std::string report_json(const ReportData& d) {
   if (d.why) doc["why"] = why_json(*d.why);
   if (d.loss_scale) doc["loss_scale"] = loss_scale_json(*d.loss_scale);
   if (d.memory) doc["memory"] = memory_json(*d.memory);
+  if (d.ranks) doc["ranks"] = ranks_json(*d.ranks);
   if (d.ranges) doc["ranges"] = ranges_json(d.ranges->first, d.ranges->second);
   return text(doc);
 }

@@ -62,6 +62,7 @@ RunSummary summary(const Trace& trace) {
   s.signal_name = trace.meta_value("signal").value_or("");
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));
   s.steps = impl.count("steps").value_or(0);
+  s.ranks = std::max<int64_t>(1, impl.count("ranks").value_or(1));
   s.first_step = impl.count("first_step");
   s.last_step = impl.count("last_step");
   s.start_ns = impl.count("start_ns");

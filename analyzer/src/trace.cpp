@@ -20,10 +20,10 @@ namespace fpscope::analysis {
 namespace {
 
 
-constexpr const char* kSummaryVersion = "2";
-constexpr std::array<const char*, 7> kSummaryTables = {
+constexpr const char* kSummaryVersion = "3";
+constexpr std::array<const char*, 8> kSummaryTables = {
     "summary_ranges", "summary_layer_steps", "summary_steps", "summary_nonfinite",
-    "summary_memory", "summary_allocations", "summary_counts"};
+    "summary_memory", "summary_allocations", "summary_counts", "summary_ranks"};
 
 // The tables and columns the reports read; a trace missing any is damaged.
 constexpr std::array<std::pair<const char*, const char*>, 11> kRequiredColumns = {{
@@ -221,28 +221,64 @@ std::vector<std::string> temp_summary_statements() {
   return statements;
 }
 
-// A trace written by an earlier build of the same schema version may lack views this build's schema
-// defines (the memory timeline the summaries and the memory plot read): they are created as
-// temporary views on this connection, from this build's schema.
-void add_missing_views(const sql::Database& db) {
+// Whether main.`table` has `column`.
+bool has_column(const sql::Database& db, const std::string& table, const char* column) {
+  sqlite3_stmt* st = nullptr;
+  const std::string sql = fmt::format("SELECT {} FROM main.{} LIMIT 0", column, table);
+  const int rc = sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &st, nullptr);
+  sqlite3_finalize(st);
+  return rc == SQLITE_OK;
+}
+
+// The event tables that carry the rank of the process that recorded them (schema 3).
+constexpr std::array<const char*, 11> kRankTables = {
+    "nvtx_ranges", "kernels", "tensors", "nonfinite", "memory_events", "loss_scale", "scalars",
+    "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory"};
+
+// Columns and tables later schemas added: a trace of an older schema gets temporary views of the same
+// names that add them with the values they would have held (SQLite resolves unqualified names in the
+// temporary schema first), and this build's views over those, so every query reads one schema.
+// Returns whether anything was added.
+bool add_missing_columns(const sql::Database& db) {
+  bool added = false;
+  for (const char* table : kRankTables) {
+    if (!db.has_table(table, false)) continue;
+    std::string extra;
+    // Schema 1: no allow rules existed, so nothing was allowed.
+    if (std::strcmp(table, "nonfinite") == 0 && !has_column(db, table, "allowed")) extra += ", 0 AS allowed";
+    // Schemas 1 and 2: one traced process, rank 0.
+    if (!has_column(db, table, "rank")) extra += ", 0 AS rank";
+    if (extra.empty()) continue;
+    db.exec(fmt::format("CREATE TEMP VIEW {0} AS SELECT *{1} FROM main.{0}", table, extra));
+    added = true;
+  }
+  if (!db.has_table("processes", false)) {
+    // The one process meta describes.
+    db.exec(
+        "CREATE TEMP VIEW processes AS SELECT 0 AS id, 0 AS rank, NULL AS local_rank, NULL AS world_size,"
+        " CAST((SELECT value FROM meta WHERE key = 'traced_pid') AS INTEGER) AS pid, '' AS host,"
+        " NULL AS rank_source, coalesce((SELECT value FROM meta WHERE key = 'traced_exe'), '') AS exe,"
+        " coalesce((SELECT value FROM meta WHERE key = 'injector_options'), '') AS injector_options,"
+        " CAST((SELECT value FROM meta WHERE key = 'process.realtime_ns') AS INTEGER) AS realtime_ns,"
+        " CAST((SELECT value FROM meta WHERE key = 'process.monotonic_ns') AS INTEGER) AS monotonic_ns,"
+        " NULL AS ended, NULL AS exit_ns");
+    added = true;
+  }
+  return added;
+}
+
+// A trace written by an earlier build may lack views this build's schema defines (the memory
+// timeline the summaries and the memory plot read), or hold older definitions of them: they are
+// created as temporary views on this connection, from this build's schema. `all`: every view,
+// shadowing the trace's own (an older schema's views lack columns this build reads).
+void add_views(const sql::Database& db, bool all) {
   const std::string prefix = "CREATE VIEW ";
   for (const std::string& statement : statements_of(embedded::kTraceSchemaSql)) {
     if (statement.compare(0, prefix.size(), prefix) != 0) continue;
     const std::size_t name_end = statement.find_first_of(" \n", prefix.size());
     const std::string name = statement.substr(prefix.size(), name_end - prefix.size());
-    if (!db.has_table(name)) db.exec("CREATE TEMP VIEW " + statement.substr(prefix.size()));
+    if (all || !db.has_table(name)) db.exec("CREATE TEMP VIEW " + statement.substr(prefix.size()));
   }
-}
-
-// Columns later schemas added to tables: a trace of an older schema gets a temporary view of the
-// same name that adds the column with the value it would have held (SQLite resolves unqualified
-// names in the temporary schema first), so every query reads one schema.
-void add_missing_columns(const sql::Database& db) {
-  sqlite3_stmt* st = nullptr;
-  const int rc = sqlite3_prepare_v2(db.handle(), "SELECT allowed FROM main.nonfinite LIMIT 0", -1, &st, nullptr);
-  sqlite3_finalize(st);
-  // Schema 1: no allow rules existed, so nothing was allowed.
-  if (rc != SQLITE_OK) db.exec("CREATE TEMP VIEW nonfinite AS SELECT *, 0 AS allowed FROM main.nonfinite");
 }
 
 struct ProgressContext {
@@ -343,8 +379,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == kSummaryVersion;
   // Temporary objects live in memory. Set before any exists: changing temp_store drops them all.
   impl->db.exec("PRAGMA temp_store = MEMORY");
-  add_missing_columns(impl->db);
-  add_missing_views(impl->db);
+  add_views(impl->db, add_missing_columns(impl->db));
   impl->db.exec("PRAGMA query_only = 1");
   if (!report(options.progress, "validated", 0.1)) throw cancelled();
   if (options.build_missing_summaries || impl->summaries_precomputed) impl->ensure_summaries(options.progress);

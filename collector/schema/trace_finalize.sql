@@ -15,6 +15,7 @@ DROP TABLE IF EXISTS summary_nonfinite;
 DROP TABLE IF EXISTS summary_memory;
 DROP TABLE IF EXISTS summary_allocations;
 DROP TABLE IF EXISTS summary_counts;
+DROP TABLE IF EXISTS summary_ranks;
 
 -- Value ranges per (kernel, layer, phase, role, dtype). *_measured_elements: elements of tensors
 -- whose format columns were measured (NULL with --stats basic), the denominator of their shares.
@@ -89,7 +90,7 @@ GROUP BY m.name_id, m.category, m.bytes;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
 CREATE TABLE summary_counts AS
-WITH peak AS MATERIALIZED (SELECT live, t_ns, step FROM v_memory_peak_moment)
+WITH peak AS MATERIALIZED (SELECT live, t_ns, step, rank FROM v_memory_peak_moment)
 SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
 UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
 UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
@@ -108,10 +109,52 @@ UNION ALL SELECT 'end_ns', (SELECT max(v) FROM (SELECT max(end_ns) AS v FROM ker
                             UNION ALL SELECT max(t_ns) FROM memory_events))
 UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM peak)
 UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM peak)
-UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak);
+UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak)
+UNION ALL SELECT 'memory_peak_rank', (SELECT rank FROM peak)
+UNION ALL SELECT 'ranks', (SELECT count(*) FROM (SELECT rank FROM processes UNION SELECT rank FROM kernels));
+
+-- One row per rank: its processes and how they ended, its kernels and steps, its first NaN/Inf made
+-- from finite inputs (by its own clock), its memory peak and its loss-scale events. A trace of one
+-- process has one row, rank 0.
+CREATE TABLE summary_ranks AS
+WITH procs AS (
+  SELECT rank, count(*) AS processes, min(pid) AS pid, min(host) AS host,
+         CASE WHEN sum(ended IS 'vanished') > 0 THEN 'vanished'
+              WHEN sum(ended IS 'exited') = count(*) THEN 'exited' END AS ended
+  FROM processes GROUP BY rank
+),
+work AS (
+  SELECT rank, count(*) AS kernels, count(DISTINCT step) AS steps, min(start_ns) AS start_ns,
+         max(end_ns) AS end_ns
+  FROM kernels GROUP BY rank
+),
+origins AS (
+  SELECT k.rank, k.id AS kernel_id, k.step, k.start_ns,
+         row_number() OVER (PARTITION BY k.rank ORDER BY k.start_ns, k.id) AS nth
+  FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id
+  WHERE n.origin = 1 AND n.allowed = 0
+),
+nonfinite_counts AS (SELECT rank, count(*) AS tensors FROM nonfinite WHERE allowed = 0 GROUP BY rank),
+memory AS (SELECT rank, max(live) AS peak FROM v_memory_live GROUP BY rank),
+scaling AS (SELECT rank, count(*) AS events, sum(skipped) AS skipped FROM loss_scale GROUP BY rank),
+ranks AS (SELECT rank FROM processes UNION SELECT rank FROM kernels)
+SELECT r.rank, coalesce(p.processes, 0) AS processes, p.pid, p.host, p.ended,
+       coalesce(w.kernels, 0) AS kernels, coalesce(w.steps, 0) AS steps, w.start_ns, w.end_ns,
+       coalesce(nf.tensors, 0) AS nonfinite_tensors,
+       o.kernel_id AS first_origin_kernel_id, o.step AS first_origin_step, o.start_ns AS first_origin_ns,
+       m.peak AS memory_peak_bytes, coalesce(sc.events, 0) AS loss_scale_events,
+       coalesce(sc.skipped, 0) AS skipped_steps
+FROM ranks r
+LEFT JOIN procs p ON p.rank = r.rank
+LEFT JOIN work w ON w.rank = r.rank
+LEFT JOIN origins o ON o.rank = r.rank AND o.nth = 1
+LEFT JOIN nonfinite_counts nf ON nf.rank = r.rank
+LEFT JOIN memory m ON m.rank = r.rank
+LEFT JOIN scaling sc ON sc.rank = r.rank
+ORDER BY r.rank;
 
 -- Indexes for timeline windows.
 CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);
 CREATE INDEX IF NOT EXISTS nvtx_ranges_by_start ON nvtx_ranges(start_ns);
 
-INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '2');
+INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '3');

@@ -3,12 +3,13 @@
 -- and view. Changing a table or view means raising schema_version (meta) and PRAGMA user_version,
 -- and teaching the analyzer's reader the older versions it still accepts.
 --
--- Conventions: times are integer nanoseconds on the traced process's monotonic clock (meta has the
--- wall-clock start); strings are interned in `strings`; one row per event; NULL means unknown or not
--- measured, never zero.
+-- Conventions: times are integer nanoseconds on the traced process's monotonic clock (`processes`
+-- has each process's wall-clock start); strings are interned in `strings`; one row per event; NULL
+-- means unknown or not measured, never zero. Every event table has a `rank` column: the rank of the
+-- process that recorded it (0 for a process no launcher gave a rank; since schema 3).
 
 PRAGMA application_id = 1179669315;  -- 0x46505343, "FPSC"
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -27,6 +28,25 @@ CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO categories VALUES (0,'weight'),(1,'master_weight'),(2,'gradient'),(3,'activation'),
   (4,'optimizer_state'),(5,'workspace'),(6,'data');
 
+-- The traced processes, one per ring: the first to trace is 0. A multi-process run (MPI ranks,
+-- PyTorch DDP, a script that starts several programs) has one row per process; its rank comes from
+-- the launcher's environment (fpscope/contract/launcher_rank.h), 0 when none was given. Since schema 3.
+CREATE TABLE processes (
+  id           INTEGER PRIMARY KEY,  -- the process's ring; kernels.id >> 40 and memory_events.alloc_id >> 40
+  rank         INTEGER NOT NULL,
+  local_rank   INTEGER,              -- NULL: the launcher gave none
+  world_size   INTEGER,              -- NULL: the launcher gave none
+  pid          INTEGER NOT NULL,
+  host         TEXT NOT NULL,
+  rank_source  TEXT,                 -- the variable the rank came from (OMPI_COMM_WORLD_RANK, RANK, ...)
+  exe          TEXT NOT NULL,
+  injector_options TEXT NOT NULL,
+  realtime_ns  INTEGER NOT NULL,     -- CLOCK_REALTIME when its tracing started
+  monotonic_ns INTEGER NOT NULL,     -- its monotonic clock (the clock of its events) at that moment
+  ended        TEXT,                 -- 'exited' (normally), 'vanished' (killed or crashed: no exit seen)
+  exit_ns      INTEGER               -- when it exited, NULL if it vanished
+);
+
 -- NVTX ranges. kind: 'step', 'phase', 'layer' (the trainer's categories) or 'range' (any other).
 CREATE TABLE nvtx_ranges (
   id        INTEGER PRIMARY KEY,
@@ -37,12 +57,13 @@ CREATE TABLE nvtx_ranges (
   kind      TEXT NOT NULL,
   name_id   INTEGER NOT NULL REFERENCES strings(id),
   domain_id INTEGER REFERENCES strings(id),
-  step      INTEGER             -- the payload of a step range; NULL otherwise
+  step      INTEGER,             -- the payload of a step range; NULL otherwise
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- One row per kernel launch seen by the injector.
 CREATE TABLE kernels (
-  id        INTEGER PRIMARY KEY,  -- the launch sequence number
+  id        INTEGER PRIMARY KEY,  -- the launch's number in its process, plus processes.id << 40
   start_ns  INTEGER NOT NULL,
   end_ns    INTEGER NOT NULL,
   name_id   INTEGER NOT NULL REFERENCES strings(id),
@@ -52,7 +73,8 @@ CREATE TABLE kernels (
   thread    INTEGER NOT NULL,
   device    INTEGER NOT NULL,     -- 0 cpu, 1 cuda
   status    INTEGER NOT NULL,     -- what the kernel returned, 0 = ok
-  sampled   INTEGER NOT NULL      -- 1: its tensors were measured
+  sampled   INTEGER NOT NULL,      -- 1: its tensors were measured
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- One row per measured tensor of a launch. Statistics over finite values; NULL where none exist.
@@ -83,7 +105,8 @@ CREATE TABLE tensors (
   bf16_overflow INTEGER, bf16_underflow INTEGER, bf16_subnormal INTEGER, bf16_near_max INTEGER,
   e4m3_overflow INTEGER, e4m3_underflow INTEGER, e4m3_subnormal INTEGER, e4m3_near_max INTEGER,
   e5m2_overflow INTEGER, e5m2_underflow INTEGER, e5m2_subnormal INTEGER, e5m2_near_max INTEGER,
-  exp_hist    TEXT                 -- JSON object {"exponent": count}: 2^e <= |x| < 2^(e+1)
+  exp_hist    TEXT,                 -- JSON object {"exponent": count}: 2^e <= |x| < 2^(e+1)
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- The first NaN/Inf of each output tensor that holds any.
@@ -95,7 +118,8 @@ CREATE TABLE nonfinite (
   first_index INTEGER NOT NULL,    -- flat, row-major
   first_bits  INTEGER NOT NULL,    -- bit pattern in the tensor's dtype
   origin      INTEGER NOT NULL,    -- 1: all inputs finite, this kernel made it; 0: passed on
-  allowed     INTEGER NOT NULL DEFAULT 0  -- 1: intended, an allow rule covers it (since schema 2)
+  allowed     INTEGER NOT NULL DEFAULT 0,  -- 1: intended, an allow rule covers it (since schema 2)
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- Allocation and free events of the kernel library.
@@ -108,7 +132,8 @@ CREATE TABLE memory_events (
   category    INTEGER NOT NULL REFERENCES categories(id),
   name_id     INTEGER NOT NULL REFERENCES strings(id),
   device      INTEGER NOT NULL,
-  step        INTEGER              -- the step range open at the time, NULL outside steps
+  step        INTEGER,              -- the step range open at the time, NULL outside steps
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- One row per amp_update_scale launch.
@@ -122,7 +147,8 @@ CREATE TABLE loss_scale (
   found_inf      INTEGER NOT NULL,
   skipped        INTEGER NOT NULL, -- the optimizer step was skipped (found_inf)
   event          TEXT NOT NULL,    -- 'growth', 'backoff' or 'unchanged'
-  growth_tracker INTEGER NOT NULL
+  growth_tracker INTEGER NOT NULL,
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- Values the program reported (mpt_log_scalar): loss, train_accuracy, test_accuracy, lr.
@@ -131,7 +157,8 @@ CREATE TABLE scalars (
   t_ns    INTEGER NOT NULL,
   step    INTEGER,
   name_id INTEGER NOT NULL REFERENCES strings(id),
-  value   REAL                     -- NULL if the value was NaN
+  value   REAL,                     -- NULL if the value was NaN
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- Tensors written to .npy files by --dump.
@@ -152,7 +179,8 @@ CREATE TABLE cuda_kernels (
   device         INTEGER NOT NULL,
   stream         INTEGER NOT NULL,
   grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL, grid_z INTEGER NOT NULL,
-  block_x INTEGER NOT NULL, block_y INTEGER NOT NULL, block_z INTEGER NOT NULL
+  block_x INTEGER NOT NULL, block_y INTEGER NOT NULL, block_z INTEGER NOT NULL,
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 CREATE TABLE cuda_memcpy (
@@ -165,7 +193,8 @@ CREATE TABLE cuda_memcpy (
   dst_kind       INTEGER NOT NULL,
   correlation_id INTEGER NOT NULL,
   device         INTEGER NOT NULL,
-  stream         INTEGER NOT NULL
+  stream         INTEGER NOT NULL,
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 CREATE TABLE cuda_memset (
@@ -176,7 +205,8 @@ CREATE TABLE cuda_memset (
   value          INTEGER NOT NULL,
   correlation_id INTEGER NOT NULL,
   device         INTEGER NOT NULL,
-  stream         INTEGER NOT NULL
+  stream         INTEGER NOT NULL,
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 -- Device memory allocated and released, as the driver saw it (whatever allocated it).
@@ -188,7 +218,8 @@ CREATE TABLE cuda_memory (
   address     INTEGER NOT NULL,
   memory_kind INTEGER NOT NULL,      -- CUpti_ActivityMemoryKind
   device      INTEGER NOT NULL,
-  stream      INTEGER NOT NULL
+  stream      INTEGER NOT NULL,
+  rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
 CREATE INDEX tensors_by_kernel ON tensors(kernel_id);
@@ -196,13 +227,14 @@ CREATE INDEX kernels_by_step ON kernels(step);
 CREATE INDEX nonfinite_by_kernel ON nonfinite(kernel_id);
 CREATE INDEX memory_events_by_time ON memory_events(t_ns);
 CREATE INDEX scalars_by_name ON scalars(name_id, step);
+CREATE INDEX memory_events_by_rank_time ON memory_events(rank, t_ns);
 
 -- [views] ----------------------------------------------------------------------------------------
 
 CREATE VIEW v_kernels AS
 SELECT k.id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS duration_ns,
        sn.value AS kernel, sl.value AS layer, sp.value AS phase, k.step, k.thread, k.device,
-       k.status, k.sampled
+       k.status, k.sampled, k.rank
 FROM kernels k
 JOIN strings sn ON sn.id = k.name_id
 LEFT JOIN strings sl ON sl.id = k.layer_id
@@ -216,39 +248,42 @@ FROM tensors t
 JOIN strings s ON s.id = t.name_id
 JOIN dtypes d ON d.id = t.dtype;
 
+-- The first NaN/Inf made from finite inputs, by time (each process's monotonic clock: one host's
+-- ranks share it), among every rank.
 CREATE VIEW v_first_nonfinite AS
 SELECT k.kernel, k.layer, k.phase, k.step, st.value AS tensor, n.first_index AS "index",
-       n.kind AS value, n.kind, n.first_bits, k.id AS kernel_id, n.tensor_id
+       n.kind AS value, n.kind, n.first_bits, k.id AS kernel_id, n.tensor_id, k.rank, k.start_ns
 FROM nonfinite n
 JOIN v_kernels k ON k.id = n.kernel_id
 JOIN tensors t ON t.id = n.tensor_id
 JOIN strings st ON st.id = t.name_id
 WHERE n.origin = 1 AND n.allowed = 0
-ORDER BY n.kernel_id, t.slot
+ORDER BY k.start_ns, n.kernel_id, t.slot
 LIMIT 1;
 
+-- One row per step of each rank.
 CREATE VIEW v_step_summary AS
 WITH steps AS (
-  SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-  FROM nvtx_ranges WHERE kind = 'step' GROUP BY step
+  SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+  FROM nvtx_ranges WHERE kind = 'step' GROUP BY rank, step
 ),
 loss AS (
-  SELECT sc.step, sc.value FROM scalars sc JOIN strings s ON s.id = sc.name_id
+  SELECT sc.rank, sc.step, sc.value FROM scalars sc JOIN strings s ON s.id = sc.name_id
   WHERE s.value = 'loss'
 ),
 nonfinite_by_step AS (
-  SELECT k.step, sum(t.nan) AS nan, sum(t.pos_inf + t.neg_inf) AS inf
+  SELECT k.rank, k.step, sum(t.nan) AS nan, sum(t.pos_inf + t.neg_inf) AS inf
   FROM tensors t JOIN kernels k ON k.id = t.kernel_id
-  WHERE t.role = 'out' GROUP BY k.step
+  WHERE t.role = 'out' GROUP BY k.rank, k.step
 )
 SELECT st.step, st.start_ns, st.end_ns, l.value AS loss,
        ls.scale_before AS loss_scale, coalesce(ls.skipped, 0) AS skipped,
-       coalesce(nf.nan, 0) AS nan_values, coalesce(nf.inf, 0) AS inf_values
+       coalesce(nf.nan, 0) AS nan_values, coalesce(nf.inf, 0) AS inf_values, st.rank
 FROM steps st
-LEFT JOIN loss l ON l.step = st.step
-LEFT JOIN loss_scale ls ON ls.step = st.step
-LEFT JOIN nonfinite_by_step nf ON nf.step = st.step
-ORDER BY st.step;
+LEFT JOIN loss l ON l.rank = st.rank AND l.step = st.step
+LEFT JOIN loss_scale ls ON ls.rank = st.rank AND ls.step = st.step
+LEFT JOIN nonfinite_by_step nf ON nf.rank = st.rank AND nf.step = st.step
+ORDER BY st.step, st.rank;
 
 -- Shares of the format columns are over the elements of tensors whose formats were measured
 -- (--stats full, floating-point tensors); NULL when none were.
@@ -274,27 +309,28 @@ FROM measured t JOIN v_kernels k ON k.id = t.kernel_id
 GROUP BY k.kernel, k.layer, t.role;
 
 CREATE VIEW v_loss_scale AS
-SELECT step, scale_before AS scale, found_inf, skipped, event, scale_after, t_ns, kernel_id
+SELECT step, scale_before AS scale, found_inf, skipped, event, scale_after, t_ns, kernel_id, rank
 FROM loss_scale ORDER BY t_ns;
 
 -- The memory timeline, defined once, in three layers so that each reader pays only for what it
 -- reads: every memory event in (t_ns, id) order with its signed size (delta: +bytes for an alloc,
--- -bytes for a free); then the total live bytes after it (live); then its category's live bytes
--- after it (category_live). v_memory_peak, the memory summaries and the analyzer's memory plot all
--- read these.
+-- -bytes for a free); then the total live bytes of its rank after it (live); then its category's
+-- live bytes in its rank after it (category_live). Each rank is a process with memory of its own.
+-- v_memory_peak, the memory summaries and the analyzer's memory plot all read these.
 CREATE VIEW v_memory_deltas AS
-SELECT id, t_ns, step, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta
+SELECT id, t_ns, step, category, kind, bytes, CASE kind WHEN 'alloc' THEN bytes ELSE -bytes END AS delta, rank
 FROM memory_events;
 
 CREATE VIEW v_memory_live AS
-SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER (ORDER BY t_ns, id) AS live
+SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER (PARTITION BY rank ORDER BY t_ns, id) AS live,
+       rank
 FROM v_memory_deltas;
 
 -- v_memory_timeline adds each category's live bytes (category_live), one running sum per category
 -- of the `categories` table (0 to 6, the contract's list; a writer test checks that the view covers
 -- every category and that its `live` is v_memory_live's). It computes `live` over v_memory_deltas
 -- with the same window rather than reading v_memory_live: SQLite evaluates sums that share a window
--- in one pass, where a view over a view, or a PARTITION BY, sorts the events again.
+-- in one pass, where a view over a view, or another window, sorts the events again.
 CREATE VIEW v_memory_timeline AS
 SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER w AS live,
        CASE category
@@ -305,18 +341,20 @@ SELECT id, t_ns, step, category, kind, bytes, delta, sum(delta) OVER w AS live,
          WHEN 4 THEN sum(CASE category WHEN 4 THEN delta ELSE 0 END) OVER w
          WHEN 5 THEN sum(CASE category WHEN 5 THEN delta ELSE 0 END) OVER w
          WHEN 6 THEN sum(CASE category WHEN 6 THEN delta ELSE 0 END) OVER w
-       END AS category_live
-FROM v_memory_deltas WINDOW w AS (ORDER BY t_ns, id) ORDER BY t_ns, id;
+       END AS category_live, rank
+FROM v_memory_deltas WINDOW w AS (PARTITION BY rank ORDER BY t_ns, id) ORDER BY rank, t_ns, id;
 
--- The moment total live bytes peaked: the event after which they were largest, the first such.
+-- The moment a rank's total live bytes peaked: the event after which they were largest, the first
+-- such; of several ranks, the one whose peak is largest (the lowest rank among equals).
 CREATE VIEW v_memory_peak_moment AS
-SELECT id, t_ns, step, live FROM v_memory_live ORDER BY live DESC, t_ns, id LIMIT 1;
+SELECT id, t_ns, step, live, rank FROM v_memory_live ORDER BY live DESC, rank, t_ns, id LIMIT 1;
 
--- Live bytes per category at that moment: each category's deltas up to it, the timeline read once.
+-- Live bytes per category of that rank at that moment: each category's deltas up to it.
 CREATE VIEW v_memory_peak AS
-WITH peak AS MATERIALIZED (SELECT id, t_ns, live FROM v_memory_peak_moment),
+WITH peak AS MATERIALIZED (SELECT id, t_ns, live, rank FROM v_memory_peak_moment),
 upto AS (SELECT m.category, sum(m.delta) AS bytes FROM v_memory_deltas m, peak p
-         WHERE m.t_ns < p.t_ns OR (m.t_ns = p.t_ns AND m.id <= p.id) GROUP BY m.category)
-SELECT c.name AS category, coalesce(u.bytes, 0) AS bytes, p.t_ns AS peak_t_ns, p.live AS peak_total_bytes
+         WHERE m.rank = p.rank AND (m.t_ns < p.t_ns OR (m.t_ns = p.t_ns AND m.id <= p.id)) GROUP BY m.category)
+SELECT c.name AS category, coalesce(u.bytes, 0) AS bytes, p.t_ns AS peak_t_ns, p.live AS peak_total_bytes,
+       p.rank
 FROM categories c LEFT JOIN upto u ON u.category = c.id LEFT JOIN peak p ON 1
 ORDER BY c.id;

@@ -46,14 +46,41 @@ std::unique_ptr<RingMapping> map_ring(int fd, std::size_t bytes, const std::stri
   return std::make_unique<RingMapping>(base, bytes);
 }
 
-}  // namespace
+// Creates the shared object `name` for a ring of `slot_count` slots, zero-filled, with its header
+// filled in except for collector_alive and owner_pid. Fails if the name exists.
+std::unique_ptr<RingMapping> create_ring_object(const std::string& name, uint64_t slot_count, std::string* error) {
+  if (!is_power_of_two(slot_count) || slot_count < kMinRingSlots) {
+    *error = "ring size must be a power of two of at least " + std::to_string(kMinRingSlots) + " slots";
+    return nullptr;
+  }
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = errno_text("cannot create ring", name);
+    return nullptr;
+  }
+  const std::size_t bytes = ring_bytes(slot_count);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    *error = errno_text("cannot size ring", name);
+    close(fd);
+    shm_unlink(name.c_str());
+    return nullptr;
+  }
+  auto map = map_ring(fd, bytes, name, error);
+  close(fd);
+  if (!map) {
+    shm_unlink(name.c_str());
+    return nullptr;
+  }
+  // ftruncate zero-fills: every counter starts at 0.
+  RingHeader* h = map->header();
+  h->protocol = wire::kProtocolVersion;
+  h->slot_count = slot_count;
+  h->magic = kRingMagic;
+  return map;
+}
 
-RingMapping::~RingMapping() { munmap(base_, bytes_); }
-
-// [SECTION] Producer ------------------------------------------------------------------------------
-
-std::unique_ptr<RingProducer> RingProducer::attach(const char* shm_name, std::string* error) {
-  const std::string name = shm_name ? shm_name : "";
+// Maps the existing ring `name` and checks that it is one this build speaks.
+std::unique_ptr<RingMapping> open_ring_object(const std::string& name, std::string* error) {
   if (name.empty()) {
     *error = "no ring name (FPSCOPE_RING is empty)";
     return nullptr;
@@ -87,7 +114,45 @@ std::unique_ptr<RingProducer> RingProducer::attach(const char* shm_name, std::st
     *error = "ring " + name + " has an inconsistent size";
     return nullptr;
   }
+  return map;
+}
+
+}  // namespace
+
+std::string sibling_ring_name(const std::string& first, uint32_t k) { return first + "-" + std::to_string(k); }
+
+RingMapping::~RingMapping() { munmap(base_, bytes_); }
+
+// [SECTION] Producer ------------------------------------------------------------------------------
+
+std::unique_ptr<RingProducer> RingProducer::attach(const char* shm_name, std::string* error) {
+  auto map = open_ring_object(shm_name ? shm_name : "", error);
+  if (!map) return nullptr;
   return std::unique_ptr<RingProducer>(new RingProducer(std::move(map)));
+}
+
+std::unique_ptr<RingProducer> RingProducer::create_sibling(RingProducer& first, const std::string& first_name,
+                                                           std::string* error) {
+  RingHeader* f = first.header();
+  if (f->collector_alive.load(std::memory_order_acquire) == 0) {
+    *error = "the collector of ring " + first_name + " is gone";
+    return nullptr;
+  }
+  const uint32_t k = f->rings_created.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (k >= kMaxRings) {
+    f->rings_refused.fetch_add(1, std::memory_order_relaxed);
+    *error = "the run already traces " + std::to_string(kMaxRings) + " processes, the most one trace takes";
+    return nullptr;
+  }
+  const std::string name = sibling_ring_name(first_name, k);
+  auto map = create_ring_object(name, f->slot_count, error);
+  if (!map) return nullptr;
+  RingHeader* h = map->header();
+  h->owner_pid.store(static_cast<int32_t>(getpid()), std::memory_order_relaxed);
+  h->collector_alive.store(1, std::memory_order_release);
+  auto producer = std::unique_ptr<RingProducer>(new RingProducer(std::move(map)));
+  f->ring_ready[k].store(1, std::memory_order_release);  // the collector may map it from now on
+  return producer;
 }
 
 RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(map)) {
@@ -185,36 +250,19 @@ bool RingProducer::wait_drained(std::chrono::milliseconds limit) {
 
 std::unique_ptr<RingConsumer> RingConsumer::create(const std::string& shm_name, uint64_t slot_count,
                                                    std::string* error) {
-  if (!is_power_of_two(slot_count) || slot_count < kMinRingSlots) {
-    *error = "ring size must be a power of two of at least " + std::to_string(kMinRingSlots) + " slots";
-    return nullptr;
-  }
-  int fd = shm_open(shm_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *error = errno_text("cannot create ring", shm_name);
-    return nullptr;
-  }
-  const std::size_t bytes = ring_bytes(slot_count);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    *error = errno_text("cannot size ring", shm_name);
-    close(fd);
-    shm_unlink(shm_name.c_str());
-    return nullptr;
-  }
-  auto map = map_ring(fd, bytes, shm_name, error);
-  close(fd);
-  if (!map) {
-    shm_unlink(shm_name.c_str());
-    return nullptr;
-  }
-  // ftruncate zero-fills: every counter starts at 0. The ring is complete before the program that
-  // attaches to it is started (process creation orders everything before it).
-  RingHeader* h = map->header();
-  h->protocol = wire::kProtocolVersion;
-  h->slot_count = slot_count;
-  h->magic = kRingMagic;
-  h->collector_alive.store(1, std::memory_order_release);
+  auto map = create_ring_object(shm_name, slot_count, error);
+  if (!map) return nullptr;
+  // The ring is complete before the program that attaches to it is started (process creation
+  // orders everything before it).
+  map->header()->collector_alive.store(1, std::memory_order_release);
   return std::unique_ptr<RingConsumer>(new RingConsumer(shm_name, slot_count, std::move(map)));
+}
+
+std::unique_ptr<RingConsumer> RingConsumer::adopt(const std::string& shm_name, std::string* error) {
+  auto map = open_ring_object(shm_name, error);
+  if (!map) return nullptr;
+  const uint64_t slots = map->header()->slot_count;
+  return std::unique_ptr<RingConsumer>(new RingConsumer(shm_name, slots, std::move(map)));
 }
 
 RingConsumer::RingConsumer(std::string name, uint64_t slot_count, std::unique_ptr<RingMapping> map)

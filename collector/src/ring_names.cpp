@@ -39,6 +39,12 @@ std::optional<contract::ProcessIdentity> ring_collector(std::string_view name) {
     name.remove_prefix(dash + 1);
   }
   parts[2] = name;
+  // A sibling ring (ring.h) carries its number after the random part: "...-<random>-<k>".
+  if (const std::size_t dash = parts[2].find('-'); dash != std::string_view::npos) {
+    uint32_t k = 0;
+    if (!parse_number(parts[2].substr(dash + 1), &k) || k == 0) return std::nullopt;
+    parts[2] = parts[2].substr(0, dash);
+  }
   contract::ProcessIdentity who;
   uint32_t random = 0;
   if (!parse_number(parts[0], &who.pid) || who.pid <= 0 || !parse_number(parts[1], &who.start_ticks) ||

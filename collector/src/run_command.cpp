@@ -25,6 +25,7 @@
 #include "fpscope/ring.h"
 #include "fpscope/ring_names.h"
 #include "fpscope/trace_writer.h"
+#include "ring_set.h"
 #include "run_options.h"
 #include "trace_meta.h"
 
@@ -196,12 +197,17 @@ std::string how_it_ended(const ChildEnd& end, contract::RunEnd reason) {
   return fmt::format("exited with status {}", end.exit_code);
 }
 
-void print_summary(const RunOptions& o, const TraceWriter& w, const RingConsumer& ring, const ChildEnd& end,
+void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rings, const ChildEnd& end,
                    contract::RunEnd reason) {
   const TraceCounts& c = w.counts();
   std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
-  std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events; the program {}\n", c.kernels, c.tensors,
-                           c.events(), how_it_ended(end, reason));
+  const uint32_t processes = rings.traced_processes();
+  std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events{}; the program {}\n", c.kernels, c.tensors,
+                           c.events(), processes > 1 ? fmt::format(" from {} processes", processes) : "",
+                           how_it_ended(end, reason));
+  if (rings.refused_processes() > 0)
+    std::cerr << fmt::format("fpscope: warning: {} processes ran untraced: a trace takes {} processes at most\n",
+                             rings.refused_processes(), kMaxRings);
   if (w.trap().seen) {
     const std::string& m = w.trap().message;  // the injector's message may carry the prefix already
     std::cerr << (m.rfind("fpscope:", 0) == 0 ? "" : "fpscope: trap: ") << m << "\n";
@@ -209,20 +215,27 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingConsumer
   if (c.kernels == 0) std::cerr << "fpscope: no kernels were seen — does the program use libmpt_kernels?\n";
   if (c.lost_to_storage > 0)
     std::cerr << fmt::format("fpscope: warning: {} records could not be stored: {}\n", c.lost_to_storage, w.error());
-  if (ring.dropped_records() > 0)
+  if (rings.dropped_records() > 0)
     std::cerr << fmt::format("fpscope: warning: {} records were dropped because the collector stalled\n",
-                             ring.dropped_records());
+                             rings.dropped_records());
 }
 
-// Drains the ring into the trace until the program ends, forwarding interrupts; then drains what is
-// left. Reports a storage failure once and keeps draining so that the program never blocks on a
+// Drains the rings into the trace until the program ends, forwarding interrupts; then drains what
+// is left. Reports a storage failure once and keeps draining so that the program never blocks on a
 // full ring.
-ChildEnd collect(ChildProcess& child, RingConsumer& ring, TraceWriter& writer, InterruptForwarder& interrupts) {
+ChildEnd collect(ChildProcess& child, RingSet& rings, TraceWriter& writer, InterruptForwarder& interrupts,
+                 bool quiet) {
   bool failure_reported = false;
-  auto store = [&](const wire::RecordHeader* r) { writer.on_record(r); };
+  std::string adopt_error;
+  bool adopt_error_reported = false;
   std::optional<ChildEnd> end;
   while (!end) {
-    const std::size_t n = ring.drain(store);
+    rings.adopt_ready(&adopt_error);
+    if (!adopt_error.empty() && !adopt_error_reported && !quiet) {
+      adopt_error_reported = true;
+      say_error("warning: a traced process's ring cannot be read, its records are lost: " + adopt_error);
+    }
+    const std::size_t n = rings.drain(writer);
     interrupts.forward_to(child.pid());
     if (writer.failed() && !failure_reported) {
       failure_reported = true;
@@ -235,15 +248,19 @@ ChildEnd collect(ChildProcess& child, RingConsumer& ring, TraceWriter& writer, I
     writer.commit_if_due();  // readers of the live trace see what arrived, 50 ms late at most
     nap();
   }
-  while (ring.drain(store) != 0) {
+  // The program is gone; processes it left behind may still write (they are not waited for).
+  rings.adopt_ready(&adopt_error);
+  while (rings.drain(writer) != 0) {
   }
   return *end;
 }
 
-void write_ring_meta(TraceWriter& w, const RingConsumer& ring) {
-  w.set_meta("dropped_records", std::to_string(ring.dropped_records()));
-  w.set_meta("producer_waits", std::to_string(ring.producer_waits()));
-  w.set_meta("corrupt_ring_records", std::to_string(ring.corrupt_records()));
+void write_ring_meta(TraceWriter& w, const RingSet& rings) {
+  w.set_meta("dropped_records", std::to_string(rings.dropped_records()));
+  w.set_meta("producer_waits", std::to_string(rings.producer_waits()));
+  w.set_meta("corrupt_ring_records", std::to_string(rings.corrupt_records()));
+  w.set_meta("traced_processes", std::to_string(rings.traced_processes()));
+  w.set_meta("untraced_processes", std::to_string(rings.refused_processes()));
 }
 
 }  // namespace
@@ -274,8 +291,8 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   remove_orphaned_rings();  // rings left by collectors that were killed (SIGKILL cannot clean up)
-  auto ring = RingConsumer::create(ring_name(), ring_slots_for(o.ring_mib), &error);
-  if (!ring) {
+  auto first_ring = RingConsumer::create(ring_name(), ring_slots_for(o.ring_mib), &error);
+  if (!first_ring) {
     say_error(error + " (is /dev/shm mounted and large enough for --ring-size?)");
     return kExitSetupFailed;
   }
@@ -285,14 +302,15 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   const int64_t start_ns = realtime_ns();
-  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), ring->slot_count(), ring->name(),
+  RingSet rings(std::move(first_ring));
+  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), rings.slot_count(), rings.name(),
                              variables_of_interest(user_environment())});
   writer->commit();
 
   InterruptForwarder interrupts;
   // An inherited SIG_IGN for SIGCHLD would reap the child behind waitpid's back.
   signal(SIGCHLD, SIG_DFL);
-  auto child = ChildProcess::spawn(*program, o.program, program_environment(o, ring->name(), inject, paths), &error);
+  auto child = ChildProcess::spawn(*program, o.program, program_environment(o, rings.name(), inject, paths), &error);
   if (!child) {
     say_error(error);
     writer.reset();
@@ -300,15 +318,15 @@ int run_main(int argc, char** argv) {
     return kExitNotExecutable;
   }
   writer->set_meta("traced_pid", std::to_string(child->pid()));
-  const ChildEnd end = collect(*child, *ring, *writer, interrupts);
+  const ChildEnd end = collect(*child, rings, *writer, interrupts, o.quiet);
 
   const contract::RunEnd reason = run_end(end, *writer, interrupts.first_received());
   write_end_meta(*writer, end, reason, realtime_ns());
-  write_ring_meta(*writer, *ring);
+  write_ring_meta(*writer, rings);
   if (interrupts.first_received()) writer->set_meta("interrupted_by", signal_name(interrupts.first_received()));
   const bool stored = writer->finish();
   if (!stored) say_error("the trace is incomplete: " + writer->error());
-  if (!o.quiet) print_summary(o, *writer, *ring, end, reason);
+  if (!o.quiet) print_summary(o, *writer, rings, end, reason);
   const int status = end.shell_status();
   return status == 0 && !stored ? kExitSetupFailed : status;
 }

@@ -72,8 +72,6 @@ const char* scale_event_name(wire::ScaleEvent e) {
   return "unchanged";
 }
 
-int64_t string_or_empty(uint32_t id) { return id ? int64_t{id} : kEmptyStringId; }
-
 void bind_step(sql::Statement& st, int i, int64_t step) { step < 0 ? st.bind_null(i) : st.bind(i, step); }
 
 }  // namespace
@@ -107,10 +105,35 @@ void TraceWriter::Impl::dispatch(const wire::RecordHeader* h) {
 }
 
 ThreadState& TraceWriter::Impl::thread_state(uint32_t thread) {
-  if (last_thread_state && last_thread == thread) return *last_thread_state;
-  last_thread = thread;
-  last_thread_state = &threads[thread];  // unordered_map keeps element addresses stable
-  return *last_thread_state;
+  Source& s = *src;
+  if (s.last_thread_state && s.last_thread == thread) return *s.last_thread_state;
+  s.last_thread = thread;
+  s.last_thread_state = &s.threads[thread];  // unordered_map keeps element addresses stable
+  return *s.last_thread_state;
+}
+
+// [SECTION] Sources ---------------------------------------------------------------------------------
+
+void TraceWriter::Impl::select_source(uint32_t index) {
+  if (src != nullptr && src->index == index) return;
+  if (sources.size() <= index) sources.resize(index + 1);
+  if (!sources[index]) {
+    sources[index] = std::make_unique<Source>();
+    sources[index]->index = index;
+    sources[index]->id_base = int64_t{index} << kSourceIdShift;
+  }
+  src = sources[index].get();
+}
+
+int64_t TraceWriter::Impl::sid(uint32_t wire_string) {
+  if (wire_string == 0) return kEmptyStringId;
+  std::vector<int64_t>& ids = src->string_ids;
+  if (wire_string < ids.size() && ids[wire_string] != 0) return ids[wire_string];
+  // Referred to before (or without) its String record: an id of its own, named at finish if the
+  // text never comes (add_missing_strings).
+  if (wire_string >= (1u << 24)) return next_string_id++;
+  ids.resize(std::max<std::size_t>(ids.size(), wire_string + 1));
+  return ids[wire_string] = next_string_id++;
 }
 
 // [SECTION] Strings, process, meta ------------------------------------------------------------------
@@ -122,19 +145,49 @@ void TraceWriter::Impl::handle(const wire::StringRecord& r) {
     return;
   }
   const std::string_view value(r.bytes, r.length);
-  insert_string.bind(1, r.id);
-  insert_string.bind(2, value);
-  insert_string.run();
-  row_written();
-  ++counts.strings;
+  Source& s = *src;
   if (r.id < (1u << 24)) {
-    if (strings.size() <= r.id) strings.resize(r.id + 1);
-    strings[r.id] = value;
+    if (s.strings.size() <= r.id) s.strings.resize(r.id + 1);
+    s.strings[r.id] = value;
+    if (s.string_ids.size() <= r.id) s.string_ids.resize(r.id + 1);
   }
-  if (value == contract::kTrainerNvtxDomain) mptrain_domain_id = r.id;
+  // One id per text in the whole trace: a text another process sent already keeps its id.
+  auto [known, added] = string_by_text.try_emplace(std::string(value), 0);
+  int64_t* mapped = r.id < s.string_ids.size() ? &s.string_ids[r.id] : nullptr;
+  if (!added && (mapped == nullptr || *mapped == 0 || *mapped == known->second)) {
+    if (mapped) *mapped = known->second;
+  } else {
+    // A new text, or one whose wire id was referred to before it arrived (its id is taken).
+    const int64_t id = mapped && *mapped != 0 ? *mapped : next_string_id++;
+    if (mapped) *mapped = id;
+    if (added) known->second = id;
+    insert_string.bind(1, id);
+    insert_string.bind(2, value);
+    insert_string.run();
+    row_written();
+    ++counts.strings;
+  }
+  if (value == contract::kTrainerNvtxDomain) s.mptrain_domain = r.id;
 }
 
 void TraceWriter::Impl::handle(const wire::ProcessRecord& r) {
+  src->rank = r.rank;
+  src->announced = true;
+  sql::Statement& st = insert_process;
+  st.bind(1, src->index);
+  st.bind(2, r.rank);
+  r.local_rank >= 0 ? st.bind(3, r.local_rank) : st.bind_null(3);
+  r.world_size >= 0 ? st.bind(4, r.world_size) : st.bind_null(4);
+  st.bind(5, r.pid);
+  st.bind(6, string_value(r.host));
+  r.rank_source ? st.bind(7, string_value(r.rank_source)) : st.bind_null(7);
+  st.bind(8, string_value(r.exe));
+  st.bind(9, string_value(r.options));
+  st.bind(10, r.start_ns);
+  st.bind(11, r.mono_ns);
+  st.run();
+  row_written();
+  if (src->index != 0) return;  // meta describes the first traced process; `processes` all of them
   set_meta("traced_pid", std::to_string(r.pid));
   set_meta("traced_protocol_version", std::to_string(r.protocol));
   set_meta("traced_exe", string_value(r.exe));
@@ -152,10 +205,11 @@ void TraceWriter::Impl::handle(const wire::TextRecord& r) {
 
 void TraceWriter::Impl::handle(const wire::TrapRecord& r) {
   trap.seen = true;
-  trap.kernel_id = r.seq;
+  trap.kernel_id = static_cast<uint64_t>(kernel_id(r.seq));
   trap.t_ns = r.t_ns;
   trap.message = string_value(r.reason);
-  set_meta("trap.kernel_id", std::to_string(r.seq));
+  set_meta("trap.kernel_id", std::to_string(trap.kernel_id));
+  set_meta("trap.rank", std::to_string(src->rank));
   set_meta("trap.t_ns", std::to_string(r.t_ns));
   set_meta("trap.message", trap.message);
 }
@@ -164,17 +218,18 @@ void TraceWriter::Impl::handle(const wire::TrapRecord& r) {
 
 void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
   sql::Statement& st = insert_kernel;
-  st.bind(1, r.seq);
+  st.bind(1, kernel_id(r.seq));
   st.bind(2, r.start_ns);
   st.bind(3, r.end_ns);
-  st.bind(4, string_or_empty(r.kernel));
-  st.bind_id_or_null(5, r.layer);
-  st.bind_id_or_null(6, r.phase);
+  st.bind(4, sid(r.kernel));
+  r.layer ? st.bind(5, sid(r.layer)) : st.bind_null(5);
+  r.phase ? st.bind(6, sid(r.phase)) : st.bind_null(6);
   bind_step(st, 7, r.step);
   st.bind(8, r.h.thread);
   st.bind(9, uint32_t{r.device});
   st.bind(10, r.status);
   st.bind(11, uint32_t{r.sampled});
+  st.bind(12, src->rank);
   st.run();
   row_written();
   ++counts.kernels;
@@ -186,9 +241,13 @@ void TraceWriter::Impl::handle(const wire::TensorStatsRecord& r) {
   t.active = true;
   t.row_id = next_tensor_id++;
   t.stats = r;
+  t.kernel_id = kernel_id(r.seq);
+  t.name_id = sid(r.name);
+  t.uid = alloc_id(r.tensor_id);
+  t.rank = src->rank;
   t.has_formats = false;
   t.has_histogram = false;
-  recent_tensors.remember(r.seq, role_slot_of(r), t.row_id);
+  src->recent_tensors.remember(r.seq, role_slot_of(r), t.row_id);
 }
 
 void TraceWriter::Impl::flush_tensor(PendingTensor& t) {
@@ -219,11 +278,11 @@ void TraceWriter::Impl::bind_tensor(sql::Statement& st, int first, const Pending
   const wire::TensorStatsRecord& s = t.stats;
   const int at = first - 1;
   st.bind(at + 1, t.row_id);
-  st.bind(at + 2, s.seq);
+  st.bind(at + 2, t.kernel_id);
   st.bind_static(at + 3, s.role == wire::Role::Output ? "out" : "in");
   st.bind(at + 4, uint32_t{s.slot});
-  st.bind_id_or_null(at + 5, s.tensor_id);
-  st.bind(at + 6, string_or_empty(s.name));
+  t.uid ? st.bind(at + 5, t.uid) : st.bind_null(at + 5);
+  st.bind(at + 6, t.name_id);
   st.bind(at + 7, uint32_t{s.dtype});
   st.bind(at + 8, shape_json(s));
   const uint64_t counters[] = {s.count, s.nan, s.pos_inf, s.neg_inf, s.zero, s.subnormal};
@@ -240,16 +299,20 @@ void TraceWriter::Impl::bind_tensor(sql::Statement& st, int first, const Pending
   }
   if (t.has_histogram) st.bind_static(at + 37, t.histogram);
   else st.bind_null(at + 37);
+  st.bind(at + 38, t.rank);
 }
 
 void TraceWriter::Impl::flush_all_tensors() {
-  for (auto& [thread, ts] : threads)
-    if (ts.tensor.active) flush_tensor(ts.tensor);
+  for (auto& source : sources) {
+    if (!source) continue;
+    for (auto& [thread, ts] : source->threads)
+      if (ts.tensor.active) flush_tensor(ts.tensor);
+  }
   insert_ready_tensors();
 }
 
 std::optional<int64_t> TraceWriter::Impl::tensor_row(uint64_t seq, uint8_t role_slot) const {
-  return recent_tensors.find(seq, role_slot);
+  return src->recent_tensors.find(seq, role_slot);
 }
 
 // The thread's tensor in assembly if the record belongs to it, else nullptr.
@@ -329,12 +392,13 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   }
   sql::Statement& st = insert_nonfinite;
   st.bind(1, *row);
-  st.bind(2, r.seq);
+  st.bind(2, kernel_id(r.seq));
   st.bind(3, std::string_view(nonfinite_kind_name(r.kind)));
   st.bind(4, r.first_index);
   st.bind(5, r.first_bits);
   st.bind(6, uint32_t{r.origin});
   st.bind(7, uint32_t{r.allowed});
+  st.bind(8, src->rank);
   st.run();
   row_written();
   ++counts.nonfinite;
@@ -362,7 +426,7 @@ void TraceWriter::Impl::handle(const wire::DumpRecord& r) {
 void TraceWriter::Impl::handle(const wire::NvtxPushRecord& r) {
   ThreadState& ts = thread_state(r.h.thread);
   RangeKind kind = RangeKind::Range;
-  if (mptrain_domain_id != 0 && r.domain == mptrain_domain_id) {
+  if (src->mptrain_domain != 0 && r.domain == src->mptrain_domain) {
     switch (static_cast<contract::NvtxCategory>(r.category)) {
       case contract::NvtxCategory::Step: kind = RangeKind::Step; break;
       case contract::NvtxCategory::Phase: kind = RangeKind::Phase; break;
@@ -374,23 +438,24 @@ void TraceWriter::Impl::handle(const wire::NvtxPushRecord& r) {
   if (kind == RangeKind::Step && r.payload_kind == 1) step = r.payload_i;
   if (kind == RangeKind::Step && r.payload_kind == 2 && std::isfinite(r.payload_f))
     step = static_cast<int64_t>(r.payload_f);
-  ts.ranges.push_back({next_range_id++, r.t_ns, static_cast<int32_t>(ts.ranges.size()), kind,
-                       r.message, r.domain, step});
+  ts.ranges.push_back({next_range_id++, r.t_ns, static_cast<int32_t>(ts.ranges.size()), kind, sid(r.message),
+                       r.domain, r.domain ? sid(r.domain) : 0, step});
 }
 
 void TraceWriter::Impl::handle(const wire::NvtxPopRecord& r) {
   auto& ranges = thread_state(r.h.thread).ranges;
   // A pop closes the innermost open range of its domain on this thread.
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
-    if (it->domain_id != r.domain) continue;
-    insert_range(*it, r.t_ns, r.h.thread);
+    if (it->domain != r.domain) continue;
+    insert_range(*it, r.t_ns, r.h.thread, src->rank);
     ranges.erase(std::next(it).base());
     return;
   }
   ++counts.unmatched_events;
 }
 
-void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64_t> end_ns, uint32_t thread) {
+void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64_t> end_ns, uint32_t thread,
+                                     int32_t rank) {
   sql::Statement& st = insert_range_row;
   st.bind(1, range.row_id);
   st.bind(2, range.start_ns);
@@ -398,9 +463,10 @@ void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64
   st.bind(4, thread);
   st.bind(5, range.depth);
   st.bind(6, std::string_view(range_kind_name(range.kind)));
-  st.bind(7, string_or_empty(range.name_id));
-  st.bind_id_or_null(8, range.domain_id);
+  st.bind(7, range.name_id);
+  range.domain_id ? st.bind(8, range.domain_id) : st.bind_null(8);
   range.step ? st.bind(9, *range.step) : st.bind_null(9);
+  st.bind(10, rank);
   st.run();
   row_written();
   ++counts.nvtx_ranges;
@@ -408,9 +474,12 @@ void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64
 
 // Ranges the program never closed (it ended inside them) are written with end_ns NULL.
 void TraceWriter::Impl::close_open_ranges() {
-  for (auto& [thread, ts] : threads) {
-    for (const OpenRange& r : ts.ranges) insert_range(r, std::nullopt, thread);
-    ts.ranges.clear();
+  for (auto& source : sources) {
+    if (!source) continue;
+    for (auto& [thread, ts] : source->threads) {
+      for (const OpenRange& r : ts.ranges) insert_range(r, std::nullopt, thread, source->rank);
+      ts.ranges.clear();
+    }
   }
 }
 
@@ -421,9 +490,9 @@ std::optional<int64_t> TraceWriter::Impl::current_step(uint32_t thread) const {
       if (it->kind == RangeKind::Step) return it->step;
     return std::nullopt;
   };
-  if (auto own = threads.find(thread); own != threads.end())
+  if (auto own = src->threads.find(thread); own != src->threads.end())
     if (auto s = innermost_step(own->second)) return s;
-  for (const auto& [t, ts] : threads)
+  for (const auto& [t, ts] : src->threads)
     if (auto s = innermost_step(ts)) return s;
   return std::nullopt;
 }
@@ -431,53 +500,56 @@ std::optional<int64_t> TraceWriter::Impl::current_step(uint32_t thread) const {
 // [SECTION] Memory, loss scale, scalars -------------------------------------------------------------
 
 void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
-  live_allocations[r.id] = {r.bytes, r.name, r.category, r.device};
+  Allocation& a = src->live_allocations[r.id];
+  a = {r.bytes, sid(r.name), r.category, r.device};
   sql::Statement& st = insert_memory;
   st.bind(1, r.t_ns);
   st.bind(2, std::string_view("alloc"));
-  st.bind(3, r.id);
+  st.bind(3, alloc_id(r.id));
   st.bind(4, r.bytes);
   st.bind(5, uint32_t{r.category});
-  st.bind(6, string_or_empty(r.name));
+  st.bind(6, a.name_id);
   st.bind(7, uint32_t{r.device});
   auto step = current_step(r.h.thread);
   step ? st.bind(8, *step) : st.bind_null(8);
+  st.bind(9, src->rank);
   st.run();
-  live_allocations[r.id].row = sqlite3_last_insert_rowid(db.handle());
+  a.row = sqlite3_last_insert_rowid(db.handle());
   row_written();
   ++counts.memory_events;
 }
 
 void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
-  auto it = live_allocations.find(r.id);
-  if (it == live_allocations.end()) {
+  auto it = src->live_allocations.find(r.id);
+  if (it == src->live_allocations.end()) {
     ++counts.unmatched_events;
     return;
   }
   it->second.category = r.category;
-  it->second.name_id = r.name;
-  relabel_memory.bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, string_or_empty(r.name));
+  it->second.name_id = sid(r.name);
+  relabel_memory.bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
   relabel_memory.run();
 }
 
 void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
-  auto it = live_allocations.find(r.id);
-  if (it == live_allocations.end()) {
+  auto it = src->live_allocations.find(r.id);
+  if (it == src->live_allocations.end()) {
     ++counts.unmatched_events;  // its Alloc was never received: nothing to attribute it to
     return;
   }
   const Allocation a = it->second;
-  live_allocations.erase(it);
+  src->live_allocations.erase(it);
   sql::Statement& st = insert_memory;
   st.bind(1, r.t_ns);
   st.bind(2, std::string_view("free"));
-  st.bind(3, r.id);
+  st.bind(3, alloc_id(r.id));
   st.bind(4, r.bytes ? r.bytes : a.bytes);
   st.bind(5, uint32_t{a.category});
-  st.bind(6, string_or_empty(a.name_id));
+  st.bind(6, a.name_id);
   st.bind(7, uint32_t{a.device});
   auto step = current_step(r.h.thread);
   step ? st.bind(8, *step) : st.bind_null(8);
+  st.bind(9, src->rank);
   st.run();
   row_written();
   ++counts.memory_events;
@@ -485,7 +557,7 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
 
 void TraceWriter::Impl::handle(const wire::LossScaleRecord& r) {
   sql::Statement& st = insert_loss_scale;
-  st.bind(1, r.seq);
+  st.bind(1, kernel_id(r.seq));
   st.bind(2, r.t_ns);
   bind_step(st, 3, r.step);
   st.bind(4, r.scale_before);
@@ -494,6 +566,7 @@ void TraceWriter::Impl::handle(const wire::LossScaleRecord& r) {
   st.bind(7, uint32_t{r.found_inf ? 1u : 0u});
   st.bind(8, std::string_view(scale_event_name(r.event)));
   st.bind(9, r.growth_tracker);
+  st.bind(10, src->rank);
   st.run();
   row_written();
   ++counts.loss_scale;
@@ -503,11 +576,27 @@ void TraceWriter::Impl::handle(const wire::ScalarRecord& r) {
   sql::Statement& st = insert_scalar;
   st.bind(1, r.t_ns);
   bind_step(st, 2, r.step);
-  st.bind(3, string_or_empty(r.name));
+  st.bind(3, sid(r.name));
   st.bind(4, r.value);  // NaN binds NULL
+  st.bind(5, src->rank);
   st.run();
   row_written();
   ++counts.scalars;
+}
+
+void TraceWriter::Impl::handle(const wire::ProcessExitRecord& r) {
+  src->exited = true;
+  end_process.bind(1, src->index).bind(2, std::string_view("exited")).bind(3, r.t_ns);
+  end_process.run();
+}
+
+// Processes that never said they exit were killed or crashed (or their last records were lost).
+void TraceWriter::Impl::finish_processes() {
+  for (const auto& source : sources) {
+    if (!source || !source->announced || source->exited) continue;
+    end_process.bind(1, source->index).bind(2, std::string_view("vanished")).bind_null(3);
+    end_process.run();
+  }
 }
 
 // [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------
@@ -516,12 +605,13 @@ void TraceWriter::Impl::handle(const wire::CudaKernelRecord& r) {
   sql::Statement& st = insert_cuda_kernel;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
-  st.bind(3, string_or_empty(r.name));
+  st.bind(3, sid(r.name));
   st.bind(4, r.correlation_id);
   st.bind(5, r.device);
   st.bind(6, r.stream);
   for (int i = 0; i < 3; ++i) st.bind(7 + i, r.grid[i]);
   for (int i = 0; i < 3; ++i) st.bind(10 + i, r.block[i]);
+  st.bind(13, src->rank);
   st.run();
   row_written();
   ++counts.cuda_activity;
@@ -538,6 +628,7 @@ void TraceWriter::Impl::handle(const wire::CudaMemcpyRecord& r) {
   st.bind(7, r.correlation_id);
   st.bind(8, r.device);
   st.bind(9, r.stream);
+  st.bind(10, src->rank);
   st.run();
   row_written();
   ++counts.cuda_activity;
@@ -552,6 +643,7 @@ void TraceWriter::Impl::handle(const wire::CudaMemsetRecord& r) {
   st.bind(5, r.correlation_id);
   st.bind(6, r.device);
   st.bind(7, r.stream);
+  st.bind(8, src->rank);
   st.run();
   row_written();
   ++counts.cuda_activity;
@@ -570,6 +662,7 @@ void TraceWriter::Impl::handle(const wire::CudaMemoryRecord& r) {
   st.bind(5, uint32_t{r.memory_kind});
   st.bind(6, r.device);
   st.bind(7, r.stream);
+  st.bind(8, src->rank);
   st.run();
   row_written();
   ++counts.cuda_activity;

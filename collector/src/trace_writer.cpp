@@ -19,7 +19,7 @@ std::string insert_tensors_sql(int rows) {
       " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
       " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
       " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
-      " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist) VALUES ";
+      " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist, rank) VALUES ";
   std::string row = "(?";
   for (int c = 1; c < TraceWriter::Impl::kTensorColumns; ++c) row += ",?";
   row += ")";
@@ -52,38 +52,44 @@ TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
       insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
       insert_kernel(db,
                     "INSERT INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
-                    " thread, device, status, sampled) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
+                    " thread, device, status, sampled, rank) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
       insert_tensor(db, insert_tensors_sql(1)),
       insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert)),
       update_tensor_formats(db, kUpdateFormats),
       update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2 WHERE id = ?1"),
       insert_nonfinite(db,
-                       "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin, allowed)"
-                       " VALUES (?,?,?,?,?,?,?)"),
+                       "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin, allowed,"
+                       " rank) VALUES (?,?,?,?,?,?,?,?)"),
       insert_range_row(db,
                        "INSERT INTO nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id,"
-                       " domain_id, step) VALUES (?,?,?,?,?,?,?,?,?)"),
+                       " domain_id, step, rank) VALUES (?,?,?,?,?,?,?,?,?,?)"),
       insert_memory(db,
-                    "INSERT INTO memory_events (t_ns, kind, alloc_id, bytes, category, name_id, device, step)"
-                    " VALUES (?,?,?,?,?,?,?,?)"),
+                    "INSERT INTO memory_events (t_ns, kind, alloc_id, bytes, category, name_id, device, step, rank)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)"),
       relabel_memory(db, "UPDATE memory_events SET category = ?2, name_id = ?3 WHERE id = ?1"),
       insert_loss_scale(db,
                         "INSERT INTO loss_scale (kernel_id, t_ns, step, scale_before, scale_after, found_inf,"
-                        " skipped, event, growth_tracker) VALUES (?,?,?,?,?,?,?,?,?)"),
-      insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value) VALUES (?,?,?,?)"),
+                        " skipped, event, growth_tracker, rank) VALUES (?,?,?,?,?,?,?,?,?,?)"),
+      insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value, rank) VALUES (?,?,?,?,?)"),
       insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)"),
       insert_cuda_kernel(db,
                          "INSERT INTO cuda_kernels (start_ns, end_ns, name_id, correlation_id, device, stream,"
-                         " grid_x, grid_y, grid_z, block_x, block_y, block_z) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+                         " grid_x, grid_y, grid_z, block_x, block_y, block_z, rank)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
       insert_cuda_memcpy(db,
                          "INSERT INTO cuda_memcpy (start_ns, end_ns, bytes, kind, src_kind, dst_kind,"
-                         " correlation_id, device, stream) VALUES (?,?,?,?,?,?,?,?,?)"),
+                         " correlation_id, device, stream, rank) VALUES (?,?,?,?,?,?,?,?,?,?)"),
       insert_cuda_memset(db,
                          "INSERT INTO cuda_memset (start_ns, end_ns, bytes, value, correlation_id, device,"
-                         " stream) VALUES (?,?,?,?,?,?,?)"),
+                         " stream, rank) VALUES (?,?,?,?,?,?,?,?)"),
       insert_cuda_memory(db,
-                         "INSERT INTO cuda_memory (t_ns, kind, bytes, address, memory_kind, device, stream)"
-                         " VALUES (?,?,?,?,?,?,?)") {
+                         "INSERT INTO cuda_memory (t_ns, kind, bytes, address, memory_kind, device, stream, rank)"
+                         " VALUES (?,?,?,?,?,?,?,?)"),
+      insert_process(db,
+                     "INSERT OR REPLACE INTO processes (id, rank, local_rank, world_size, pid, host, rank_source, exe,"
+                     " injector_options, realtime_ns, monotonic_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
+      end_process(db, "UPDATE processes SET ended = ?2, exit_ns = ?3 WHERE id = ?1") {
+  select_source(0);
   begin_if_needed();
   insert_string.bind(1, kEmptyStringId);
   insert_string.bind(2, std::string_view());
@@ -159,7 +165,7 @@ void TraceWriter::Impl::set_meta(const std::string& key, const std::string& valu
 
 const std::string& TraceWriter::Impl::string_value(uint32_t id) const {
   static const std::string kNone;
-  return id < strings.size() ? strings[id] : kNone;
+  return id < src->strings.size() ? src->strings[id] : kNone;
 }
 
 // [SECTION] Finishing -------------------------------------------------------------------------------
@@ -223,6 +229,7 @@ bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
     begin_if_needed();
     flush_all_tensors();
     close_open_ranges();
+    finish_processes();
     add_missing_strings();
     write_counts();
     if (!commit()) return false;
@@ -262,7 +269,7 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
 TraceWriter::TraceWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TraceWriter::~TraceWriter() = default;
 
-void TraceWriter::on_record(const wire::RecordHeader* record) {
+void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
   Impl& w = *impl_;
   ++w.counts.records;
   if (w.failed()) {
@@ -271,6 +278,7 @@ void TraceWriter::on_record(const wire::RecordHeader* record) {
   }
   try {
     w.begin_if_needed();
+    w.select_source(source);
     w.dispatch(record);
     w.maybe_commit();
   } catch (const sql::Error& e) {

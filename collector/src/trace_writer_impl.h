@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -21,6 +22,12 @@ inline constexpr int64_t kEmptyStringId = int64_t{1} << 32;
 struct PendingTensor {
   bool active = false;
   int64_t row_id = 0;
+  // The record's ids in the trace's terms (Source): bound when the row is written, by which time
+  // records of another process may be in hand.
+  int64_t kernel_id = 0;
+  int64_t name_id = 0;
+  int64_t uid = 0;  // 0: none
+  int32_t rank = 0;
   wire::TensorStatsRecord stats{};
   bool has_formats = false;
   wire::FormatCounts formats[wire::kFormatCount]{};
@@ -64,8 +71,9 @@ struct OpenRange {
   int64_t start_ns;
   int32_t depth;
   RangeKind kind;
-  uint32_t name_id;
-  uint32_t domain_id;
+  int64_t name_id;     // trace string id
+  uint32_t domain;     // the wire's domain string id: a pop closes a range of its domain
+  int64_t domain_id;   // trace string id, 0 for the default domain
   std::optional<int64_t> step;
 };
 
@@ -77,11 +85,32 @@ struct ThreadState {
 
 struct Allocation {
   uint64_t bytes;
-  uint32_t name_id;
+  int64_t name_id;  // trace string id
   uint8_t category;
   uint8_t device;
   int64_t row = 0;  // its alloc row in memory_events
 };
+
+// One traced process, one ring. Its records number strings, launches, allocations and threads in
+// its own terms; the writer maps them into the trace's: strings by their text (one id per text in
+// the whole trace), launches and allocations by adding id_base (the ring's number << 40, so the
+// first process keeps its own numbers), threads as they are (with the rank beside them).
+struct Source {
+  uint32_t index = 0;
+  int64_t id_base = 0;
+  int32_t rank = 0;
+  bool announced = false;
+  bool exited = false;
+  std::vector<int64_t> string_ids;   // wire id -> trace string id, 0 unknown
+  std::vector<std::string> strings;  // wire id -> text
+  uint32_t mptrain_domain = 0;       // the wire id of the string "mptrain", 0 until seen
+  std::unordered_map<uint32_t, ThreadState> threads;
+  uint32_t last_thread = 0;
+  ThreadState* last_thread_state = nullptr;
+  RecentTensors recent_tensors;
+  std::unordered_map<uint64_t, Allocation> live_allocations;
+};
+inline constexpr int kSourceIdShift = 40;
 
 class TraceWriter::Impl {
  public:
@@ -101,6 +130,7 @@ class TraceWriter::Impl {
   void handle(const wire::AllocRecord& r);
   void handle(const wire::FreeRecord& r);
   void handle(const wire::RelabelRecord& r);
+  void handle(const wire::ProcessExitRecord& r);
   void handle(const wire::LossScaleRecord& r);
   void handle(const wire::ScalarRecord& r);
   void handle(const wire::TextRecord& r);
@@ -115,11 +145,17 @@ class TraceWriter::Impl {
   void flush_all_tensors();             // every tensor in assembly, then the ready batch
   void insert_ready_tensors();          // the ready batch into `tensors`
   void bind_tensor(sql::Statement& st, int first, const PendingTensor& t);
-  void insert_range(const OpenRange& r, std::optional<int64_t> end_ns, uint32_t thread);
+  void insert_range(const OpenRange& r, std::optional<int64_t> end_ns, uint32_t thread, int32_t rank);
   void close_open_ranges();
   std::optional<int64_t> current_step(uint32_t thread) const;
   ThreadState& thread_state(uint32_t thread);
   std::optional<int64_t> tensor_row(uint64_t seq, uint8_t role_slot) const;
+
+  // [sources] the process whose records are in hand, and its ids in the trace's terms
+  void select_source(uint32_t index);
+  int64_t sid(uint32_t wire_string);  // 0 -> the empty string; unknown ids get a placeholder id
+  int64_t kernel_id(uint64_t seq) const { return src->id_base + static_cast<int64_t>(seq); }
+  int64_t alloc_id(uint64_t id) const { return id ? src->id_base + static_cast<int64_t>(id) : 0; }
 
   // [batching] (trace_writer.cpp)
   void begin_if_needed();
@@ -135,7 +171,8 @@ class TraceWriter::Impl {
   void write_counts();
   void run_finalize_script();
 
-  const std::string& string_value(uint32_t id) const;
+  const std::string& string_value(uint32_t id) const;  // of the source in hand
+  void finish_processes();
 
   sql::Database db;
   std::string dump_folder;
@@ -149,7 +186,7 @@ class TraceWriter::Impl {
   // Finished tensors are inserted kTensorsPerInsert at a time: one statement per row costs more
   // than the row itself for a table this wide.
   static constexpr int kTensorsPerInsert = 16;
-  static constexpr int kTensorColumns = 37;
+  static constexpr int kTensorColumns = 38;
   sql::Statement insert_tensor;
   sql::Statement insert_tensor_batch;
   PendingTensor ready_tensors[kTensorsPerInsert];
@@ -167,6 +204,8 @@ class TraceWriter::Impl {
   sql::Statement insert_cuda_memcpy;
   sql::Statement insert_cuda_memset;
   sql::Statement insert_cuda_memory;
+  sql::Statement insert_process;
+  sql::Statement end_process;
 
  private:
   bool in_transaction_ = false;
@@ -175,13 +214,10 @@ class TraceWriter::Impl {
   std::chrono::steady_clock::time_point batch_started_;
 
  public:
-  std::vector<std::string> strings;      // by wire id
-  uint32_t mptrain_domain_id = 0;        // the wire id of the string "mptrain", 0 until seen
-  std::unordered_map<uint32_t, ThreadState> threads;
-  uint32_t last_thread = 0;
-  ThreadState* last_thread_state = nullptr;
-  RecentTensors recent_tensors;
-  std::unordered_map<uint64_t, Allocation> live_allocations;
+  std::vector<std::unique_ptr<Source>> sources;  // by ring number
+  Source* src = nullptr;                         // the source of the record in hand
+  std::unordered_map<std::string, int64_t> string_by_text;
+  int64_t next_string_id = 1;
   int64_t next_tensor_id = 1;
   int64_t next_range_id = 1;
 };

@@ -105,6 +105,7 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   data->why = analysis::why(trace);
   report(status, "memory", 0.36);
   data->memory = analysis::memory(trace, 12);
+  data->ranks = analysis::ranks(trace);
   report(status, "value ranges", 0.38);
   data->ranges = analysis::ranges(trace, analysis::RangeGrouping::LayerKernel, analysis::RoleFilter::Outputs);
   data->bounds = analysis::time_bounds(trace);
@@ -147,6 +148,7 @@ analysis::ReportData report_data_of(const TraceData& d) {
   r.why = d.why;
   r.loss_scale = d.loss_scale;
   r.memory = d.memory;
+  r.ranks = d.ranks;
   r.ranges = std::make_pair(analysis::RangeView::Activations, analysis::view_ranges(d.layer_steps));
   return r;
 }

@@ -34,6 +34,7 @@ struct TraceData {
   analysis::LossScaleReport loss_scale;
   std::vector<analysis::StepRow> steps;
   analysis::MemoryReport memory;
+  analysis::RanksReport ranks;
   std::vector<analysis::MemoryPoint> memory_over_time;  // thinned for plotting
   std::vector<analysis::LayerStepCell> layer_steps;
   std::vector<std::string> layers;  // in first-seen order, for heat map rows

@@ -335,6 +335,54 @@ TEST(Analysis, SchemaOneTraceReadsAsNothingAllowed) {
   }
 }
 
+// A schema-2 trace (one process, no rank columns, no processes table) reads as rank 0 of one process,
+// with the same numbers as the trace it was made from.
+TEST(Analysis, SchemaTwoTraceReadsAsOneProcessOfRankZero) {
+  auto o = nan_run();
+  const auto current = make_trace("schema3", o);
+  const auto older = make_trace("schema2", o);
+  std::string drop;
+  for (const char* view : {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary", "v_op_ranges",
+                           "v_loss_scale", "v_memory_peak", "v_memory_peak_moment", "v_memory_timeline",
+                           "v_memory_live", "v_memory_deltas"})
+    drop += std::string("drop view ") + view + "; ";
+  drop += "drop index memory_events_by_rank_time; drop table processes; ";
+  // The tables as schema 2 had them: every column but rank.
+  for (const std::string table : {"nvtx_ranges", "kernels", "tensors", "nonfinite", "memory_events", "loss_scale",
+                                  "scalars", "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory"}) {
+    const std::string columns =
+        *sql_text(older, "select group_concat(name, ', ') from pragma_table_info('" + table + "') where name != 'rank'");
+    drop += "create table " + table + "_v2 as select " + columns + " from " + table + "; drop table " + table +
+            "; alter table " + table + "_v2 rename to " + table + "; ";
+  }
+  for (const char* table : {"summary_ranges", "summary_layer_steps", "summary_steps", "summary_nonfinite",
+                            "summary_memory", "summary_allocations", "summary_counts", "summary_ranks"})
+    drop += std::string("drop table ") + table + "; ";
+  sql_exec(older, drop + "update meta set value = '2' where key = 'schema_version'; pragma user_version = 2");
+  ASSERT_FALSE(sql_value(older, "select count(*) from pragma_table_info('kernels') where name = 'rank'").value_or(1));
+  auto a = Trace::open(current);
+  auto b = Trace::open(older);
+  EXPECT_EQ(b->schema_version(), 2);
+  EXPECT_EQ(summary(*b).ranks, 1);
+  EXPECT_EQ(summary(*b).kernels, summary(*a).kernels);
+  EXPECT_EQ(summary(*b).nonfinite_tensors, summary(*a).nonfinite_tensors);
+  const NonfiniteReport na = nonfinite(*a), nb = nonfinite(*b);
+  ASSERT_TRUE(nb.first_origin);
+  EXPECT_EQ(nb.first_origin->kernel_id, na.first_origin->kernel_id);
+  EXPECT_EQ(nb.first_origin->rank, 0);
+  EXPECT_EQ(memory(*b).peak_bytes, memory(*a).peak_bytes);
+  const RanksReport rb = ranks(*b);
+  ASSERT_EQ(rb.ranks.size(), 1u);
+  EXPECT_EQ(rb.ranks[0].rank, 0);
+  EXPECT_EQ(rb.ranks[0].kernels, summary(*a).kernels);
+  EXPECT_EQ(rb.first_origin_rank, 0);
+  const QueryResult q = b->query("select count(*), min(rank), max(rank) from kernels");
+  EXPECT_EQ(std::get<int64_t>(q.rows[0][0]), summary(*a).kernels);
+  EXPECT_EQ(std::get<int64_t>(q.rows[0][1]), 0);
+  EXPECT_EQ(std::get<int64_t>(b->query("select rank from v_first_nonfinite").rows[0][0]), 0);
+  EXPECT_EQ(std::get<int64_t>(b->query("select count(*) from processes").rows[0][0]), 1);
+}
+
 TEST(Analysis, RunningTraceOpensAndSaysSo) {
   auto o = nan_run();
   o.end_reason = "running";

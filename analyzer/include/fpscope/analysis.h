@@ -182,6 +182,7 @@ struct RunSummary {
   std::optional<int64_t> signal;                             // meta signal_number
   std::string signal_name;                                   // meta signal ("SIGKILL")
   int64_t steps = 0;                                         // distinct step ranges
+  int64_t ranks = 1;                                         // ranks traced (processes of a multi-process run)
   std::optional<int64_t> first_step, last_step;
   std::optional<int64_t> start_ns, end_ns;                   // first and last event
   int64_t kernels = 0, sampled_kernels = 0, tensors = 0, nonfinite_tensors = 0;
@@ -215,6 +216,7 @@ struct NonfiniteEvent {
   bool origin = false;     // all inputs finite: this kernel made it
   int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // in the whole tensor
   int64_t start_ns = 0;
+  int32_t rank = 0;        // of the process that launched it
 };
 
 struct NonfiniteByKernel {
@@ -434,6 +436,40 @@ struct MemoryReport {
   int64_t events = 0;
 };
 MemoryReport memory(const Trace& trace, std::size_t largest = 10);
+
+// [SECTION] Ranks ----------------------------------------------------------------------------------
+//
+// A trace of a multi-process run (MPI ranks, PyTorch DDP) holds every rank; one process is rank 0.
+
+struct RankRow {
+  int32_t rank = 0;
+  int64_t processes = 0;                 // traced processes with this rank (1 in an MPI run)
+  std::optional<int64_t> pid;
+  std::string host;
+  std::optional<std::string> ended;      // "exited", "vanished" (killed or crashed), unknown
+  int64_t kernels = 0, steps = 0;
+  int64_t nonfinite_tensors = 0;
+  std::optional<int64_t> first_origin_kernel_id, first_origin_step, first_origin_ns;
+  std::optional<int64_t> memory_peak_bytes;
+  int64_t loss_scale_events = 0, skipped_steps = 0;
+  int64_t slowest_steps = 0;  // steps in which this rank's step took longest
+  int64_t held_back_ns = 0;   // over those steps: how much longer than the other ranks' mean it took
+};
+
+struct RanksReport {
+  std::vector<RankRow> ranks;  // by rank
+  // The rank whose first NaN/Inf made from finite inputs came first, by time, and how long before
+  // the next rank's first origin (nullopt: no other rank made one). Times are each process's
+  // monotonic clock: comparable only between ranks of one host (same_host).
+  std::optional<int32_t> first_origin_rank;
+  std::optional<int64_t> first_origin_lead_ns;
+  bool same_host = true;
+  // Loss scale: steps that more than one rank recorded, and those where the ranks' scales or skip
+  // decisions differed.
+  int64_t loss_scale_steps_compared = 0, loss_scale_disagreements = 0;
+  std::optional<int64_t> first_disagreement_step;
+};
+RanksReport ranks(const Trace& trace);
 
 // Live bytes over time: one point after each event, thinned to at most max_points (0: all) while
 // keeping the peak.

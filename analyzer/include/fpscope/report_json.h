@@ -22,6 +22,7 @@ struct ReportData {
   std::optional<WhyReport> why;
   std::optional<LossScaleReport> loss_scale;
   std::optional<MemoryReport> memory;
+  std::optional<RanksReport> ranks;
   std::optional<std::pair<RangeView, std::vector<ViewRangeRow>>> ranges;
 };
 

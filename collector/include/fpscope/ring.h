@@ -9,6 +9,11 @@
 // the shared mapping and reaches the trace. A full ring makes the producer wait; after
 // kProducerWaitLimit without progress (the collector is gone) it drops records and counts them.
 //
+// Every traced process of a run has a ring of its own. The collector creates the first one; a process
+// that finds it owned by another (the ranks of an MPI run, the programs of a script) creates a
+// sibling ring "<first name>-<k>" of the same size and marks it ready in the first ring's header,
+// where the collector finds it and drains it like the first.
+//
 // Memory layout of the shared object: one RingHeader, then slot_count slots of kSlotBytes.
 // This header is self-contained (libc, pthread, rt) because the injector links it.
 #pragma once
@@ -33,6 +38,10 @@ inline constexpr auto kProducerWaitLimit = std::chrono::seconds(30);
 inline constexpr uint16_t kMaxRecordSlots = 256;
 inline constexpr uint64_t kMinRingSlots = 1024;
 
+// Rings of one run, the first included: one per traced process. A process beyond them runs
+// untraced and is counted (RingHeader::rings_refused).
+inline constexpr uint32_t kMaxRings = 256;
+
 struct alignas(64) RingHeader {
   uint64_t magic;
   uint32_t protocol;            // wire::kProtocolVersion
@@ -44,9 +53,17 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> tail;  // slots consumed by the collector (monotonic)
   alignas(64) std::atomic<uint64_t> dropped_records;  // records the producer gave up on
   std::atomic<uint64_t> producer_waits;   // times the producer found the ring full
+  // In the first ring's header only: the sibling rings of the run's other processes.
+  alignas(64) std::atomic<uint32_t> rings_created;  // sibling numbers handed out (1, 2, ...)
+  std::atomic<uint32_t> rings_refused;              // processes left untraced: kMaxRings reached
+  alignas(64) std::atomic<uint8_t> ring_ready[kMaxRings];  // [k]: sibling k is complete
 };
 static_assert(sizeof(RingHeader) % wire::kSlotBytes == 0);
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free &&
+              std::atomic<uint8_t>::is_always_lock_free);
+
+// The name of sibling ring k (1 .. kMaxRings - 1) of the run whose first ring is `first`.
+std::string sibling_ring_name(const std::string& first, uint32_t k);
 
 // Bytes of the shared object for a ring of `slot_count` slots.
 constexpr std::size_t ring_bytes(uint64_t slot_count) {
@@ -78,6 +95,12 @@ class RingProducer {
   // Maps the existing ring named `shm_name` (as in FPSCOPE_RING). On failure returns nullptr and
   // says why in *error.
   static std::unique_ptr<RingProducer> attach(const char* shm_name, std::string* error);
+
+  // For a process that found the first ring `first` (named `first_name`) owned by another: creates
+  // a sibling ring of the same size, owned by this process, and marks it ready for the collector.
+  // nullptr and *error when it cannot (kMaxRings reached: counted; the collector is gone; shm).
+  static std::unique_ptr<RingProducer> create_sibling(RingProducer& first, const std::string& first_name,
+                                                      std::string* error);
 
   // Takes ownership for this process (owner_pid 0 -> getpid()). True if it is now ours, also when
   // it already was; false if another process owns it.
@@ -122,6 +145,9 @@ class RingConsumer {
   // two, at least kMinRingSlots). Fails if the name exists.
   static std::unique_ptr<RingConsumer> create(const std::string& shm_name, uint64_t slot_count,
                                               std::string* error);
+  // Takes over a sibling ring a producer created (create_sibling): maps and checks it, and
+  // removes its name on destruction like a ring of its own.
+  static std::unique_ptr<RingConsumer> adopt(const std::string& shm_name, std::string* error);
   ~RingConsumer();
   RingConsumer(const RingConsumer&) = delete;
   RingConsumer& operator=(const RingConsumer&) = delete;
@@ -143,6 +169,12 @@ class RingConsumer {
   uint64_t producer_waits() const { return header()->producer_waits.load(std::memory_order_acquire); }
   uint64_t corrupt_records() const { return corrupt_records_; }
   int32_t owner_pid() const { return header()->owner_pid.load(std::memory_order_acquire); }
+  // The first ring's record of its siblings.
+  uint32_t rings_created() const { return header()->rings_created.load(std::memory_order_acquire); }
+  uint32_t rings_refused() const { return header()->rings_refused.load(std::memory_order_acquire); }
+  bool ring_ready(uint32_t k) const {
+    return k < kMaxRings && header()->ring_ready[k].load(std::memory_order_acquire) != 0;
+  }
   RingHeader* header() const { return map_->header(); }
 
  private:

@@ -1,6 +1,6 @@
 // Names of the collector's shared-memory rings, and the removal of rings whose collector is gone.
 //
-// A ring is named "/fpscope-<pid>-<start>-<random>" after the `fpscope run` that created it (its pid
+// A ring is named "/fpscope-<pid>-<start>-<random>" (its siblings add "-<k>") after the `fpscope run` that created it (its pid
 // and kernel start time, contract/process_identity.h). The collector removes its ring when it
 // ends; a collector killed with SIGKILL cannot, so every `fpscope run` first removes the rings whose
 // named collector no longer runs. A ring of a live collector, or a name in another form, is never
@@ -21,7 +21,7 @@ namespace fpscope {
 std::string ring_name_for(const contract::ProcessIdentity& collector, uint32_t random);
 
 // The collector named by a ring's name (with or without the leading '/'), or nullopt if the name
-// is not one ring_name_for() makes. Its boot_id is left empty: /dev/shm does not outlive a boot.
+// is not one ring_name_for() makes, or a sibling of one (sibling_ring_name(), ring.h). Its boot_id is left empty: /dev/shm does not outlive a boot.
 std::optional<contract::ProcessIdentity> ring_collector(std::string_view name);
 
 // Removes every ring in `shm_dir` (the folder behind shm_open, /dev/shm on Linux) whose collector

@@ -61,8 +61,9 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Stores one record (valid only during the call). Commits when a batch is due.
-  void on_record(const wire::RecordHeader* record);
+  // Stores one record (valid only during the call) of the process writing ring `source` (0 the
+  // first ring, k its sibling k). Commits when a batch is due.
+  void on_record(const wire::RecordHeader* record, uint32_t source = 0);
 
   // Sets a meta key (in the current batch).
   void set_meta(const std::string& key, const std::string& value);

@@ -17,7 +17,7 @@
 
 namespace fpscope::wire {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr std::size_t kSlotBytes = 64;
 
 enum class RecordType : uint16_t {
@@ -43,6 +43,7 @@ enum class RecordType : uint16_t {
   CudaMemset = 19,    //   one memset
   CudaMemory = 20,    //   one device allocation or release
   Relabel = 21,       // an allocation's category and name, learnt after its Alloc
+  ProcessExit = 22,   // the traced process is exiting normally (its last record)
   Count
 };
 
@@ -82,7 +83,12 @@ struct ProcessRecord {
   int64_t mono_ns;     // CLOCK_MONOTONIC at the same moment; every other time is monotonic
   uint32_t exe;        // string id: /proc/self/exe
   uint32_t options;    // string id: the selection options the injector runs with
-  uint8_t reserved[24];
+  int32_t rank;        // from the launcher's environment (contract/launcher_rank.h); 0 if none
+  int32_t local_rank;  // -1 if the launcher gave none
+  int32_t world_size;  // -1 if the launcher gave none
+  uint32_t host;       // string id: the host name
+  uint32_t rank_source;// string id: the variable the rank came from, 0 if none
+  uint8_t reserved[4];
 };
 static_assert(sizeof(ProcessRecord) == 64);
 
@@ -232,6 +238,15 @@ struct RelabelRecord {
 };
 static_assert(sizeof(RelabelRecord) == 64);
 
+// Written while the process exits through exit() or a return from main; a process killed by a
+// signal, or one that crashed, never sends it.
+struct ProcessExitRecord {
+  RecordHeader h;
+  int64_t t_ns;
+  uint8_t reserved[48];
+};
+static_assert(sizeof(ProcessExitRecord) == 64);
+
 // Read off one amp_update_scale launch.
 enum class ScaleEvent : uint8_t { Unchanged = 0, Growth = 1, Backoff = 2 };
 struct LossScaleRecord {
@@ -374,7 +389,8 @@ constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
   X(CudaMemcpy, CudaMemcpyRecord, false)              \
   X(CudaMemset, CudaMemsetRecord, false)              \
   X(CudaMemory, CudaMemoryRecord, false)              \
-  X(Relabel, RelabelRecord, false)
+  X(Relabel, RelabelRecord, false)                    \
+  X(ProcessExit, ProcessExitRecord, false)
 
 // A record struct: plain bytes, a whole number of slots, its header first.
 template <typename R>

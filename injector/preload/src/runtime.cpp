@@ -2,6 +2,7 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -41,9 +42,15 @@ Session* start_session() {
                  error.c_str());
     return nullptr;
   }
-  // Another process of this run owns the ring (a parent that made kernel calls, then exec'ed or
-  // spawned us): stay silent and forward.
-  if (!producer->claim()) return nullptr;
+  // Another process of this run owns the first ring (another rank, or a parent that made kernel
+  // calls and then spawned us): this process gets a sibling ring of its own (ring.h).
+  if (!producer->claim()) {
+    producer = RingProducer::create_sibling(*producer, ring, &error);
+    if (!producer) {
+      std::fprintf(stderr, "fpscope: process %d runs untraced: %s\n", static_cast<int>(getpid()), error.c_str());
+      return nullptr;
+    }
+  }
   auto* session = new Session(std::move(options), std::make_unique<RingSink>(std::move(producer)));
   session->announce();
   return session;
@@ -73,6 +80,8 @@ __attribute__((constructor)) void on_load() { pthread_atfork(nullptr, nullptr, o
 // CUDA runtime may be gone by now); this call is the fallback and a no-op after it.
 __attribute__((destructor)) void on_unload() {
   stop_device_activity();
+  // The process exits normally: its last record says so (a killed process never gets here).
+  if (g_state.load(std::memory_order_acquire) == State::Tracing && g_session != nullptr) g_session->exiting();
   g_torn_down.store(true, std::memory_order_release);
 }
 

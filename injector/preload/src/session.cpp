@@ -7,6 +7,8 @@
 
 #include <climits>
 
+#include "fpscope/contract/launcher_rank.h"
+
 namespace fpscope::inject {
 
 namespace {
@@ -40,6 +42,11 @@ std::string executable_path() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
+std::string host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
 }  // namespace
 
 Session::Session(Options options, std::unique_ptr<RecordSink> sink)
@@ -51,6 +58,8 @@ Session::Session(Options options, std::unique_ptr<RecordSink> sink)
 void Session::announce() {
   const std::string exe = executable_path();
   const std::string described = options_.describe();
+  const std::string host = host_name();
+  const contract::LauncherRank rank = contract::launcher_rank();
   std::lock_guard lock(mutex_);
   wire::ProcessRecord r{};
   r.protocol = wire::kProtocolVersion;
@@ -59,6 +68,18 @@ void Session::announce() {
   r.mono_ns = monotonic_ns();
   r.exe = intern_locked(exe);
   r.options = intern_locked(described);
+  r.rank = rank.rank;
+  r.local_rank = rank.local_rank;
+  r.world_size = rank.world_size;
+  r.host = intern_locked(host);
+  r.rank_source = rank.source ? intern_locked(rank.source) : 0;
+  writer_.put(r, this_thread_number());
+}
+
+void Session::exiting() {
+  wire::ProcessExitRecord r{};
+  r.t_ns = monotonic_ns();
+  std::lock_guard lock(mutex_);
   writer_.put(r, this_thread_number());
 }
 

@@ -79,6 +79,8 @@ class Session {
   const Options& options() const { return options_; }
   // Writes the Process record; the first record of the trace.
   void announce();
+  // The last record of a process that exits normally (ProcessExit).
+  void exiting();
 
   int launch(const mpt_launch_desc* launch, LaunchFn real);
   void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id);

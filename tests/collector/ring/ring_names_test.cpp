@@ -26,12 +26,17 @@ TEST(RingNames, NameCarriesTheCollectorsIdentity) {
   EXPECT_EQ(back->pid, me.pid);
   EXPECT_EQ(back->start_ticks, me.start_ticks);
   EXPECT_EQ(ring_collector(name.substr(1))->pid, me.pid);  // as /dev/shm lists it
+  // A sibling ring (another process of the run) names the same collector.
+  EXPECT_EQ(ring_collector(name + "-3")->pid, me.pid);
+  EXPECT_FALSE(ring_collector(name + "-0"));
+  EXPECT_FALSE(ring_collector(name + "-x"));
 }
 
 TEST(RingNames, OtherNamesAreNotRings) {
   for (const char* name : {"", "/", "/fpscope-", "/fpscope-12-34", "/fpscope-12-34-abc", "/fpscope-12-34-abcdefgh",
                            "/fpscope-x-34-abcdef12", "/fpscope-0-34-abcdef12", "/fpscope-12--abcdef12",
-                           "/fpscope-test-dup-0", "/other-12-34-abcdef12", "/fpscope-12-34-abcdef12-extra"}) {
+                           "/fpscope-test-dup-0", "/other-12-34-abcdef12", "/fpscope-12-34-abcdef12-extra",
+                           "/fpscope-12-34-abcdef12-", "/fpscope-12-34-abcdef12-1-2"}) {
     EXPECT_FALSE(ring_collector(name)) << name;
   }
 }

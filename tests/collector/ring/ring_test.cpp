@@ -255,6 +255,64 @@ TEST(Ring, OnlyOneProcessMayClaim) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// A second process finds the first ring owned: it makes a sibling ring of the same size, marks it
+// ready in the first ring's header, and the collector adopts it and reads what it published.
+TEST(Ring, ASecondProcessGetsASiblingRingTheCollectorAdopts) {
+  Rings r = make_rings(1024);
+  EXPECT_EQ(r.consumer->rings_created(), 0u);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string error;
+    auto first = RingProducer::attach(r.consumer->name().c_str(), &error);
+    if (!first || first->claim()) _exit(1);
+    auto sibling = RingProducer::create_sibling(*first, r.consumer->name(), &error);
+    if (!sibling || !sibling->claim()) _exit(2);
+    for (uint64_t seq = 0; seq < 100; ++seq)
+      if (!write_record(*sibling, 7, seq, 1 + seq % 3)) _exit(3);
+    _exit(0);  // records published before the exit stay in the shared object
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(r.consumer->rings_created(), 1u);
+  ASSERT_TRUE(r.consumer->ring_ready(1));
+  EXPECT_FALSE(r.consumer->ring_ready(2));
+  const std::string name = sibling_ring_name(r.consumer->name(), 1);
+  std::string error;
+  {
+    auto sibling = RingConsumer::adopt(name, &error);
+    ASSERT_TRUE(sibling) << error;
+    EXPECT_EQ(sibling->slot_count(), 1024u);
+    EXPECT_EQ(sibling->owner_pid(), pid);
+    uint64_t next = 0;
+    sibling->drain([&](const wire::RecordHeader* h) {
+      const auto [producer, seq] = check_record(h);
+      EXPECT_EQ(producer, 7u);
+      EXPECT_EQ(seq, next++);
+    });
+    EXPECT_EQ(next, 100u);
+  }
+  // The adopted ring removed its name, as the first ring does.
+  EXPECT_FALSE(RingConsumer::adopt(name, &error));
+}
+
+// Past kMaxRings the process is refused a ring, counted, and told why.
+TEST(Ring, ProcessesBeyondTheLastRingAreRefusedAndCounted) {
+  Rings r = make_rings(1024);
+  r.consumer->header()->rings_created.store(kMaxRings - 1);
+  std::string error;
+  EXPECT_FALSE(RingProducer::create_sibling(*r.producer, r.consumer->name(), &error));
+  EXPECT_NE(error.find(std::to_string(kMaxRings) + " processes"), std::string::npos) << error;
+  EXPECT_EQ(r.consumer->rings_refused(), 1u);
+  // A collector that is gone gives no rings either.
+  r.consumer->header()->rings_created.store(0);
+  r.consumer->mark_collector_gone();
+  EXPECT_FALSE(RingProducer::create_sibling(*r.producer, r.consumer->name(), &error));
+  EXPECT_NE(error.find("collector"), std::string::npos) << error;
+  EXPECT_EQ(r.consumer->rings_created(), 0u);
+}
+
 TEST(Ring, ErrorsSayWhatIsWrong) {
   std::string error;
   EXPECT_FALSE(RingProducer::attach("/fpscope-test-no-such-ring", &error));

@@ -117,6 +117,91 @@ TEST_F(FpscopeRun, FirstNonfiniteIsThePlantedFault) {
   EXPECT_EQ(later[0][0], "3");
 }
 
+// Two processes of one run, ranked by the launcher's variables, each a ring of its own: one trace.
+// Each rank's records are those of the same program traced alone, down to every statistic.
+TEST_F(FpscopeRun, TwoRanksLandInOneTraceEachAsIfTracedAlone) {
+  const std::string trainer = std::string(FPSCOPE_MPTRAIN) + " --model cnn --data-dir " + FPSCOPE_TEST_DATA_DIR +
+                              " --train-subset 256 --test-subset 64 --threads 1";
+  const fs::path alone = dir_ / "alone.sqlite";
+  const RunResult single = trace_run({}, {"--threads", "1", "--fault", "nan@conv2:3:5"});
+  ASSERT_EQ(single.status, 0) << single.stderr_text;
+  fs::rename(trace_, alone);
+  int wait_status = 0;
+  std::string err;
+  ASSERT_TRUE(spawn_and_wait({FPSCOPE_CLI, "run", "-o", trace_.string(), "--", "/bin/sh", "-c",
+                              "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 " + trainer + " >/dev/null & "
+                              "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 " + trainer + " --fault nan@conv2:3:5 >/dev/null; wait"},
+                             environment_with({}), [] {}, &wait_status, &err));
+  ASSERT_EQ(wait_status, 0) << err;
+  EXPECT_NE(err.find("from 2 processes"), std::string::npos) << err;
+  EXPECT_EQ(query(trace_, "select rank, local_rank, world_size, rank_source, ended from processes order by rank"),
+            (std::vector<std::vector<std::string>>{{"0", "0", "2", "RANK", "exited"}, {"1", "1", "2", "RANK", "exited"}}));
+  // The first NaN made from finite inputs is rank 1's planted fault; rank 0 made none.
+  EXPECT_EQ(query(trace_, "select rank, kernel, layer, step, \"index\" from v_first_nonfinite"),
+            (std::vector<std::vector<std::string>>{{"1", "inject_fault", "conv2", "3", "5"}}));
+  EXPECT_EQ(query(trace_, "select count(*) from nonfinite where rank = 0")[0][0], "0");
+  EXPECT_EQ(query(trace_, "select rank, first_origin_step from summary_ranks order by rank"),
+            (std::vector<std::vector<std::string>>{{"0", "NULL"}, {"1", "3"}}));
+  // Rank 1's kernels and tensors, in its own launch numbers, equal the lone run's exactly.
+  const std::string per_launch =
+      "select k.id & ((1 << 40) - 1), s.value, t.role, t.slot, t.count, t.nan, t.zero, t.subnormal, t.min, t.max, "
+      "t.absmax, t.min_nonzero, t.mean, t.rms, t.f16_overflow, t.f16_underflow, t.bf16_underflow, t.exp_hist "
+      "from kernels k join strings s on s.id = k.name_id join tensors t on t.kernel_id = k.id ";
+  const auto lone = query(alone, per_launch + "order by 1, t.role, t.slot");
+  ASSERT_GT(lone.size(), 500u);
+  EXPECT_EQ(query(trace_, per_launch + "where k.rank = 1 order by 1, t.role, t.slot"), lone);
+  // Rank 0 ran the same program without the fault: one launch fewer (inject_fault).
+  EXPECT_EQ(std::stoll(query(trace_, "select count(*) from kernels where rank = 0")[0][0]) + 1,
+            std::stoll(query(alone, "select count(*) from kernels")[0][0]));
+  // Launch numbers and allocation ids stay apart: each process's own, above its ring's base.
+  EXPECT_EQ(query(trace_, "select count(*) from (select k.id >> 40 as p, k.rank from kernels k group by p, rank)")[0][0], "2");
+  EXPECT_EQ(query(trace_, "select count(*) from memory_events m join processes p on p.id = m.alloc_id >> 40 "
+                          "where p.rank != m.rank")[0][0], "0");
+  // One id per text: both ranks name their kernels with the same strings.
+  EXPECT_EQ(query(trace_, "select count(*) - count(distinct value) from strings")[0][0], "0");
+  // Memory is per rank: each peak is that of the lone run (same program, same sizes).
+  EXPECT_EQ(query(trace_, "select max(live) from v_memory_live where rank = 1"),
+            query(alone, "select max(live) from v_memory_live"));
+}
+
+// A rank killed with SIGKILL mid-run: the trace keeps what it published, says it vanished, and the
+// other rank's records are complete.
+TEST_F(FpscopeRun, AKilledRankLeavesASoundTraceWithBothRanks) {
+  const std::string trainer = std::string(FPSCOPE_MPTRAIN) + " --model cnn --data-dir " + FPSCOPE_TEST_DATA_DIR +
+                              " --test-subset 64 --threads 1";
+  // Rank 1 trains long enough to be killed once its first kernels are in the trace, which the
+  // script reads while the run goes on (the trace is readable while it is written).
+  const std::string wait_for_rank1 =
+      "import sqlite3, sys, time\n"
+      "for _ in range(1200):\n"
+      "    try:\n"
+      "        db = sqlite3.connect('file:' + sys.argv[1] + '?mode=ro', uri=True)\n"
+      "        if db.execute('select count(*) from kernels where rank = 1').fetchone()[0] > 0: sys.exit(0)\n"
+      "    except sqlite3.Error:\n"
+      "        pass\n"
+      "    time.sleep(0.05)\n"
+      "sys.exit(1)\n";
+  const fs::path waiter = dir_ / "wait_for_rank1.py";
+  std::ofstream(waiter) << wait_for_rank1;
+  int wait_status = 0;
+  std::string err;
+  ASSERT_TRUE(spawn_and_wait(
+      {FPSCOPE_CLI, "run", "-o", trace_.string(), "--", "/bin/sh", "-c",
+       "RANK=0 " + trainer + " --train-subset 256 >/dev/null & "
+       "RANK=1 " + trainer + " --train-subset 60000 --epochs 5 >/dev/null & victim=$!; "
+       "/usr/bin/python3 " + waiter.string() + " " + trace_.string() + " || echo 'rank 1 never traced' >&2; "
+       "kill -KILL $victim; wait"},
+      environment_with({}), [] {}, &wait_status, &err));
+  ASSERT_EQ(wait_status, 0) << err;
+  EXPECT_EQ(err.find("never traced"), std::string::npos) << err;
+  EXPECT_EQ(query(trace_, "pragma integrity_check")[0][0], "ok");
+  EXPECT_EQ(query(trace_, "select rank, ended from processes order by rank"),
+            (std::vector<std::vector<std::string>>{{"0", "exited"}, {"1", "vanished"}}));
+  EXPECT_EQ(query(trace_, "select count(distinct step) from kernels where rank = 0")[0][0], "8");
+  EXPECT_GT(std::stoll(query(trace_, "select count(*) from kernels where rank = 1")[0][0]), 0);
+  EXPECT_EQ(query(trace_, "select value from meta where key = 'traced_processes'")[0][0], "2");
+}
+
 TEST_F(FpscopeRun, TrapStopsWithSigtrapAndTheTraceHoldsIt) {
   const RunResult r = trace_run({"--trap", "nan"}, {"--fault", "nan@fc1:3:17"});
   EXPECT_EQ(r.status, 128 + SIGTRAP) << r.stderr_text;

@@ -9,6 +9,7 @@
 //   environment.h       the variables `fpscope run` sets for the injector
 //   run_end.h           how a run ended, its meta word, its label, whether it is a failure
 //   process_identity.h  which `fpscope run` wrote a trace or owns a ring, and whether it still runs
+//   launcher_rank.h     a process's rank in a multi-process run, from its launcher's environment
 //
 // Beside these headers: fpscope/wire.h (the records in the ring), fpscope/ring.h (the ring's
 // layout) and collector/schema/*.sql (the trace's tables and views, compiled in once as
@@ -18,6 +19,7 @@
 
 #include "fpscope/contract/allow_rules.h"
 #include "fpscope/contract/environment.h"
+#include "fpscope/contract/launcher_rank.h"
 #include "fpscope/contract/loss_scaler.h"
 #include "fpscope/contract/memory_categories.h"
 #include "fpscope/contract/number_formats.h"

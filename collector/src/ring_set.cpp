@@ -1,0 +1,73 @@
+// The rings of one run, drained together (ring_set.h).
+#include "ring_set.h"
+
+#include <sys/mman.h>
+
+namespace fpscope {
+
+RingSet::~RingSet() {
+  // Adopted siblings remove their names as they go; a sibling created but never marked ready (its
+  // process died while creating it, or after the last adoption) is removed here.
+  const uint32_t created = first_->rings_created();
+  for (uint32_t k = 1; k <= created && k < kMaxRings; ++k) {
+    if (k > siblings_.size() || !siblings_[k - 1]) shm_unlink(sibling_ring_name(first_->name(), k).c_str());
+  }
+}
+
+void RingSet::adopt_ready(std::string* error) {
+  const uint32_t created = first_->rings_created();
+  for (uint32_t k = 1; k <= created && k < kMaxRings; ++k) {
+    if (k <= siblings_.size() && siblings_[k - 1]) continue;
+    if (!first_->ring_ready(k)) continue;
+    if (siblings_.size() < k) siblings_.resize(k);
+    std::string why;
+    siblings_[k - 1] = RingConsumer::adopt(sibling_ring_name(first_->name(), k), &why);
+    if (!siblings_[k - 1] && error->empty()) *error = why;
+  }
+}
+
+std::size_t RingSet::drain(TraceWriter& writer) {
+  std::size_t n = first_->drain([&](const wire::RecordHeader* r) { writer.on_record(r, 0); });
+  for (std::size_t i = 0; i < siblings_.size(); ++i) {
+    if (!siblings_[i]) continue;
+    const auto source = static_cast<uint32_t>(i + 1);
+    n += siblings_[i]->drain([&](const wire::RecordHeader* r) { writer.on_record(r, source); });
+  }
+  return n;
+}
+
+void RingSet::mark_collector_gone() {
+  first_->mark_collector_gone();
+  for (auto& s : siblings_)
+    if (s) s->mark_collector_gone();
+}
+
+uint64_t RingSet::dropped_records() const {
+  uint64_t n = first_->dropped_records();
+  for (const auto& s : siblings_)
+    if (s) n += s->dropped_records();
+  return n;
+}
+
+uint64_t RingSet::producer_waits() const {
+  uint64_t n = first_->producer_waits();
+  for (const auto& s : siblings_)
+    if (s) n += s->producer_waits();
+  return n;
+}
+
+uint64_t RingSet::corrupt_records() const {
+  uint64_t n = first_->corrupt_records();
+  for (const auto& s : siblings_)
+    if (s) n += s->corrupt_records();
+  return n;
+}
+
+uint32_t RingSet::traced_processes() const {
+  uint32_t n = first_->owner_pid() != 0 ? 1 : 0;
+  for (const auto& s : siblings_)
+    if (s) ++n;
+  return n;
+}
+
+}  // namespace fpscope

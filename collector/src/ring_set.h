@@ -1,0 +1,48 @@
+// The rings of one run: the first, which the collector creates, and the siblings the run's other
+// traced processes create beside it (ring.h). The collector drains them all into one trace; ring k's
+// records are source k of the trace writer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fpscope/ring.h"
+#include "fpscope/trace_writer.h"
+
+namespace fpscope {
+
+class RingSet {
+ public:
+  explicit RingSet(std::unique_ptr<RingConsumer> first) : first_(std::move(first)) {}
+  ~RingSet();
+  RingSet(const RingSet&) = delete;
+  RingSet& operator=(const RingSet&) = delete;
+
+  // Takes over the siblings marked ready since the last call. A sibling that cannot be mapped is
+  // reported once through *error (its process's records are lost; the others go on).
+  void adopt_ready(std::string* error);
+
+  // Drains every ring into `writer`; returns the records handed over.
+  std::size_t drain(TraceWriter& writer);
+
+  // Tells every producer that the collector is gone.
+  void mark_collector_gone();
+
+  RingConsumer& first() { return *first_; }
+  const std::string& name() const { return first_->name(); }
+  uint64_t slot_count() const { return first_->slot_count(); }
+  // Sums over the rings.
+  uint64_t dropped_records() const;
+  uint64_t producer_waits() const;
+  uint64_t corrupt_records() const;
+  // Processes that traced (rings with an owner) and those refused a ring (kMaxRings reached).
+  uint32_t traced_processes() const;
+  uint32_t refused_processes() const { return first_->rings_refused(); }
+
+ private:
+  std::unique_ptr<RingConsumer> first_;
+  std::vector<std::unique_ptr<RingConsumer>> siblings_;  // [k - 1]: sibling k, nullptr until adopted
+};
+
+}  // namespace fpscope
