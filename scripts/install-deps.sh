@@ -11,6 +11,7 @@ packages=(
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri
   xvfb xauth fonts-dejavu-core
   dataset-fashion-mnist python3-numpy python3-torch
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -87,7 +87,7 @@ Section nonfinite_section(const Trace& trace) {
   sec.notes.push_back(fmt::format("First {}: {} made {} from finite inputs{}", o.origin ? "origin" : "non-finite output (no origin measured)",
                                   where(o.kernel, o.layer), o.kind, ranked ? fmt::format(" on rank {}", o.rank) : ""));
   sec.notes.push_back(fmt::format("  phase {}, step {}, launch {}, tensor {} {} {}, index {} (bits {:#x})",
-                                  o.phase.value_or("-"), step_text(o.step), o.kernel_id, o.tensor, o.dtype, o.shape,
+                                  o.phase.value_or("-"), step_text(o.step), human_launch(o.kernel_id), o.tensor, o.dtype, o.shape,
                                   o.first_index, o.first_bits));
   if (!r.propagation.empty()) {
     // Consecutive launches of the same kernel and layer read as one link: "amp_unscale_check x12".
@@ -135,9 +135,10 @@ Section why_section(const Trace& trace) {
     return sec;
   }
   if (r.origin) {
-    sec.notes.push_back(fmt::format("First NaN/Inf: {} at {} ({}, launch {}).", where(r.origin->kernel, r.origin->layer),
+    const std::string rank = summary(trace).ranks > 1 ? fmt::format(", rank {}", r.origin->rank) : "";
+    sec.notes.push_back(fmt::format("First NaN/Inf: {} at {} ({}, launch {}{}).", where(r.origin->kernel, r.origin->layer),
                                     "step " + step_text(r.origin->step), r.origin->phase.value_or("no phase"),
-                                    r.origin->kernel_id));
+                                    human_launch(r.origin->kernel_id), rank));
     for (size_t i = 0; i < r.causes.size(); ++i) {
       sec.notes.push_back(fmt::format("{}. {}", i + 1, r.causes[i].summary));
       sec.notes.push_back(fmt::format("   what to change: {}", r.causes[i].advice));
@@ -147,7 +148,7 @@ Section why_section(const Trace& trace) {
                         "absmax after", "jump", "zeros before", "zeros after", "note"}, {}};
   for (const CauseLink& l : r.chain) {
     chain.rows.push_back({int_cell(l.depth), int_cell(l.reader_kernel_id), Cell(l.tensor),
-                          l.writer_kernel_id ? Cell(fmt::format("{} (launch {})", l.writer_kernel, *l.writer_kernel_id))
+                          l.writer_kernel_id ? Cell(fmt::format("{} (launch {})", l.writer_kernel, human_launch(*l.writer_kernel_id)))
                                              : Cell("-", nullptr),
                           opt_text_cell(l.writer_layer), opt_text_cell(l.writer_phase), opt_int_cell(l.writer_step),
                           number_cell(l.absmax_before), number_cell(l.absmax_after),
@@ -277,7 +278,7 @@ Section ranks_section(const Trace& trace) {
                            : ", the only rank that made one";
     sec.notes.push_back(fmt::format("First NaN/Inf made from finite inputs: rank {}, step {}, launch {}{}.",
                                     *r.first_origin_rank, step_text(it->first_origin_step),
-                                    it->first_origin_kernel_id.value_or(0), lead));
+                                    human_launch(it->first_origin_kernel_id.value_or(0)), lead));
   } else {
     sec.notes.push_back("No rank made a NaN/Inf from finite inputs.");
   }

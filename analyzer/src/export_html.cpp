@@ -200,7 +200,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
     for (const CauseLink& l : w.chain) {
       out << fmt::format("<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td></tr>\n",
                          l.reader_kernel_id, std::string(static_cast<size_t>(l.depth) * 2, '.'), esc(l.tensor),
-                         l.writer_kernel_id ? esc(l.writer_kernel) + fmt::format(" (launch {})", *l.writer_kernel_id) : "-",
+                         l.writer_kernel_id ? esc(l.writer_kernel) + fmt::format(" (launch {})", human_launch(*l.writer_kernel_id)) : "-",
                          l.writer_step ? std::to_string(*l.writer_step) : "-", human_optional(l.absmax_before),
                          human_optional(l.absmax_after), l.zero_before, l.zero_after, esc(l.note));
     }

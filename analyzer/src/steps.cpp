@@ -34,7 +34,7 @@ LossScaleReport loss_scale(const Trace& trace) {
   LossScaleReport report;
   sql::Statement st(detail::db(trace),
           "SELECT kernel_id, t_ns, step, scale_before, scale_after, found_inf, skipped, event, growth_tracker "
-          "FROM loss_scale ORDER BY t_ns, id");
+          "FROM loss_scale WHERE rank = (SELECT min(rank) FROM loss_scale) ORDER BY t_ns, id");
   while (st.step()) {
     LossScaleEvent e;
     e.kernel_id = st.i64(0);

@@ -27,7 +27,7 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
   const int64_t longest = detail::impl(trace).count("longest_kernel_ns").value_or(0);
   sql::Statement ks(db,
           "SELECT k.id, k.start_ns, k.end_ns, sk.value, sl.value, sp.value, k.step, k.thread, k.device, "
-          "  k.status, k.sampled, EXISTS (SELECT 1 FROM nonfinite n WHERE n.kernel_id = k.id AND n.allowed = 0) "
+          "  k.status, k.sampled, EXISTS (SELECT 1 FROM nonfinite n WHERE n.kernel_id = k.id AND n.allowed = 0), k.rank "
           "FROM kernels k JOIN strings sk ON sk.id = k.name_id LEFT JOIN strings sl ON sl.id = k.layer_id "
           "LEFT JOIN strings sp ON sp.id = k.phase_id "
           "WHERE k.start_ns >= ?1 AND k.start_ns < ?2 AND k.end_ns >= ?3 ORDER BY k.start_ns, k.id LIMIT ?4");
@@ -50,10 +50,11 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
     k.status = static_cast<int>(ks.i64(9));
     k.sampled = ks.i64(10) != 0;
     k.nonfinite = ks.i64(11) != 0;
+    k.rank = static_cast<int32_t>(ks.i64(12));
     w.kernels.push_back(std::move(k));
   }
   sql::Statement rs(db,
-          "SELECT r.id, r.start_ns, r.end_ns, r.thread, r.depth, r.kind, sn.value, sd.value, r.step "
+          "SELECT r.id, r.start_ns, r.end_ns, r.thread, r.depth, r.kind, sn.value, sd.value, r.step, r.rank "
           "FROM nvtx_ranges r JOIN strings sn ON sn.id = r.name_id LEFT JOIN strings sd ON sd.id = r.domain_id "
           "WHERE r.start_ns < ?1 AND (r.end_ns IS NULL OR r.end_ns >= ?2) ORDER BY r.start_ns, r.id");
   rs.bind(1, t1).bind(2, t0);
@@ -68,6 +69,7 @@ TimelineWindow timeline(const Trace& trace, int64_t t0, int64_t t1, std::size_t 
     r.name = rs.text(6);
     r.domain = rs.opt_text(7);
     r.step = rs.opt_i64(8);
+    r.rank = static_cast<int32_t>(rs.i64(9));
     w.ranges.push_back(std::move(r));
   }
   return w;

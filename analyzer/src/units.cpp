@@ -69,6 +69,11 @@ std::string human_number_exact(double value) {
   return fmt::format("{}", value);
 }
 
+std::string human_launch(int64_t kernel_id) {
+  const int64_t process = kernel_id >> 40, launch = kernel_id & ((int64_t{1} << 40) - 1);
+  return process == 0 ? std::to_string(launch) : fmt::format("{} of process {}", launch, process);
+}
+
 std::string human_scale(double scale) {
   if (scale > 0 && std::isfinite(scale)) {
     int exponent = 0;

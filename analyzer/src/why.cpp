@@ -316,7 +316,7 @@ std::optional<Cause> loss_scale_cause(Walker& w, const NonfiniteEvent& o, const 
     const double fits = std::ldexp(1.0, static_cast<int>(std::floor(std::log2(limits.max_finite / unscaled))));
     fitted = fmt::format("; unscaled, this gradient reaches {} (launch {}, {}), so a scale of {} or less would have "
                          "kept it finite",
-                         human_number(unscaled), st.i64(2), step_word(st.opt_i64(1)), human_scale(fits));
+                         human_number(unscaled), human_launch(st.i64(2)), step_word(st.opt_i64(1)), human_scale(fits));
   }
   c.advice = scale_advice;
   c.summary = fmt::format("the loss scale {} pushed the gradient {} of {} beyond {}'s largest value {} at {}{}",
@@ -570,14 +570,18 @@ WhyReport why(const Trace& trace) {
     }
   }
 
-  // Skipped steps: the first gradient that overflowed in each, and the scale then.
+  // Skipped steps: the first gradient that overflowed in each, and the scale then. The ranks of a
+  // multi-process run skip together (their loss scalers agree): a step is told once.
   for (const LossScaleEvent& e : ls.events) {
     if (!e.skipped || !e.step || report.skipped_steps.size() >= 50) continue;
+    if (std::any_of(report.skipped_steps.begin(), report.skipped_steps.end(),
+                    [&](const Cause& seen) { return seen.step == e.step; }))
+      continue;
     sql::Statement st(w.db(),
                       "SELECT k.id, k.kernel, k.layer, s.value, n.kind, t.id FROM nonfinite n "
                       "JOIN v_kernels k ON k.id = n.kernel_id JOIN tensors t ON t.id = n.tensor_id "
                       "JOIN strings s ON s.id = t.name_id "
-                      "WHERE k.step = ?1 AND k.phase = 'backward' AND n.allowed = 0 ORDER BY n.origin DESC, k.id LIMIT 1");
+                      "WHERE k.step = ?1 AND k.phase = 'backward' AND n.allowed = 0 ORDER BY n.origin DESC, k.start_ns, k.id LIMIT 1");
     st.bind(1, *e.step);
     Cause c;
     c.kind = CauseKind::SkippedStep;

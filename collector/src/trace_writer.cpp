@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "fpscope/contract/collectives.h"
 #include "fpscope/embedded_sql.h"
 #include "trace_writer_impl.h"
 
@@ -170,6 +171,21 @@ const std::string& TraceWriter::Impl::string_value(uint32_t id) const {
 
 // [SECTION] Finishing -------------------------------------------------------------------------------
 
+// contract/collectives.h: a collective's non-finite output made "from finite inputs" on one rank
+// was handed over when the same collective (the kernel's n-th launch on each rank) had a non-finite
+// input on another rank.
+void TraceWriter::Impl::resolve_collective_origins() {
+  std::string names;
+  for (std::string_view k : contract::kCollectiveKernels) names += (names.empty() ? "'" : ",'") + std::string(k) + "'";
+  db.exec(
+      "WITH coll AS (SELECT k.id, k.rank, k.name_id, row_number() OVER (PARTITION BY k.rank, k.name_id ORDER BY k.id) AS nth"
+      "  FROM kernels k JOIN strings s ON s.id = k.name_id WHERE s.value IN (" + names + ")),"
+      " tainted AS (SELECT DISTINCT c.rank, c.name_id, c.nth FROM coll c JOIN tensors t ON t.kernel_id = c.id"
+      "  WHERE t.role = 'in' AND t.nan + t.pos_inf + t.neg_inf > 0)"
+      " UPDATE nonfinite SET origin = 0 WHERE origin = 1 AND kernel_id IN ("
+      "  SELECT c.id FROM coll c JOIN tainted x ON x.name_id = c.name_id AND x.nth = c.nth AND x.rank != c.rank)");
+}
+
 // A String record lost in a drop must not make kernels vanish from the joins of the views.
 void TraceWriter::Impl::add_missing_strings() {
   static const char* const kReferences[][2] = {
@@ -230,6 +246,7 @@ bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
     flush_all_tensors();
     close_open_ranges();
     finish_processes();
+    resolve_collective_origins();
     add_missing_strings();
     write_counts();
     if (!commit()) return false;

@@ -173,6 +173,7 @@ class TraceWriter::Impl {
 
   const std::string& string_value(uint32_t id) const;  // of the source in hand
   void finish_processes();
+  void resolve_collective_origins();
 
   sql::Database db;
   std::string dump_folder;

@@ -22,12 +22,13 @@ uint32_t TimelineIndex::intern(const std::string& s) {
   return it->second;
 }
 
-TimeLane& TimelineIndex::lane_for(TimeLane::Kind kind, int64_t thread, int depth, const std::string& what) {
+TimeLane& TimelineIndex::lane_for(TimeLane::Kind kind, int32_t rank, int64_t thread, int depth, const std::string& what) {
   for (auto& lane : lanes) {
-    if (lane.kind == kind && lane.thread == thread && lane.depth == depth) return lane;
+    if (lane.kind == kind && lane.rank == rank && lane.thread == thread && lane.depth == depth) return lane;
   }
   TimeLane lane;
   lane.kind = kind;
+  lane.rank = rank;
   lane.thread = thread;
   lane.depth = depth;
   lane.label = kind == TimeLane::Kind::kRanges ? what : depth == 0 ? "kernels (cpu)" : "kernels (cuda)";
@@ -46,7 +47,7 @@ void TimelineIndex::add(const analysis::TimelineWindow& window, int64_t accept_f
     s.name = intern(r.kind == "step" && r.step ? "step " + std::to_string(*r.step) : r.name);
     s.step = r.step ? static_cast<int32_t>(*r.step) : -1;
     if (!r.end_ns) s.flags |= TimeSpan::kOpenEnded;
-    lane_for(TimeLane::Kind::kRanges, r.thread, r.depth, r.kind).spans.push_back(s);
+    lane_for(TimeLane::Kind::kRanges, r.rank, r.thread, r.depth, r.kind).spans.push_back(s);
   }
   for (const auto& k : window.kernels) {
     if (k.start_ns < accept_from || k.start_ns >= accept_to) continue;
@@ -60,7 +61,7 @@ void TimelineIndex::add(const analysis::TimelineWindow& window, int64_t accept_f
     if (k.nonfinite) s.flags |= TimeSpan::kNonfinite;
     if (k.status != 0) s.flags |= TimeSpan::kFailed;
     if (k.sampled) s.flags |= TimeSpan::kSampled;
-    lane_for(TimeLane::Kind::kKernels, k.thread, k.device, {}).spans.push_back(s);
+    lane_for(TimeLane::Kind::kKernels, k.rank, k.thread, k.device, {}).spans.push_back(s);
     ++kernel_count_;
   }
 }
@@ -121,9 +122,11 @@ void build_levels(TimeLane& lane) {
 
 void TimelineIndex::finish() {
   std::stable_sort(lanes.begin(), lanes.end(), [](const TimeLane& a, const TimeLane& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
     if (a.kind != b.kind) return a.kind == TimeLane::Kind::kRanges;
     return a.thread != b.thread ? a.thread < b.thread : a.depth < b.depth;
   });
+  several_ranks = !lanes.empty() && lanes.front().rank != lanes.back().rank;
   kernel_locations_.clear();
   for (size_t l = 0; l < lanes.size(); ++l) {
     build_levels(lanes[l]);

@@ -39,6 +39,7 @@ struct TimeBlock {
 struct TimeLane {
   enum class Kind { kRanges, kKernels };
   Kind kind = Kind::kKernels;
+  int32_t rank = 0;        // the process's rank: a multi-rank trace has lanes per rank
   int64_t thread = 0;
   int depth = 0;           // ranges: nesting depth; kernels: device (0 cpu, 1 cuda)
   std::string label;       // "thread 1 - step", "thread 1 - kernels (cpu)"
@@ -56,7 +57,8 @@ struct TimeLane {
 class TimelineIndex {
  public:
   std::vector<std::string> names{""};  // interned names; index 0 is "no name"
-  std::vector<TimeLane> lanes;         // ranges lanes first (by thread, depth), then kernel lanes
+  std::vector<TimeLane> lanes;         // per rank: ranges lanes first (by thread, depth), then kernel lanes
+  bool several_ranks = false;          // lanes of more than one rank (set by finish())
 
   void add(const analysis::TimelineWindow& window, int64_t accept_from, int64_t accept_to);
   // Sorts, builds running maxima and levels of detail; call once after the last add().
@@ -72,7 +74,7 @@ class TimelineIndex {
 
  private:
   uint32_t intern(const std::string& s);
-  TimeLane& lane_for(TimeLane::Kind kind, int64_t thread, int depth, const std::string& what);
+  TimeLane& lane_for(TimeLane::Kind kind, int32_t rank, int64_t thread, int depth, const std::string& what);
 
   std::unordered_map<std::string, uint32_t> name_ids_;
   std::vector<std::pair<int64_t, Location>> kernel_locations_;  // by kernel id

@@ -342,6 +342,7 @@ struct LossScaleReport {
   std::vector<int64_t> skipped_step_numbers;
   std::optional<double> initial_scale, final_scale, min_scale, max_scale;
 };
+// Of a multi-rank trace, the lowest rank's loss scaler (ranks(): whether the others agreed).
 LossScaleReport loss_scale(const Trace& trace);
 
 // [SECTION] Why: the causes behind the first NaN/Inf and behind skipped steps --------------------
@@ -492,6 +493,7 @@ struct KernelSpan {
   int device = 0, status = 0;
   bool sampled = false;
   bool nonfinite = false;  // one of its outputs holds NaN/Inf
+  int32_t rank = 0;
 };
 
 struct RangeSpan {
@@ -502,6 +504,7 @@ struct RangeSpan {
   std::string kind, name;
   std::optional<std::string> domain;
   std::optional<int64_t> step;
+  int32_t rank = 0;
 };
 
 struct TimelineWindow {

@@ -19,6 +19,9 @@ std::string human_percent(double share);         // share 0.1234 -> "12.34%"; ti
 std::string human_number(double value);          // 4 significant digits: "6.55e+04", "6.1e-05", "0.125"; "NaN", "+Inf", "-Inf"
 std::string human_number_exact(double value);    // shortest text that reads back to the same double
 std::string human_scale(double scale);          // a power of two as "2^16", else "{:g}"
+// A launch's kernels.id as its process numbers it: "41", or "41 of process 1" for the launches of
+// a multi-process trace's other processes (their ids carry processes.id << 40).
+std::string human_launch(int64_t kernel_id);
 std::string human_optional(const std::optional<double>& value, const char* missing = "-");
 
 }  // namespace fpscope::analysis

@@ -199,7 +199,9 @@ class TimelineView final : public View {
     const float line = ImGui::GetTextLineHeight();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float width = ImGui::GetContentRegionAvail().x;
-    label_w_ = ImGui::GetFontSize() * 10;
+    bool ranked = false;  // lane labels then carry "rank N"
+    for (const Run& run : runs_) ranked = ranked || run.data->timeline.several_ranks;
+    label_w_ = ImGui::GetFontSize() * (ranked ? 13 : 10);
     left_ = origin.x + label_w_;
     right_ = origin.x + width - 4;
     lane_h_ = line * 1.45f;
@@ -257,7 +259,10 @@ class TimelineView final : public View {
     const double ns_per_px = (v1_ - v0_) / (right_ - left_);
     draw_selected_step(ctx, dl, run, y, static_cast<float>(run.data->timeline.lanes.size() + 1) * lane_h_);
     for (const TimeLane& lane : run.data->timeline.lanes) {
-      dl->AddText(ImVec2(left_ - label_w_ + 10, y + 3), IM_COL32(170, 170, 180, 255), lane.label.c_str());
+      // A multi-rank trace: each rank's lanes together, named by their rank.
+      const std::string label =
+          run.data->timeline.several_ranks ? "rank " + std::to_string(lane.rank) + "  " + lane.label : lane.label;
+      dl->AddText(ImVec2(left_ - label_w_ + 10, y + 3), IM_COL32(170, 170, 180, 255), label.c_str());
       const bool mouse_in = mouse.y >= y && mouse.y < y + lane_h_ && mouse.x >= left_;
       draw_lane(ctx, dl, run, lane, y, ns_per_px, mouse_in ? &hover : nullptr);
       y += lane_h_;

@@ -252,7 +252,7 @@ void Session::dump_tensor(const LaunchPlan& p, Measurement* m) {
   char seq[24];
   std::snprintf(seq, sizeof seq, "%08llu", static_cast<unsigned long long>(p.seq));
   const std::string step = p.step >= 0 ? "step" + std::to_string(p.step) : "nostep";
-  const std::string file = step + "-launch" + seq + "-" + safe_file_part(p.kernel) + "-" +
+  const std::string file = dump_prefix_ + step + "-launch" + seq + "-" + safe_file_part(p.kernel) + "-" +
                            (m->role == wire::Role::Input ? "in" : "out") + std::to_string(m->slot) +
                            "-" + safe_file_part(t.name) + ".npy";
   std::string error;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "fpscope/contract/launcher_rank.h"
 #include "ring_sink.h"
 
 namespace fpscope::inject {
@@ -44,7 +45,8 @@ Session* start_session() {
   }
   // Another process of this run owns the first ring (another rank, or a parent that made kernel
   // calls and then spawned us): this process gets a sibling ring of its own (ring.h).
-  if (!producer->claim()) {
+  const bool first = producer->claim();
+  if (!first) {
     producer = RingProducer::create_sibling(*producer, ring, &error);
     if (!producer) {
       std::fprintf(stderr, "fpscope: process %d runs untraced: %s\n", static_cast<int>(getpid()), error.c_str());
@@ -52,6 +54,9 @@ Session* start_session() {
     }
   }
   auto* session = new Session(std::move(options), std::make_unique<RingSink>(std::move(producer)));
+  const contract::LauncherRank rank = contract::launcher_rank();
+  if (rank.source != nullptr) session->set_dump_prefix("rank" + std::to_string(rank.rank) + "-");
+  else if (!first) session->set_dump_prefix("pid" + std::to_string(getpid()) + "-");
   session->announce();
   return session;
 }

@@ -81,6 +81,9 @@ class Session {
   void announce();
   // The last record of a process that exits normally (ProcessExit).
   void exiting();
+  // Put before the names of this process's dump files, so that the processes of one run never
+  // write the same file: "rank1-" for a ranked process, "pid<pid>-" for another unranked one.
+  void set_dump_prefix(std::string prefix) { dump_prefix_ = std::move(prefix); }
 
   int launch(const mpt_launch_desc* launch, LaunchFn real);
   void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id);
@@ -180,6 +183,7 @@ class Session {
   void device_result_locked(PendingTensor t, const TensorStats& stats);
 
   Options options_;
+  std::string dump_prefix_;
   std::unique_ptr<RecordSink> sink_;
   StatsWorkers stats_workers_;  // share large tensors' scans (FPSCOPE_STATS_THREADS)
   std::mutex mutex_;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kernel_context.h"
+#include "kernels.h"
 #include "mpt/abi.h"
 #include "parallel.h"
 #include "registry.h"
@@ -161,6 +162,8 @@ __attribute__((noinline)) MPT_API void mpt_log_text(const char* key, const char*
   (void)key; (void)value;
   __asm__ volatile("");
 }
+
+MPT_API void mpt_set_communicator(const mpt_communicator* communicator) { mpt::set_communicator(communicator); }
 
 MPT_API void mpt_set_num_threads(int n) {
   // OpenBLAS stays single-threaded; products are split over the library's own pool (gemm.cpp).

@@ -5,6 +5,11 @@
 
 #include "kernel_context.h"
 
+namespace mpt {
+// The transport of the collective kernels (mpt_set_communicator; kernels_collective.cpp).
+void set_communicator(const mpt_communicator* communicator);
+}  // namespace mpt
+
 namespace mpt::kernels {
 
 // Data movement (kernels_data.cpp)
@@ -44,6 +49,7 @@ void amp_update_scale(const Launch& l);
 
 // Optimizers (kernels_optim.cpp)
 void sgd_step(const Launch& l);
+void allreduce_sum(const Launch& l);
 void adamw_step(const Launch& l);
 
 }  // namespace mpt::kernels

@@ -177,8 +177,11 @@ void nll_loss_forward(const Launch& l) {
   F32Input lv(*logp);
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += lv[i * classes + label[i]];
+  // `batch`: the count the sum is divided by; N, or the global batch of a data-parallel run whose
+  // ranks then add their losses (allreduce_sum) into the mean over the whole batch.
+  const float batch = static_cast<float>(l.integer_or("batch", n, 1));
   F32Output out(*loss);
-  out[0] = -sum / static_cast<float>(n);
+  out[0] = -sum / batch;
   out.store();
 }
 
@@ -191,7 +194,8 @@ void nll_loss_backward(const Launch& l) {
   int64_t n = dlogp.dim(0), classes = dlogp.dim(1);
   if (n == 0) l.fail(dlogp.label + ": the batch is empty");
   const int32_t* label = checked_labels(l, labels, n, classes);
-  float gradient = -(F32Input(*scale)[0] / static_cast<float>(n));
+  const float batch = static_cast<float>(l.integer_or("batch", n, 1));  // as nll_loss_forward's
+  float gradient = -(F32Input(*scale)[0] / batch);
   F32Output out(*dlogp, /*zeroed=*/true);
   for (int64_t i = 0; i < n; ++i) out[i * classes + label[i]] = gradient;
   out.store();

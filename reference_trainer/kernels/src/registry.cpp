@@ -40,6 +40,7 @@ constexpr Entry kKernels[] = {
     {"amp_update_scale", kernels::amp_update_scale},
     {"sgd_step", kernels::sgd_step},
     {"adamw_step", kernels::adamw_step},
+    {"allreduce_sum", kernels::allreduce_sum},
 };
 
 }  // namespace

@@ -42,6 +42,7 @@ struct RawOptions {
   std::string partials = "fp32";
   std::string layer_precision;
   std::string fault;
+  std::optional<int> fault_rank;
   std::optional<double> lr;
   std::optional<double> weight_decay;
 };
@@ -102,7 +103,12 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--beta2", c.optimizer.beta2, "AdamW beta2")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--eps", c.optimizer.eps, "AdamW epsilon")->check(kPositive)->capture_default_str();
   app.add_option("--fault", raw.fault, "plant a NaN/Inf: KIND@LAYER:STEP[:INDEX], e.g. nan@fc1:5");
-  app.add_option("--metrics-json", c.metrics_json, "write the run's metrics to this JSON file");
+  app.add_option("--fault-rank", raw.fault_rank, "with --fault and --data-parallel: plant it on this rank only")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--metrics-json", c.metrics_json, "write the run's metrics to this JSON file (rank 0 writes it)");
+  app.add_flag("--data-parallel", c.data_parallel,
+               "data parallel over MPI (mpirun -np N mptrain --data-parallel ...): --batch-size is the global batch, "
+               "split over the ranks; gradients, loss and found-inf are all-reduced");
   app.add_flag("-v,--verbose", c.verbose, "print the precision plan and per-step details on stderr");
 }
 
@@ -115,6 +121,9 @@ void finish_config(TrainConfig& c, const RawOptions& raw) {
   c.partials_fp16 = raw.partials == "fp16";
   if (!raw.layer_precision.empty()) c.layer_precision = parse_layer_precision(raw.layer_precision);
   if (!raw.fault.empty()) c.fault = parse_fault_spec(raw.fault);
+  if (raw.fault_rank && (!c.fault || !c.data_parallel))
+    throw UsageError("--fault-rank needs --fault and --data-parallel");
+  c.fault_rank = raw.fault_rank;
   parse_loss_scale(c.loss_scale_text, c.loss_scale);
   const bool amp = c.precision == PrecisionMode::kAmpFp16 || c.precision == PrecisionMode::kAmpBf16;
   if (!amp && (!c.bf16_ops_file.empty() || !c.fp32_ops_file.empty())) {

@@ -60,8 +60,15 @@ struct TrainConfig {
   OptimizerConfig optimizer;
 
   std::optional<FaultSpec> fault;
+  std::optional<int> fault_rank;  // plant the fault on this rank only (data-parallel runs)
   std::string metrics_json;
   bool verbose = false;
+
+  // Data parallel over MPI: each rank trains on its share of every global batch (--batch-size) and
+  // the gradients are all-reduced (allreduce_sum). rank and world_size are filled at start-up.
+  bool data_parallel = false;
+  int rank = 0;
+  int world_size = 1;
 };
 
 }  // namespace mptrain

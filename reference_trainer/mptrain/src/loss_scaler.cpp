@@ -15,7 +15,7 @@ LossScaler::LossScaler(const LossScaleConfig& config, Runtime& rt) : config_(con
   }
 }
 
-bool LossScaler::unscale_and_check(Runtime& rt, const std::vector<Param*>& params) {
+bool LossScaler::unscale_and_check(Runtime& rt, const std::vector<Param*>& params, bool all_ranks) {
   if (config_.kind == LossScaleKind::kNone) return false;
   TensorRefs inputs{&scale_};
   TensorRefs outputs{&found_inf_};
@@ -24,6 +24,7 @@ bool LossScaler::unscale_and_check(Runtime& rt, const std::vector<Param*>& param
     outputs.push_back(&p->grad);
   }
   rt.launch("amp_unscale_check", inputs, outputs);
+  if (all_ranks) rt.launch("allreduce_sum", {&found_inf_}, {&found_inf_});
   return rt.read_scalar(found_inf_) != 0.0;
 }
 

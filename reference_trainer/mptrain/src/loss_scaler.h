@@ -18,8 +18,10 @@ class LossScaler {
   const Tensor& scale() const { return scale_; }
 
   // Unscales all gradients and checks them; true when a gradient holds NaN or Inf and the step
-  // must be skipped. Without scaling nothing is checked and it returns false.
-  bool unscale_and_check(Runtime& rt, const std::vector<Param*>& params);
+  // must be skipped. Without scaling nothing is checked and it returns false. `all_ranks`: the
+  // ranks of a data-parallel run agree first (found_inf summed over them by allreduce_sum), so
+  // they all skip the same steps.
+  bool unscale_and_check(Runtime& rt, const std::vector<Param*>& params, bool all_ranks = false);
 
   // Dynamic scaling: adapts the scale to the last check. No-op otherwise.
   void update(Runtime& rt);

@@ -3,6 +3,7 @@
 // Exit codes: 0 success; 1 a kernel failed; 2 bad usage, missing data or no usable device.
 #include "cli.h"
 #include "dataset.h"
+#include "distributed.h"
 #include "errors.h"
 #include "model.h"
 #include "report.h"
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 
 namespace mptrain {
 namespace {
@@ -42,9 +44,29 @@ int run(const TrainConfig& config) {
   log_config(items);
   if (config.verbose) fmt::print(stderr, "precision plan:\n{}", model.precision_plan());
   RunResult result = train_and_evaluate(config, policy, rt, model, train, test);
+  if (config.rank != 0) return 0;  // a data-parallel run speaks through rank 0
   print_summary(result);
   if (!config.metrics_json.empty()) write_metrics(config.metrics_json, metrics_json(items, result, rt));
   return 0;
+}
+
+// The exit status of a failure, said on stderr (with the rank in a data-parallel run).
+int report_failure(const TrainConfig& config, const std::exception& e) {
+  const std::string who = config.world_size > 1 ? fmt::format("mptrain (rank {})", config.rank) : "mptrain";
+  if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataError*>(&e)) {
+    fmt::print(stderr, "{}: {}\n", who, e.what());
+    return 2;
+  }
+  if (dynamic_cast<const DeviceError*>(&e)) {
+    fmt::print(stderr, "{}: {}\n(run with --device cpu, or use a build and machine with CUDA)\n", who, e.what());
+    return 2;
+  }
+  if (dynamic_cast<const KernelError*>(&e)) {
+    fmt::print(stderr, "{}: {}\n", who, e.what());
+    return 1;
+  }
+  fmt::print(stderr, "{}: unexpected error: {}\n", who, e.what());
+  return 1;
 }
 
 }  // namespace
@@ -54,22 +76,19 @@ int main(int argc, char** argv) {
   using namespace mptrain;
   ParsedCommandLine parsed = parse_command_line(argc, argv);
   if (!parsed.config) return parsed.exit_code;
+  TrainConfig& config = *parsed.config;
+  std::optional<DataParallel> parallel;
   try {
-    return run(*parsed.config);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "mptrain: {}\n", e.what());
-    return 2;
-  } catch (const DataError& e) {
-    fmt::print(stderr, "mptrain: {}\n", e.what());
-    return 2;
-  } catch (const DeviceError& e) {
-    fmt::print(stderr, "mptrain: {}\n(run with --device cpu, or use a build and machine with CUDA)\n", e.what());
-    return 2;
-  } catch (const KernelError& e) {
-    fmt::print(stderr, "mptrain: {}\n", e.what());
-    return 1;
+    parallel.emplace(config);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mptrain: unexpected error: {}\n", e.what());
-    return 1;
+    return report_failure(config, e);
+  }
+  try {
+    return run(config);
+  } catch (const std::exception& e) {
+    const int status = report_failure(config, e);
+    // The other ranks would wait for this one in their next collective: end them all.
+    if (config.world_size > 1) parallel->abort(status);
+    return status;
   }
 }

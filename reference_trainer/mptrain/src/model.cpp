@@ -108,21 +108,21 @@ Tensor Model::forward(Runtime& rt, const Tensor& x, const FaultSpec* fault) {
   return h;
 }
 
-Tensor Model::loss(Runtime& rt, const Tensor& logp, const Tensor& labels) {
+Tensor Model::loss(Runtime& rt, const Tensor& logp, const Tensor& labels, int64_t batch) {
   NvtxRange range(RangeCategory::kLayer, "loss");
   // The loss value is fp32 whatever the policy; the policy decides the type nll_loss reads.
   Tensor input = rt.cast(logp, nll_precision_.dtype);
   Tensor value = rt.alloc("loss.out", {1}, MPT_DTYPE_F32, MPT_CAT_ACTIVATION);
-  rt.launch("nll_loss_forward", {&input, &labels}, {&value});
+  rt.launch("nll_loss_forward", {&input, &labels}, {&value}, {{"batch", static_cast<double>(batch)}});
   return value;
 }
 
-void Model::backward(Runtime& rt, const Tensor& labels, const Tensor& scale) {
+void Model::backward(Runtime& rt, const Tensor& labels, const Tensor& scale, int64_t batch) {
   Tensor dy;
   {
     NvtxRange range(RangeCategory::kLayer, "loss");
     dy = rt.alloc(logp_.name() + ".grad", logp_.shape(), logp_.dtype(), MPT_CAT_ACTIVATION);
-    rt.launch("nll_loss_backward", {&labels, &scale}, {&dy});
+    rt.launch("nll_loss_backward", {&labels, &scale}, {&dy}, {{"batch", static_cast<double>(batch)}});
   }
   std::optional<NvtxRange> layer_range;
   for (std::size_t i = nodes_.size(); i-- > 0;) {

@@ -29,9 +29,10 @@ class Model {
   // layer's last node.
   Tensor forward(Runtime& rt, const Tensor& x, const FaultSpec* fault);
   // NLL loss (f32 [1], mean over the batch) of the log-probabilities from forward().
-  Tensor loss(Runtime& rt, const Tensor& logp, const Tensor& labels);
+  // `batch`: what the summed loss is divided by: the batch, or a data-parallel run's global batch.
+  Tensor loss(Runtime& rt, const Tensor& logp, const Tensor& labels, int64_t batch);
   // Backward from the loss scaled by `scale` (f32 [1]): fills every parameter's gradient.
-  void backward(Runtime& rt, const Tensor& labels, const Tensor& scale);
+  void backward(Runtime& rt, const Tensor& labels, const Tensor& scale, int64_t batch);
   // Frees what forward kept for backward.
   void release();
 

@@ -9,8 +9,8 @@
 
 namespace mptrain {
 
-EpochProgress::EpochProgress(int epoch, int epochs, int64_t steps)
-    : epoch_(epoch), epochs_(epochs), steps_(steps), terminal_(isatty(STDERR_FILENO) == 1),
+EpochProgress::EpochProgress(int epoch, int epochs, int64_t steps, bool shown)
+    : epoch_(epoch), epochs_(epochs), steps_(steps), terminal_(shown && isatty(STDERR_FILENO) == 1), shown_(shown),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 double EpochProgress::images_per_s(int64_t images) const {
@@ -34,6 +34,7 @@ void EpochProgress::update(int64_t step_in_epoch, double mean_loss, double accur
 
 double EpochProgress::finish(double mean_loss, double accuracy, int64_t images) {
   double rate = images_per_s(images);
+  if (!shown_) return rate;
   if (terminal_) fmt::print(stderr, "\n");
   fmt::print(stderr, "epoch {}/{}: {} steps, loss {:.4f}, train accuracy {:.2f}%, {:.0f} images/s\n",
              epoch_ + 1, epochs_, steps_, mean_loss, accuracy, rate);

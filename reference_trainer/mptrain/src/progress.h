@@ -9,7 +9,8 @@ namespace mptrain {
 
 class EpochProgress {
  public:
-  EpochProgress(int epoch, int epochs, int64_t steps);
+  // `shown` false: nothing is printed (the ranks but 0 of a data-parallel run).
+  EpochProgress(int epoch, int epochs, int64_t steps, bool shown = true);
   // After each step: mean loss and accuracy (percent) so far, images done so far.
   void update(int64_t step_in_epoch, double mean_loss, double accuracy, int64_t images);
   // Prints the closing line; returns the images/s of the epoch.
@@ -22,6 +23,7 @@ class EpochProgress {
   int epochs_;
   int64_t steps_;
   bool terminal_;
+  bool shown_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
 };

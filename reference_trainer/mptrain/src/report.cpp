@@ -61,6 +61,11 @@ ConfigItems describe_config(const TrainConfig& c, const PrecisionPolicy& policy,
     static const char* kinds[] = {"nan", "inf", "-inf"};
     items.emplace_back("fault", fmt::format("{}@{}:{}:{}", kinds[c.fault->kind], c.fault->layer, c.fault->step, c.fault->index));
   }
+  if (c.fault && c.fault_rank) items.emplace_back("fault_rank", std::to_string(*c.fault_rank));
+  if (c.data_parallel) {
+    items.emplace_back("data_parallel", "mpi");
+    items.emplace_back("world_size", std::to_string(c.world_size));
+  }
   return items;
 }
 

@@ -38,9 +38,11 @@ Batch load_batch(Runtime& rt, const ImageSet& set, const std::vector<uint32_t>& 
   return batch;
 }
 
-int64_t count_correct(Runtime& rt, const Tensor& logp, const Tensor& labels) {
+// Correct predictions of the batch; of the global batch when `all_ranks` (summed over the ranks).
+int64_t count_correct(Runtime& rt, const Tensor& logp, const Tensor& labels, bool all_ranks) {
   Tensor correct = rt.alloc("accuracy.correct", {1}, MPT_DTYPE_I32, MPT_CAT_WORKSPACE);
   rt.launch("accuracy_count", {&logp, &labels}, {&correct});
+  if (all_ranks) rt.launch("allreduce_sum", {&correct}, {&correct});
   return static_cast<int64_t>(rt.read_scalar(correct));
 }
 
@@ -69,7 +71,9 @@ class TrainingLoop {
     double loss = 0.0;
     int64_t correct = 0;
   };
-  StepOutcome step(const Batch& batch, int64_t index, RunResult& result);
+  // `global_batch`: the images of the step over all ranks (batch.size without --data-parallel).
+  StepOutcome step(const Batch& batch, int64_t global_batch, int64_t index, RunResult& result);
+  bool parallel() const { return config_.data_parallel; }
 
   const TrainConfig& config_;
   const PrecisionPolicy& policy_;
@@ -82,27 +86,41 @@ class TrainingLoop {
   double step_seconds_ = 0.0;
 };
 
-TrainingLoop::StepOutcome TrainingLoop::step(const Batch& batch, int64_t index, RunResult& result) {
+TrainingLoop::StepOutcome TrainingLoop::step(const Batch& batch, int64_t global_batch, int64_t index,
+                                             RunResult& result) {
   NvtxRange step_range(RangeCategory::kStep, "step", index);
   StepOutcome outcome;
   const double scale = scaler_.current(rt_);
   {
     NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseForward);
     Tensor input = rt_.cast(batch.images, policy_.input_dtype());
-    const FaultSpec* fault = config_.fault && config_.fault->step == index ? &*config_.fault : nullptr;
+    const bool faulty_rank = !config_.fault_rank || *config_.fault_rank == config_.rank;
+    const FaultSpec* fault = config_.fault && config_.fault->step == index && faulty_rank ? &*config_.fault : nullptr;
     Tensor logp = model_.forward(rt_, input, fault);
-    Tensor loss = model_.loss(rt_, logp, batch.labels);
+    Tensor loss = model_.loss(rt_, logp, batch.labels, global_batch);
+    if (parallel()) {
+      // Each rank's loss is its share of the global batch's mean: their sum is the mean.
+      NvtxRange range(RangeCategory::kLayer, "loss");
+      rt_.launch("allreduce_sum", {&loss}, {&loss});
+    }
     outcome.loss = rt_.read_scalar(loss);
-    outcome.correct = count_correct(rt_, logp, batch.labels);
+    outcome.correct = count_correct(rt_, logp, batch.labels, parallel());
   }
   {
     NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseBackward);
-    model_.backward(rt_, batch.labels, scaler_.scale());
+    model_.backward(rt_, batch.labels, scaler_.scale(), global_batch);
+    if (parallel()) {
+      // Every rank's gradients are its share of the global batch's: their sum, in the gradients'
+      // own dtype, is the gradient of the global batch (and may overflow where no share did).
+      TensorRefs grads;
+      for (const Param* p : params_) grads.push_back(&p->grad);
+      rt_.launch("allreduce_sum", grads, grads);
+    }
   }
   model_.release();
   {
     NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseOptimizer);
-    const bool skip = scaler_.unscale_and_check(rt_, params_);
+    const bool skip = scaler_.unscale_and_check(rt_, params_, parallel());
     if (skip) {
       ++result.skipped_steps;
       if (config_.verbose) fmt::print(stderr, "step {}: gradients hold NaN/Inf at scale {}; step skipped\n", index, scale);
@@ -123,19 +141,24 @@ void TrainingLoop::run_epoch(int epoch, const ImageSet& train, EpochOrder& order
   const std::vector<uint32_t>& indices = order.next_epoch();
   const int64_t batch_size = config_.batch_size;
   const int64_t steps = (train.count + batch_size - 1) / batch_size;
-  EpochProgress progress(epoch, config_.epochs, steps);
+  EpochProgress progress(epoch, config_.epochs, steps, config_.rank == 0);
   double loss_sum = 0.0;
   int64_t correct = 0;
   int64_t images = 0;
   for (int64_t s = 0; s < steps; ++s) {
     auto start = std::chrono::steady_clock::now();
     const int64_t n = std::min(batch_size, train.count - s * batch_size);
-    Batch batch = load_batch(rt_, train, indices, s * batch_size, n, config_.image_size);
-    StepOutcome outcome = step(batch, result.steps, result);
+    // A data-parallel rank trains on its share of the global batch: images [n·r/N, n·(r+1)/N).
+    // A last batch smaller than the ranks is left out by all of them alike.
+    if (n < config_.world_size) continue;
+    const int64_t first = n * config_.rank / config_.world_size;
+    const int64_t share = n * (config_.rank + 1) / config_.world_size - first;
+    Batch batch = load_batch(rt_, train, indices, s * batch_size + first, share, config_.image_size);
+    StepOutcome outcome = step(batch, n, result.steps, result);
     step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++result.steps;
     loss_sum += outcome.loss * static_cast<double>(n);
-    correct += outcome.correct;
+    correct += outcome.correct;  // of the global batch: count_correct sums over the ranks
     images += n;
     progress.update(s, loss_sum / static_cast<double>(images), percent(correct, images), images);
   }
@@ -158,7 +181,7 @@ double TrainingLoop::evaluate(const ImageSet& test) {
     Batch batch = load_batch(rt_, test, order, begin, n, config_.image_size);
     Tensor input = rt_.cast(batch.images, policy_.input_dtype());
     Tensor logp = model_.forward(rt_, input, nullptr);
-    correct += count_correct(rt_, logp, batch.labels);
+    correct += count_correct(rt_, logp, batch.labels, false);
     model_.release();
   }
   return percent(correct, test.count);

@@ -35,7 +35,10 @@ TEST(CudaComparisonCases, CoverEveryKernelOfTheCatalogue) {
   for (std::sregex_iterator it(s.begin(), s.end(), row), end; it != end; ++it) documented.insert((*it)[1]);
   for (const ComparisonCase& c : comparison_cases()) covered.insert(c.spec.kernel);
   ASSERT_GT(documented.size(), 20u);
-  for (const std::string& k : documented) EXPECT_TRUE(covered.count(k)) << "no GPU comparison for " << k;
+  // The collectives run on the CPU only (docs/kernels.md, "Collectives"): nothing to compare.
+  const std::set<std::string> cpu_only = {"allreduce_sum"};
+  for (const std::string& k : documented)
+    EXPECT_TRUE(covered.count(k) || cpu_only.count(k)) << "no GPU comparison for " << k;
 }
 
 /* One test over every case rather than one test per case: each process start pays for loading

@@ -148,7 +148,7 @@ TEST(Abi, ExportsExactlyTheAbi) {
     if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B' || kind == 'V' || kind == 'i') exported.insert(name);
   }
   std::set<std::string> abi{"mpt_launch", "mpt_last_error", "mpt_alloc", "mpt_free",
-                            "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads"};
+                            "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads", "mpt_set_communicator"};
   EXPECT_EQ(exported, abi);
 }
 

@@ -5,6 +5,7 @@
 //   memory_categories.h what an allocation holds (weight, gradient, workspace, ...)
 //   nvtx.h              the trainer's NVTX domain, categories and phase names
 //   loss_scaler.h       the loss scaler's kernels, whose launches carry loss-scale events
+//   collectives.h       kernels that combine tensors over ranks, and who made a NaN they return
 //   allow_rules.h       rules for intended NaN/Inf (an attention mask's -inf), their syntax and match
 //   environment.h       the variables `fpscope run` sets for the injector
 //   run_end.h           how a run ended, its meta word, its label, whether it is a failure
@@ -18,6 +19,7 @@
 #pragma once
 
 #include "fpscope/contract/allow_rules.h"
+#include "fpscope/contract/collectives.h"
 #include "fpscope/contract/environment.h"
 #include "fpscope/contract/launcher_rank.h"
 #include "fpscope/contract/loss_scaler.h"

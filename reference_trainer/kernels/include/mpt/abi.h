@@ -101,7 +101,8 @@ typedef enum mpt_status {
   MPT_ERR_UNKNOWN_KERNEL = 1,
   MPT_ERR_BAD_ARGUMENTS = 2,    /* wrong tensor count, dtype, shape or scalar */
   MPT_ERR_DEVICE = 3,           /* CUDA error or no device */
-  MPT_ERR_ABI_VERSION = 4
+  MPT_ERR_ABI_VERSION = 4,
+  MPT_ERR_COMMUNICATION = 5     /* a collective kernel's transport failed (mpt_set_communicator) */
 } mpt_status;
 
 /* Runs one kernel. Returns MPT_OK or an mpt_status; mpt_last_error() then says what was wrong. */
@@ -124,6 +125,22 @@ MPT_API void mpt_free(void* ptr, int32_t device);
  * one per hardware thread (the default, or MPT_NUM_THREADS when set). Results are deterministic for
  * a given thread count. */
 MPT_API void mpt_set_num_threads(int n);
+
+/* The transport of the collective kernels (allreduce_sum) in a program that runs as several
+ * processes, one per rank: the program moves bytes (over MPI, say), the kernels do the arithmetic,
+ * so every rank computes the same result in the same order. `allgather` gives every rank the
+ * `bytes` bytes each rank passed in `send`: rank r's land at recv + r * bytes. It returns 0 on
+ * success. Without a communicator (or with size 1) a collective kernel reduces over this process
+ * alone. The structure is copied; `context` must outlive the kernels' use of it. */
+typedef struct mpt_communicator {
+  int32_t rank;
+  int32_t size;
+  void* context;
+  int (*allgather)(void* context, const void* send, void* recv, size_t bytes);
+} mpt_communicator;
+
+/* Sets (or with NULL clears) the communicator of the collective kernels. */
+MPT_API void mpt_set_communicator(const mpt_communicator* communicator);
 
 /* Reports a value of the program's own: "loss" and "train_accuracy" once a step, "test_accuracy"
  * at the end, "lr". `step` is the optimizer step it belongs to, or -1. The library does nothing
