@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <memory>
 
@@ -48,11 +49,25 @@ CLI::Option* add_format(CLI::App* cmd, std::string& format, const std::vector<st
   return cmd->add_option("--format", format, "output format")->check(CLI::IsMember(choices))->capture_default_str();
 }
 
+// --rank: read one rank of a multi-process trace as if it were traced alone.
+void add_rank(CLI::App* cmd, std::optional<int32_t>& rank) {
+  cmd->add_option("--rank", rank, "only this rank of a multi-process trace (processes.rank), as if it were traced alone")
+      ->check(CLI::NonNegativeNumber);
+}
+
+OpenOptions open_options(const std::optional<int32_t>& rank, bool build_missing_summaries = true) {
+  OpenOptions options;
+  options.build_missing_summaries = build_missing_summaries;
+  options.rank = rank;
+  return options;
+}
+
 }  // namespace
 
 Action add_report(CLI::App& app) {
   struct Opts {
     std::string trace, section = "all", format = "text", view = "activations";
+    std::optional<int32_t> rank;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
@@ -66,8 +81,9 @@ Action add_report(CLI::App& app) {
                   "scaled), gradients-unscaled, weights, optimizer-state")
       ->check(CLI::IsMember(range_view_keys()))
       ->capture_default_str();
+  add_rank(cmd, o->rank);
   return [o]() {
-    auto trace = Trace::open(o->trace);
+    auto trace = Trace::open(o->trace, open_options(o->rank));
     auto wants = [&](const char* section) { return o->section == "all" || o->section == section; };
     const RangeView view = *parse_range_view(o->view);
     if (o->format == "json") {  // data, not rendered tables: report_json.h
@@ -100,6 +116,7 @@ Action add_compare(CLI::App& app) {
   struct Opts {
     std::string a, b, format = "text";
     CompareOptions options;
+    std::optional<int32_t> rank;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compare", "compare run A (source) with run B (target): memory, accuracy, loss, ranges, events");
@@ -110,9 +127,10 @@ Action add_compare(CLI::App& app) {
   cmd->add_option("--exponent-shift", o->options.exponent_shift, "absmax exponent change that counts as a moved layer")
       ->check(CLI::PositiveNumber)->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
+  add_rank(cmd, o->rank);
   return [o]() {
-    auto a = Trace::open(o->a);
-    auto b = Trace::open(o->b);
+    auto a = Trace::open(o->a, open_options(o->rank));
+    auto b = Trace::open(o->b, open_options(o->rank));
     const Comparison c = compare(*a, *b, o->options);
     if (o->format == "json") {
       std::cout << compare_json(c);
@@ -176,6 +194,7 @@ Action add_advise(CLI::App& app) {
 Action add_export(CLI::App& app) {
   struct Opts {
     std::string trace, format, out;
+    std::optional<int32_t> rank;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("export", "write the trace as CSV files, JSON, a Chrome/Perfetto trace or an HTML report");
@@ -183,8 +202,9 @@ Action add_export(CLI::App& app) {
   cmd->add_option("--format", o->format, "csv (OUT is a folder), json, chrome-trace or html")
       ->check(CLI::IsMember({"csv", "json", "chrome-trace", "html"}))->required();
   cmd->add_option("-o,--output", o->out, "output file (a folder for csv); - for standard output")->required();
+  add_rank(cmd, o->rank);
   return [o]() {
-    auto trace = Trace::open(o->trace);
+    auto trace = Trace::open(o->trace, open_options(o->rank));
     if (o->format == "csv") {
       const auto files = export_csv(*trace, o->out);
       std::cerr << fmt::format("fpscope export: wrote {} tables to {}\n", files.size(), o->out);
@@ -215,6 +235,7 @@ Action add_query(CLI::App& app) {
   struct Opts {
     std::string trace, sql, format = "table";
     size_t max_rows = 0;
+    std::optional<int32_t> rank;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("query", "run one read-only SQL statement on a trace");
@@ -222,8 +243,9 @@ Action add_query(CLI::App& app) {
   cmd->add_option("SQL", o->sql, "one SQL statement, e.g. \"select * from v_first_nonfinite\"")->required();
   add_format(cmd, o->format, {"table", "csv", "json"});
   cmd->add_option("--max-rows", o->max_rows, "stop after this many rows (0: all)")->capture_default_str();
+  add_rank(cmd, o->rank);
   return [o]() {
-    auto trace = Trace::open(o->trace, OpenOptions{{}, false});
+    auto trace = Trace::open(o->trace, open_options(o->rank, false));
     const QueryResult result = trace->query(o->sql, o->max_rows);
     Table t{"rows", result.columns, {}};
     for (const auto& row : result.rows) {

@@ -2,6 +2,7 @@
 // and how they read. The numbers come from libfpscope_analysis only.
 #include "sections.h"
 
+#include "fpscope/contract/collectives.h"
 #include "fpscope/units.h"
 
 #include <fmt/format.h>
@@ -84,8 +85,16 @@ Section nonfinite_section(const Trace& trace) {
   sec.notes.push_back(fmt::format("{} NaN, {} +Inf, {} -Inf in {} output tensors, from step {}.", r.nan, r.pos_inf,
                                   r.neg_inf, r.tensors, step_text(r.first_step)));
   const bool ranked = summary(trace).ranks > 1;
-  sec.notes.push_back(fmt::format("First {}: {} made {} from finite inputs{}", o.origin ? "origin" : "non-finite output (no origin measured)",
-                                  where(o.kernel, o.layer), o.kind, ranked ? fmt::format(" on rank {}", o.rank) : ""));
+  const std::string on_rank = ranked ? fmt::format(" on rank {}", o.rank) : "";
+  if (o.origin) {
+    sec.notes.push_back(fmt::format("First origin: {} made {} from finite inputs{}", where(o.kernel, o.layer), o.kind, on_rank));
+  } else if (contract::is_collective_kernel(o.kernel)) {
+    sec.notes.push_back(fmt::format("First non-finite output: {} received {} from another rank{}", where(o.kernel, o.layer),
+                                    o.kind, on_rank));
+  } else {
+    sec.notes.push_back(fmt::format("First non-finite output (no origin measured): {} returned {}{}", where(o.kernel, o.layer),
+                                    o.kind, on_rank));
+  }
   sec.notes.push_back(fmt::format("  phase {}, step {}, launch {}, tensor {} {} {}, index {} (bits {:#x})",
                                   o.phase.value_or("-"), step_text(o.step), human_launch(o.kernel_id), o.tensor, o.dtype, o.shape,
                                   o.first_index, o.first_bits));

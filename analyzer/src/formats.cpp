@@ -62,6 +62,7 @@ int exit_code_of(TraceErrorKind kind) {
     case TraceErrorKind::Corrupt: return 7;
     case TraceErrorKind::Query: return 8;
     case TraceErrorKind::Cancelled: return 130;
+    case TraceErrorKind::NoSuchRank: return 2;
   }
   return 1;
 }

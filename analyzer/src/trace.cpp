@@ -267,6 +267,27 @@ bool add_missing_columns(const sql::Database& db) {
   return added;
 }
 
+// OpenOptions::rank: temporary views of the event tables and `processes` that hold that rank's rows
+// only (over the ones add_missing_columns made for an older trace, whose one process is rank 0).
+void select_rank(const sql::Database& db, int32_t rank, bool older, const std::string& path) {
+  sql::Statement ranks(db, "SELECT group_concat(rank, ', ') FROM (SELECT rank FROM processes UNION SELECT rank FROM kernels "
+                           "ORDER BY rank)");
+  std::string known = ranks.step() && !ranks.is_null(0) ? ranks.text(0) : "";
+  sql::Statement has(db, "SELECT EXISTS (SELECT 1 FROM processes WHERE rank = ?1) OR EXISTS (SELECT 1 FROM kernels WHERE rank = ?1)");
+  has.bind(1, static_cast<int64_t>(rank));
+  if (!has.step() || has.i64(0) == 0) {
+    throw TraceError(TraceErrorKind::NoSuchRank,
+                     fmt::format("{}: no rank {} in this trace (it holds rank{} {})", path, rank,
+                                 known.find(',') == std::string::npos ? "" : "s", known.empty() ? "none" : known));
+  }
+  if (older) return;  // one process, rank 0: nothing to leave out
+  for (const char* table : kRankTables) {
+    if (!db.has_table(table, false)) continue;
+    db.exec(fmt::format("CREATE TEMP VIEW {0} AS SELECT * FROM main.{0} WHERE rank = {1}", table, rank));
+  }
+  db.exec(fmt::format("CREATE TEMP VIEW processes AS SELECT * FROM main.processes WHERE rank = {}", rank));
+}
+
 // A trace written by an earlier build may lack views this build's schema defines (the memory
 // timeline the summaries and the memory plot read), or hold older definitions of them: they are
 // created as temporary views on this connection, from this build's schema. `all`: every view,
@@ -379,7 +400,12 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == kSummaryVersion;
   // Temporary objects live in memory. Set before any exists: changing temp_store drops them all.
   impl->db.exec("PRAGMA temp_store = MEMORY");
-  add_views(impl->db, add_missing_columns(impl->db));
+  const bool older = add_missing_columns(impl->db);
+  if (options.rank) {
+    select_rank(impl->db, *options.rank, older, path);
+    impl->summaries_precomputed = false;  // the file's summaries cover every rank
+  }
+  add_views(impl->db, older || options.rank.has_value());
   impl->db.exec("PRAGMA query_only = 1");
   if (!report(options.progress, "validated", 0.1)) throw cancelled();
   if (options.build_missing_summaries || impl->summaries_precomputed) impl->ensure_summaries(options.progress);

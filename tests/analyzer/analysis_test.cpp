@@ -381,6 +381,18 @@ TEST(Analysis, SchemaTwoTraceReadsAsOneProcessOfRankZero) {
   EXPECT_EQ(std::get<int64_t>(q.rows[0][1]), 0);
   EXPECT_EQ(std::get<int64_t>(b->query("select rank from v_first_nonfinite").rows[0][0]), 0);
   EXPECT_EQ(std::get<int64_t>(b->query("select count(*) from processes").rows[0][0]), 1);
+  // Its one rank can be chosen; another cannot.
+  OpenOptions only;
+  only.rank = 0;
+  EXPECT_EQ(summary(*Trace::open(older, only)).kernels, summary(*a).kernels);
+  only.rank = 1;
+  try {
+    Trace::open(older, only);
+    ADD_FAILURE() << "rank 1 of a one-process trace was accepted";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.kind(), TraceErrorKind::NoSuchRank);
+    EXPECT_NE(std::string(e.what()).find("no rank 1 in this trace (it holds rank 0)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Analysis, RunningTraceOpensAndSaysSo) {

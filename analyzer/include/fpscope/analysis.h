@@ -87,6 +87,7 @@ enum class TraceErrorKind {
   Corrupt,       // truncated or damaged                                     exit 7
   Query,         // an SQL statement failed or was refused (query verb)      exit 8
   Cancelled,     // the progress callback or interrupt() stopped the call   exit 130
+  NoSuchRank,    // OpenOptions::rank names a rank the trace does not hold   exit 2
 };
 int exit_code_of(TraceErrorKind kind);
 
@@ -114,6 +115,9 @@ struct OpenOptions {
   // Compute the summary tables into temporary tables when the trace lacks them. With false, the
   // report functions still work but run live aggregates over the whole trace each time.
   bool build_missing_summaries = true;
+  // Only this rank of a multi-process trace: every table, view, summary and report then reads that
+  // rank's rows alone (temporary views of the same names filter them), as if it were traced alone.
+  std::optional<int32_t> rank;
 };
 
 // How the traced run ended: the trace contract's endings (fpscope/contract/run_end.h), read from

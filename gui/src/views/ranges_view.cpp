@@ -450,7 +450,7 @@ class RangesView final : public View {
   void draw_tensor_picker(ViewContext& ctx, const TraceData& d) {
     const auto* ts = details_.tensors(d, ctx.selection.kernel->kernel_id, nullptr);
     if (!ts) return;
-    ImGui::TextDisabled("kernel #%lld, tensor:", static_cast<long long>(ctx.selection.kernel->kernel_id));
+    ImGui::TextDisabled("launch %s, tensor:", analysis::human_launch(ctx.selection.kernel->kernel_id).c_str());
     for (const auto& t : *ts) {
       ImGui::SameLine();
       const std::string label = t.name + " (" + t.role + ")";

@@ -84,6 +84,19 @@ class SummaryView final : public View {
       ImGui::Text("%lld (%s to %s)", static_cast<long long>(d.summary.steps), opt_int(d.summary.first_step).c_str(),
                   opt_int(d.summary.last_step).c_str());
     });
+    row("ranks", [](const TraceData& d, const TraceDoc&) {
+      if (d.ranks.ranks.size() <= 1) {
+        ImGui::TextDisabled("one process");
+        return;
+      }
+      std::string text = std::to_string(d.ranks.ranks.size()) + " ranks";
+      if (d.ranks.first_origin_rank) text += "; first NaN/Inf made on rank " + std::to_string(*d.ranks.first_origin_rank);
+      if (d.ranks.loss_scale_steps_compared > 0)
+        text += d.ranks.loss_scale_disagreements == 0 ? "; loss scales agree" : "; loss scales disagree";
+      for (const auto& r : d.ranks.ranks)
+        if (r.ended && *r.ended == "vanished") text += "; rank " + std::to_string(r.rank) + " vanished";
+      ImGui::TextUnformatted(text.c_str());
+    });
     row("duration", [](const TraceData& d, const TraceDoc&) {
       if (d.summary.start_ns && d.summary.end_ns) {
         ImGui::TextUnformatted(analysis::human_duration(*d.summary.end_ns - *d.summary.start_ns).c_str());
@@ -164,9 +177,10 @@ class SummaryView final : public View {
       ImGui::TextColored(colors::to_vec4(colors::kNaN), "%sfirst %s made by", who.c_str(), o->kind.c_str());
       ImGui::SameLine();
       char text[400];
-      std::snprintf(text, sizeof text, "%s in layer %s, step %s, tensor %s (kernel #%lld)", o->kernel.c_str(),
-                    o->layer.value_or("-").c_str(), opt_int(o->step).c_str(), o->tensor.c_str(),
-                    static_cast<long long>(o->kernel_id));
+      const std::string rank = d.summary.ranks > 1 ? ", rank " + std::to_string(o->rank) : "";
+      std::snprintf(text, sizeof text, "%s in layer %s, step %s%s, tensor %s (launch %s)", o->kernel.c_str(),
+                    o->layer.value_or("-").c_str(), opt_int(o->step).c_str(), rank.c_str(), o->tensor.c_str(),
+                    analysis::human_launch(o->kernel_id).c_str());
       if (link(text)) {
         ctx.selection.select_kernel(doc.id(), o->kernel_id, o->step, o->layer);
         ctx.selection.tensor_id = o->tensor_id;
@@ -212,7 +226,7 @@ class SummaryView final : public View {
       ImGui::PopTextWrapPos();
       if (c.kernel_id) {
         ImGui::SameLine();
-        if (link("launch " + std::to_string(*c.kernel_id))) {
+        if (link("launch " + analysis::human_launch(*c.kernel_id))) {
           ctx.selection.select_kernel(doc.id(), *c.kernel_id, c.step, std::nullopt);
           if (c.tensor_id) ctx.selection.tensor_id = *c.tensor_id;
           ctx.selection.jump_to_timeline();

@@ -436,7 +436,7 @@ class TimelineView final : public View {
 
   void kernel_tooltip(const TraceData& data, const TimeSpan& s) {
     ImGui::BeginTooltip();
-    ImGui::Text("%s  (kernel #%lld)", data.timeline.name(s.name).c_str(), static_cast<long long>(s.id));
+    ImGui::Text("%s  (launch %s)", data.timeline.name(s.name).c_str(), analysis::human_launch(s.id).c_str());
     ImGui::TextDisabled("layer %s, step %s, %s", s.layer ? data.timeline.name(s.layer).c_str() : "-",
                         s.step >= 0 ? std::to_string(s.step).c_str() : "-",
                         analysis::human_duration(s.end - s.start).c_str());

@@ -68,7 +68,7 @@ void draw_selection(Selection& selection, const TraceSet& traces) {
     for (const auto& d : traces.docs()) {
       if (d->id() == selection.kernel->trace_id) trace_name = d->name();
     }
-    ImGui::Text("kernel #%lld", static_cast<long long>(selection.kernel->kernel_id));
+    ImGui::Text("launch %s", analysis::human_launch(selection.kernel->kernel_id).c_str());
     ImGui::TextDisabled("  in %s", trace_name.c_str());
   }
   if (selection.tensor_name) ImGui::Text("tensor %s", selection.tensor_name->c_str());

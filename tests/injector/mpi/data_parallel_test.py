@@ -89,6 +89,19 @@ class DataParallelTest(unittest.TestCase):
         self.assertIn("First NaN/Inf made from finite inputs: rank 1, step 3", report)
         nonfinite = run([FPSCOPE, "report", self.trace, "--section", "nonfinite"], self.dir).stdout
         self.assertIn("inject_fault (conv2) made nan from finite inputs on rank 1", nonfinite)
+        # --rank: one rank read as if traced alone.
+        alone = run([FPSCOPE, "report", self.trace, "--rank", "0", "--section", "nonfinite", "--format", "json"], self.dir)
+        first = json.loads(alone.stdout)["nonfinite"]["first_origin"]
+        self.assertEqual((first["kernel"], first["layer"], first["step"], first["origin"], first["rank"]),
+                         ("allreduce_sum", "loss", 3, False, 0))
+        text = run([FPSCOPE, "report", self.trace, "--rank", "0", "--section", "nonfinite"], self.dir).stdout
+        self.assertIn("allreduce_sum (loss) received nan from another rank", text)
+        counted = run([FPSCOPE, "query", self.trace, "--rank", "1", "--format", "csv",
+                       "select count(*), min(rank), max(rank) from kernels"], self.dir).stdout.split()
+        self.assertEqual(counted[-1], "%d,1,1" % rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = 1")[0][0])
+        missing = run([FPSCOPE, "query", self.trace, "--rank", "5", "select 1"], self.dir, check=False)
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("no rank 5 in this trace (it holds ranks 0, 1)", missing.stderr)
 
     def test_fp16_allreduce_that_overflows_while_every_rank_is_finite_is_the_origin_and_both_skip(self):
         # fp16 training keeps fp16 gradients (amp-fp16 keeps them in fp32, as PyTorch's AMP does).
