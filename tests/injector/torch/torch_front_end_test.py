@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -62,6 +63,37 @@ for step in range(STEPS):
     opt.step()
     print("loss", step, loss.item().hex())
 print("parameters", sum(p.numel() for p in net.parameters()))
+"""
+
+
+DDP_PROGRAM = """
+import torch, torch.nn as nn, torch.nn.functional as F
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+torch.set_num_threads(1)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3)
+        self.fc1 = nn.Linear(4 * 6 * 6, 10)
+    def forward(self, x):
+        return self.fc1(F.max_pool2d(F.relu(self.conv1(x)), 2).flatten(1))
+model = DistributedDataParallel(Net())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(1 + rank)  # each rank its own data
+for step in range(4):
+    x = torch.randn(8, 1, 14, 14, generator=g)
+    y = torch.randint(0, 10, (8,), generator=g)
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    if rank == 0:
+        print("loss", step, loss.item().hex())
+dist.destroy_process_group()
 """
 
 
@@ -561,6 +593,34 @@ class FrontEndTest(unittest.TestCase):
                                            " AND kernel = 'addmm'"), [(2,)])
         self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars s JOIN strings n ON n.id = s.name_id"
                                            " WHERE n.value = 'loss'"), [(6,)])
+
+    def test_ddp_ranks_land_in_one_trace(self):
+        """A DistributedDataParallel program (gloo on the CPU) of two ranks, launched with RANK and
+        WORLD_SIZE as torchrun would: one trace, each rank's operators under the model's own layer
+        names, losses bit-identical with and without tracing."""
+        script = self.write("ddp.py", DDP_PROGRAM)
+
+        def launch():
+            with socket.socket() as s:  # a free port for the ranks' rendezvous
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            return ["/bin/sh", "-c", "export MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=2; "
+                    "RANK=0 %s %s & RANK=1 %s %s; wait" % (port, PYTHON, script, PYTHON, script)]
+
+        plain = run(launch(), self.dir)
+        out = os.path.join(self.dir, "ddp.sqlite")
+        traced = run([FPSCOPE, "run", "-q", "-o", out, "--"] + launch(), self.dir)
+        self.assertEqual(traced.stdout, plain.stdout)
+        self.assertEqual(plain.stdout.count("loss"), 4)
+        self.assertEqual(self.query(out, "SELECT rank, world_size, rank_source, ended FROM processes ORDER BY rank"),
+                         [(0, 2, "RANK", "exited"), (1, 2, "RANK", "exited")])
+        # The model's own names (DDP holds it as `.module`), in forward and backward, on both ranks.
+        layers = self.query(out, "SELECT rank, layer, phase, count(*) FROM v_kernels WHERE layer IS NOT NULL "
+                                 "GROUP BY rank, layer, phase ORDER BY 1, 2, 3")
+        self.assertEqual([(r, l, p) for r, l, p, _ in layers],
+                         [(r, l, p) for r in (0, 1) for l in ("conv1", "fc1") for p in ("backward", "forward")])
+        self.assertEqual(self.query(out, "SELECT count(DISTINCT rank) FROM scalars s JOIN strings n ON n.id = s.name_id "
+                                         "WHERE n.value = 'loss'"), [(2,)])
 
     def test_program_without_torch_and_users_sitecustomize(self):
         own = os.path.join(self.dir, "own")

@@ -43,6 +43,8 @@ _MEASURED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
 _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 _PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+# Modules that wrap the model for data parallelism (torch.nn.parallel).
+_WRAPPERS = ("DistributedDataParallel", "DataParallel")
 
 
 class _OpInfo:
@@ -404,7 +406,12 @@ class FrontEnd:
     # [SECTION] Modules ---------------------------------------------------------------------------
 
     def name_model(self, root):
-        """Names every module and parameter of a model the first time its outermost module runs."""
+        """Names every module and parameter of a model the first time its outermost module runs.
+        DistributedDataParallel and DataParallel hold the model as `.module`: names are the model's
+        own, as without the wrapper (`conv1`, not `module.conv1`), and the wrapper is the model too."""
+        while type(root).__name__ in _WRAPPERS and isinstance(getattr(root, "module", None), torch.nn.Module):
+            self.module_names[root] = ""
+            root = root.module
         for name, module in root.named_modules():
             self.module_names[module] = name
         for name, p in root.named_parameters():
