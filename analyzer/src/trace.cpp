@@ -277,8 +277,9 @@ void select_rank(const sql::Database& db, int32_t rank, bool older, const std::s
   has.bind(1, static_cast<int64_t>(rank));
   if (!has.step() || has.i64(0) == 0) {
     throw TraceError(TraceErrorKind::NoSuchRank,
-                     fmt::format("{}: no rank {} in this trace (it holds rank{} {})", path, rank,
-                                 known.find(',') == std::string::npos ? "" : "s", known.empty() ? "none" : known));
+                     known.empty() ? fmt::format("{}: no rank {} in this trace (it holds no kernels or processes)", path, rank)
+                                   : fmt::format("{}: no rank {} in this trace (it holds rank{} {})", path, rank,
+                                                 known.find(',') == std::string::npos ? "" : "s", known));
   }
   if (older) return;  // one process, rank 0: nothing to leave out
   for (const char* table : kRankTables) {

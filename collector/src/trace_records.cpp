@@ -2,6 +2,7 @@
 // wire's record list (FPSCOPE_WIRE_RECORDS), and what each record becomes in the trace. A tensor's
 // records are assembled per producer thread (records of one thread arrive in order; threads
 // interleave), and written as one `tensors` row.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -591,12 +592,20 @@ void TraceWriter::Impl::handle(const wire::ProcessExitRecord& r) {
 }
 
 // Processes that never said they exit were killed or crashed (or their last records were lost).
+// Meta ranks_ended says it in one line, by rank: "0:exited 1:vanished".
 void TraceWriter::Impl::finish_processes() {
+  std::vector<std::pair<int32_t, const char*>> ended;
   for (const auto& source : sources) {
-    if (!source || !source->announced || source->exited) continue;
+    if (!source || !source->announced) continue;
+    ended.emplace_back(source->rank, source->exited ? "exited" : "vanished");
+    if (source->exited) continue;
     end_process.bind(1, source->index).bind(2, std::string_view("vanished")).bind_null(3);
     end_process.run();
   }
+  std::sort(ended.begin(), ended.end());
+  std::string text;
+  for (const auto& [rank, how] : ended) text += (text.empty() ? "" : " ") + std::to_string(rank) + ":" + how;
+  if (!text.empty()) set_meta("ranks_ended", text);
 }
 
 // [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------

@@ -40,6 +40,9 @@ int parse_options(int argc, char** argv, Options& options) {
       ->check(CLI::IsMember(view_names()));
   app.add_option("--step", options.step, "start with this training step selected; the timeline opens on it")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--rank", options.rank,
+                 "show only this rank of multi-process traces, as if it were traced alone (the trace panel changes it)")
+      ->check(CLI::NonNegativeNumber);
   std::vector<std::string> range_views;
   for (int i = 0; i < analysis::kRangeViewCount; ++i) range_views.push_back(analysis::range_view_info(static_cast<analysis::RangeView>(i)).key);
   app.add_option("--range-view", options.range_view,

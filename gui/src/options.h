@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct Options {
   int height = 1000;
   float font_size = 17.0f;
   int64_t step = -1;      // >= 0: start with this step selected (the timeline shows it)
+  std::optional<int32_t> rank;  // --rank: only this rank of multi-process traces
   std::string range_view = "activations";  // what the range heat maps show first (analysis::RangeView key)
   int bench_frames = 0;   // > 0: pan the timeline this many frames and print frame times
   bool dump_state = false;  // print each trace's load state and headline numbers on stdout

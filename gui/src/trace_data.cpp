@@ -78,12 +78,14 @@ const analysis::StepRow* TraceData::step_row(int64_t step) const {
   return it != steps.end() && it->step == step ? &*it : nullptr;
 }
 
-std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& status) {
+std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& status,
+                                                 std::optional<int32_t> rank) {
   auto data = std::make_shared<TraceData>();
   data->path = path;
   auto started = Clock::now();
   report(status, "opening", 0.0);
   analysis::OpenOptions options;
+  options.rank = rank;
   options.progress = [&status](const analysis::LoadProgress& p) {
     if (status.cancelled) return false;
     status.fraction = static_cast<float>(0.3 * p.fraction);

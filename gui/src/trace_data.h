@@ -57,7 +57,9 @@ struct TraceData {
 
 // Reads the trace at `path` (throws analysis::TraceError or std::exception with a message that says
 // what is wrong). Reports progress and stops when progress.cancelled is set.
-std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& progress);
+// `rank`: only that rank of a multi-process trace (analysis::OpenOptions::rank).
+std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& path, LoadStatus& progress,
+                                                 std::optional<int32_t> rank = std::nullopt);
 
 // The events the event table and the timeline show: the first kEventLimit in time order.
 inline constexpr size_t kEventLimit = 50'000;

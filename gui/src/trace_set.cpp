@@ -39,11 +39,12 @@ void TraceDoc::start_load() {
   job_ = std::make_unique<Job>();
   Job* job = job_.get();
   const std::filesystem::path path = path_;
-  job->thread = std::thread([job, path] {
+  const std::optional<int32_t> rank = rank_;
+  job->thread = std::thread([job, path, rank] {
     std::shared_ptr<const TraceData> result;
     std::string error;
     try {
-      result = load_trace_data(path, job->progress);
+      result = load_trace_data(path, job->progress, rank);
     } catch (const std::exception& e) {
       error = e.what();
     } catch (...) {
@@ -70,6 +71,10 @@ bool TraceDoc::poll(std::chrono::steady_clock::duration refresh_every) {
   if (job_->result) {
     data_ = job_->result;
     state_ = LoadState::kReady;
+    if (!rank_) {
+      ranks_.clear();
+      for (const auto& r : data_->ranks.ranks) ranks_.push_back(r.rank);
+    }
     error_.clear();
     if (first) {
       load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_->started).count();
@@ -86,6 +91,16 @@ bool TraceDoc::poll(std::chrono::steady_clock::duration refresh_every) {
   return true;
 }
 
+void TraceDoc::set_rank(std::optional<int32_t> rank) {
+  if (rank == rank_) return;
+  rank_ = rank;
+  job_.reset();  // a read of the former choice is cancelled
+  state_ = LoadState::kLoading;
+  data_.reset();
+  first_data_seconds_ = 0;
+  start_load();
+}
+
 bool TraceDoc::take_partial() {
   std::shared_ptr<const TraceData> partial;
   {
@@ -98,7 +113,7 @@ bool TraceDoc::take_partial() {
   return true;
 }
 
-void TraceSet::open(const std::filesystem::path& path) {
+void TraceSet::open(const std::filesystem::path& path, std::optional<int32_t> rank) {
   std::error_code ec;
   std::filesystem::path key = std::filesystem::absolute(path, ec);
   if (ec) key = path;
@@ -107,6 +122,7 @@ void TraceSet::open(const std::filesystem::path& path) {
     if (doc->path() == key) return;
   }
   docs_.push_back(std::make_unique<TraceDoc>(next_id_++, key));
+  docs_.back()->set_rank(rank);
   docs_.back()->start_load();
 }
 

@@ -52,6 +52,11 @@ class TraceDoc {
   double load_seconds() const { return load_seconds_; }
 
   void start_load();
+  // One rank of a multi-process trace, or every rank (nullopt): a new choice reads the trace again.
+  const std::optional<int32_t>& rank() const { return rank_; }
+  void set_rank(std::optional<int32_t> rank);
+  // The ranks the trace holds (known after its first complete read of every rank).
+  const std::vector<int32_t>& ranks() const { return ranks_; }
   // Collects a finished load; starts a refresh when the run is still being written and the last
   // read is older than `refresh_every`. Returns true when the snapshot changed.
   bool poll(std::chrono::steady_clock::duration refresh_every);
@@ -61,6 +66,8 @@ class TraceDoc {
   bool take_partial();
   int id_;
   std::filesystem::path path_;
+  std::optional<int32_t> rank_;
+  std::vector<int32_t> ranks_;
   LoadState state_ = LoadState::kLoading;
   std::string error_;
   std::shared_ptr<const TraceData> data_;
@@ -96,8 +103,9 @@ class PairComparison {
 
 class TraceSet {
  public:
-  // Opens a trace (loading starts at once). Opening a path already open does nothing.
-  void open(const std::filesystem::path& path);
+  // Opens a trace (loading starts at once). Opening a path already open does nothing. `rank`: read
+  // only that rank of it.
+  void open(const std::filesystem::path& path, std::optional<int32_t> rank = std::nullopt);
   void close(int id);
   // Collects finished loads and schedules refreshes; returns true when any snapshot changed.
   bool poll();

@@ -211,6 +211,34 @@ def check_gui_numbers_equal_report(args, traces, work):
     print("ok: the GUI's numbers equal fpscope report's for %d traces" % len(traces))
 
 
+def check_ranks(args, work):
+    """A trace of two processes (two ranks): the GUI draws each rank's timeline lanes, and with
+    --rank it shows one rank's numbers, equal to `fpscope report --rank`'s."""
+    trace = os.path.join(work, "ranks.sqlite")
+    common = [args.mptrain, "--model", "cnn", "--train-subset", "128", "--test-subset", "32", "--threads", "1"]
+    if args.data_dir:
+        common += ["--data-dir", args.data_dir]
+    quoted = " ".join("'%s'" % c for c in common)
+    run([args.fpscope, "run", "-o", trace, "--", "/bin/sh", "-c",
+         "RANK=0 %s >/dev/null & RANK=1 %s --fault nan@fc1:2 >/dev/null; wait" % (quoted, quoted)], timeout=600)
+    out = os.path.join(work, "ranks.png")
+    screenshot(args, "timeline", [trace], out)
+    for rank in (0, 1):
+        states = dump_state(screenshot(args, "summary", [trace], out, extra=["--dump-state", "--rank", str(rank)]).stdout)
+        report = json.loads(run([args.fpscope, "report", trace, "--rank", str(rank), "--format", "json"]).stdout)
+        if states.get(1, {}).get("report") != report:
+            fail("rank %d: the GUI and fpscope report --rank disagree" % rank)
+        if report["ranks"]["ranks"][0]["rank"] != rank or len(report["ranks"]["ranks"]) != 1:
+            fail("rank %d: the report is not that rank's alone: %s" % (rank, report["ranks"]))
+    everything = json.loads(run([args.fpscope, "report", trace, "--format", "json"]).stdout)
+    if everything["ranks"]["first_origin_rank"] != 1:
+        fail("the fault was planted on rank 1: %s" % everything["ranks"])
+    proc = screenshot(args, "summary", [trace], out, expect_rc=3, extra=["--rank", "7", "--dump-state"])
+    if "no rank 7 in this trace (it holds ranks 0, 1)" not in proc.stdout:
+        fail("--rank 7 of a two-rank trace does not say why it cannot be shown:\n" + proc.stdout)
+    print("ok: two ranks: lanes drawn, each rank's numbers equal fpscope report --rank's")
+
+
 def check_command_line(args):
     run([args.gui, "--help"], expect_rc=0)
     proc = run([args.gui, "--view", "nonsense"], expect_rc=None)
@@ -241,6 +269,8 @@ def main():
     fp32, fp16 = make_traces(args, work)
     if args.fpscope:
         check_gui_numbers_equal_report(args, [fp32, fp16], work)
+    if args.fpscope and args.mptrain:
+        check_ranks(args, work)
     check_views(args, work, [fp16], "single")
     check_views(args, work, [fp32, fp16], "pair")
     check_damaged(args, work, fp16)

@@ -10,7 +10,26 @@
 namespace fpscope::gui {
 namespace {
 
-void draw_doc(TraceSet& traces, const TraceDoc& doc, int index, int* close_id, int* front_id) {
+// A multi-process trace: which rank the views show (all of them, or one as if traced alone).
+void draw_rank_choice(TraceDoc& doc, Selection& selection) {
+  if (doc.ranks().size() <= 1 && !doc.rank()) return;
+  const std::string current = doc.rank() ? "rank " + std::to_string(*doc.rank()) : "all ranks";
+  ImGui::SetNextItemWidth(-1);
+  if (!ImGui::BeginCombo("##rank", current.c_str())) return;
+  std::optional<std::optional<int32_t>> chosen;
+  if (ImGui::Selectable("all ranks", !doc.rank())) chosen = std::optional<int32_t>();
+  for (int32_t r : doc.ranks()) {
+    if (ImGui::Selectable(("rank " + std::to_string(r)).c_str(), doc.rank() == r)) chosen = r;
+  }
+  ImGui::EndCombo();
+  if (chosen && *chosen != doc.rank()) {
+    // Launch ids and steps of the former choice may name nothing in the new one.
+    if (selection.kernel && selection.kernel->trace_id == doc.id()) selection.kernel.reset();
+    doc.set_rank(*chosen);
+  }
+}
+
+void draw_doc(TraceSet& traces, TraceDoc& doc, int index, int* close_id, int* front_id, Selection& selection) {
   ImGui::PushID(doc.id());
   const ImU32 role_color = index < 2 ? colors::run(index) : colors::kDimText;
   ImGui::GetWindowDrawList()->AddRectFilled(
@@ -45,6 +64,7 @@ void draw_doc(TraceSet& traces, const TraceDoc& doc, int index, int* close_id, i
         ImGui::TextDisabled("(re-reading)");
       }
       if (index >= 1 && ImGui::SmallButton("make source")) *front_id = doc.id();
+      draw_rank_choice(doc, selection);
       break;
     }
   }
@@ -85,7 +105,7 @@ void draw_trace_list_panel(TraceSet& traces, Selection& selection) {
   }
   int close_id = 0, front_id = 0;
   for (size_t i = 0; i < traces.docs().size(); ++i) {
-    draw_doc(traces, *traces.docs()[i], static_cast<int>(i), &close_id, &front_id);
+    draw_doc(traces, *traces.docs()[i], static_cast<int>(i), &close_id, &front_id, selection);
   }
   if (traces.docs().size() >= 2 && ImGui::Button("Swap source and target")) traces.swap_pair();
   if (close_id) {

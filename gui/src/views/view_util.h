@@ -71,7 +71,9 @@ inline bool link(const std::string& text, ImU32 color = IM_COL32(110, 180, 255, 
 // Name of a trace for legends: its file name, with the role when comparing.
 inline std::string run_label(const TraceDoc& doc, int index) {
   const char* role = index == 0 ? "source" : index == 1 ? "target" : "";
-  return *role ? doc.name() + " (" + role + ")" : doc.name();
+  // One rank of a multi-process trace says which.
+  const std::string name = doc.rank() ? doc.name() + " rank " + std::to_string(*doc.rank()) : doc.name();
+  return *role ? name + " (" + role + ")" : name;
 }
 
 }  // namespace fpscope::gui

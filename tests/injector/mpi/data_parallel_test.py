@@ -188,10 +188,43 @@ class DataParallelTest(unittest.TestCase):
         self.assertEqual(rows(self.trace, "PRAGMA integrity_check"), [("ok",)])
         ended = dict(rows(self.trace, "SELECT rank, ended FROM processes"))
         self.assertEqual(ended[1], "vanished", err)
+        self.assertIn("1:vanished", rows(self.trace, "SELECT value FROM meta WHERE key = 'ranks_ended'")[0][0])
         self.assertIn(0, ended)
         for rank in (0, 1):
             self.assertGreater(rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = ?", rank)[0][0], 100)
         self.assertEqual(rows(self.trace, "SELECT value FROM meta WHERE key = 'dropped_records'"), [("0",)])
+
+    def test_killing_mpirun_loses_nothing_the_ranks_published(self):
+        env = dict(os.environ)
+        env.update(MPI_ENV)
+        proc = subprocess.Popen([FPSCOPE, "run", "-o", self.trace, "--"] +
+                                on_two_ranks(trainer("--data-parallel", "--epochs", "20", images=2048)),
+                                cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ranks = []
+        deadline = time.monotonic() + 120
+        while len(ranks) < 2 and time.monotonic() < deadline:
+            try:
+                ranks = rows(self.trace, "SELECT p.pid FROM processes p WHERE (SELECT count(*) FROM kernels k "
+                                         "WHERE k.rank = p.rank) > 100")
+            except sqlite3.Error:
+                pass
+            time.sleep(0.05)
+        self.assertEqual(len(ranks), 2, "the ranks never showed up in the trace")
+        # fpscope's own child is mpirun: kill it, then the ranks it leaves behind.
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        self.assertEqual(len(children), 1, children)
+        os.kill(int(children[0]), 9)
+        out, err = proc.communicate(timeout=300)
+        for (pid,) in ranks:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        self.assertIn("was killed by SIGKILL", err)
+        self.assertEqual(rows(self.trace, "PRAGMA integrity_check"), [("ok",)])
+        self.assertEqual(rows(self.trace, "SELECT value FROM meta WHERE key = 'end_reason'"), [("signaled",)])
+        for rank in (0, 1):
+            self.assertGreater(rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = ?", rank)[0][0], 100)
 
     def test_wrong_data_parallel_options_are_refused_with_status_2(self):
         p = run(trainer("--fault", "nan@fc1:1", "--fault-rank", "1"), self.dir, check=False)

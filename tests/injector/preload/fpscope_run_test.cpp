@@ -200,6 +200,7 @@ TEST_F(FpscopeRun, AKilledRankLeavesASoundTraceWithBothRanks) {
   EXPECT_EQ(query(trace_, "select count(distinct step) from kernels where rank = 0")[0][0], "8");
   EXPECT_GT(std::stoll(query(trace_, "select count(*) from kernels where rank = 1")[0][0]), 0);
   EXPECT_EQ(query(trace_, "select value from meta where key = 'traced_processes'")[0][0], "2");
+  EXPECT_EQ(query(trace_, "select value from meta where key = 'ranks_ended'")[0][0], "0:exited 1:vanished");
 }
 
 TEST_F(FpscopeRun, TrapStopsWithSigtrapAndTheTraceHoldsIt) {
