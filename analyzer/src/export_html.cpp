@@ -165,6 +165,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
   out << "<tr><th>ended</th><td" << (contract::is_failure(s.state) ? " class=\"bad\"" : "") << ">"
       << esc(ending_text(s)) << "</td></tr>\n";
   row("steps", std::to_string(s.steps));
+  if (s.ranks > 1) row("ranks", std::to_string(s.ranks));
   row("kernel launches", std::to_string(s.kernels));
   row("final loss", human_optional(s.final_loss));
   row("test accuracy", s.test_accuracy ? fmt::format("{:.2f}%", *s.test_accuracy) : "-");
@@ -175,9 +176,10 @@ void summary_section(const Trace& trace, std::ostream& out) {
     out << "<p>None: every measured output was finite.</p>\n";
   } else {
     const auto& o = *nf.first_origin;
-    out << fmt::format("<p class=\"bad\">First {} made by <b>{}</b> (layer {}, {}, step {}) in tensor {} at index {}.</p>\n",
+    out << fmt::format("<p class=\"bad\">First {} made by <b>{}</b> (layer {}, {}, step {}{}) in tensor {} at index {}.</p>\n",
                        esc(o.kind), esc(o.kernel), esc(o.layer.value_or("-")), esc(o.phase.value_or("-")),
-                       o.step ? std::to_string(*o.step) : "-", esc(o.tensor), o.first_index);
+                       o.step ? std::to_string(*o.step) : "-", s.ranks > 1 ? fmt::format(", rank {}", o.rank) : "",
+                       esc(o.tensor), o.first_index);
     if (!nf.propagation.empty()) {
       out << "<p>Passed on by: ";
       for (size_t i = 0; i < nf.propagation.size(); ++i) {
@@ -199,7 +201,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
            "<th>absmax after</th><th>zeros before → after</th><th>note</th></tr>\n";
     for (const CauseLink& l : w.chain) {
       out << fmt::format("<tr><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td></tr>\n",
-                         l.reader_kernel_id, std::string(static_cast<size_t>(l.depth) * 2, '.'), esc(l.tensor),
+                         human_launch(l.reader_kernel_id), std::string(static_cast<size_t>(l.depth) * 2, '.'), esc(l.tensor),
                          l.writer_kernel_id ? esc(l.writer_kernel) + fmt::format(" (launch {})", human_launch(*l.writer_kernel_id)) : "-",
                          l.writer_step ? std::to_string(*l.writer_step) : "-", human_optional(l.absmax_before),
                          human_optional(l.absmax_after), l.zero_before, l.zero_after, esc(l.note));
@@ -211,6 +213,36 @@ void summary_section(const Trace& trace, std::ostream& out) {
     for (size_t i = 0; i < w.skipped_steps.size() && i < 20; ++i) out << "<li>" << esc(w.skipped_steps[i].summary) << "</li>\n";
     out << "</ul>\n";
   }
+}
+
+// A multi-process trace: the ranks side by side (fpscope report --section ranks).
+void ranks_section(const Trace& trace, std::ostream& out) {
+  const RanksReport r = ranks(trace);
+  if (r.ranks.size() <= 1) return;
+  out << "<h2>Ranks</h2>\n";
+  if (r.first_origin_rank) {
+    out << fmt::format("<p class=\"bad\">First NaN/Inf made from finite inputs: rank {}{}.</p>\n", *r.first_origin_rank,
+                       r.first_origin_lead_ns ? ", " + human_duration(*r.first_origin_lead_ns) + " before the next rank's first" : "");
+  }
+  if (r.loss_scale_steps_compared > 0) {
+    out << "<p>Loss scale: " << (r.loss_scale_disagreements == 0
+                                     ? fmt::format("the ranks agreed in all {} steps they share", r.loss_scale_steps_compared)
+                                     : fmt::format("the ranks disagreed in {} of {} steps", r.loss_scale_disagreements,
+                                                   r.loss_scale_steps_compared))
+        << ".</p>\n";
+  }
+  out << "<table>\n<tr><th>rank</th><th>pid</th><th>host</th><th>ended</th><th>kernels</th><th>NaN/Inf outputs</th>"
+         "<th>first origin step</th><th>memory peak</th><th>skipped steps</th><th>slowest in</th><th>held others back</th></tr>\n";
+  for (const RankRow& k : r.ranks) {
+    out << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                       "<td>{} steps</td><td>{}</td></tr>\n",
+                       k.rank, k.pid ? std::to_string(*k.pid) : "-", esc(k.host),
+                       k.ended && *k.ended == "vanished" ? " class=\"bad\"" : "", esc(k.ended.value_or("-")), k.kernels,
+                       k.nonfinite_tensors, k.first_origin_step ? std::to_string(*k.first_origin_step) : "-",
+                       k.memory_peak_bytes ? human_bytes(*k.memory_peak_bytes) : "-", k.skipped_steps, k.slowest_steps,
+                       human_duration(k.held_back_ns));
+  }
+  out << "</table>\n";
 }
 
 void ranges_section(const Trace& trace, std::ostream& out) {
@@ -247,6 +279,7 @@ void export_html(const Trace& trace, std::ostream& out) {
       << "<h1>fpscope report</h1>\n";
   if (trace.unfinished()) out << "<p class=\"bad\">This trace is incomplete: " << esc(std::string(contract::label(trace.state()))) << ".</p>\n";
   summary_section(trace, out);
+  ranks_section(trace, out);
   const auto step_rows = steps(trace);
   Series loss{"loss", palette::hex(palette::kLoss), {}}, scale{"log2(loss scale)", palette::hex(palette::kLossScale), {}};
   for (const auto& r : step_rows) {

@@ -17,10 +17,12 @@
 
 namespace fpscope::analysis {
 
-// The last non-NULL value of a scalar (by step, then insertion) and its step.
+// The last non-NULL value of a scalar (by step, then insertion) and its step. Scalars of a
+// multi-rank trace are read off its lowest rank that reported them (rank 0 prints, as a program's
+// own output would).
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name);
 
-// The last value of one scalar ("loss", "train_accuracy", ...) at each step.
+// The last value of one scalar ("loss", "train_accuracy", ...) at each step (lowest rank, as above).
 std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name);
 
 inline std::optional<int> exponent_of(const std::optional<double>& magnitude) {

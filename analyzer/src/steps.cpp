@@ -11,7 +11,8 @@ namespace fpscope::analysis {
 // Last value per step of one scalar.
 std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name) {
   sql::Statement st(detail::db(trace),
-          "SELECT step, value FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1) "
+          "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
+          "SELECT step, value FROM named WHERE rank = (SELECT min(rank) FROM named) "
           "AND step IS NOT NULL AND value IS NOT NULL ORDER BY step, id");
   st.bind(1, name);
   std::map<int64_t, double> values;

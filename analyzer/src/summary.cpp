@@ -36,9 +36,9 @@ std::string command_text(const std::string& stored) {
 
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name) {
   sql::Statement st(detail::db(trace),
-          "SELECT sc.value, sc.step FROM scalars sc "
-          "WHERE sc.name_id IN (SELECT id FROM strings WHERE value = ?1) AND sc.value IS NOT NULL "
-          "ORDER BY sc.step DESC, sc.id DESC LIMIT 1");
+          "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
+          "SELECT value, step FROM named WHERE rank = (SELECT min(rank) FROM named) AND value IS NOT NULL "
+          "ORDER BY step DESC, id DESC LIMIT 1");
   st.bind(1, name);
   if (!st.step()) return std::nullopt;
   return std::make_pair(st.f64(0), st.opt_i64(1));

@@ -89,6 +89,9 @@ class DataParallelTest(unittest.TestCase):
         self.assertIn("First NaN/Inf made from finite inputs: rank 1, step 3", report)
         nonfinite = run([FPSCOPE, "report", self.trace, "--section", "nonfinite"], self.dir).stdout
         self.assertIn("inject_fault (conv2) made nan from finite inputs on rank 1", nonfinite)
+        html = run([FPSCOPE, "export", self.trace, "--format", "html", "-o", "-"], self.dir).stdout
+        self.assertIn("<h2>Ranks</h2>", html)
+        self.assertIn("First NaN/Inf made from finite inputs: rank 1", html)
         # --rank: one rank read as if traced alone.
         alone = run([FPSCOPE, "report", self.trace, "--rank", "0", "--section", "nonfinite", "--format", "json"], self.dir)
         first = json.loads(alone.stdout)["nonfinite"]["first_origin"]

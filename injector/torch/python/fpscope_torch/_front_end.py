@@ -59,9 +59,10 @@ class _OpInfo:
         # A pure view or metadata operator: every tensor it returns aliases an input, none written.
         view = all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
         self.unmeasured = view or self.name in _UNINITIALIZED
-        # (position, keyword, written) of each argument.
+        # (position, keyword, written) of each argument that can hold a tensor (Tensor, Tensor?,
+        # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
-                          for i, a in enumerate(schema.arguments)]
+                          for i, a in enumerate(schema.arguments) if "Tensor" in str(a.type)]
 
 
 def _tensors_in(value, written, out):
@@ -128,7 +129,7 @@ class _Memory:
         if t.layout != torch.strided or t.is_meta:
             return None
         try:
-            storage = t.storage()
+            storage = t._storage()  # the untyped storage (storage() wraps it in a TypedStorage)
             address, nbytes = storage.data_ptr(), storage.nbytes()
         except (RuntimeError, NotImplementedError):
             return None
@@ -160,7 +161,7 @@ class _Memory:
         if id(t) in self._users:
             return True
         try:
-            return t.storage().data_ptr() in self._live
+            return t._storage().data_ptr() in self._live
         except (RuntimeError, NotImplementedError):
             return False
 
@@ -265,6 +266,7 @@ class FrontEnd:
         self.inputs = _Descriptors()
         self.outputs = _Descriptors()
         self.plans = {}  # (operator, layer) -> the injector's plan, for the current step
+        self.made_by = {}  # (layer, operator) -> the name of what the operator makes there
         self.layer = None  # the innermost layer open, as the plan cache keys it
         self.output_category = _api.CAT_ACTIVATION  # what operators make in the current phase
         self.mode_on = False
@@ -328,7 +330,9 @@ class FrontEnd:
         # A tensor no operator made (torch.from_numpy, a batch from a worker) is data.
         entries = [adopt(t, _api.CAT_DATA, name_of=_data_name) for t, _ in inputs]
         # What the operator makes is named after it and its layer: "conv1.convolution".
-        made_by = (self.layer + "." if self.layer else "").encode() + info.name
+        made_by = self.made_by.get((self.layer, info.name))
+        if made_by is None:
+            made_by = self.made_by[(self.layer, info.name)] = (self.layer + "." if self.layer else "").encode() + info.name
         plan = 0 if info.unmeasured else self.plan(info)
         if plan == 0:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)
