@@ -42,26 +42,17 @@ void RingSet::mark_collector_gone() {
     if (s) s->mark_collector_gone();
 }
 
-uint64_t RingSet::dropped_records() const {
-  uint64_t n = first_->dropped_records();
+template <typename Count>
+uint64_t RingSet::sum(Count count) const {
+  uint64_t n = (first_.get()->*count)();
   for (const auto& s : siblings_)
-    if (s) n += s->dropped_records();
+    if (s) n += (s.get()->*count)();
   return n;
 }
 
-uint64_t RingSet::producer_waits() const {
-  uint64_t n = first_->producer_waits();
-  for (const auto& s : siblings_)
-    if (s) n += s->producer_waits();
-  return n;
-}
-
-uint64_t RingSet::corrupt_records() const {
-  uint64_t n = first_->corrupt_records();
-  for (const auto& s : siblings_)
-    if (s) n += s->corrupt_records();
-  return n;
-}
+uint64_t RingSet::dropped_records() const { return sum(&RingConsumer::dropped_records); }
+uint64_t RingSet::producer_waits() const { return sum(&RingConsumer::producer_waits); }
+uint64_t RingSet::corrupt_records() const { return sum(&RingConsumer::corrupt_records); }
 
 uint32_t RingSet::traced_processes() const {
   uint32_t n = first_->owner_pid() != 0 ? 1 : 0;

@@ -41,6 +41,10 @@ class RingSet {
   uint32_t refused_processes() const { return first_->rings_refused(); }
 
  private:
+  // A counter of every ring, summed.
+  template <typename Count>
+  uint64_t sum(Count count) const;
+
   std::unique_ptr<RingConsumer> first_;
   std::vector<std::unique_ptr<RingConsumer>> siblings_;  // [k - 1]: sibling k, nullptr until adopted
 };

@@ -167,67 +167,61 @@ class DataParallelTest(unittest.TestCase):
         for step, (x, y) in enumerate(zip(a, b)):
             self.assertLessEqual(abs(x - y), 1e-5 * abs(x), "step %d: %r against %r" % (step, x, y))
 
-    def test_killing_one_rank_leaves_a_sound_trace_with_both_ranks(self):
+    def start_long_run(self):
+        """`fpscope run` of a data-parallel run long enough to be killed in the middle."""
         env = dict(os.environ)
         env.update(MPI_ENV)
-        proc = subprocess.Popen([FPSCOPE, "run", "-o", self.trace, "--"] +
+        return subprocess.Popen([FPSCOPE, "run", "-o", self.trace, "--"] +
                                 on_two_ranks(trainer("--data-parallel", "--epochs", "20", images=2048)),
                                 cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        victim = None
+
+    def pids_once_traced(self):
+        """The pids of both ranks, once each has more than 100 launches in the trace (which is
+        readable while it is written)."""
         deadline = time.monotonic() + 120
-        while victim is None and time.monotonic() < deadline:  # the trace is readable while written
+        while time.monotonic() < deadline:
             try:
-                found = rows(self.trace, "SELECT p.pid FROM processes p WHERE p.rank = 1 "
-                                         "AND (SELECT count(*) FROM kernels WHERE rank = 1) > 100 "
-                                         "AND (SELECT count(*) FROM kernels WHERE rank = 0) > 100")
-                victim = found[0][0] if found else None
+                found = rows(self.trace, "SELECT p.rank, p.pid FROM processes p WHERE "
+                                         "(SELECT count(*) FROM kernels k WHERE k.rank = p.rank) > 100")
+                if len(found) == 2:
+                    return dict(found)
             except sqlite3.Error:
                 pass
             time.sleep(0.05)
-        self.assertIsNotNone(victim, "rank 1 never showed up in the trace")
-        os.kill(victim, 9)
+        self.fail("the ranks never showed up in the trace")
+
+    def assert_sound_with_both_ranks(self):
+        self.assertEqual(rows(self.trace, "PRAGMA integrity_check"), [("ok",)])
+        for rank in (0, 1):
+            self.assertGreater(rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = ?", rank)[0][0], 100)
+
+    def test_killing_one_rank_leaves_a_sound_trace_with_both_ranks(self):
+        proc = self.start_long_run()
+        os.kill(self.pids_once_traced()[1], 9)
         out, err = proc.communicate(timeout=300)
         self.assertNotEqual(proc.returncode, 0, "mpirun reports a rank that died")
-        self.assertEqual(rows(self.trace, "PRAGMA integrity_check"), [("ok",)])
+        self.assert_sound_with_both_ranks()
         ended = dict(rows(self.trace, "SELECT rank, ended FROM processes"))
         self.assertEqual(ended[1], "vanished", err)
         self.assertIn("1:vanished", rows(self.trace, "SELECT value FROM meta WHERE key = 'ranks_ended'")[0][0])
-        self.assertIn(0, ended)
-        for rank in (0, 1):
-            self.assertGreater(rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = ?", rank)[0][0], 100)
         self.assertEqual(rows(self.trace, "SELECT value FROM meta WHERE key = 'dropped_records'"), [("0",)])
 
     def test_killing_mpirun_loses_nothing_the_ranks_published(self):
-        env = dict(os.environ)
-        env.update(MPI_ENV)
-        proc = subprocess.Popen([FPSCOPE, "run", "-o", self.trace, "--"] +
-                                on_two_ranks(trainer("--data-parallel", "--epochs", "20", images=2048)),
-                                cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        ranks = []
-        deadline = time.monotonic() + 120
-        while len(ranks) < 2 and time.monotonic() < deadline:
-            try:
-                ranks = rows(self.trace, "SELECT p.pid FROM processes p WHERE (SELECT count(*) FROM kernels k "
-                                         "WHERE k.rank = p.rank) > 100")
-            except sqlite3.Error:
-                pass
-            time.sleep(0.05)
-        self.assertEqual(len(ranks), 2, "the ranks never showed up in the trace")
+        proc = self.start_long_run()
+        ranks = self.pids_once_traced()
         # fpscope's own child is mpirun: kill it, then the ranks it leaves behind.
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         self.assertEqual(len(children), 1, children)
         os.kill(int(children[0]), 9)
         out, err = proc.communicate(timeout=300)
-        for (pid,) in ranks:
+        for pid in ranks.values():
             try:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
         self.assertIn("was killed by SIGKILL", err)
-        self.assertEqual(rows(self.trace, "PRAGMA integrity_check"), [("ok",)])
         self.assertEqual(rows(self.trace, "SELECT value FROM meta WHERE key = 'end_reason'"), [("signaled",)])
-        for rank in (0, 1):
-            self.assertGreater(rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = ?", rank)[0][0], 100)
+        self.assert_sound_with_both_ranks()
 
     def test_wrong_data_parallel_options_are_refused_with_status_2(self):
         p = run(trainer("--fault", "nan@fc1:1", "--fault-rank", "1"), self.dir, check=False)

@@ -32,13 +32,8 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 TENSORS = "SELECT count(*) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
 PYTHON = sys.executable  # the interpreter that runs this test has torch and numpy
 
-CNN = """
-import sys
-import numpy as np
-import torch, torch.nn as nn, torch.nn.functional as F
-torch.manual_seed(0)
-torch.set_num_threads(1)
-
+# The small model of the test programs.
+NET = """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -48,7 +43,16 @@ class Net(nn.Module):
         x = F.relu(self.conv1(x))
         x = F.max_pool2d(x, 2)
         return self.fc1(x.flatten(1))
+"""
 
+CNN = """
+import sys
+import numpy as np
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+""" + NET + """
 net = Net()
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 x = torch.randn(8, 1, 14, 14)
@@ -74,14 +78,7 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
 torch.set_num_threads(1)
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 4, 3)
-        self.fc1 = nn.Linear(4 * 6 * 6, 10)
-    def forward(self, x):
-        return self.fc1(F.max_pool2d(F.relu(self.conv1(x)), 2).flatten(1))
-model = DistributedDataParallel(Net())
+""" + NET + """model = DistributedDataParallel(Net())
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 g = torch.Generator().manual_seed(1 + rank)  # each rank its own data
 for step in range(4):
