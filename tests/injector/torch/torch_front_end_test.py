@@ -591,6 +591,32 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars s JOIN strings n ON n.id = s.name_id"
                                            " WHERE n.value = 'loss'"), [(6,)])
 
+    def test_spawned_data_loader_workers_are_not_traced(self):
+        # Workers started by "spawn" are fresh interpreters that import torch: they stay out of the
+        # trace, as forked workers do, and the trace holds the one training process.
+        script = self.write("spawned.py", """
+            import torch, torch.nn as nn
+            from torch.utils.data import DataLoader, TensorDataset
+            if __name__ == "__main__":
+                torch.manual_seed(0)
+                data = TensorDataset(torch.randn(48, 10), torch.randint(0, 3, (48,)))
+                loader = DataLoader(data, batch_size=16, num_workers=2, multiprocessing_context="spawn")
+                net = nn.Linear(10, 3)
+                opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = nn.functional.cross_entropy(net(x), y)
+                    loss.backward()
+                    opt.step()
+                    print("loss", loss.item().hex())
+        """)
+        plain = run([PYTHON, script], self.dir)
+        trace, traced = self.trace(script)
+        self.assertEqual(traced.stdout, plain.stdout)
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM processes"), [(1,)])
+        self.assertEqual(self.query(trace, "SELECT count(DISTINCT step) FROM v_kernels WHERE phase = 'optimizer'"),
+                         [(3,)])
+
     def test_ddp_ranks_land_in_one_trace(self):
         """A DistributedDataParallel program (gloo on the CPU) of two ranks, launched with RANK and
         WORLD_SIZE as torchrun would: one trace, each rank's operators under the model's own layer

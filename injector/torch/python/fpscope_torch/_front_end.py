@@ -595,10 +595,26 @@ _front = None
 threading_ident = threading.get_ident
 
 
+def _started_by_multiprocessing():
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            arguments = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"--multiprocessing-fork" in arguments or any(b"multiprocessing.forkserver" in a for a in arguments)
+
+
 def install():
     """Installs the front end in this process; does nothing when it does not trace."""
     global _front
     if _front is not None:
+        return
+    # A worker multiprocessing started (a DataLoader worker under the "spawn" or "forkserver" start
+    # method, or the fork server itself) is not the program: it is not traced, as a forked worker is
+    # not. Its command line tells it: torch is imported while the child prepares, before
+    # parent_process() is set, and after sys.argv was given the parent's.
+    import multiprocessing
+    if multiprocessing.parent_process() is not None or _started_by_multiprocessing():
         return
     try:
         lib = _api.Library()
