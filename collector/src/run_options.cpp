@@ -121,6 +121,10 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "Threads that share the scan of a large tensor, the program's launching thread included "
                  "(default 0: one per hardware thread, at most 4; 1: the launching thread alone)")
       ->check(CLI::Range(0, 64));
+  app.add_flag("--rescan-inputs", o.rescan_inputs,
+               "Scan every input tensor, even one no launch or declared host write changed since a launch "
+               "measured it as an output (by default those statistics are reused: the same numbers, no "
+               "second pass). For programs that write tensors behind the kernel ABI's back");
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
   app.add_option("--allow", o.allow,
@@ -175,6 +179,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
       {contract::env::kStats, o.stats},
   };
   if (o.stats_threads > 0) env.emplace_back(contract::env::kStatsThreads, std::to_string(o.stats_threads));
+  if (o.rescan_inputs) env.emplace_back(contract::env::kRescanInputs, "1");
   if (!o.steps.empty()) env.emplace_back(contract::env::kSteps, o.steps);
   if (!o.ops.empty()) env.emplace_back(contract::env::kOps, o.ops);
   if (!o.trap.empty()) env.emplace_back(contract::env::kTrap, o.trap);
@@ -185,7 +190,8 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
-                      {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads}, {"trap", o.trap},
+                      {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads},
+                      {"rescan_inputs", o.rescan_inputs}, {"trap", o.trap},
                       {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
   return j.dump();
 }

@@ -1,4 +1,4 @@
-// The exported hooks of libfpscope_inject.so: the kernel library's five calls, interposed through
+// The exported hooks of libfpscope_inject.so: the kernel library's six calls, interposed through
 // LD_PRELOAD. Each hook finds the real function once (dlsym RTLD_NEXT, cached), forwards when
 // HookCall says the call is not traced, and otherwise lets the session do the work around the
 // real call. The NVTX entry point is in nvtx_injection.cpp.
@@ -33,7 +33,7 @@ namespace {
 
 using fpscope::inject::HookCall;
 
-enum Hook { kLaunch, kAlloc, kFree, kLogScalar, kLogText, kHookCount };
+enum Hook { kLaunch, kAlloc, kFree, kHostWritten, kLogScalar, kLogText, kHookCount };
 
 struct RealFunction {
   const char* name;
@@ -42,7 +42,7 @@ struct RealFunction {
 
 // The table of hooked functions; every one is required (the program links the kernel library).
 RealFunction g_real[kHookCount] = {
-    {"mpt_launch"}, {"mpt_alloc"}, {"mpt_free"}, {"mpt_log_scalar"}, {"mpt_log_text"},
+    {"mpt_launch"}, {"mpt_alloc"}, {"mpt_free"}, {"mpt_host_written"}, {"mpt_log_scalar"}, {"mpt_log_text"},
 };
 
 template <typename Fn>
@@ -87,6 +87,13 @@ FPSCOPE_HOOK void mpt_free(void* ptr, int32_t device) {
   // Reported before the real free: once freed, the address may be handed out again at once.
   if (call.session() && ptr) call.session()->freed(ptr);
   real_free(ptr, device);
+}
+
+FPSCOPE_HOOK void mpt_host_written(const void* data, size_t bytes) {
+  auto real_written = real<void (*)(const void*, size_t)>(kHostWritten);
+  HookCall call(HookCall::Inside::Nested);
+  if (call.session() && data) call.session()->host_written(data, bytes);
+  real_written(data, bytes);
 }
 
 FPSCOPE_HOOK void mpt_log_scalar(const char* name, double value, int64_t step) {

@@ -38,6 +38,7 @@ struct Session::LaunchPlan {
   bool dump = false;         // FPSCOPE_DUMP's launch keys match
   bool inputs = false, outputs = false;
   bool loss_scale = false;   // the loss scaler's update, its inputs on the host
+  bool memo = false;         // inputs may take remembered statistics (mpt_launch only)
 };
 
 // What a launch carries from before its kernel to after it.
@@ -159,9 +160,14 @@ int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
   p = plan(d, state.where);
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.start_ns = monotonic_ns();
-  if (p.device == MPT_DEVICE_CUDA && p.sampled) return launch_on_device(d, p, state.where, real);
+  p.memo = memo_on_.load(std::memory_order_relaxed);
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) {
+    outputs_written(d);
+    return launch_on_device(d, p, state.where, real);
+  }
 
   before_kernel(d, nullptr, &state);
+  outputs_written(d);  // after the inputs were measured: an in-place input is still unchanged then
   p.status = real(d);
   p.end_ns = monotonic_ns();
   const std::string trapped = after_kernel(d, &state);
@@ -223,8 +229,29 @@ void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role 
     m.role = role;
     m.slot = static_cast<uint8_t>(i);
     m.dump_file.clear();
-    compute_stats(t.data, *float_type(t.dtype), element_count(t), options_.stats, &m.stats, stats_workers_);
+    measure_tensor(p, role, t, &m.stats);
     if (p.dump && options_.dump.matches_tensor(t.name ? t.name : "")) dump_tensor(p, &m);
+  }
+}
+
+void Session::measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out) {
+  const OutputMemo::Key key{t.data, *float_type(t.dtype), element_count(t)};
+  if (!p.memo) {
+    compute_stats(t.data, key.type, key.count, options_.stats, out, stats_workers_);
+  } else if (role == wire::Role::Input) {
+    if (!memo_.recall(key, options_.stats, out))
+      compute_stats(t.data, key.type, key.count, options_.stats, out, stats_workers_);
+  } else {
+    const uint64_t generation = memo_.generation(key);
+    compute_stats(t.data, key.type, key.count, options_.stats, out, stats_workers_);
+    memo_.remember(key, options_.stats, generation, *out);
+  }
+}
+
+void Session::outputs_written(const mpt_launch_desc* d) {
+  for (int o = 0; o < d->n_outputs; ++o) {
+    const mpt_tensor& t = d->outputs[o];
+    if (t.device == MPT_DEVICE_CPU && t.data != nullptr) memo_.written(t.data, element_count(t) * dtype_bytes(t.dtype));
   }
 }
 
@@ -465,6 +492,7 @@ int Session::plan_op(const char* kernel) {
 
 Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
                                       const uint8_t* written, bool measure) {
+  memo_on_.store(false, std::memory_order_relaxed);
   auto* op = new ForeignOp;
   op->kernel = kernel ? kernel : "";
   op->n_inputs = n_inputs < 0 ? 0 : n_inputs;

@@ -123,6 +123,11 @@ bool parse_stats_threads(const char* v, Options* o, std::string* error) {
   return true;
 }
 
+bool parse_rescan_inputs(const char* v, Options* o, std::string* error) {
+  static constexpr std::pair<std::string_view, bool> kValues[] = {{"1", true}, {"0", false}};
+  return parse_choice(contract::env::kRescanInputs, v, kValues, "1 or 0", &o->rescan_inputs, error);
+}
+
 bool parse_trap(const char* v, Options* o, std::string* error) {
   static constexpr std::pair<std::string_view, TrapKind> kTraps[] = {
       {"nonfinite", TrapKind::Nonfinite}, {"nan", TrapKind::NaN}, {"inf", TrapKind::Inf}};
@@ -246,6 +251,7 @@ std::string Options::describe() const {
   s += std::string(" tensors=") + roles_name(tensors);
   s += std::string(" stats=") + (stats == StatsLevel::Full ? "full" : "basic");
   s += " stats_threads=" + (stats_threads == 0 ? std::string("auto") : std::to_string(stats_threads));
+  if (rescan_inputs) s += " rescan_inputs=1";
   s += std::string(" trap=") + trap_name(trap);
   s += " dump=" + std::string(dump.enabled ? "on" : "off");
   s += " allow=" + allow_text;
@@ -264,7 +270,7 @@ bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
       {contract::env::kOps, parse_ops},         {contract::env::kTensors, parse_tensors},
       {contract::env::kStats, parse_stats},     {contract::env::kTrap, parse_trap},
       {contract::env::kDump, parse_dump},       {contract::env::kStatsThreads, parse_stats_threads},
-      {contract::env::kAllow, parse_allow},
+      {contract::env::kAllow, parse_allow},     {contract::env::kRescanInputs, parse_rescan_inputs},
   };
   for (const Field& f : fields) {
     const char* v = env(f.var);  // an empty value means "not set", as `fpscope run` may pass one

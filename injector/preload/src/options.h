@@ -49,6 +49,8 @@ struct Options {
   TensorRoles tensors = TensorRoles::Both;
   StatsLevel stats = StatsLevel::Full;
   int stats_threads = 0;             // FPSCOPE_STATS_THREADS; 0: one per hardware thread, at most 4
+  bool rescan_inputs = false;        // FPSCOPE_RESCAN_INPUTS: scan every input, even one unchanged
+                                     // since a launch measured it as an output (output_memo.h)
   TrapKind trap = TrapKind::None;
   std::vector<contract::AllowRule> allow;  // FPSCOPE_ALLOW, else contract::kDefaultAllowRules
   std::string allow_text = contract::kDefaultAllowRules;

@@ -53,7 +53,9 @@ Session::Session(Options options, std::unique_ptr<RecordSink> sink)
     : options_(std::move(options)),
       sink_(std::move(sink)),
       stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads()),
-      writer_(sink_.get()) {}
+      writer_(sink_.get()) {
+  memo_on_.store(!options_.rescan_inputs, std::memory_order_relaxed);
+}
 
 void Session::announce() {
   const std::string exe = executable_path();
@@ -77,6 +79,7 @@ void Session::announce() {
 }
 
 void Session::exiting() {
+  if (memo_on_.load(std::memory_order_relaxed) && launches() > 0) injector_status("reused_input_stats", std::to_string(memo_.hits()));
   wire::ProcessExitRecord r{};
   r.t_ns = monotonic_ns();
   std::lock_guard lock(mutex_);
@@ -93,6 +96,7 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   r.category = static_cast<uint8_t>(category);
   r.device = static_cast<uint8_t>(device);
   std::lock_guard lock(mutex_);
+  if (device == MPT_DEVICE_CPU) memo_.allocated(ptr, bytes);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
   writer_.put(r, this_thread_number());
@@ -116,8 +120,11 @@ void Session::relabel(uint64_t id, int32_t category, const char* name) {
 
 bool Session::watches_step(int64_t step) const { return options_.watches_step(step); }
 
+void Session::host_written(const void* data, size_t bytes) { memo_.written(data, bytes); }
+
 void Session::freed(void* ptr) {
   const int64_t t = monotonic_ns();
+  memo_.freed(ptr);
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;  // not ours to report: allocated before tracing began

@@ -21,6 +21,7 @@
 #include "mpt/abi.h"
 #include "device_stats.h"
 #include "options.h"
+#include "output_memo.h"
 #include "range_stack.h"
 #include "record_writer.h"
 #include "stats_workers.h"
@@ -88,6 +89,8 @@ class Session {
   int launch(const mpt_launch_desc* launch, LaunchFn real);
   void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id);
   void freed(void* ptr);
+  // The program wrote these bytes itself (mpt_host_written).
+  void host_written(const void* data, size_t bytes);
   void log_scalar(const char* name, double value, int64_t step);
   void log_text(const char* key, const char* value);
 
@@ -119,6 +122,8 @@ class Session {
   void publish_framed(const wire::RecordHeader* record);
 
   uint64_t launches() const { return next_seq_.load(std::memory_order_relaxed) - 1; }
+  // Inputs that took an earlier output's statistics instead of a scan (output_memo.h).
+  uint64_t reused_inputs() const { return memo_.hits(); }
 
   // Replaces how libfpscope_gpu.so is found (tests hand in a fake one).
   void set_gpu_loader(GpuLoader loader) { gpu_loader_ = std::move(loader); }
@@ -164,6 +169,11 @@ class Session {
                             const std::vector<Measurement>& measured, bool inputs_finite,
                             const LossScaleProbe& probe);
   void write_tensor_records(uint64_t seq, const Measurement& m, bool inputs_finite);
+  // Statistics of one tensor: remembered ones for an input the memo vouches for, else a scan
+  // (remembered afterwards for an output).
+  void measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out);
+  // A launch is about to write its outputs: the memo forgets what it held of their bytes.
+  void outputs_written(const mpt_launch_desc* d);
   // Around the kernel: inputs (and the loss scale) before it, outputs and the records after it.
   // `written` (may be null) marks the inputs the kernel overwrites when its outputs are not known
   // yet. after_kernel returns the trap message when this launch trapped (its record is written).
@@ -186,6 +196,10 @@ class Session {
   std::string dump_prefix_;
   std::unique_ptr<RecordSink> sink_;
   StatsWorkers stats_workers_;  // share large tensors' scans (FPSCOPE_STATS_THREADS)
+  OutputMemo memo_;             // outputs' statistics, reused for unchanged inputs
+  // Off with --rescan-inputs, and from a front end's first op on: a front end reports neither
+  // every write nor every output, so the memo could not vouch for anything.
+  std::atomic<bool> memo_on_{true};
   std::mutex mutex_;
   RecordWriter writer_;
   std::unordered_map<const void*, Allocation> live_;

@@ -151,8 +151,13 @@ MPT_API void mpt_free(void* ptr, int32_t device) {
   std::free(ptr);
 }
 
-// The library ignores logged values; tools interpose these calls. noinline and the empty asm keep
-// them real, out-of-line functions.
+// The library ignores logged values and declared host writes; tools interpose these calls.
+// noinline and the empty asm keep them real, out-of-line functions.
+__attribute__((noinline)) MPT_API void mpt_host_written(const void* data, size_t bytes) {
+  (void)data; (void)bytes;
+  __asm__ volatile("");
+}
+
 __attribute__((noinline)) MPT_API void mpt_log_scalar(const char* name, double value, int64_t step) {
   (void)name; (void)value; (void)step;
   __asm__ volatile("");

@@ -58,10 +58,12 @@ void Runtime::fill(const Tensor& t, double value) { launch("fill", {}, {&t}, {{"
 void Runtime::upload(const std::vector<float>& values, const Tensor& dst) {
   if (device_ == MPT_DEVICE_CPU && dst.dtype() == MPT_DTYPE_F32) {
     std::memcpy(dst.data(), values.data(), values.size() * sizeof(float));
+    mpt_host_written(dst.data(), values.size() * sizeof(float));
     return;
   }
   Tensor host = Tensor::allocate(dst.name() + ".init", dst.shape(), MPT_DTYPE_F32, MPT_DEVICE_CPU, MPT_CAT_WORKSPACE);
   std::memcpy(host.data(), values.data(), values.size() * sizeof(float));
+  mpt_host_written(host.data(), values.size() * sizeof(float));
   Tensor staged = host;
   if (device_ != MPT_DEVICE_CPU) {
     staged = dst.dtype() == MPT_DTYPE_F32 ? dst : alloc(dst.name() + ".init.device", dst.shape(), MPT_DTYPE_F32, MPT_CAT_WORKSPACE);

@@ -31,6 +31,8 @@ Batch load_batch(Runtime& rt, const ImageSet& set, const std::vector<uint32_t>& 
   Tensor images = Tensor::allocate(host ? "input" : "input.host", image_shape, MPT_DTYPE_F32, MPT_DEVICE_CPU, MPT_CAT_DATA);
   Tensor labels = Tensor::allocate(host ? "labels" : "labels.host", {n}, MPT_DTYPE_I32, MPT_DEVICE_CPU, MPT_CAT_DATA);
   fill_batch(set, order, begin, n, image_size, images.data_as<float>(), labels.data_as<int32_t>());
+  mpt_host_written(images.data(), images.bytes());
+  mpt_host_written(labels.data(), labels.bytes());
   if (host) return {images, labels, n};
   Batch batch{rt.alloc("input", image_shape, MPT_DTYPE_F32, MPT_CAT_DATA), rt.alloc("labels", {n}, MPT_DTYPE_I32, MPT_CAT_DATA), n};
   rt.copy(images, batch.images);

@@ -172,7 +172,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   EXPECT_EQ(db.meta("env.OMP_NUM_THREADS"), "3");
   EXPECT_EQ(db.meta("options"),
             R"({"allow":"masked_fill*:-inf","cupti":true,"dump":"op=conv2d_backward,step=4","every":2,"ops":"conv*,fc1",)"
-            R"("ring_size_mib":64,)"
+            R"("rescan_inputs":false,"ring_size_mib":64,)"
             R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","trap":"nan"})");
 }
 

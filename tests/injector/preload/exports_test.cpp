@@ -28,7 +28,7 @@ std::set<std::string> defined_dynamic_symbols(const std::string& library) {
 
 TEST(Exports, OnlyTheHooksAndTheFrontEndApi) {
   const std::set<std::string> expected = {
-      "mpt_launch", "mpt_alloc", "mpt_free", "mpt_log_scalar", "mpt_log_text",
+      "mpt_launch", "mpt_alloc", "mpt_free", "mpt_host_written", "mpt_log_scalar", "mpt_log_text",
       "InitializeInjectionNvtx2", "InitializeInjectionNvtx2Preinject", "InitializeInjection",
       // fpscope/inject_api.h
       "fpscope_api_version", "fpscope_tracing", "fpscope_step_watched", "fpscope_range_push",

@@ -100,6 +100,43 @@ TEST_F(FpscopeRun, TracedLossesEqualUntracedOnesBitForBit) {
   EXPECT_EQ(query(trace_, "select count(*) from loss_scale")[0][0], "8");
 }
 
+// Inputs that take the statistics a launch measured of the same bytes as its output (the default)
+// give the trace that scanning every input gives, row for row and column for column: amp-fp16
+// with dynamic loss scaling (casts, in-place optimizer and scaler updates, fp16 copies of
+// weights) and fp16 with a planted NaN.
+TEST_F(FpscopeRun, ReusedInputStatisticsEqualARescanRowForRow) {
+  const std::string every_column =
+      "select t.kernel_id, t.role, t.slot, t.tensor_uid, t.name_id, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
+      "t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), quote(t.min_nonzero), "
+      "quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, t.f16_subnormal, t.f16_near_max, "
+      "t.bf16_overflow, t.bf16_underflow, t.bf16_subnormal, t.bf16_near_max, t.e4m3_overflow, t.e4m3_underflow, "
+      "t.e4m3_subnormal, t.e4m3_near_max, t.e5m2_overflow, t.e5m2_underflow, t.e5m2_subnormal, t.e5m2_near_max, "
+      "t.exp_hist, n.kind, n.first_index, n.first_bits, n.origin "
+      "from tensors t left join nonfinite n on n.tensor_id = t.id order by t.kernel_id, t.role, t.slot";
+  const std::vector<std::string> runs[] = {
+      {"--precision", "amp-fp16", "--loss-scale", "dynamic", "--optimizer", "adamw"},
+      {"--precision", "fp16", "--fault", "nan@conv2:2:7"}};
+  for (const auto& options : runs) {
+    const fs::path reused = dir_ / "reused.sqlite", scanned = dir_ / "scanned.sqlite";
+    for (const auto& [trace, rescan] : {std::pair{reused, false}, std::pair{scanned, true}}) {
+      trace_ = trace;
+      fs::remove(trace_);
+      const RunResult r = trace_run(rescan ? std::vector<std::string>{"--rescan-inputs"} : std::vector<std::string>{}, options);
+      ASSERT_EQ(r.status, 0) << r.stderr_text;
+    }
+    const auto a = query(reused, every_column), b = query(scanned, every_column);
+    ASSERT_GT(a.size(), 1000u);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "row " << i << " of " << options[1];
+    // Most inputs were taken from memory; none with --rescan-inputs.
+    const auto reused_count = query(reused, "select value from meta where key = 'injector.reused_input_stats'");
+    ASSERT_EQ(reused_count.size(), 1u);
+    const auto inputs = query(reused, "select count(*) from tensors where role = 'in'");
+    EXPECT_GT(std::stoll(reused_count[0][0]), std::stoll(inputs[0][0]) / 2);
+    EXPECT_TRUE(query(scanned, "select value from meta where key = 'injector.reused_input_stats'").empty());
+  }
+}
+
 TEST_F(FpscopeRun, FirstNonfiniteIsThePlantedFault) {
   const RunResult r = trace_run({}, {"--fault", "nan@fc1:3:17"});
   ASSERT_EQ(r.status, 0) << r.stderr_text;

@@ -703,5 +703,119 @@ TEST_F(LaunchPath, DeviceTrapFiresWhenTheResultArrives) {
       "fpscope: trap: first NaN made by copy_with_nan \\(layer fc2, step 2, phase backward\\) in fc2.out at index 6");
 }
 
+// [SECTION] Inputs that take an earlier output's statistics (output_memo.h) -----------------------
+//
+// Each test writes a tensor in ways the memo must notice and checks that every input record holds
+// the statistics of the bytes as they were when the launch read them: the largest value tells
+// which version was measured.
+
+class ReusedInputs : public LaunchPath {
+ protected:
+  // The input records' largest values, in launch order.
+  std::vector<double> input_maxima() {
+    std::vector<double> maxima;
+    for (const auto& s : drain().all<wire::TensorStatsRecord>(RecordType::TensorStats))
+      if (s.role == wire::Role::Input) maxima.push_back(s.max);
+    return maxima;
+  }
+  mpt_tensor f32(float* data, int64_t n, const char* name, uint64_t id = 0) {
+    return tensor(data, MPT_DTYPE_F32, {n}, name, id);
+  }
+  alignas(64) float a_[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  alignas(64) float b_[8] = {};
+};
+
+TEST_F(ReusedInputs, AChainAndAnInPlaceUpdateReadEachVersionOnce) {
+  start(Options{});
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  session_->allocated(b_, sizeof b_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "b", 2);
+  float half = 0.5f;  // not allocated: always scanned
+  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(b_, 8, "b", 2)}, scale2);  // a never written: scanned
+  launch("scale2", {f32(b_, 8, "b", 2)}, {f32(a_, 8, "a", 1)}, scale2);  // b as scale2 wrote it
+  launch("scale_in_place", {f32(a_, 8, "a", 1), f32(&half, 1, "s")}, {f32(a_, 8, "a", 1)}, scale_in_place);
+  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(b_, 8, "b", 2)}, scale2);  // a after the in-place update
+  EXPECT_EQ(input_maxima(), (std::vector<double>{8, 16, 32, 0.5, 16}));
+  EXPECT_EQ(session_->reused_inputs(), 3u);  // b, a before and a after the update
+}
+
+TEST_F(ReusedInputs, AKernelWritingAViewForgetsTheWholeTensor) {
+  start(Options{});
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float x[8] = {1, 1, 1, 1, 1, 1, 1, 1}, y[8] = {};
+  launch("scale2", {f32(x, 8, "x")}, {f32(a_, 8, "a", 1)}, scale2);          // a = 2 everywhere
+  float big[4] = {50, 50, 50, 50};
+  launch("scale2", {f32(big, 4, "big")}, {f32(a_ + 4, 4, "a.tail", 1)}, scale2);  // a[4:] = 100
+  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  EXPECT_EQ(input_maxima(), (std::vector<double>{1, 50, 100}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(ReusedInputs, ALaunchLeftUnmeasuredStillCounts) {
+  Options o;
+  o.ops = {"measured*"};
+  start(o);
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float y[8] = {};
+  launch("measured_scale", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  launch("hidden_scale", {f32(ones, 8, "ones")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 2, unmeasured
+  launch("measured_read", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 2}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(ReusedInputs, ADeclaredHostWriteIsSeen) {
+  start(Options{});
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float y[8] = {};
+  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  a_[3] = 100;
+  session_->host_written(a_ + 3, sizeof(float));
+  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 100}));
+}
+
+TEST_F(ReusedInputs, FreedAndAllocatedAgainIsNew) {
+  start(Options{});
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float y[8] = {};
+  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  session_->freed(a_);
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a2", 3);
+  a_[0] = 7;  // the new owner's first values need no declaration
+  launch("scale2", {f32(a_, 8, "a2", 3)}, {f32(y, 8, "y")}, scale2);
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 7}));
+}
+
+TEST_F(ReusedInputs, RescanInputsSeesEvenAnUndeclaredHostWrite) {
+  Options o;
+  o.rescan_inputs = true;
+  start(o);
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float y[8] = {};
+  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  a_[5] = -9;  // behind the ABI's back
+  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  const std::vector<double> maxima = input_maxima();
+  ASSERT_EQ(maxima.size(), 2u);
+  const auto inputs = trace_.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  EXPECT_EQ(inputs[2].min, -9.0);  // the second launch's input: the write is in its numbers
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(ReusedInputs, AFrontEndsOpsTurnTheMemoOff) {
+  start(Options{});
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float y[8] = {};
+  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0, remembered
+  const mpt_tensor none = f32(y, 8, "y");
+  std::string trapped;
+  session_->end_op(session_->begin_op("mul_", &none, 1, nullptr, false), nullptr, 0, 0, &trapped);
+  a_[2] = 3;  // an op the front end could not describe wrote it
+  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
 }  // namespace
 }  // namespace fpscope::inject

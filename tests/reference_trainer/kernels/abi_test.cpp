@@ -147,7 +147,7 @@ TEST(Abi, ExportsExactlyTheAbi) {
     char kind = s.size() > 17 ? s[17] : '?';
     if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B' || kind == 'V' || kind == 'i') exported.insert(name);
   }
-  std::set<std::string> abi{"mpt_launch", "mpt_last_error", "mpt_alloc", "mpt_free",
+  std::set<std::string> abi{"mpt_launch", "mpt_last_error", "mpt_alloc", "mpt_free", "mpt_host_written",
                             "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads", "mpt_set_communicator"};
   EXPECT_EQ(exported, abi);
 }

@@ -6,7 +6,8 @@
  * stream. A tool that interposes mpt_launch() therefore sees every kernel without knowing any of
  * them, and adding a kernel never touches the tool. Memory goes through mpt_alloc()/mpt_free(),
  * which carry a category and a name. mpt_log_scalar() and mpt_log_text() let the program report
- * per-step values (loss, accuracy) and its configuration; the library itself ignores them.
+ * per-step values (loss, accuracy) and its configuration; mpt_host_written() declares a write the
+ * program made itself to memory it got from mpt_alloc(); the library ignores all three.
  *
  * Rules that keep the calls interposable (checked by tests/reference_trainer):
  *   - these symbols have default visibility, are called through the PLT and are never inlined
@@ -14,6 +15,9 @@
  *   - a tensor's elements are contiguous and row-major; `data` points at the first one;
  *   - a kernel that updates a tensor in place lists it among its inputs and among its outputs
  *     (same data pointer): a tool measures inputs before the call and outputs after it;
+ *   - a kernel writes only its outputs, and the program declares every write of its own to
+ *     allocated memory (mpt_host_written()), so a tool may take a tensor nobody wrote since it
+ *     last measured it as unchanged;
  *   - the loss scaler is two kernels, "amp_unscale_check" and "amp_update_scale", whose tensors
  *     are laid out as documented in docs/kernels.md so a tool can read loss-scale events off them.
  *
@@ -120,6 +124,13 @@ MPT_API void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const ch
 
 /* Frees what mpt_alloc() returned. NULL is ignored. */
 MPT_API void mpt_free(void* ptr, int32_t device);
+
+/* Declares that the program itself (not a kernel) wrote the `bytes` bytes at `data`, host memory
+ * it got from mpt_alloc(): a batch it filled, initial values it copied in. Call it after the write
+ * and before the next launch that reads them. Writes into an allocation before any launch has
+ * named it need no declaration, but making one is never wrong. The library does nothing with it;
+ * a tool that remembers what it measured forgets those bytes. */
+MPT_API void mpt_host_written(const void* data, size_t bytes);
 
 /* Sets how many threads the CPU kernels use: OpenBLAS's and the library's own pool. n <= 0 means
  * one per hardware thread (the default, or MPT_NUM_THREADS when set). Results are deterministic for

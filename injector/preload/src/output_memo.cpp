@@ -1,0 +1,109 @@
+// OutputMemo (see output_memo.h): allocations by base address, each with a write generation
+// and the remembered statistics of tensors inside it.
+#include "output_memo.h"
+
+namespace fpscope::inject {
+
+namespace {
+
+size_t element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
+
+uintptr_t begin_of(const OutputMemo::Key& key) { return reinterpret_cast<uintptr_t>(key.data); }
+uintptr_t end_of(const OutputMemo::Key& key) { return begin_of(key) + key.count * element_bytes(key.type); }
+
+}  // namespace
+
+bool OutputMemo::same(const Key& a, const Key& b) {
+  return a.data == b.data && a.type == b.type && a.count == b.count;
+}
+
+const OutputMemo::Region* OutputMemo::holding(uintptr_t begin, uintptr_t end) const {
+  auto it = regions_.upper_bound(begin);
+  if (it == regions_.begin()) return nullptr;
+  --it;
+  return end <= it->first + it->second.bytes ? &it->second : nullptr;
+}
+
+OutputMemo::Region* OutputMemo::holding(uintptr_t begin, uintptr_t end) {
+  return const_cast<Region*>(static_cast<const OutputMemo*>(this)->holding(begin, end));
+}
+
+void OutputMemo::allocated(const void* base, uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  // An allocation the memo never saw freed (the program freed it before tracing began) may
+  // overlap the new one: forget it.
+  const uintptr_t b = reinterpret_cast<uintptr_t>(base);
+  auto it = regions_.upper_bound(b);
+  if (it != regions_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > b) --it;
+  while (it != regions_.end() && it->first < b + bytes) it = regions_.erase(it);
+  Region& r = regions_[b];
+  r.bytes = bytes;
+  r.generation = next_generation_++;
+}
+
+void OutputMemo::freed(const void* base) {
+  std::lock_guard lock(mutex_);
+  regions_.erase(reinterpret_cast<uintptr_t>(base));
+}
+
+void OutputMemo::written(const void* data, uint64_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t end = begin + (bytes == 0 ? 1 : bytes);
+  std::lock_guard lock(mutex_);
+  // Every allocation the write touches, from the one holding its first byte onwards.
+  auto it = regions_.upper_bound(begin);
+  if (it != regions_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > begin) --it;
+  for (; it != regions_.end() && it->first < end; ++it) {
+    it->second.generation = next_generation_++;
+    it->second.entries.clear();
+  }
+}
+
+uint64_t OutputMemo::generation(const Key& key) const {
+  std::lock_guard lock(mutex_);
+  const Region* r = holding(begin_of(key), end_of(key));
+  return r ? r->generation : 0;
+}
+
+void OutputMemo::remember(const Key& key, StatsLevel level, uint64_t generation, const TensorStats& stats) {
+  if (generation == 0) return;
+  std::lock_guard lock(mutex_);
+  Region* r = holding(begin_of(key), end_of(key));
+  if (r == nullptr || r->generation != generation) return;
+  for (Entry& e : r->entries) {
+    if (same(e.key, key)) {
+      e.level = level;
+      *e.stats = stats;
+      return;
+    }
+  }
+  r->entries.push_back(Entry{key, level, std::make_unique<TensorStats>(stats)});
+}
+
+bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out) const {
+  std::lock_guard lock(mutex_);
+  const Region* r = holding(begin_of(key), end_of(key));
+  if (r == nullptr) return false;
+  for (const Entry& e : r->entries) {
+    if (same(e.key, key) && e.level == level) {
+      *out = *e.stats;
+      ++hits_;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t OutputMemo::hits() const {
+  std::lock_guard lock(mutex_);
+  return hits_;
+}
+
+size_t OutputMemo::entries() const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const auto& [base, r] : regions_) n += r.entries.size();
+  return n;
+}
+
+}  // namespace fpscope::inject

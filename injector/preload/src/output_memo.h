@@ -1,0 +1,85 @@
+// The statistics a launch measured of its outputs, remembered until those bytes are written again,
+// so that a later launch reading the same bytes as an input gets them without a second scan.
+//
+// A training step reads almost every tensor it wrote: the activation a convolution made is the
+// next ReLU's input, the gradient a backward kernel made is the optimizer's input. Scanning it
+// again gives the same numbers; looking them up costs a map search instead of a pass over memory.
+//
+// Soundness rests on seeing every write to the program's memory:
+//   - a launch writes only its outputs (the kernel ABI's rule: in-place tensors are outputs too);
+//     every launch's outputs are reported through written() before the kernel runs, whether or not
+//     the launch is measured;
+//   - any other write the program makes to memory it got from mpt_alloc is declared through
+//     mpt_host_written() (mpt/abi.h), which reports it here as well;
+//   - a fresh allocation and a freed one forget everything inside them.
+// Only memory inside a live mpt_alloc allocation is remembered, and a remembered entry answers only
+// for exactly the same bytes (data pointer, dtype and element count): a view of part of a tensor,
+// or the same bytes read as another dtype, is scanned. A write anywhere in an allocation forgets
+// every entry of that allocation, so aliasing views can never keep stale numbers.
+//
+// Thread-safe. generation() is read before an output is scanned and handed back to remember(), so
+// a write that lands while the scan runs (another thread's launch) keeps the result out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "fpscope/tensor_stats.h"
+
+namespace fpscope::inject {
+
+class OutputMemo {
+ public:
+  // What the memo answers for: these bytes, read as this element type.
+  struct Key {
+    const void* data = nullptr;
+    ElementType type = ElementType::F32;
+    uint64_t count = 0;
+  };
+
+  void allocated(const void* base, uint64_t bytes);
+  void freed(const void* base);
+  // [data, data + bytes) is about to be (or was) written.
+  void written(const void* data, uint64_t bytes);
+
+  // The write generation of the allocation holding the key's bytes, or 0 when no live allocation
+  // holds them whole (such tensors are never remembered).
+  uint64_t generation(const Key& key) const;
+  // Remembers `stats` (measured at `level`) for `key` if nothing was written to its allocation
+  // since generation() returned `generation`.
+  void remember(const Key& key, StatsLevel level, uint64_t generation, const TensorStats& stats);
+  // The remembered statistics of exactly these bytes at this level, if any.
+  bool recall(const Key& key, StatsLevel level, TensorStats* out) const;
+
+  // Lookups answered from memory, for the run's metadata and the tests.
+  uint64_t hits() const;
+  size_t entries() const;
+
+ private:
+  struct Entry {
+    Key key;
+    StatsLevel level;
+    std::unique_ptr<TensorStats> stats;
+  };
+  struct Region {
+    uint64_t bytes = 0;
+    uint64_t generation = 1;
+    std::vector<Entry> entries;
+  };
+  using Regions = std::map<uintptr_t, Region>;
+
+  // The live allocation holding [begin, end) whole, or nullptr.
+  const Region* holding(uintptr_t begin, uintptr_t end) const;
+  Region* holding(uintptr_t begin, uintptr_t end);
+  static bool same(const Key& a, const Key& b);
+
+  mutable std::mutex mutex_;
+  Regions regions_;          // by base address
+  uint64_t next_generation_ = 2;
+  mutable uint64_t hits_ = 0;
+};
+
+}  // namespace fpscope::inject

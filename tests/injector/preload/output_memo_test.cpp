@@ -1,0 +1,120 @@
+// OutputMemo: remembered statistics answer only for the same bytes, unchanged, inside a live
+// allocation; every kind of write, a free and a new allocation forget them.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "output_memo.h"
+
+namespace fpscope::inject {
+namespace {
+
+TensorStats stats_with_count(uint64_t count) {
+  TensorStats s{};
+  s.count = count;
+  s.absmax = 1.5;
+  s.hist[3] = count;
+  return s;
+}
+
+class Memo : public ::testing::Test {
+ protected:
+  void SetUp() override { memo_.allocated(block_.data(), block_.size() * sizeof(float)); }
+  OutputMemo::Key key(size_t first, size_t count, ElementType type = ElementType::F32) {
+    return {block_.data() + first, type, count};
+  }
+  // Measures `k` as an output would be: generation first, then remember.
+  void measure(const OutputMemo::Key& k, const TensorStats& s, StatsLevel level = StatsLevel::Full) {
+    memo_.remember(k, level, memo_.generation(k), s);
+  }
+  bool recalled(const OutputMemo::Key& k, StatsLevel level = StatsLevel::Full) {
+    TensorStats out{};
+    return memo_.recall(k, level, &out);
+  }
+
+  std::vector<float> block_ = std::vector<float>(1024);
+  OutputMemo memo_;
+};
+
+TEST_F(Memo, RecallsExactlyWhatWasRemembered) {
+  measure(key(0, 256), stats_with_count(256));
+  TensorStats out{};
+  ASSERT_TRUE(memo_.recall(key(0, 256), StatsLevel::Full, &out));
+  EXPECT_EQ(out.count, 256u);
+  EXPECT_EQ(out.absmax, 1.5);
+  EXPECT_EQ(out.hist[3], 256u);
+  EXPECT_EQ(memo_.hits(), 1u);
+}
+
+TEST_F(Memo, OtherBytesOrAnotherReadingOfThemAreNotAnswered) {
+  measure(key(0, 256), stats_with_count(256));
+  EXPECT_FALSE(recalled(key(0, 128)));                    // a view of the first half
+  EXPECT_FALSE(recalled(key(1, 256)));                    // shifted by one element
+  EXPECT_FALSE(recalled(key(0, 512, ElementType::F16)));  // the same bytes as fp16
+  EXPECT_FALSE(recalled(key(0, 256), StatsLevel::Basic)); // measured at another level
+  EXPECT_EQ(memo_.hits(), 0u);
+}
+
+TEST_F(Memo, AnyWriteIntoTheAllocationForgetsEveryTensorInIt) {
+  measure(key(0, 256), stats_with_count(256));
+  measure(key(512, 256), stats_with_count(256));
+  memo_.written(block_.data() + 1000, 4);  // one element, far from both tensors
+  EXPECT_FALSE(recalled(key(0, 256)));
+  EXPECT_FALSE(recalled(key(512, 256)));
+  EXPECT_EQ(memo_.entries(), 0u);
+}
+
+TEST_F(Memo, AWriteThatStartsBeforeTheAllocationStillReachesIt) {
+  measure(key(0, 256), stats_with_count(256));
+  memo_.written(reinterpret_cast<const char*>(block_.data()) - 16, 32);
+  EXPECT_FALSE(recalled(key(0, 256)));
+}
+
+TEST_F(Memo, WritesElsewhereKeepIt) {
+  measure(key(0, 256), stats_with_count(256));
+  std::vector<float> other(64);
+  memo_.written(other.data(), other.size() * sizeof(float));
+  EXPECT_TRUE(recalled(key(0, 256)));
+}
+
+TEST_F(Memo, AWriteDuringTheScanKeepsTheResultOut) {
+  const OutputMemo::Key k = key(0, 256);
+  const uint64_t before = memo_.generation(k);
+  memo_.written(block_.data(), 4);  // another thread's launch, while this one scanned
+  memo_.remember(k, StatsLevel::Full, before, stats_with_count(256));
+  EXPECT_FALSE(recalled(k));
+}
+
+TEST_F(Memo, FreeingAndAllocatingAgainAtTheSameAddressForgets) {
+  const OutputMemo::Key k = key(0, 256);
+  const uint64_t before = memo_.generation(k);
+  measure(k, stats_with_count(256));
+  memo_.freed(block_.data());
+  EXPECT_FALSE(recalled(k));
+  memo_.allocated(block_.data(), block_.size() * sizeof(float));
+  EXPECT_FALSE(recalled(k));
+  // A generation read in the old allocation's life never matches the new one's.
+  memo_.remember(k, StatsLevel::Full, before, stats_with_count(256));
+  EXPECT_FALSE(recalled(k));
+}
+
+TEST_F(Memo, MemoryOutsideEveryAllocationIsNeverRemembered) {
+  std::vector<float> stack(256);
+  const OutputMemo::Key k{stack.data(), ElementType::F32, stack.size()};
+  EXPECT_EQ(memo_.generation(k), 0u);
+  memo_.remember(k, StatsLevel::Full, 0, stats_with_count(256));
+  EXPECT_FALSE(recalled(k));
+  // Nor a tensor that runs past the end of its allocation.
+  const OutputMemo::Key past = key(1000, 100);
+  EXPECT_EQ(memo_.generation(past), 0u);
+}
+
+TEST_F(Memo, AnAllocationOverlappingOneNeverFreedReplacesIt) {
+  measure(key(0, 256), stats_with_count(256));
+  memo_.allocated(block_.data() + 128, 64);  // the old block was freed behind the memo's back
+  EXPECT_FALSE(recalled(key(0, 256)));
+  EXPECT_EQ(memo_.generation(key(0, 256)), 0u);
+}
+
+}  // namespace
+}  // namespace fpscope::inject
