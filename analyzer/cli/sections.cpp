@@ -54,9 +54,7 @@ Section summary_section(const Trace& trace) {
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));
   if (s.allowed_nonfinite_tensors > 0) add("intended non-finite outputs (--allow)", int_cell(s.allowed_nonfinite_tensors));
-  add("final loss", s.final_loss ? Cell(fmt::format("{} (step {})", human_number(*s.final_loss), step_text(s.final_loss_step)),
-                                        *s.final_loss)
-                                 : Cell("-", nullptr));
+  add("final loss", s.final_loss ? Cell(final_loss_text(s), *s.final_loss) : Cell(final_loss_text(s), nullptr));
   add("final train accuracy", accuracy_cell(s.final_train_accuracy));
   add("test accuracy", accuracy_cell(s.test_accuracy));
   sec.tables.push_back(std::move(t));
@@ -256,7 +254,7 @@ Section memory_section(const Trace& trace) {
   const std::optional<int64_t> run_start = summary(trace).start_ns;
   std::string moment;
   if (m.peak_ns && run_start) moment = fmt::format(" ({} after the run's first event)", human_duration(*m.peak_ns - *run_start));
-  sec.notes.push_back(fmt::format("Peak {} live at step {}{}.", human_bytes(m.peak_bytes), step_text(m.peak_step), moment));
+  sec.notes.push_back(fmt::format("Peak {} live {}{}.", human_bytes(m.peak_bytes), human_step_place(m.peak_step), moment));
   sec.extra["peak_bytes"] = m.peak_bytes;
   sec.extra["peak_step"] = m.peak_step ? nlohmann::json(*m.peak_step) : nlohmann::json();
   sec.extra["peak_ns"] = m.peak_ns ? nlohmann::json(*m.peak_ns) : nlohmann::json();

@@ -167,7 +167,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
   row("steps", std::to_string(s.steps));
   if (s.ranks > 1) row("ranks", std::to_string(s.ranks));
   row("kernel launches", std::to_string(s.kernels));
-  row("final loss", human_optional(s.final_loss));
+  row("final loss", final_loss_text(s));
   row("test accuracy", s.test_accuracy ? fmt::format("{:.2f}%", *s.test_accuracy) : "-");
   out << "</table>\n";
   const NonfiniteReport nf = nonfinite(trace, 16);
@@ -295,8 +295,8 @@ void export_html(const Trace& trace, std::ostream& out) {
   }
   out << "<h2>Memory</h2>\n";
   const MemoryReport m = memory(trace);
-  out << fmt::format("<p>Peak {} at step {}.</p>\n<table><tr><th>category</th><th>at peak</th><th>own maximum</th></tr>\n",
-                     human_bytes(m.peak_bytes), m.peak_step ? std::to_string(*m.peak_step) : "-");
+  out << fmt::format("<p>Peak {} {}.</p>\n<table><tr><th>category</th><th>at peak</th><th>own maximum</th></tr>\n",
+                     human_bytes(m.peak_bytes), human_step_place(m.peak_step));
   for (const auto& c : m.by_category) {
     out << "<tr><td>" << c.category << "</td><td>" << human_bytes(c.at_peak) << "</td><td>" << human_bytes(c.max_live) << "</td></tr>\n";
   }

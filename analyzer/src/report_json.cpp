@@ -41,6 +41,8 @@ json run_json(const RunSummary& s) {
       {"memory_events", s.memory_events},
       {"final_loss", opt(s.final_loss)},
       {"final_loss_step", opt(s.final_loss_step)},
+      {"nonfinite_loss_steps", s.nonfinite_loss_steps},
+      {"first_nonfinite_loss_step", opt(s.first_nonfinite_loss_step)},
       {"final_train_accuracy_pct", opt(s.final_train_accuracy)},
       {"test_accuracy_pct", opt(s.test_accuracy)},
   };

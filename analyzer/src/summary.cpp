@@ -44,6 +44,29 @@ std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace
   return std::make_pair(st.f64(0), st.opt_i64(1));
 }
 
+// The losses logged NaN/Inf (NULL) after the last finite one, on the same rank as last_scalar().
+static void count_nonfinite_losses(const Trace& trace, RunSummary* s) {
+  sql::Statement st(detail::db(trace),
+          "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = 'loss')) "
+          "SELECT count(*), min(step) FROM named WHERE rank = (SELECT min(rank) FROM named) AND value IS NULL "
+          "AND step IS NOT NULL AND (?1 IS NULL OR step > ?1)");
+  if (s->final_loss_step) st.bind(1, *s->final_loss_step);
+  else st.bind_null(1);
+  if (!st.step()) return;
+  s->nonfinite_loss_steps = st.i64(0);
+  s->first_nonfinite_loss_step = st.opt_i64(1);
+}
+
+std::string final_loss_text(const RunSummary& s) {
+  std::string text = s.final_loss ? human_number(*s.final_loss) +
+                                        (s.final_loss_step ? " (step " + std::to_string(*s.final_loss_step) + ")" : "")
+                                  : "-";
+  if (s.nonfinite_loss_steps > 0 && s.first_nonfinite_loss_step)
+    text += fmt::format("{}NaN/Inf from step {} on ({} step{})", s.final_loss ? ", then " : " ",
+                        *s.first_nonfinite_loss_step, s.nonfinite_loss_steps, s.nonfinite_loss_steps == 1 ? "" : "s");
+  return text;
+}
+
 RunSummary summary(const Trace& trace) {
   auto& impl = detail::impl(trace);
   RunSummary s;
@@ -77,6 +100,7 @@ RunSummary summary(const Trace& trace) {
     s.final_loss = loss->first;
     s.final_loss_step = loss->second;
   }
+  count_nonfinite_losses(trace, &s);
   if (auto acc = last_scalar(trace, "train_accuracy")) s.final_train_accuracy = acc->first;
   if (auto acc = last_scalar(trace, "test_accuracy")) s.test_accuracy = acc->first;
   return s;

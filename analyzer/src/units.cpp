@@ -82,6 +82,10 @@ std::string human_scale(double scale) {
   return fmt::format("{:g}", scale);
 }
 
+std::string human_step_place(std::optional<int64_t> step) {
+  return step ? "at step " + std::to_string(*step) : std::string("outside the training steps");
+}
+
 std::string human_optional(const std::optional<double>& value, const char* missing) {
   return value ? human_number(*value) : std::string(missing);
 }

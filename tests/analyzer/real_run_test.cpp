@@ -3,6 +3,7 @@
 // the fp16 run's memory against the fp32 run's; and `advise` must turn a run that goes non-finite
 // into one that stays finite.
 #include "fpscope/analysis.h"
+#include "fpscope/units.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,15 @@ TEST_F(RealRun, FaultOriginFound) {
   EXPECT_FALSE(r.propagation.empty());
   EXPECT_EQ(r.nan + r.pos_inf + r.neg_inf,
             *sql_value(path, "select sum(nan + pos_inf + neg_inf) from tensors where role = 'out'"));
+  // The loss is NaN from the planted step on: the summary says so rather than show step 2's loss
+  // as the run's last word.
+  const RunSummary s = summary(*t);
+  const std::string losses = "from scalars where name_id = (select id from strings where value = 'loss')";
+  EXPECT_EQ(s.final_loss_step, 2);
+  EXPECT_EQ(s.first_nonfinite_loss_step, 3);
+  EXPECT_EQ(s.nonfinite_loss_steps, *sql_value(path, "select count(*) " + losses + " and value is null"));
+  EXPECT_EQ(s.nonfinite_loss_steps, 7);
+  EXPECT_EQ(final_loss_text(s), human_number(*s.final_loss) + " (step 2), then NaN/Inf from step 3 on (7 steps)");
 }
 
 TEST_F(RealRun, Fp16HalvesWeightsAndFloatActivations) {

@@ -194,6 +194,10 @@ struct RunSummary {
   int64_t memory_events = 0;
   std::optional<double> final_loss;                          // last non-NULL 'loss' scalar
   std::optional<int64_t> final_loss_step;
+  // Steps after final_loss_step (all steps when there is none) whose loss was NaN/Inf (stored
+  // NULL), and the first of them.
+  int64_t nonfinite_loss_steps = 0;
+  std::optional<int64_t> first_nonfinite_loss_step;
   std::optional<double> final_train_accuracy;                // last 'train_accuracy' (percent, as mptrain logs it)
   std::optional<double> test_accuracy;                       // last 'test_accuracy' (percent)
 };
@@ -202,6 +206,9 @@ RunSummary summary(const Trace& trace);
 // How the run ended, in words, with its exit code or signal: "stopped by --trap at a non-finite
 // value (signal SIGTRAP, 5)". Every front end shows this, coloured by contract::is_failure(state).
 std::string ending_text(const RunSummary& s);
+// The final loss in words: "0.7743 (step 187)", or when the loss turned NaN/Inf for good,
+// "2.217 (step 2), then NaN/Inf from step 3 on (17 steps)"; "-" when no loss was logged.
+std::string final_loss_text(const RunSummary& s);
 
 // [SECTION] Non-finite values ----------------------------------------------------------------------
 

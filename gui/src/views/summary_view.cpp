@@ -109,7 +109,9 @@ class SummaryView final : public View {
                   analysis::human_count(d.summary.sampled_kernels).c_str(), analysis::human_count(d.summary.tensors).c_str());
     });
     row("final loss", [](const TraceData& d, const TraceDoc&) {
-      ImGui::Text("%s (step %s)", opt_text(d.summary.final_loss).c_str(), opt_int(d.summary.final_loss_step).c_str());
+      const std::string text = analysis::final_loss_text(d.summary);
+      if (d.summary.nonfinite_loss_steps > 0) ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", text.c_str());
+      else ImGui::TextUnformatted(text.c_str());
     });
     row("accuracy", [](const TraceData& d, const TraceDoc&) {
       ImGui::Text("train %s, test %s", opt_text(d.summary.final_train_accuracy).c_str(),
@@ -133,7 +135,7 @@ class SummaryView final : public View {
                   static_cast<long long>(ls.growths));
     });
     row("peak memory", [&](const TraceData& d, const TraceDoc&) {
-      const std::string text = analysis::human_bytes(d.memory.peak_bytes) + " at step " + opt_int(d.memory.peak_step);
+      const std::string text = analysis::human_bytes(d.memory.peak_bytes) + " " + analysis::human_step_place(d.memory.peak_step);
       if (link(text)) {
         if (d.memory.peak_step) ctx.selection.select_step(*d.memory.peak_step);
         ctx.selection.show_view = "memory";
