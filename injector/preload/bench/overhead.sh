@@ -69,6 +69,11 @@ for c in $cases; do
     exit 2
   fi
   if [[ $pixels == torch ]]; then
+    # Without the front end in the build, `fpscope run` would time the program untraced.
+    if [[ ! -f $build/share/fpscope/python/sitecustomize.py ]]; then
+      echo "overhead.sh: $build has no PyTorch front end (share/fpscope/python); build everything in it" >&2
+      exit 2
+    fi
     program=/usr/bin/python3
     train=("$torch_cnn" --images "$images" --threads "$threads" --data-dir "$data")
     if [[ $precision == amp ]]; then train+=(--precision amp-bf16); fi
