@@ -167,7 +167,8 @@ void summary_section(const Trace& trace, std::ostream& out) {
   row("steps", std::to_string(s.steps));
   if (s.ranks > 1) row("ranks", std::to_string(s.ranks));
   row("kernel launches", std::to_string(s.kernels));
-  row("final loss", final_loss_text(s));
+  out << "<tr><th>final loss</th><td" << (s.nonfinite_loss_steps > 0 ? " class=\"bad\"" : "") << ">"
+      << esc(final_loss_text(s)) << "</td></tr>\n";
   row("test accuracy", s.test_accuracy ? fmt::format("{:.2f}%", *s.test_accuracy) : "-");
   out << "</table>\n";
   const NonfiniteReport nf = nonfinite(trace, 16);
@@ -269,8 +270,9 @@ void export_html(const Trace& trace, std::ostream& out) {
       << esc(trace.path()) << "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
       << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}"
       << "th{background:#f3f3f3}.ax{font-size:11px;fill:#555}.bad{color:#b00}"
-      // Long values (op lists, commands) wrap inside the page instead of widening it.
-      << "table.kv{width:100%;table-layout:fixed}table.kv th{width:11em}td{overflow-wrap:anywhere}"
+      // Long values (op lists, commands) wrap inside the page instead of widening it; break-word,
+      // unlike anywhere, leaves short numbers whole in narrow columns.
+      << "table.kv{width:100%;table-layout:fixed}table.kv th{width:11em}td{overflow-wrap:break-word}"
       << "svg{max-width:100%;height:auto}p{overflow-wrap:anywhere}"
       << ".legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;color:#444;margin:2px 0 14px 50px}"
       << ".legend i{display:inline-block;width:14px;height:4px;margin-right:6px;vertical-align:middle}"
@@ -287,6 +289,9 @@ void export_html(const Trace& trace, std::ostream& out) {
     if (r.loss_scale && *r.loss_scale > 0) scale.points.emplace_back(r.step, std::log2(*r.loss_scale));
   }
   out << "<h2>Training</h2>\n" << line_plot("Loss by step", "step", {loss});
+  if (const RunSummary s = summary(trace); s.nonfinite_loss_steps > 0 && s.first_nonfinite_loss_step)
+    out << fmt::format("<p class=\"bad\">The loss was NaN/Inf from step {} on ({} steps), which the plot leaves out.</p>\n",
+                       *s.first_nonfinite_loss_step, s.nonfinite_loss_steps);
   if (!scale.points.empty()) out << line_plot("Loss scale by step (log2)", "step", {scale});
   const LossScaleReport ls = loss_scale(trace);
   if (ls.used) {

@@ -589,7 +589,7 @@ TEST(Analysis, HtmlReportWrapsLongValuesAndLegendsEverySeries) {
   const std::string html = out.str();
   EXPECT_NE(html.find("<table class=\"kv\">"), std::string::npos);
   EXPECT_NE(html.find("table.kv{width:100%;table-layout:fixed}"), std::string::npos);
-  EXPECT_NE(html.find("td{overflow-wrap:anywhere}"), std::string::npos);
+  EXPECT_NE(html.find("td{overflow-wrap:break-word}"), std::string::npos);
   const auto memory_plot = html.find("Live memory by category");
   ASSERT_NE(memory_plot, std::string::npos);
   const auto legend = html.find("<div class=\"legend\">", memory_plot);

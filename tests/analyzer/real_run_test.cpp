@@ -3,6 +3,7 @@
 // the fp16 run's memory against the fp32 run's; and `advise` must turn a run that goes non-finite
 // into one that stays finite.
 #include "fpscope/analysis.h"
+#include "fpscope/export.h"
 #include "fpscope/units.h"
 #include "test_util.h"
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 using namespace fpscope::analysis;
 using fpscope::test::sql_value;
@@ -96,6 +98,11 @@ TEST_F(RealRun, FaultOriginFound) {
   EXPECT_EQ(s.nonfinite_loss_steps, *sql_value(path, "select count(*) " + losses + " and value is null"));
   EXPECT_EQ(s.nonfinite_loss_steps, 7);
   EXPECT_EQ(final_loss_text(s), human_number(*s.final_loss) + " (step 2), then NaN/Inf from step 3 on (7 steps)");
+  std::ostringstream html;
+  export_html(*t, html);
+  EXPECT_NE(html.str().find("<th>final loss</th><td class=\"bad\">" + final_loss_text(s) + "</td>"), std::string::npos);
+  EXPECT_NE(html.str().find("The loss was NaN/Inf from step 3 on (7 steps), which the plot leaves out."),
+            std::string::npos);
 }
 
 TEST_F(RealRun, Fp16HalvesWeightsAndFloatActivations) {
