@@ -249,6 +249,7 @@ void Session::measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_ten
 }
 
 void Session::outputs_written(const mpt_launch_desc* d) {
+  if (!memo_on_.load(std::memory_order_relaxed)) return;  // nothing will be recalled
   for (int o = 0; o < d->n_outputs; ++o) {
     const mpt_tensor& t = d->outputs[o];
     if (t.device == MPT_DEVICE_CPU && t.data != nullptr) memo_.written(t.data, element_count(t) * dtype_bytes(t.dtype));

@@ -96,7 +96,7 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   r.category = static_cast<uint8_t>(category);
   r.device = static_cast<uint8_t>(device);
   std::lock_guard lock(mutex_);
-  if (device == MPT_DEVICE_CPU) memo_.allocated(ptr, bytes);
+  if (device == MPT_DEVICE_CPU && memo_on_.load(std::memory_order_relaxed)) memo_.allocated(ptr, bytes);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
   writer_.put(r, this_thread_number());
@@ -120,11 +120,13 @@ void Session::relabel(uint64_t id, int32_t category, const char* name) {
 
 bool Session::watches_step(int64_t step) const { return options_.watches_step(step); }
 
-void Session::host_written(const void* data, size_t bytes) { memo_.written(data, bytes); }
+void Session::host_written(const void* data, size_t bytes) {
+  if (memo_on_.load(std::memory_order_relaxed)) memo_.written(data, bytes);
+}
 
 void Session::freed(void* ptr) {
   const int64_t t = monotonic_ns();
-  memo_.freed(ptr);
+  if (memo_on_.load(std::memory_order_relaxed)) memo_.freed(ptr);
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;  // not ours to report: allocated before tracing began
