@@ -79,7 +79,8 @@ void Session::announce() {
 }
 
 void Session::exiting() {
-  if (memo_on_.load(std::memory_order_relaxed) && launches() > 0) injector_status("reused_input_stats", std::to_string(memo_.hits()));
+  if (memo_on_.load(std::memory_order_relaxed) && launches() > 0)
+    injector_status("reused_input_stats", std::to_string(memo_.hits()));
   wire::ProcessExitRecord r{};
   r.t_ns = monotonic_ns();
   std::lock_guard lock(mutex_);
@@ -95,8 +96,8 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   r.address = reinterpret_cast<uintptr_t>(ptr);
   r.category = static_cast<uint8_t>(category);
   r.device = static_cast<uint8_t>(device);
-  std::lock_guard lock(mutex_);
   if (device == MPT_DEVICE_CPU && memo_on_.load(std::memory_order_relaxed)) memo_.allocated(ptr, bytes);
+  std::lock_guard lock(mutex_);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
   writer_.put(r, this_thread_number());
