@@ -285,7 +285,7 @@ void export_html(const Trace& trace, std::ostream& out) {
   const auto step_rows = steps(trace);
   Series loss{"loss", palette::hex(palette::kLoss), {}}, scale{"log2(loss scale)", palette::hex(palette::kLossScale), {}};
   for (const auto& r : step_rows) {
-    if (r.loss) loss.points.emplace_back(r.step, *r.loss);
+    if (r.loss && std::isfinite(*r.loss)) loss.points.emplace_back(r.step, *r.loss);
     if (r.loss_scale && *r.loss_scale > 0) scale.points.emplace_back(r.step, std::log2(*r.loss_scale));
   }
   out << "<h2>Training</h2>\n" << line_plot("Loss by step", "step", {loss});

@@ -3,6 +3,7 @@
 #include "report_util.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 namespace fpscope::analysis {
@@ -37,14 +38,19 @@ RanksReport ranks(const Trace& trace) {
   }
   report.same_host = db.query_int("SELECT count(DISTINCT host) FROM processes").value_or(0) <= 1;
 
-  // The first origin by time, and its lead over the next rank's.
+  // The first origin by time, and its lead over the next rank's. Processes on different hosts
+  // have clocks that cannot be compared: there the earliest step decides (then the lower rank),
+  // and no lead is given.
   std::vector<std::pair<int64_t, int32_t>> origins;
-  for (const RankRow& r : report.ranks)
-    if (r.first_origin_ns) origins.emplace_back(*r.first_origin_ns, r.rank);
+  for (const RankRow& r : report.ranks) {
+    if (!r.first_origin_ns) continue;
+    const int64_t when = report.same_host ? *r.first_origin_ns : r.first_origin_step.value_or(INT64_MAX);
+    origins.emplace_back(when, r.rank);
+  }
   std::sort(origins.begin(), origins.end());
   if (!origins.empty()) {
     report.first_origin_rank = origins[0].second;
-    if (origins.size() > 1) report.first_origin_lead_ns = origins[1].first - origins[0].first;
+    if (origins.size() > 1 && report.same_host) report.first_origin_lead_ns = origins[1].first - origins[0].first;
   }
 
   // Loss scale, step by step: the scale each rank used and whether it skipped.

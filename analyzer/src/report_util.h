@@ -25,6 +25,10 @@ std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace
 // The last value of one scalar ("loss", "train_accuracy", ...) at each step (lowest rank, as above).
 std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name);
 
+// SQL: `value` is a finite number. A NaN is stored as NULL, an infinity as itself; SQLite reads
+// 9e999 as +Inf, and a comparison with NULL is not true.
+inline constexpr const char* kFiniteValueSql = "abs(value) < 9e999";
+
 inline std::optional<int> exponent_of(const std::optional<double>& magnitude) {
   if (!magnitude || !(*magnitude > 0) || !std::isfinite(*magnitude)) return std::nullopt;
   return static_cast<int>(std::floor(std::log2(*magnitude)));

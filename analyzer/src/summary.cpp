@@ -36,20 +36,21 @@ std::string command_text(const std::string& stored) {
 
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name) {
   sql::Statement st(detail::db(trace),
-          "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
-          "SELECT value, step FROM named WHERE rank = (SELECT min(rank) FROM named) AND value IS NOT NULL "
-          "ORDER BY step DESC, id DESC LIMIT 1");
+          fmt::format("WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
+                      "SELECT value, step FROM named WHERE rank = (SELECT min(rank) FROM named) AND {} "
+                      "ORDER BY step DESC, id DESC LIMIT 1", kFiniteValueSql));
   st.bind(1, name);
   if (!st.step()) return std::nullopt;
   return std::make_pair(st.f64(0), st.opt_i64(1));
 }
 
-// The losses logged NaN/Inf (NULL) after the last finite one, on the same rank as last_scalar().
+// The losses logged NaN (stored NULL) or +-Inf after the last finite one, on the same rank as
+// last_scalar().
 static void count_nonfinite_losses(const Trace& trace, RunSummary* s) {
   sql::Statement st(detail::db(trace),
-          "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = 'loss')) "
-          "SELECT count(*), min(step) FROM named WHERE rank = (SELECT min(rank) FROM named) AND value IS NULL "
-          "AND step IS NOT NULL AND (?1 IS NULL OR step > ?1)");
+          fmt::format("WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = 'loss')) "
+                      "SELECT count(*), min(step) FROM named WHERE rank = (SELECT min(rank) FROM named) "
+                      "AND coalesce({}, 0) = 0 AND step IS NOT NULL AND (?1 IS NULL OR step > ?1)", kFiniteValueSql));
   if (s->final_loss_step) st.bind(1, *s->final_loss_step);
   else st.bind_null(1);
   if (!st.step()) return;

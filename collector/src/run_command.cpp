@@ -226,8 +226,9 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
 // While the program runs, the drain loop yields the processor to it: a collector that wakes on a
 // core the program's threads are using delays every parallel kernel by as long as it runs (the
 // slowest thread decides), which cost about 5% of a two-thread trainer's wall time here. At nice
-// 19 it runs in the program's idle moments; the ring holds what waits (a full ring makes the
-// program wait, never loses a record). The end of the run is drained at normal priority.
+// 19 it runs in the program's idle moments and the ring holds what waits: a full ring makes the
+// program wait (producer_waits), and only a ring that makes no progress for 30 s drops records,
+// counted in meta dropped_records. The end of the run is drained at normal priority.
 constexpr int kDrainNice = 19;
 
 void yield_to_the_program() {

@@ -156,7 +156,6 @@ void scan(Kernel k, const void* data, ElementType type, std::size_t n, StatsLeve
   }
 }
 
-std::size_t element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
 std::size_t chunk_count(std::size_t n) { return n == 0 ? 1 : (n + kStatsChunkElements - 1) / kStatsChunkElements; }
 
 // Chunk i of the array: its first element and its length.

@@ -122,6 +122,22 @@ TEST(Analysis, SummaryMatchesSql) {
   EXPECT_EQ(s.state, RunEnd::ExitedOk);
 }
 
+// A loss that turned +-Inf (stored as itself, unlike a NaN) ends the run's finite losses too.
+TEST(Analysis, AnInfiniteLossIsNotTheFinalLoss) {
+  auto o = nan_run();
+  o.nan_at_step.reset();
+  const auto path = make_trace("inf_loss", o);
+  sql_exec(path, "UPDATE scalars SET value = CASE WHEN step = 6 THEN -9e999 ELSE 9e999 END "
+                 "WHERE step >= 5 AND name_id = (SELECT id FROM strings WHERE value = 'loss')");
+  const RunSummary s = summary(*Trace::open(path));
+  EXPECT_EQ(s.final_loss_step, 4);
+  EXPECT_EQ(*s.final_loss, *sql_value(path, "select value from scalars where step = 4 and name_id = "
+                                            "(select id from strings where value = 'loss')"));
+  EXPECT_EQ(s.first_nonfinite_loss_step, 5);
+  EXPECT_EQ(s.nonfinite_loss_steps, 3);
+  EXPECT_EQ(final_loss_text(s), human_number(*s.final_loss) + " (step 4), then NaN/Inf from step 5 on (3 steps)");
+}
+
 TEST(Analysis, FirstOriginMatchesView) {
   const auto path = make_trace("origin", nan_run());
   auto t = Trace::open(path);

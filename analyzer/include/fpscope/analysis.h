@@ -192,10 +192,10 @@ struct RunSummary {
   int64_t kernels = 0, sampled_kernels = 0, tensors = 0, nonfinite_tensors = 0;
   int64_t allowed_nonfinite_tensors = 0;  // intended NaN/Inf an allow rule covers (not in nonfinite_tensors)
   int64_t memory_events = 0;
-  std::optional<double> final_loss;                          // last non-NULL 'loss' scalar
+  std::optional<double> final_loss;                          // last finite 'loss' scalar
   std::optional<int64_t> final_loss_step;
-  // Steps after final_loss_step (all steps when there is none) whose loss was NaN/Inf (stored
-  // NULL), and the first of them.
+  // Steps after final_loss_step (all steps when there is none) whose loss was NaN (stored NULL)
+  // or +-Inf, and the first of them.
   int64_t nonfinite_loss_steps = 0;
   std::optional<int64_t> first_nonfinite_loss_step;
   std::optional<double> final_train_accuracy;                // last 'train_accuracy' (percent, as mptrain logs it)
@@ -472,7 +472,8 @@ struct RanksReport {
   std::vector<RankRow> ranks;  // by rank
   // The rank whose first NaN/Inf made from finite inputs came first, by time, and how long before
   // the next rank's first origin (nullopt: no other rank made one). Times are each process's
-  // monotonic clock: comparable only between ranks of one host (same_host).
+  // monotonic clock: comparable only between ranks of one host (same_host); across hosts the
+  // earliest step decides (then the lower rank) and there is no lead.
   std::optional<int32_t> first_origin_rank;
   std::optional<int64_t> first_origin_lead_ns;
   bool same_host = true;

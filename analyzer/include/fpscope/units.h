@@ -18,10 +18,10 @@ std::string human_duration(int64_t ns);          // "850 ns", "12.3 us", "4.56 m
 std::string human_percent(double share);         // share 0.1234 -> "12.34%"; tiny nonzero -> "<0.01%"
 std::string human_number(double value);          // 4 significant digits: "6.55e+04", "6.1e-05", "0.125"; "NaN", "+Inf", "-Inf"
 std::string human_number_exact(double value);    // shortest text that reads back to the same double
-std::string human_scale(double scale);
+std::string human_scale(double scale);          // a power of two as "2^16", else "{:g}"
 // Where something happened: "at step 12", or "outside the training steps" for no step (set-up,
 // the final evaluation).
-std::string human_step_place(std::optional<int64_t> step);          // a power of two as "2^16", else "{:g}"
+std::string human_step_place(std::optional<int64_t> step);
 // A launch's kernels.id as its process numbers it: "41", or "41 of process 1" for the launches of
 // a multi-process trace's other processes (their ids carry processes.id << 40).
 std::string human_launch(int64_t kernel_id);

@@ -20,6 +20,9 @@ namespace fpscope {
 enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };  // the measured contract::Dtype values
 static_assert(static_cast<int>(ElementType::BF16) == static_cast<int>(contract::Dtype::BF16));
 
+// Bytes of one element of that type.
+constexpr std::size_t element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
+
 enum class StatsLevel : uint8_t {
   Basic = 0,  // counts, min/max/absmax/min_nonzero, mean/rms, first non-finite
   Full = 1    // Basic plus the exponent histogram and the per-format cast counts

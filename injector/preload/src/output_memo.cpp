@@ -6,8 +6,6 @@ namespace fpscope::inject {
 
 namespace {
 
-size_t element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
-
 uintptr_t begin_of(const OutputMemo::Key& key) { return reinterpret_cast<uintptr_t>(key.data); }
 uintptr_t end_of(const OutputMemo::Key& key) { return begin_of(key) + key.count * element_bytes(key.type); }
 
@@ -36,9 +34,7 @@ void OutputMemo::allocated(const void* base, uint64_t bytes) {
   auto it = regions_.upper_bound(b);
   if (it != regions_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > b) --it;
   while (it != regions_.end() && it->first < b + bytes) it = regions_.erase(it);
-  Region& r = regions_[b];
-  r.bytes = bytes;
-  r.generation = next_generation_++;
+  regions_.insert_or_assign(b, Region{bytes, next_generation_++, {}});
 }
 
 void OutputMemo::freed(const void* base) {
@@ -73,11 +69,11 @@ void OutputMemo::remember(const Key& key, StatsLevel level, uint64_t generation,
   for (Entry& e : r->entries) {
     if (same(e.key, key)) {
       e.level = level;
-      *e.stats = stats;
+      e.stats = stats;
       return;
     }
   }
-  r->entries.push_back(Entry{key, level, std::make_unique<TensorStats>(stats)});
+  r->entries.push_back(Entry{key, level, stats});
 }
 
 bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out) const {
@@ -86,7 +82,7 @@ bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out) cons
   if (r == nullptr) return false;
   for (const Entry& e : r->entries) {
     if (same(e.key, key) && e.level == level) {
-      *out = *e.stats;
+      *out = e.stats;
       ++hits_;
       return true;
     }

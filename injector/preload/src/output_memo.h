@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -62,7 +61,7 @@ class OutputMemo {
   struct Entry {
     Key key;
     StatsLevel level;
-    std::unique_ptr<TensorStats> stats;
+    TensorStats stats;  // by value: a cleared vector keeps its capacity for the next step
   };
   struct Region {
     uint64_t bytes = 0;

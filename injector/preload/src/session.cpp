@@ -54,7 +54,9 @@ Session::Session(Options options, std::unique_ptr<RecordSink> sink)
       sink_(std::move(sink)),
       stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads()),
       writer_(sink_.get()) {
-  memo_on_.store(!options_.rescan_inputs, std::memory_order_relaxed);
+  // A hit needs measured outputs to remember and measured inputs to recall.
+  memo_on_.store(!options_.rescan_inputs && options_.measures_inputs() && options_.measures_outputs(),
+                 std::memory_order_relaxed);
 }
 
 void Session::announce() {

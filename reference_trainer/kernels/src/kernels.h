@@ -49,8 +49,10 @@ void amp_update_scale(const Launch& l);
 
 // Optimizers (kernels_optim.cpp)
 void sgd_step(const Launch& l);
-void allreduce_sum(const Launch& l);
 void adamw_step(const Launch& l);
+
+// Collectives (kernels_collective.cpp)
+void allreduce_sum(const Launch& l);
 
 }  // namespace mpt::kernels
 

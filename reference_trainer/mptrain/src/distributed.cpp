@@ -21,9 +21,8 @@ namespace mptrain {
 namespace {
 
 int mpi_allgather(void* /*context*/, const void* send, void* recv, size_t bytes) {
-  // MPI counts are int: larger tensors travel in pieces of at most INT_MAX bytes per rank.
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // MPI counts are int: a rank's share of more than INT_MAX bytes (a 2 GiB tensor) is refused,
+  // and the collective kernel reports a communication error (MPT_ERR_COMMUNICATION).
   if (bytes <= static_cast<size_t>(INT_MAX)) {
     return MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
                          MPI_COMM_WORLD) == MPI_SUCCESS

@@ -102,6 +102,28 @@ class DataParallelTest(unittest.TestCase):
         counted = run([FPSCOPE, "query", self.trace, "--rank", "1", "--format", "csv",
                        "select count(*), min(rank), max(rank) from kernels"], self.dir).stdout.split()
         self.assertEqual(counted[-1], "%d,1,1" % rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = 1")[0][0])
+        # Made-up variants of this run (summaries recomputed at open): had rank 0's all-reduce made
+        # its NaN too, rank 1 would still be first by time (its planted kernel ran earlier in step
+        # 3), with a lead; had rank 1 run on another host, the clocks could not be compared, the
+        # earliest step would decide (step 3 on both: the lower rank) and no lead is claimed.
+        def ranks_of(trace):
+            return json.loads(run([FPSCOPE, "report", trace, "--section", "ranks", "--format", "json"],
+                                  self.dir).stdout)["ranks"]
+        both = os.path.join(self.dir, "both-made.sqlite")
+        shutil.copy(self.trace, both)
+        with sqlite3.connect(both) as db:
+            db.execute("UPDATE nonfinite SET origin = 1 WHERE rank = 0")
+            db.execute("DELETE FROM meta WHERE key = 'summary_version'")
+        ranks = ranks_of(both)
+        self.assertEqual((ranks["same_host"], ranks["first_origin_rank"]), (True, 1))
+        self.assertGreater(ranks["first_origin_lead_ns"], 0)
+        elsewhere = os.path.join(self.dir, "two-hosts.sqlite")
+        shutil.copy(both, elsewhere)
+        with sqlite3.connect(elsewhere) as db:
+            db.execute("UPDATE processes SET host = 'other-host' WHERE rank = 1")
+        ranks = ranks_of(elsewhere)
+        self.assertEqual((ranks["same_host"], ranks["first_origin_rank"], ranks["first_origin_lead_ns"]),
+                         (False, 0, None))
         missing = run([FPSCOPE, "query", self.trace, "--rank", "5", "select 1"], self.dir, check=False)
         self.assertEqual(missing.returncode, 2)
         self.assertIn("no rank 5 in this trace (it holds ranks 0, 1)", missing.stderr)
@@ -222,6 +244,10 @@ class DataParallelTest(unittest.TestCase):
         self.assertIn("was killed by SIGKILL", err)
         self.assertEqual(rows(self.trace, "SELECT value FROM meta WHERE key = 'end_reason'"), [("signaled",)])
         self.assert_sound_with_both_ranks()
+        # Everything the ranks published reached the trace: nothing dropped, nothing torn.
+        self.assertEqual(rows(self.trace, "SELECT key, value FROM meta WHERE key IN "
+                                          "('dropped_records', 'corrupt_ring_records') ORDER BY key"),
+                         [("corrupt_ring_records", "0"), ("dropped_records", "0")])
 
     def test_wrong_data_parallel_options_are_refused_with_status_2(self):
         p = run(trainer("--fault", "nan@fc1:1", "--fault-rank", "1"), self.dir, check=False)

@@ -787,6 +787,18 @@ TEST_F(ReusedInputs, FreedAndAllocatedAgainIsNew) {
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 7}));
 }
 
+TEST_F(ReusedInputs, FreedMemoryIsNeverAnswered) {
+  start(Options{});
+  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+  float y[8] = {};
+  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0, remembered
+  session_->freed(a_);
+  a_[6] = 5;  // no longer the program's allocation: nothing to declare
+  launch("scale2", {f32(a_, 8, "stack")}, {f32(y, 8, "y")}, scale2);
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 5}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
 TEST_F(ReusedInputs, RescanInputsSeesEvenAnUndeclaredHostWrite) {
   Options o;
   o.rescan_inputs = true;
