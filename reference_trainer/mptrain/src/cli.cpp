@@ -124,6 +124,8 @@ void finish_config(TrainConfig& c, const RawOptions& raw) {
   if (raw.fault_rank && (!c.fault || !c.data_parallel))
     throw UsageError("--fault-rank needs --fault and --data-parallel");
   c.fault_rank = raw.fault_rank;
+  // The collective kernel (allreduce_sum) has no CUDA version yet.
+  if (c.data_parallel && c.device == "cuda") throw UsageError("--data-parallel runs on --device cpu only");
   parse_loss_scale(c.loss_scale_text, c.loss_scale);
   const bool amp = c.precision == PrecisionMode::kAmpFp16 || c.precision == PrecisionMode::kAmpBf16;
   if (!amp && (!c.bf16_ops_file.empty() || !c.fp32_ops_file.empty())) {
