@@ -102,10 +102,10 @@ class DataParallelTest(unittest.TestCase):
         counted = run([FPSCOPE, "query", self.trace, "--rank", "1", "--format", "csv",
                        "select count(*), min(rank), max(rank) from kernels"], self.dir).stdout.split()
         self.assertEqual(counted[-1], "%d,1,1" % rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = 1")[0][0])
-        # Made-up variants of this run (summaries recomputed at open): had rank 0's all-reduce made
-        # its NaN too, rank 1 would still be first by time (its planted kernel ran earlier in step
-        # 3), with a lead; had rank 1 run on another host, the clocks could not be compared, the
-        # earliest step would decide (step 3 on both: the lower rank) and no lead is claimed.
+        # Made-up variants of this run (summaries recomputed at open): rank 0's all-reduce made its
+        # NaN too, and rank 0's clock reads 1000 s later than rank 1's. On one host the clocks
+        # compare: rank 1 is first, with a lead. Had rank 1 run on another host they could not be
+        # compared: the earliest step decides (step 3 on both: the lower rank) and no lead is claimed.
         def ranks_of(trace):
             return json.loads(run([FPSCOPE, "report", trace, "--section", "ranks", "--format", "json"],
                                   self.dir).stdout)["ranks"]
@@ -113,6 +113,8 @@ class DataParallelTest(unittest.TestCase):
         shutil.copy(self.trace, both)
         with sqlite3.connect(both) as db:
             db.execute("UPDATE nonfinite SET origin = 1 WHERE rank = 0")
+            db.execute("UPDATE kernels SET start_ns = start_ns + 1000000000000, end_ns = end_ns + 1000000000000 "
+                       "WHERE rank = 0")
             db.execute("DELETE FROM meta WHERE key = 'summary_version'")
         ranks = ranks_of(both)
         self.assertEqual((ranks["same_host"], ranks["first_origin_rank"]), (True, 1))
