@@ -721,8 +721,16 @@ class ReusedInputs : public LaunchPath {
   mpt_tensor f32(float* data, int64_t n, const char* name, uint64_t id = 0) {
     return tensor(data, MPT_DTYPE_F32, {n}, name, id);
   }
+  // a_ as an allocation (id 1) that a measured launch filled with zeros: remembered.
+  void zeros_into_a() {
+    session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
+    launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);
+  }
+  // A launch that reads `in` (8 elements) as its input.
+  void read(const mpt_tensor& in) { launch("scale2", {in}, {f32(y_, 8, "y")}, scale2); }
   alignas(64) float a_[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   alignas(64) float b_[8] = {};
+  float y_[8] = {};
 };
 
 TEST_F(ReusedInputs, AChainAndAnInPlaceUpdateReadEachVersionOnce) {
@@ -741,11 +749,11 @@ TEST_F(ReusedInputs, AChainAndAnInPlaceUpdateReadEachVersionOnce) {
 TEST_F(ReusedInputs, AKernelWritingAViewForgetsTheWholeTensor) {
   start(Options{});
   session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
-  float x[8] = {1, 1, 1, 1, 1, 1, 1, 1}, y[8] = {};
+  float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   launch("scale2", {f32(x, 8, "x")}, {f32(a_, 8, "a", 1)}, scale2);          // a = 2 everywhere
   float big[4] = {50, 50, 50, 50};
   launch("scale2", {f32(big, 4, "big")}, {f32(a_ + 4, 4, "a.tail", 1)}, scale2);  // a[4:] = 100
-  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  read(f32(a_, 8, "a", 1));
   EXPECT_EQ(input_maxima(), (std::vector<double>{1, 50, 100}));
   EXPECT_EQ(session_->reused_inputs(), 0u);
 }
@@ -766,35 +774,29 @@ TEST_F(ReusedInputs, ALaunchLeftUnmeasuredStillCounts) {
 
 TEST_F(ReusedInputs, ADeclaredHostWriteIsSeen) {
   start(Options{});
-  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
-  float y[8] = {};
-  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  zeros_into_a();  // a = 0, remembered
   a_[3] = 100;
   session_->host_written(a_ + 3, sizeof(float));
-  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  read(f32(a_, 8, "a", 1));
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 100}));
 }
 
 TEST_F(ReusedInputs, FreedAndAllocatedAgainIsNew) {
   start(Options{});
-  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
-  float y[8] = {};
-  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  zeros_into_a();  // a = 0, remembered
   session_->freed(a_);
   session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a2", 3);
   a_[0] = 7;  // the new owner's first values need no declaration
-  launch("scale2", {f32(a_, 8, "a2", 3)}, {f32(y, 8, "y")}, scale2);
+  read(f32(a_, 8, "a2", 3));
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 7}));
 }
 
 TEST_F(ReusedInputs, FreedMemoryIsNeverAnswered) {
   start(Options{});
-  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
-  float y[8] = {};
-  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0, remembered
+  zeros_into_a();  // a = 0, remembered
   session_->freed(a_);
   a_[6] = 5;  // no longer the program's allocation: nothing to declare
-  launch("scale2", {f32(a_, 8, "stack")}, {f32(y, 8, "y")}, scale2);
+  read(f32(a_, 8, "stack"));
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 5}));
   EXPECT_EQ(session_->reused_inputs(), 0u);
 }
@@ -803,11 +805,9 @@ TEST_F(ReusedInputs, RescanInputsSeesEvenAnUndeclaredHostWrite) {
   Options o;
   o.rescan_inputs = true;
   start(o);
-  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
-  float y[8] = {};
-  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0
+  zeros_into_a();  // a = 0, not remembered under --rescan-inputs
   a_[5] = -9;  // behind the ABI's back
-  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  read(f32(a_, 8, "a", 1));
   const std::vector<double> maxima = input_maxima();
   ASSERT_EQ(maxima.size(), 2u);
   const auto inputs = trace_.all<wire::TensorStatsRecord>(RecordType::TensorStats);
@@ -817,14 +817,12 @@ TEST_F(ReusedInputs, RescanInputsSeesEvenAnUndeclaredHostWrite) {
 
 TEST_F(ReusedInputs, AFrontEndsOpsTurnTheMemoOff) {
   start(Options{});
-  session_->allocated(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a", 1);
-  float y[8] = {};
-  launch("scale2", {f32(b_, 8, "b")}, {f32(a_, 8, "a", 1)}, scale2);  // a = 0, remembered
-  const mpt_tensor none = f32(y, 8, "y");
+  zeros_into_a();  // a = 0, remembered
+  const mpt_tensor none = f32(y_, 8, "y");
   std::string trapped;
   session_->end_op(session_->begin_op("mul_", &none, 1, nullptr, false), nullptr, 0, 0, &trapped);
   a_[2] = 3;  // an op the front end could not describe wrote it
-  launch("scale2", {f32(a_, 8, "a", 1)}, {f32(y, 8, "y")}, scale2);
+  read(f32(a_, 8, "a", 1));
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3}));
   EXPECT_EQ(session_->reused_inputs(), 0u);
 }
