@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FPSCOPE_INJECT_API_VERSION 1
+#define FPSCOPE_INJECT_API_VERSION 2
 
 /* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
 #define FPSCOPE_MEASURE_INPUTS 1
@@ -75,6 +75,23 @@ MPT_API uint64_t fpscope_alloc_seen(const void* ptr, uint64_t bytes, int32_t dev
 MPT_API void fpscope_free_seen(const void* ptr);
 /* What allocation `id` holds, learnt after fpscope_alloc_seen(). */
 MPT_API void fpscope_relabel(uint64_t id, int32_t category, const char* name);
+
+/* Statistics reuse. An input that an earlier op measured as its output, unchanged since, takes
+ * those statistics instead of a second scan (docs/injector.md, "Inputs measured once"). Only
+ * memory of allocations reported through fpscope_alloc_seen() is remembered, except those of
+ * category MPT_CAT_DATA (memory the program may fill behind the front end's back). The injector
+ * sees the writes of every op begun with `written` flags and of every output passed to
+ * fpscope_op_end(); a front end reports every other write it knows of:
+ *   fpscope_reuses_statistics(): 1 when reuse is on (--rescan-inputs turns it off), else 0; with 0
+ *   a front end need not report writes;
+ *   fpscope_memory_written(ptr, bytes): bytes at `ptr` were written outside the ops it reported
+ *   with their tensors (an op counted without them, say); ptr NULL: memory anywhere may have been
+ *   written (after a stretch of ops the front end did not watch), so nothing remembered is reused. */
+MPT_API int fpscope_reuses_statistics(void);
+MPT_API void fpscope_memory_written(const void* ptr, uint64_t bytes);
+/* From now on the program writes memory where the front end cannot follow (a collective library's
+ * own threads, say): reuse stops for the rest of the process, every input is scanned. */
+MPT_API void fpscope_stop_reuse(void);
 
 /* A per-step value ("loss") and an item of configuration, as mpt_log_scalar()/mpt_log_text(). */
 MPT_API void fpscope_log_scalar(const char* name, double value, int64_t step);

@@ -100,6 +100,23 @@ FPSCOPE_EXPORT void fpscope_relabel(uint64_t id, int32_t category, const char* n
   if (call.session() && id != 0) call.session()->relabel(id, category, name);
 }
 
+FPSCOPE_EXPORT int fpscope_reuses_statistics(void) {
+  HookCall call;
+  return call.session() && call.session()->reuses_statistics() ? 1 : 0;
+}
+
+FPSCOPE_EXPORT void fpscope_memory_written(const void* ptr, uint64_t bytes) {
+  HookCall call;
+  if (!call.session()) return;
+  if (ptr == nullptr) call.session()->written_anywhere();
+  else call.session()->host_written(ptr, bytes);
+}
+
+FPSCOPE_EXPORT void fpscope_stop_reuse(void) {
+  HookCall call;
+  if (call.session()) call.session()->stop_reuse();
+}
+
 FPSCOPE_EXPORT void fpscope_log_scalar(const char* name, double value, int64_t step) {
   HookCall call;
   if (call.session()) call.session()->log_scalar(name, value, step);

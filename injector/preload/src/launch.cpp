@@ -250,10 +250,11 @@ void Session::measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_ten
 
 void Session::outputs_written(const mpt_launch_desc* d) {
   if (!memo_on_.load(std::memory_order_relaxed)) return;  // nothing will be recalled
-  for (int o = 0; o < d->n_outputs; ++o) {
-    const mpt_tensor& t = d->outputs[o];
-    if (t.device == MPT_DEVICE_CPU && t.data != nullptr) memo_.written(t.data, element_count(t) * dtype_bytes(t.dtype));
-  }
+  for (int o = 0; o < d->n_outputs; ++o) tensor_written(d->outputs[o]);
+}
+
+void Session::tensor_written(const mpt_tensor& t) {
+  if (t.device == MPT_DEVICE_CPU && t.data != nullptr) memo_.written(t.data, element_count(t) * dtype_bytes(t.dtype));
 }
 
 // With inputs measured, their statistics answer; otherwise the inputs the kernel did not
@@ -493,7 +494,6 @@ int Session::plan_op(const char* kernel) {
 
 Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
                                       const uint8_t* written, bool measure) {
-  memo_on_.store(false, std::memory_order_relaxed);
   auto* op = new ForeignOp;
   op->kernel = kernel ? kernel : "";
   op->n_inputs = n_inputs < 0 ? 0 : n_inputs;
@@ -513,7 +513,13 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   if (!measure || inputs == nullptr) p.sampled = p.inputs = p.outputs = p.dump = p.loss_scale = false;
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.start_ns = monotonic_ns();
+  p.memo = memo_on_.load(std::memory_order_relaxed);
   before_kernel(&d, written, &op->state);
+  // After the inputs were measured: an input the op overwrites is still unchanged then.
+  if (p.memo && written != nullptr) {
+    for (int32_t i = 0; i < d.n_inputs; ++i)
+      if (written[i]) tensor_written(op->inputs[i]);
+  }
   return op;
 }
 
@@ -543,6 +549,10 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
     no_outputs.assign(static_cast<size_t>(n_outputs), mpt_tensor{});
     d.outputs = no_outputs.data();
   }
+  // The outputs hold new values: forget what was remembered of their memory before measuring them
+  // (a fresh output may sit where a freed tensor the front end never saw go was remembered).
+  if (p.memo)
+    for (const mpt_tensor& t : op->outputs) tensor_written(t);
   std::string message = after_kernel(&d, &op->state);
   if (message.empty()) return 0;
   if (trapped) *trapped = std::move(message);

@@ -26,7 +26,7 @@ OutputMemo::Region* OutputMemo::holding(uintptr_t begin, uintptr_t end) {
   return const_cast<Region*>(static_cast<const OutputMemo*>(this)->holding(begin, end));
 }
 
-void OutputMemo::allocated(const void* base, uint64_t bytes) {
+void OutputMemo::allocated(const void* base, uint64_t bytes, bool remembered) {
   std::lock_guard lock(mutex_);
   // An allocation the memo never saw freed (the program freed it before tracing began) may
   // overlap the new one: forget it.
@@ -34,7 +34,7 @@ void OutputMemo::allocated(const void* base, uint64_t bytes) {
   auto it = regions_.upper_bound(b);
   if (it != regions_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > b) --it;
   while (it != regions_.end() && it->first < b + bytes) it = regions_.erase(it);
-  regions_.insert_or_assign(b, Region{bytes, next_generation_++, {}});
+  if (remembered) regions_.insert_or_assign(b, Region{bytes, next_generation_++, {}});
 }
 
 void OutputMemo::freed(const void* base) {
@@ -52,6 +52,14 @@ void OutputMemo::written(const void* data, uint64_t bytes) {
   for (; it != regions_.end() && it->first < end; ++it) {
     it->second.generation = next_generation_++;
     it->second.entries.clear();
+  }
+}
+
+void OutputMemo::written_anywhere() {
+  std::lock_guard lock(mutex_);
+  for (auto& [base, r] : regions_) {
+    r.generation = next_generation_++;
+    r.entries.clear();
   }
 }
 

@@ -39,10 +39,15 @@ class OutputMemo {
     uint64_t count = 0;
   };
 
-  void allocated(const void* base, uint64_t bytes);
+  // A new allocation: whatever was remembered of memory it overlaps is forgotten. Statistics of
+  // tensors inside it are remembered only when `remembered` (memory the program may write unseen,
+  // a front end's data, is not).
+  void allocated(const void* base, uint64_t bytes, bool remembered = true);
   void freed(const void* base);
   // [data, data + bytes) is about to be (or was) written.
   void written(const void* data, uint64_t bytes);
+  // Any memory may have been written: forgets every entry.
+  void written_anywhere();
 
   // The write generation of the allocation holding the key's bytes, or 0 when no live allocation
   // holds them whole (such tensors are never remembered).

@@ -90,7 +90,7 @@ void Session::exiting() {
 }
 
 void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name,
-                        uint64_t id) {
+                        uint64_t id, bool remembered) {
   wire::AllocRecord r{};
   r.t_ns = monotonic_ns();
   r.id = id;
@@ -98,7 +98,8 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   r.address = reinterpret_cast<uintptr_t>(ptr);
   r.category = static_cast<uint8_t>(category);
   r.device = static_cast<uint8_t>(device);
-  if (device == MPT_DEVICE_CPU && memo_on_.load(std::memory_order_relaxed)) memo_.allocated(ptr, bytes);
+  if (device == MPT_DEVICE_CPU && memo_on_.load(std::memory_order_relaxed))
+    memo_.allocated(ptr, bytes, remembered);
   std::lock_guard lock(mutex_);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
@@ -108,7 +109,8 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
 uint64_t Session::allocation_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,
                                   const char* name) {
   const uint64_t id = next_seen_id_.fetch_add(1, std::memory_order_relaxed);
-  allocated(const_cast<void*>(ptr), bytes, device, category, name, id);
+  // A front end's data (a batch it did not see made, numpy's memory) may be written behind its back.
+  allocated(const_cast<void*>(ptr), bytes, device, category, name, id, category != MPT_CAT_DATA);
   return id;
 }
 
@@ -125,6 +127,15 @@ bool Session::watches_step(int64_t step) const { return options_.watches_step(st
 
 void Session::host_written(const void* data, size_t bytes) {
   if (memo_on_.load(std::memory_order_relaxed)) memo_.written(data, bytes);
+}
+
+void Session::written_anywhere() {
+  if (memo_on_.load(std::memory_order_relaxed)) memo_.written_anywhere();
+}
+
+void Session::stop_reuse() {
+  memo_on_.store(false, std::memory_order_relaxed);
+  memo_.written_anywhere();
 }
 
 void Session::freed(void* ptr) {

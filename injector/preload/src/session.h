@@ -87,10 +87,18 @@ class Session {
   void set_dump_prefix(std::string prefix) { dump_prefix_ = std::move(prefix); }
 
   int launch(const mpt_launch_desc* launch, LaunchFn real);
-  void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id);
+  // `remembered`: statistics of tensors in it may be reused (output_memo.h).
+  void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id,
+                 bool remembered = true);
   void freed(void* ptr);
-  // The program wrote these bytes itself (mpt_host_written).
+  // The program wrote these bytes itself (mpt_host_written, fpscope_memory_written).
   void host_written(const void* data, size_t bytes);
+  // Memory anywhere may have been written unseen (fpscope_memory_written(NULL, ...)).
+  void written_anywhere();
+  // Whether inputs may take an earlier output's statistics (output_memo.h).
+  bool reuses_statistics() const { return memo_on_.load(std::memory_order_relaxed); }
+  // No more reuse in this process (fpscope_stop_reuse); what was remembered is forgotten.
+  void stop_reuse();
   void log_scalar(const char* name, double value, int64_t step);
   void log_text(const char* key, const char* value);
 
@@ -174,6 +182,7 @@ class Session {
   void measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out);
   // A launch is about to write its outputs: the memo forgets what it held of their bytes.
   void outputs_written(const mpt_launch_desc* d);
+  void tensor_written(const mpt_tensor& t);
   // Around the kernel: inputs (and the loss scale) before it, outputs and the records after it.
   // `written` (may be null) marks the inputs the kernel overwrites when its outputs are not known
   // yet. after_kernel returns the trap message when this launch trapped (its record is written).

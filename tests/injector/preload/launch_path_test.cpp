@@ -6,9 +6,11 @@
 #include "temp_path.h"
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <set>
@@ -815,15 +817,111 @@ TEST_F(ReusedInputs, RescanInputsSeesEvenAnUndeclaredHostWrite) {
   EXPECT_EQ(session_->reused_inputs(), 0u);
 }
 
-TEST_F(ReusedInputs, AFrontEndsOpsTurnTheMemoOff) {
+// A front end's op (begin_op/end_op) that makes `out` from `in`; `write` runs as the op.
+class FrontEndOps : public ReusedInputs {
+ protected:
+  void op(const char* name, mpt_tensor in, mpt_tensor out, uint8_t written = 0,
+          const std::function<void()>& write = {}) {
+    auto* begun = session_->begin_op(name, &in, 1, &written, true);
+    if (write) write();
+    std::string trapped;
+    session_->end_op(begun, &out, 1, 0, &trapped);
+  }
+  // a_ seen by the front end as `category`, then filled with zeros by an op: remembered unless data.
+  void zeros_into_a(int32_t category = MPT_CAT_ACTIVATION) {
+    id_ = session_->allocation_seen(a_, sizeof a_, MPT_DEVICE_CPU, category, "a");
+    op("zero_", f32(b_, 8, "b"), a(), 0, [this] { std::fill(a_, a_ + 8, 0.0f); });
+  }
+  mpt_tensor a() { return f32(a_, 8, "a", id_); }
+  // An op that reads a_ (and writes y_).
+  void read_a() { op("relu", a(), f32(y_, 8, "y")); }
+  uint64_t id_ = 0;
+};
+
+TEST_F(FrontEndOps, AnOutputReadLaterIsNotScannedAgain) {
   start(Options{});
-  zeros_into_a();  // a = 0, remembered
-  const mpt_tensor none = f32(y_, 8, "y");
+  zeros_into_a();
+  read_a();
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 0}));
+  EXPECT_EQ(session_->reused_inputs(), 1u);
+}
+
+TEST_F(FrontEndOps, AnInPlaceOpIsRemeasuredAfterItWrites) {
+  start(Options{});
+  zeros_into_a();
+  op("add_", a(), a(), 1, [this] { a_[2] = 3; });  // its input: the zeros, remembered
+  read_a();                                      // the op's own output, remembered
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 0, 3}));
+  EXPECT_EQ(session_->reused_inputs(), 2u);
+}
+
+TEST_F(FrontEndOps, AnInPlaceOpThatFailsStillForgets) {
+  start(Options{});
+  zeros_into_a();
+  mpt_tensor in = a();
+  const uint8_t written = 1;
+  auto* begun = session_->begin_op("add_", &in, 1, &written, true);
+  a_[2] = 3;  // it wrote part of its input, then raised: no outputs reach end_op
   std::string trapped;
-  session_->end_op(session_->begin_op("mul_", &none, 1, nullptr, false), nullptr, 0, 0, &trapped);
-  a_[2] = 3;  // an op the front end could not describe wrote it
-  read(f32(a_, 8, "a", 1));
+  session_->end_op(begun, nullptr, 0, 1, &trapped);
+  read_a();
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 0, 3}));
+}
+
+TEST_F(FrontEndOps, AFreshOutputWhereStaleNumbersWereRememberedForgetsThem) {
+  start(Options{});
+  id_ = session_->allocation_seen(a_, sizeof a_, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "a");
+  const mpt_tensor head = f32(a_, 4, "a.head", id_);
+  op("zero_", f32(b_, 4, "b"), head, 0, [this] { std::fill(a_, a_ + 4, 0.0f); });  // a[:4], remembered
+  // Another storage now at a's address (the front end never saw a go) is an op's fresh output.
+  op("ones", f32(b_, 8, "b"), a(), 0, [this] { std::fill(a_, a_ + 8, 1.0f); });
+  op("relu", head, f32(y_, 4, "y"));
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 0, 1}));
+}
+
+TEST_F(FrontEndOps, DataIsNeverRemembered) {
+  start(Options{});
+  zeros_into_a(MPT_CAT_DATA);
+  a_[2] = 3;  // numpy's view of the batch, written behind the front end's back
+  read_a();
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(FrontEndOps, ReportedWritesAreForgotten) {
+  start(Options{});
+  zeros_into_a();
+  a_[2] = 3;  // an op counted without its tensors wrote it, and the front end says so
+  session_->host_written(a_ + 2, sizeof(float));
+  read_a();
+  a_[3] = 4;  // ops the front end did not watch may have written anything
+  session_->written_anywhere();
+  read_a();
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3, 4}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(FrontEndOps, StoppedReuseScansEveryInput) {
+  start(Options{});
+  EXPECT_TRUE(session_->reuses_statistics());
+  zeros_into_a();
+  session_->stop_reuse();  // a collective library may write from its own threads
+  EXPECT_FALSE(session_->reuses_statistics());
+  a_[2] = 3;
+  read_a();
+  zeros_into_a();
+  read_a();
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3, 0, 0}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(FrontEndOps, RescanInputsTurnsReuseOff) {
+  Options o;
+  o.rescan_inputs = true;
+  start(o);
+  EXPECT_FALSE(session_->reuses_statistics());
+  zeros_into_a();
+  read_a();
   EXPECT_EQ(session_->reused_inputs(), 0u);
 }
 

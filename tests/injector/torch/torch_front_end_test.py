@@ -221,6 +221,56 @@ class FrontEndTest(unittest.TestCase):
         losses_recorded = self.query(trace, "SELECT count(*) FROM scalars")
         self.assertEqual(losses_recorded[0][0], 4)  # the loss of every step is still recorded
 
+    def test_reused_input_statistics_equal_a_rescan_row_for_row(self):
+        """An input that an earlier operator measured as its output, unchanged since, takes those
+        statistics instead of a second scan. The program writes tensors every way it can: in place
+        (the optimizer, ReLU), through a transposed view, with out=, from numpy behind PyTorch's
+        back, and in steps the front end does not watch; each run equals a rescan of every input."""
+        script = self.write("writes.py", """
+            import numpy as np
+            import torch, torch.nn as nn, torch.nn.functional as F
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+        """ + textwrap.indent(NET, " " * 12) + """
+            net = Net()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+            batch = np.zeros((8, 1, 14, 14), np.float32)
+            x = torch.from_numpy(batch)        # refilled by numpy every step
+            rng = np.random.default_rng(0)
+            y = torch.randint(0, 10, (8,))
+            acc = torch.ones(10, 4)
+            for step in range(5):
+                batch[:] = rng.standard_normal(batch.shape, dtype=np.float32)
+                opt.zero_grad()
+                out = net(x)
+                with torch.no_grad():
+                    acc.t().mul_(0.5)                              # through a transposed view
+                    torch.add(acc, out[:4].t(), out=acc)          # out=
+                    F.relu(acc, inplace=True)
+                loss = F.cross_entropy(out, y) + acc.square().mean()
+                loss.backward()
+                opt.step()
+                print("loss", step, loss.item().hex())
+        """)
+        every_column = ("SELECT t.kernel_id, t.role, t.slot, t.tensor_uid, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
+                        "t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), "
+                        "quote(t.min_nonzero), quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, "
+                        "t.f16_subnormal, t.f16_near_max, t.bf16_overflow, t.bf16_underflow, t.bf16_subnormal, "
+                        "t.bf16_near_max, t.e4m3_overflow, t.e4m3_underflow, t.e5m2_overflow, t.e5m2_underflow, "
+                        "t.exp_hist FROM tensors t ORDER BY t.kernel_id, t.role, t.slot")
+        reused_stats = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'injector.reused_input_stats'"
+        for options in ([], ["--every", "2"], ["--ops", "addmm,relu*,add*,mul*,convolution*"]):
+            reused, p = self.trace(script, *options)
+            scanned, q = self.trace(script, "--rescan-inputs", *options)
+            self.assertEqual(p.stdout, q.stdout)
+            a, b = self.query(reused, every_column), self.query(scanned, every_column)
+            self.assertGreater(len(a), 100, options)
+            self.assertEqual(len(a), len(b), options)
+            for i, (row_a, row_b) in enumerate(zip(a, b)):
+                self.assertEqual(row_a, row_b, "row %d of %s" % (i, options))
+            self.assertGreater(self.query(reused, reused_stats)[0][0], 0, options)
+            self.assertEqual(self.query(scanned, reused_stats), [], options)
+
     def test_bf16_tensors_are_measured(self):
         script = self.write("bf16.py", """
             import torch
@@ -644,6 +694,9 @@ class FrontEndTest(unittest.TestCase):
                          [(r, l, p) for r in (0, 1) for l in ("conv1", "fc1") for p in ("backward", "forward")])
         self.assertEqual(self.query(out, "SELECT count(DISTINCT rank) FROM scalars s JOIN strings n ON n.id = s.name_id "
                                          "WHERE n.value = 'loss'"), [(2,)])
+        # The all-reduce writes the gradient buckets on gloo's threads, out of the front end's sight:
+        # no statistics are reused once the process group exists.
+        self.assertEqual(self.query(out, "SELECT count(*) FROM meta WHERE key = 'injector.reused_input_stats'"), [(0,)])
 
     def test_program_without_torch_and_users_sitecustomize(self):
         own = os.path.join(self.dir, "own")

@@ -14,7 +14,7 @@ RANGE_STEP, RANGE_PHASE, RANGE_LAYER = 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 MEASURE_INPUTS, MEASURE_OUTPUTS = 1, 2
 TRAPPED = 1
-API_VERSION = 1
+API_VERSION = 2
 
 
 class Tensor(ctypes.Structure):  # mpt_tensor; the front end packs the same layout with struct
@@ -65,5 +65,8 @@ class Library:
                                ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p)
         self.free_seen = bind("fpscope_free_seen", None, ctypes.c_void_p)
         self.relabel = bind("fpscope_relabel", None, ctypes.c_uint64, ctypes.c_int32, ctypes.c_char_p)
+        self.reuses_statistics = bind("fpscope_reuses_statistics", ctypes.c_int)
+        self.memory_written = bind("fpscope_memory_written", None, ctypes.c_void_p, ctypes.c_uint64)
+        self.stop_reuse = bind("fpscope_stop_reuse", None)
         self.log_scalar = bind("fpscope_log_scalar", None, ctypes.c_char_p, ctypes.c_double, ctypes.c_int64)
         self.log_text = bind("fpscope_log_text", None, ctypes.c_char_p, ctypes.c_char_p)

@@ -50,15 +50,15 @@ _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 class _OpInfo:
     """What the front end needs to know of one operator overload, worked out once."""
 
-    __slots__ = ("name", "unmeasured", "arguments")
+    __slots__ = ("name", "unmeasured", "view", "arguments")
 
     def __init__(self, func):
         self.name = func.overloadpacket.__name__.encode()
         schema = func._schema
         returns = schema.returns
         # A pure view or metadata operator: every tensor it returns aliases an input, none written.
-        view = all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-        self.unmeasured = view or self.name in _UNINITIALIZED
+        self.view = all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        self.unmeasured = self.view or self.name in _UNINITIALIZED
         # (position, keyword, written) of each argument that can hold a tensor (Tensor, Tensor?,
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
@@ -167,13 +167,16 @@ class _Memory:
 
 
 class _Allocation:
-    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer")
+    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer", "uninitialized")
 
     def __init__(self, ident, category, name):
         self.ident = ident
         self.users = 0
         self.category = category
         self.set_name(name)
+        # Made by torch.empty and kin and not written by any operator since: what it holds is
+        # whatever the memory held before, so it is never measured.
+        self.uninitialized = False
 
     def set_name(self, name):
         self.name = name
@@ -273,12 +276,16 @@ class FrontEnd:
         self.keep = []  # contiguous copies measured for the operator in flight
         self.configured = False
         self.main_thread = None
+        # The injector reuses an output's statistics for an unchanged input: every write the ops'
+        # tensors do not show it must be reported (fpscope/inject_api.h).
+        self.reports_writes = bool(lib.reuses_statistics())
 
     # [SECTION] Operators ------------------------------------------------------------------------
 
-    def describe(self, descriptors, i, t, entry):
+    def describe(self, descriptors, i, t, entry, written=False):
         """Packs the mpt_tensor of `t` at index i; a non-contiguous float tensor is measured
-        through a contiguous copy (kept alive until the operator ends)."""
+        through a contiguous copy (kept alive until the operator ends). A written tensor measured
+        through a copy is reported written where it lies."""
         dtype = _DTYPES.get(t.dtype, -1)
         shape = t.shape
         ndim = len(shape)
@@ -289,10 +296,14 @@ class FrontEnd:
             shape = tuple(shape[:_api.MAX_DIMS - 1]) + (folded,)
             ndim = _api.MAX_DIMS
         data = 0
-        if dtype >= 0 and t.layout == torch.strided and not t.is_meta and t.numel() > 0:
+        if entry is not None and entry.uninitialized:
+            pass  # counted, not measured: its values mean nothing yet
+        elif dtype >= 0 and t.layout == torch.strided and not t.is_meta and t.numel() > 0:
             if t.is_contiguous():
                 data = t.data_ptr()
             elif t.dtype in _MEASURED_DTYPES:  # other dtypes are only read by the loss-scale probe
+                if written and self.reports_writes:
+                    self.report_written(t)
                 t = t.contiguous()
                 self.keep.append(t)
                 data = t.data_ptr()
@@ -301,6 +312,11 @@ class FrontEnd:
             entry.ident if entry is not None else 0, entry.name_address if entry is not None else 0,
             *(tuple(shape) + _ZEROS[ndim]), ndim, dtype,
             _api.DEVICE_CUDA if t.is_cuda else _api.DEVICE_CPU, 0)
+
+    def report_written(self, t):
+        """Tells the injector that `t`'s memory changes outside what it sees of this operator."""
+        if t.layout == torch.strided and not t.is_meta and t.numel() > 0:
+            self.lib.memory_written(t.data_ptr(), t.numel() * t.element_size())
 
     def ranges_changed(self):
         self.layer = self.ranges.innermost(_api.RANGE_LAYER)
@@ -345,7 +361,13 @@ class FrontEnd:
             outputs = self.outputs_of(inputs, result)
             category = self.output_category
             for t in outputs:
-                adopt(t, category, made_by)
+                entry = adopt(t, category, made_by)
+                if not info.view:
+                    if entry is not None:
+                        entry.uninitialized = info.unmeasured
+                    # Its tensors are not handed over: what it wrote is reported instead.
+                    if self.reports_writes:
+                        self.report_written(t)
             lib.op_end(op, None, len(outputs), 0)
             return result
 
@@ -354,7 +376,7 @@ class FrontEnd:
         descriptors.reserve(n)
         try:
             for i, (t, w) in enumerate(inputs):
-                self.describe(descriptors, i, t, entries[i])
+                self.describe(descriptors, i, t, entries[i], w)
                 descriptors.flags[i] = w
             op = lib.op_begin(info.name, descriptors.address, n, descriptors.flags_address, 1)
             try:
@@ -368,7 +390,10 @@ class FrontEnd:
             descriptors.reserve(m)
             category = self.output_category
             for i, t in enumerate(outputs):
-                self.describe(descriptors, i, t, adopt(t, category, made_by))
+                entry = adopt(t, category, made_by)
+                if entry is not None:
+                    entry.uninitialized = False  # the operator wrote it
+                self.describe(descriptors, i, t, entry, True)
             trapped = lib.op_end(op, descriptors.address, m, 0)
         finally:
             self.keep.clear()
@@ -390,22 +415,32 @@ class FrontEnd:
 
     @contextlib.contextmanager
     def paused(self):
-        """The front end's own operators are not the program's: they run unwatched."""
+        """The front end's own operators are not the program's: they run unwatched (they only
+        read, so nothing is reported written when watching resumes)."""
         was_on = self.mode_on
         self.watch(False)
         try:
             yield
         finally:
-            self.watch(was_on)
+            self.watch(was_on, resumed=True)
 
-    def watch(self, on):
-        """Turns the dispatch mode on or off (off for steps no filter selects)."""
+    def watch(self, on, resumed=False):
+        """Turns the dispatch mode on or off (off for steps no filter selects). Operators that
+        ran unwatched may have written any tensor: the injector forgets what it remembered."""
         if on and not self.mode_on:
+            if self.reports_writes and not resumed:
+                self.lib.memory_written(None, 0)
             self.mode.__enter__()
             self.mode_on = True
         elif not on and self.mode_on:
             self.mode.__exit__(None, None, None)
             self.mode_on = False
+
+    def writes_unseen(self):
+        """From now on tensors change where the front end cannot see: no statistics are reused."""
+        if self.reports_writes:
+            self.lib.stop_reuse()
+            self.reports_writes = False
 
     # [SECTION] Modules ---------------------------------------------------------------------------
 
@@ -652,6 +687,20 @@ def install():
         return p
 
     torch.nn.Parameter.__new__ = parameter_new
+
+    if torch.distributed.is_available():
+        # Collectives (DDP's all-reduce of the gradient buckets, dist.all_reduce) write tensors on
+        # the process group's own threads, below the dispatcher: the front end cannot follow them.
+        import torch.distributed.distributed_c10d as c10d
+        original_init_group = c10d.init_process_group
+
+        @functools.wraps(original_init_group)
+        def init_process_group(*args, **kwargs):
+            front.writes_unseen()
+            return original_init_group(*args, **kwargs)
+
+        c10d.init_process_group = init_process_group
+        torch.distributed.init_process_group = init_process_group
 
     import torch.nn.modules.module as modules
     modules.register_module_forward_pre_hook(front.forward_pre_hook)
