@@ -290,16 +290,15 @@ void select_rank(const sql::Database& db, int32_t rank, bool older, const std::s
 }
 
 // A trace written by an earlier build may lack views this build's schema defines (the memory
-// timeline the summaries and the memory plot read), or hold older definitions of them: they are
-// created as temporary views on this connection, from this build's schema. `all`: every view,
-// shadowing the trace's own (an older schema's views lack columns this build reads).
-void add_views(const sql::Database& db, bool all) {
+// timeline the summaries and the memory plot read), or hold earlier definitions of them (a view
+// gains columns within a schema version: v_memory_peak's peak_step, which the summaries read).
+// Every view is created as a temporary view on this connection, from this build's schema,
+// shadowing the trace's own; the file is not changed.
+void add_views(const sql::Database& db) {
   const std::string prefix = "CREATE VIEW ";
   for (const std::string& statement : statements_of(embedded::kTraceSchemaSql)) {
     if (statement.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::size_t name_end = statement.find_first_of(" \n", prefix.size());
-    const std::string name = statement.substr(prefix.size(), name_end - prefix.size());
-    if (all || !db.has_table(name)) db.exec("CREATE TEMP VIEW " + statement.substr(prefix.size()));
+    db.exec("CREATE TEMP VIEW " + statement.substr(prefix.size()));
   }
 }
 
@@ -406,7 +405,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
     select_rank(impl->db, *options.rank, older, path);
     impl->summaries_precomputed = false;  // the file's summaries cover every rank
   }
-  add_views(impl->db, older || options.rank.has_value());
+  add_views(impl->db);
   impl->db.exec("PRAGMA query_only = 1");
   if (!report(options.progress, "validated", 0.1)) throw cancelled();
   if (options.build_missing_summaries || impl->summaries_precomputed) impl->ensure_summaries(options.progress);

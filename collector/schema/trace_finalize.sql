@@ -12,6 +12,8 @@ DROP TABLE IF EXISTS summary_ranges;
 DROP TABLE IF EXISTS summary_layer_steps;
 DROP TABLE IF EXISTS summary_steps;
 DROP TABLE IF EXISTS summary_nonfinite;
+DROP TABLE IF EXISTS summary_memory_peak;
+DROP TABLE IF EXISTS summary_memory_by_rank;
 DROP TABLE IF EXISTS summary_memory;
 DROP TABLE IF EXISTS summary_allocations;
 DROP TABLE IF EXISTS summary_counts;
@@ -65,19 +67,34 @@ FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id
 WHERE n.allowed = 0
 GROUP BY k.name_id, k.layer_id;
 
--- Memory per category: live bytes when the total peaked (from v_memory_peak), the category's own
--- maximum, and what was allocated in all; read off the schema's one memory timeline.
+-- The memory timeline is walked twice in all (SQLite's window functions cost about a microsecond
+-- per event and window): once for the peak, once for the running totals per rank and category.
+-- The other memory summaries read these two.
+
+-- v_memory_peak: each category's live bytes when the total peaked, and that moment.
+CREATE TABLE summary_memory_peak AS SELECT * FROM v_memory_peak;
+
+-- Per rank and category, from v_memory_timeline: the category's largest live bytes, what it
+-- allocated, its live bytes at the end, and the largest total live bytes of the rank right after
+-- one of the category's events (so a rank's peak is the largest of its rows').
+CREATE TABLE summary_memory_by_rank AS
+SELECT rank, category, max(category_live) AS max_live,
+       sum(CASE WHEN kind = 'alloc' THEN bytes ELSE 0 END) AS allocated,
+       sum(kind = 'alloc') AS allocations, sum(delta) AS live_at_end, max(live) AS max_total_live
+FROM v_memory_timeline GROUP BY rank, category;
+
+-- Memory per category: live bytes when the total peaked, the category's own maximum (in any rank),
+-- and what was allocated in all.
 CREATE TABLE summary_memory AS
 WITH by_category AS (
-  SELECT category, max(category_live) AS max_live,
-         sum(CASE WHEN kind = 'alloc' THEN bytes ELSE 0 END) AS allocated,
-         sum(kind = 'alloc') AS allocations, sum(delta) AS live_at_end
-  FROM v_memory_timeline GROUP BY category
+  SELECT category, max(max_live) AS max_live, sum(allocated) AS allocated,
+         sum(allocations) AS allocations, sum(live_at_end) AS live_at_end
+  FROM summary_memory_by_rank GROUP BY category
 )
 SELECT c.id AS category, p.bytes AS at_peak, coalesce(b.max_live, 0) AS max_live,
        coalesce(b.allocated, 0) AS allocated, coalesce(b.allocations, 0) AS allocations,
        coalesce(b.live_at_end, 0) AS live_at_end
-FROM categories c JOIN v_memory_peak p ON p.category = c.name
+FROM categories c JOIN summary_memory_peak p ON p.category = c.name
 LEFT JOIN by_category b ON b.category = c.id ORDER BY c.id;
 
 -- Allocations grouped by (name, category, bytes), so an activation allocated every step is one row.
@@ -90,7 +107,8 @@ GROUP BY m.name_id, m.category, m.bytes;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
 CREATE TABLE summary_counts AS
-WITH peak AS MATERIALIZED (SELECT live, t_ns, step, rank FROM v_memory_peak_moment)
+WITH peak AS MATERIALIZED (SELECT peak_total_bytes AS live, peak_t_ns AS t_ns, peak_step AS step, rank
+                          FROM summary_memory_peak LIMIT 1)
 SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
 UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
 UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
@@ -135,7 +153,7 @@ origins AS (
   WHERE n.origin = 1 AND n.allowed = 0
 ),
 nonfinite_counts AS (SELECT rank, count(*) AS tensors FROM nonfinite WHERE allowed = 0 GROUP BY rank),
-memory AS (SELECT rank, max(live) AS peak FROM v_memory_live GROUP BY rank),
+memory AS (SELECT rank, max(max_total_live) AS peak FROM summary_memory_by_rank GROUP BY rank),
 scaling AS (SELECT rank, count(*) AS events, sum(skipped) AS skipped FROM loss_scale GROUP BY rank),
 ranks AS (SELECT rank FROM processes UNION SELECT rank FROM kernels)
 SELECT r.rank, coalesce(p.processes, 0) AS processes, p.pid, p.host, p.ended,

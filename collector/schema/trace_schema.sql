@@ -351,10 +351,10 @@ SELECT id, t_ns, step, live, rank FROM v_memory_live ORDER BY live DESC, rank, t
 
 -- Live bytes per category of that rank at that moment: each category's deltas up to it.
 CREATE VIEW v_memory_peak AS
-WITH peak AS MATERIALIZED (SELECT id, t_ns, live, rank FROM v_memory_peak_moment),
+WITH peak AS MATERIALIZED (SELECT id, t_ns, step, live, rank FROM v_memory_peak_moment),
 upto AS (SELECT m.category, sum(m.delta) AS bytes FROM v_memory_deltas m, peak p
          WHERE m.rank = p.rank AND (m.t_ns < p.t_ns OR (m.t_ns = p.t_ns AND m.id <= p.id)) GROUP BY m.category)
 SELECT c.name AS category, coalesce(u.bytes, 0) AS bytes, p.t_ns AS peak_t_ns, p.live AS peak_total_bytes,
-       p.rank
+       p.rank, p.step AS peak_step
 FROM categories c LEFT JOIN upto u ON u.category = c.id LEFT JOIN peak p ON 1
 ORDER BY c.id;

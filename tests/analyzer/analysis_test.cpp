@@ -315,6 +315,29 @@ TEST(Analysis, OlderTraceGetsTheMemoryViewsItLacks) {
   EXPECT_FALSE(sql_value(older, "select count(*) from sqlite_master where name = 'v_memory_timeline'").value_or(1));
 }
 
+// A trace of this schema written by an earlier build, with an earlier definition of a view (here
+// v_memory_peak without peak_step, which the summaries now read): unfinished, its summaries are
+// built over this build's views, and read as a current trace's.
+TEST(Analysis, EarlierDefinitionOfAViewIsShadowedByThisBuilds) {
+  auto o = nan_run();
+  o.end_reason = "running";
+  o.finalize = false;
+  const auto current = make_trace("view-def-current", o);
+  const auto earlier = make_trace("view-def-earlier", o);
+  sql_exec(earlier,
+           "drop view v_memory_peak; create view v_memory_peak as select c.name as category, 0 as bytes, "
+           "null as peak_t_ns, null as peak_total_bytes, null as rank from categories c");
+  auto a = Trace::open(current);
+  auto b = Trace::open(earlier);
+  const MemoryReport ma = memory(*a), mb = memory(*b);
+  ASSERT_GT(ma.peak_bytes, 0);
+  EXPECT_EQ(mb.peak_bytes, ma.peak_bytes);
+  EXPECT_EQ(mb.peak_step, ma.peak_step);
+  const QueryResult q = b->query("select peak_step from v_memory_peak limit 1");
+  ASSERT_EQ(q.rows.size(), 1u);
+  EXPECT_EQ(q.rows[0][0], a->query("select peak_step from v_memory_peak limit 1").rows[0][0]);
+}
+
 // A trace of schema 1 has no nonfinite.allowed: it reads as nothing allowed, finished or not (the
 // summaries of an unfinished one are built by this build's SQL, which reads the column).
 TEST(Analysis, SchemaOneTraceReadsAsNothingAllowed) {
