@@ -182,38 +182,11 @@ RunEnd state_of(const std::map<std::string, std::string>& meta) {
                               running ? collector_alive(meta) : std::nullopt);
 }
 
-// The statements of an embedded script, without the comments and blank lines before each.
-std::vector<std::string> statements_of(const char* text) {
-  std::vector<std::string> statements;
-  std::string current;
-  while (*text) {
-    const char* end = std::strchr(text, '\n');
-    size_t len = end ? static_cast<size_t>(end - text) + 1 : std::strlen(text);
-    current.append(text, len);
-    text += len;
-    if (!sqlite3_complete(current.c_str())) continue;
-    size_t start = 0;
-    while (start < current.size()) {  // skip comments and blank lines before the statement
-      if (std::isspace(static_cast<unsigned char>(current[start]))) {
-        ++start;
-      } else if (current.compare(start, 2, "--") == 0) {
-        start = current.find('\n', start);
-        if (start == std::string::npos) start = current.size();
-      } else {
-        break;
-      }
-    }
-    statements.push_back(current.substr(start));
-    current.clear();
-  }
-  return statements;
-}
-
 // The `CREATE TABLE summary_...` statements of trace_finalize.sql, made temporary.
 std::vector<std::string> temp_summary_statements() {
   std::vector<std::string> statements;
   const std::string prefix = "CREATE TABLE summary_";
-  for (const std::string& statement : statements_of(embedded::kTraceFinalizeSql)) {
+  for (const std::string& statement : sql::statements_of(embedded::kTraceFinalizeSql)) {
     if (statement.compare(0, prefix.size(), prefix) == 0) {
       statements.push_back("CREATE TEMP TABLE " + statement.substr(std::strlen("CREATE TABLE ")));
     }
@@ -296,7 +269,7 @@ void select_rank(const sql::Database& db, int32_t rank, bool older, const std::s
 // shadowing the trace's own; the file is not changed.
 void add_views(const sql::Database& db) {
   const std::string prefix = "CREATE VIEW ";
-  for (const std::string& statement : statements_of(embedded::kTraceSchemaSql)) {
+  for (const std::string& statement : sql::statements_of(embedded::kTraceSchemaSql)) {
     if (statement.compare(0, prefix.size(), prefix) != 0) continue;
     db.exec("CREATE TEMP VIEW " + statement.substr(prefix.size()));
   }

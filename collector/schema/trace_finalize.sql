@@ -6,7 +6,9 @@
 -- written, a collector that was killed) it runs every `CREATE TABLE summary_...` statement of this
 -- file into a temporary table of its own read-only connection, so both paths share one definition.
 -- Keep each summary a single `CREATE TABLE summary_<name> AS SELECT ...` statement for that reason;
--- a summary may read summaries created before it.
+-- a summary may read summaries created before it. The collector makes the summaries that read no
+-- other summary on two connections at once, then the rest in this file's order (trace_writer.cpp,
+-- "Summaries"): a summary that reads another must name it (summary_...).
 
 DROP TABLE IF EXISTS summary_ranges;
 DROP TABLE IF EXISTS summary_layer_steps;

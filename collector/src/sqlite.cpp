@@ -1,7 +1,9 @@
 // The sqlite3 wrapper of fpscope/sqlite.h.
 #include "fpscope/sqlite.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 
 namespace fpscope::sql {
 
@@ -22,6 +24,32 @@ bool Error::is_storage_failure() const {
 void throw_error(sqlite3* db, int code, std::string_view what) {
   const char* message = db ? sqlite3_errmsg(db) : sqlite3_errstr(code);
   throw Error(code, std::string(what) + ": " + message);
+}
+
+std::vector<std::string> statements_of(const char* script) {
+  std::vector<std::string> statements;
+  std::string current;
+  while (*script) {
+    const char* end = std::strchr(script, '\n');
+    const size_t len = end ? static_cast<size_t>(end - script) + 1 : std::strlen(script);
+    current.append(script, len);
+    script += len;
+    if (!sqlite3_complete(current.c_str())) continue;
+    size_t start = 0;
+    while (start < current.size()) {  // skip comments and blank lines before the statement
+      if (std::isspace(static_cast<unsigned char>(current[start]))) {
+        ++start;
+      } else if (current.compare(start, 2, "--") == 0) {
+        start = current.find('\n', start);
+        if (start == std::string::npos) start = current.size();
+      } else {
+        break;
+      }
+    }
+    statements.push_back(current.substr(start));
+    current.clear();
+  }
+  return statements;
 }
 
 // [SECTION] Database --------------------------------------------------------------------------------

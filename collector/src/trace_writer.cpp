@@ -5,6 +5,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <thread>
+
 #include "fpscope/contract/collectives.h"
 #include "fpscope/embedded_sql.h"
 #include "trace_writer_impl.h"
@@ -46,8 +55,9 @@ sql::Database& prepare_new_trace(sql::Database& db) {
 
 }  // namespace
 
-TraceWriter::Impl::Impl(const std::string& path, std::string dump_folder_in)
-    : db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX),
+TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
+    : db(path_in, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX),
+      path(path_in),
       dump_folder(std::move(dump_folder_in)),
       insert_meta(prepare_new_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
       insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
@@ -214,15 +224,153 @@ void TraceWriter::Impl::write_counts() {
   for (const auto& [key, value] : values) set_meta(key, std::to_string(value));
 }
 
+// [SECTION] Summaries -------------------------------------------------------------------------------
+//
+// trace_finalize.sql runs after the program has ended, while the user waits, and both processors
+// are free by then. The summaries that read no other summary are shared out between this
+// connection and a second, read-only one to the same file, each taking the next in the script's
+// order when it is free; the second connection's tables are then copied here, and the summaries
+// that read others run last, in the script's order. Each table holds the rows, in the order, that
+// one connection running the script writes.
+
+namespace {
+
+bool identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// A summary that reads base tables and views only: its table and its SELECT.
+struct IndependentSummary {
+  std::string name;
+  std::string select;
+  std::string statement;
+};
+
+// "CREATE TABLE summary_<name> AS <select>" whose SELECT reads no summary.
+std::optional<IndependentSummary> independent_summary(const std::string& statement) {
+  const std::string prefix = "CREATE TABLE summary_";
+  if (statement.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const size_t name_end = statement.find_first_of(" \n", prefix.size());
+  if (name_end == std::string::npos) return std::nullopt;
+  IndependentSummary s{statement.substr(13, name_end - 13), {}, statement};
+  const size_t as = statement.find_first_not_of(" \n", name_end);
+  if (as == std::string::npos || statement.compare(as, 2, "AS") != 0 || identifier_char(statement[as + 2]))
+    return std::nullopt;
+  s.select = statement.substr(as + 2);
+  if (s.select.find("summary_") != std::string::npos) return std::nullopt;
+  return s;
+}
+
+// "12.3": milliseconds, one decimal.
+std::string fmt_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", ms);
+  return text;
+}
+
+// Joins a thread when the scope ends, however it ends.
+struct Joiner {
+  std::thread& thread;
+  ~Joiner() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+}  // namespace
+
+void TraceWriter::Impl::run_summaries() {
+  const std::vector<std::string> statements = sql::statements_of(embedded::kTraceFinalizeSql);
+  std::vector<IndependentSummary> independent;
+  std::vector<bool> shared_out(statements.size(), false);
+  size_t first_shared = statements.size();
+  for (size_t i = 0; i < statements.size(); ++i) {
+    if (auto s = independent_summary(statements[i])) {
+      independent.push_back(std::move(*s));
+      shared_out[i] = true;
+      first_shared = std::min(first_shared, i);
+    }
+  }
+  db.exec("BEGIN");
+  for (size_t i = 0; i < first_shared; ++i) db.exec(statements[i]);  // the DROPs
+
+  // The second connection reads what this one committed last (every record) and writes its tables
+  // into a database of its own in memory. Which summaries it made: meta summaries_beside.
+  sql::Database side;
+  std::thread worker;
+  std::exception_ptr side_failure;
+  std::atomic<size_t> next{0};
+  std::vector<const IndependentSummary*> made_beside;
+  const Joiner joiner{worker};
+  bool two_connections = independent.size() > 1;
+  if (two_connections) {
+    try {
+      // Read-write, as the database attached in memory inherits the connection's mode; nothing
+      // but that database is written.
+      side.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
+      side.exec("PRAGMA temp_store=MEMORY; ATTACH DATABASE ':memory:' AS beside");
+    } catch (const sql::Error&) {
+      two_connections = false;  // everything is made here
+    }
+  }
+  if (two_connections) {
+    worker = std::thread([&] {
+      try {
+        for (size_t k = next++; k < independent.size(); k = next++) {
+          side.exec("CREATE TABLE beside." + independent[k].name + " AS " + independent[k].select);
+          made_beside.push_back(&independent[k]);
+        }
+      } catch (...) {
+        side_failure = std::current_exception();
+        next = independent.size();  // what is left falls to this connection
+      }
+    });
+  }
+  for (size_t k = next++; k < independent.size(); k = next++) db.exec(independent[k].statement);
+  if (worker.joinable()) worker.join();
+  if (side_failure) {
+    // Whatever the second connection could not make is made here.
+    for (size_t k = 0; k < independent.size(); ++k) {
+      const IndependentSummary* s = &independent[k];
+      if (std::find(made_beside.begin(), made_beside.end(), s) == made_beside.end() &&
+          !db.has_table(s->name, false))
+        db.exec(s->statement);
+    }
+  }
+  // The second connection's tables: their CREATE TABLE as SQLite wrote it, then their rows.
+  for (const IndependentSummary* s : made_beside) {
+    if (db.has_table(s->name, false)) continue;
+    sql::Statement schema(side, "SELECT sql FROM beside.sqlite_master WHERE type = 'table' AND name = ?1");
+    schema.bind(1, s->name);
+    if (!schema.step()) throw sql::Error(SQLITE_ERROR, s->name + " was not made");
+    db.exec(schema.text(0));
+    sql::Statement rows(side, "SELECT * FROM beside." + s->name);
+    std::string insert = "INSERT INTO " + s->name + " VALUES (";
+    for (int c = 0; c < rows.columns(); ++c) insert += c ? ",?" : "?";
+    sql::Statement into(db, insert + ")");
+    while (rows.step()) {
+      for (int c = 0; c < rows.columns(); ++c) {
+        const int rc = sqlite3_bind_value(into.handle(), c + 1, sqlite3_column_value(rows.handle(), c));
+        if (rc != SQLITE_OK) db.fail(rc, "copying " + s->name);
+      }
+      into.run();
+    }
+  }
+  std::string names;
+  for (const IndependentSummary* s : made_beside) names += (names.empty() ? "" : ",") + s->name;
+  insert_meta.bind(1, std::string_view("summaries_beside"));
+  insert_meta.bind(2, names);
+  insert_meta.run();
+  for (size_t i = first_shared; i < statements.size(); ++i)
+    if (!shared_out[i]) db.exec(statements[i]);
+  db.exec("COMMIT");
+}
+
 // The optional rollups of trace_finalize.sql: one transaction; the trace is valid without them.
 void TraceWriter::Impl::run_finalize_script() {
   if (embedded::kTraceFinalizeSql[0] == '\0') return;
   std::string status = "ok";
+  const auto started = std::chrono::steady_clock::now();
   try {
-    db.exec("BEGIN");
-    db.exec(embedded::kTraceFinalizeSql);
-    db.exec("COMMIT");
-  } catch (const sql::Error& e) {
+    run_summaries();
+  } catch (const std::exception& e) {
     status = std::string("failed: ") + e.what();
     try {
       db.exec("ROLLBACK");
@@ -236,6 +384,8 @@ void TraceWriter::Impl::run_finalize_script() {
     return;
   }
   set_meta("finalize_status", status);
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - started;
+  set_meta("finalize_ms", fmt_ms(took.count()));
   commit();
 }
 

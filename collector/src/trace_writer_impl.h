@@ -170,12 +170,14 @@ class TraceWriter::Impl {
   void add_missing_strings();
   void write_counts();
   void run_finalize_script();
+  void run_summaries();  // the statements of trace_finalize.sql, in the transaction it runs
 
   const std::string& string_value(uint32_t id) const;  // of the source in hand
   void finish_processes();
   void resolve_collective_origins();
 
   sql::Database db;
+  std::string path;
   std::string dump_folder;
   TraceCounts counts;
   TrapInfo trap;

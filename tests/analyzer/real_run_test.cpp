@@ -3,6 +3,7 @@
 // the fp16 run's memory against the fp32 run's; and `advise` must turn a run that goes non-finite
 // into one that stays finite.
 #include "fpscope/analysis.h"
+#include "fpscope/embedded_sql.h"
 #include "fpscope/export.h"
 #include "fpscope/units.h"
 #include "test_util.h"
@@ -39,6 +40,24 @@ class RealRun : public ::testing::Test {
     }
   }
 };
+
+// The collector shares the summaries out between two connections; one connection running
+// trace_finalize.sql on a copy of the trace writes the same tables, row for row.
+TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
+  for (const char* args : {"", "--precision amp-fp16 --loss-scale dynamic --scale-interval 3 --fault nan@conv2:4:7"}) {
+    const auto path = traced("summaries", args);
+    const std::string copy = fpscope::test::temp_dir() + "/summaries-one-connection.sqlite";
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    fpscope::test::sql_exec(copy, std::string("BEGIN;") + fpscope::embedded::kTraceFinalizeSql + "; COMMIT;");
+    const auto shared = fpscope::test::table_rows(path, "summary_"), alone = fpscope::test::table_rows(copy, "summary_");
+    ASSERT_GT(shared.size(), 100u) << args;
+    ASSERT_EQ(shared.size(), alone.size()) << args;
+    for (size_t i = 0; i < shared.size(); ++i) ASSERT_EQ(shared[i], alone[i]) << "row " << i << " of " << args;
+    EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'finalize_status'"), "ok");
+    // The second connection made some of them (which ones depends on who was free first).
+    EXPECT_FALSE(fpscope::test::sql_text(path, "select value from meta where key = 'summaries_beside'").value_or("").empty());
+  }
+}
 
 TEST_F(RealRun, ReportMatchesSql) {
   const auto path = traced("real_amp", "--precision amp-fp16 --loss-scale dynamic --scale-interval 3");

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace fpscope::test {
@@ -64,6 +65,39 @@ inline void sql_exec(const std::string& path, const std::string& sql) {
   sqlite3_free(err);
   sqlite3_close(db);
   if (rc != SQLITE_OK) throw std::runtime_error(sql + ": " + e);
+}
+
+// Every row of every table whose name starts with `prefix`, each value quoted as SQL would
+// write it: "table|rowid|v1|v2...", tables by name, rows by rowid.
+inline std::vector<std::string> table_rows(const std::string& path, const std::string& prefix) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  std::vector<std::string> tables, rows;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, length(?1)) = ?1 ORDER BY name",
+                     -1, &st, nullptr);
+  sqlite3_bind_text(st, 1, prefix.c_str(), -1, SQLITE_TRANSIENT);
+  while (sqlite3_step(st) == SQLITE_ROW) tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  sqlite3_finalize(st);
+  for (const std::string& table : tables) {
+    sqlite3_prepare_v2(db, ("SELECT rowid, * FROM " + table + " ORDER BY rowid").c_str(), -1, &st, nullptr);
+    sqlite3_stmt* quote = nullptr;
+    sqlite3_prepare_v2(db, "SELECT quote(?1)", -1, &quote, nullptr);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string row = table;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        sqlite3_bind_value(quote, 1, sqlite3_column_value(st, c));
+        sqlite3_step(quote);
+        row += "|" + std::string(reinterpret_cast<const char*>(sqlite3_column_text(quote, 0)));
+        sqlite3_reset(quote);
+      }
+      rows.push_back(std::move(row));
+    }
+    sqlite3_finalize(quote);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return rows;
 }
 
 }  // namespace fpscope::test

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fpscope::sql {
 
@@ -35,6 +36,10 @@ using ErrorHandler = void (*)(sqlite3* db, int code, std::string_view what);
 
 // The default handler: throws Error("<what>: <SQLite's message>").
 [[noreturn]] void throw_error(sqlite3* db, int code, std::string_view what);
+
+// The statements of a script (the embedded schema and summaries), each without the comments and
+// blank lines before it.
+std::vector<std::string> statements_of(const char* script);
 
 class Database {
  public:
