@@ -84,14 +84,22 @@ Section nonfinite_section(const Trace& trace) {
                                   r.neg_inf, r.tensors, step_text(r.first_step)));
   const bool ranked = summary(trace).ranks > 1;
   const std::string on_rank = ranked ? fmt::format(" on rank {}", o.rank) : "";
-  if (o.origin) {
-    sec.notes.push_back(fmt::format("First origin: {} made {} from finite inputs{}", where(o.kernel, o.layer), o.kind, on_rank));
-  } else if (contract::is_collective_kernel(o.kernel)) {
-    sec.notes.push_back(fmt::format("First non-finite output: {} received {} from another rank{}", where(o.kernel, o.layer),
-                                    o.kind, on_rank));
-  } else {
-    sec.notes.push_back(fmt::format("First non-finite output (no origin measured): {} returned {}{}", where(o.kernel, o.layer),
-                                    o.kind, on_rank));
+  switch (how_it_came(o)) {
+    case FirstNonfinite::Made:
+      sec.notes.push_back(fmt::format("First origin: {} made {} from finite inputs{}", where(o.kernel, o.layer), o.kind, on_rank));
+      break;
+    case FirstNonfinite::ReceivedFromAnotherRank:
+      sec.notes.push_back(fmt::format("First non-finite output: {} received {} from another rank{}", where(o.kernel, o.layer),
+                                      o.kind, on_rank));
+      break;
+    case FirstNonfinite::ReceivedOrOwnInput:
+      sec.notes.push_back(fmt::format("First non-finite output: {} returned {}{}, from another rank or from its own inputs "
+                                      "(they were not measured)", where(o.kernel, o.layer), o.kind, on_rank));
+      break;
+    case FirstNonfinite::Returned:
+      sec.notes.push_back(fmt::format("First non-finite output (no origin measured): {} returned {}{}", where(o.kernel, o.layer),
+                                      o.kind, on_rank));
+      break;
   }
   sec.notes.push_back(fmt::format("  phase {}, step {}, launch {}, tensor {} {} {}, index {} (bits {:#x})",
                                   o.phase.value_or("-"), step_text(o.step), human_launch(o.kernel_id), o.tensor, o.dtype, o.shape,

@@ -177,8 +177,15 @@ void summary_section(const Trace& trace, std::ostream& out) {
     out << "<p>None: every measured output was finite.</p>\n";
   } else {
     const auto& o = *nf.first_origin;
-    out << fmt::format("<p class=\"bad\">First {} made by <b>{}</b> (layer {}, {}, step {}{}) in tensor {} at index {}.</p>\n",
-                       esc(o.kind), esc(o.kernel), esc(o.layer.value_or("-")), esc(o.phase.value_or("-")),
+    const char* how = "";
+    switch (how_it_came(o)) {
+      case FirstNonfinite::Made: how = "made by"; break;
+      case FirstNonfinite::ReceivedFromAnotherRank: how = "received from another rank by"; break;
+      case FirstNonfinite::ReceivedOrOwnInput: how = "(from another rank or its own unmeasured inputs) in the output of"; break;
+      case FirstNonfinite::Returned: how = "(no origin measured) returned by"; break;
+    }
+    out << fmt::format("<p class=\"bad\">First {} {} <b>{}</b> (layer {}, {}, step {}{}) in tensor {} at index {}.</p>\n",
+                       esc(o.kind), how, esc(o.kernel), esc(o.layer.value_or("-")), esc(o.phase.value_or("-")),
                        o.step ? std::to_string(*o.step) : "-", s.ranks > 1 ? fmt::format(", rank {}", o.rank) : "",
                        esc(o.tensor), o.first_index);
     if (!nf.propagation.empty()) {

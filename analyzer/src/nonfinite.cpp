@@ -2,6 +2,8 @@
 // passed it on (followed through tensor ids), and the count of non-finite outputs by kernel.
 #include "report_util.h"
 
+#include "fpscope/contract/collectives.h"
+
 #include <set>
 
 namespace fpscope::analysis {
@@ -143,14 +145,36 @@ void count_by_kernel(const Trace& trace, NonfiniteReport& report) {
   }
 }
 
+
+// Whether the launch's measured inputs were all finite (nullopt: none measured). Values an allow
+// rule covers count as non-finite here: they are in the input all the same.
+std::optional<bool> inputs_finite(const Trace& trace, int64_t kernel_id) {
+  sql::Statement st(detail::db(trace),
+                    "SELECT count(*), coalesce(sum(nan + pos_inf + neg_inf), 0) FROM tensors "
+                    "WHERE kernel_id = ?1 AND role = 'in'");
+  st.bind(1, kernel_id);
+  if (!st.step() || st.i64(0) == 0) return std::nullopt;
+  return st.i64(1) == 0;
+}
+
 }  // namespace
+
+FirstNonfinite how_it_came(const NonfiniteEvent& e) {
+  if (e.origin) return FirstNonfinite::Made;
+  if (!contract::is_collective_kernel(e.kernel)) return FirstNonfinite::Returned;
+  if (!e.inputs_finite) return FirstNonfinite::ReceivedOrOwnInput;
+  return *e.inputs_finite ? FirstNonfinite::ReceivedFromAnotherRank : FirstNonfinite::Returned;
+}
 
 NonfiniteReport nonfinite(const Trace& trace, std::size_t max_chain) {
   NonfiniteReport report;
   count_by_kernel(trace, report);
   report.first_origin = first_event(trace, true);
   if (!report.first_origin) report.first_origin = first_event(trace, false);
-  if (report.first_origin) follow_propagation(trace, *report.first_origin, max_chain, report);
+  if (report.first_origin) {
+    report.first_origin->inputs_finite = inputs_finite(trace, report.first_origin->kernel_id);
+    follow_propagation(trace, *report.first_origin, max_chain, report);
+  }
   return report;
 }
 

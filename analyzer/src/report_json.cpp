@@ -55,7 +55,7 @@ json event_json(const NonfiniteEvent& e) {
           {"shape", json::parse(e.shape.empty() ? "null" : e.shape, nullptr, false)},
           {"kind", e.kind},             {"first_index", e.first_index}, {"first_bits", e.first_bits},
           {"origin", e.origin},         {"nan", e.nan},                 {"pos_inf", e.pos_inf},
-          {"neg_inf", e.neg_inf},       {"rank", e.rank}};
+          {"neg_inf", e.neg_inf},       {"rank", e.rank},               {"inputs_finite", opt(e.inputs_finite)}};
 }
 
 json cause_json(const Cause& c) {

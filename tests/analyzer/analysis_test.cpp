@@ -338,6 +338,25 @@ TEST(Analysis, EarlierDefinitionOfAViewIsShadowedByThisBuilds) {
   EXPECT_EQ(q.rows[0][0], a->query("select peak_step from v_memory_peak limit 1").rows[0][0]);
 }
 
+// How the first non-finite output came to be: a collective's value is received from another rank
+// only when its own inputs were measured and finite.
+TEST(Analysis, HowTheFirstNonfiniteOutputCame) {
+  NonfiniteEvent e;
+  e.kernel = "conv2d_forward";
+  e.origin = true;
+  EXPECT_EQ(how_it_came(e), FirstNonfinite::Made);
+  e.origin = false;
+  EXPECT_EQ(how_it_came(e), FirstNonfinite::Returned);
+  e.kernel = "allreduce_sum";
+  EXPECT_EQ(how_it_came(e), FirstNonfinite::ReceivedOrOwnInput);
+  e.inputs_finite = true;
+  EXPECT_EQ(how_it_came(e), FirstNonfinite::ReceivedFromAnotherRank);
+  e.inputs_finite = false;
+  EXPECT_EQ(how_it_came(e), FirstNonfinite::Returned);
+  e.origin = true;  // every rank's inputs finite: the sum made it
+  EXPECT_EQ(how_it_came(e), FirstNonfinite::Made);
+}
+
 // A trace of schema 1 has no nonfinite.allowed: it reads as nothing allowed, finished or not (the
 // summaries of an unfinished one are built by this build's SQL, which reads the column).
 TEST(Analysis, SchemaOneTraceReadsAsNothingAllowed) {

@@ -228,7 +228,19 @@ struct NonfiniteEvent {
   int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // in the whole tensor
   int64_t start_ns = 0;
   int32_t rank = 0;        // of the process that launched it
+  // Whether the kernel's own measured inputs were all finite; nullopt when none was measured.
+  // Filled for NonfiniteReport::first_origin (it tells a collective's received value from its own).
+  std::optional<bool> inputs_finite;
 };
+
+// How the first non-finite output of a run came to be, as the reports word it.
+enum class FirstNonfinite {
+  Made,                    // origin: the kernel made it from finite inputs
+  ReceivedFromAnotherRank, // a collective whose own inputs were finite: another rank's input held it
+  ReceivedOrOwnInput,      // a collective whose inputs were not measured: either
+  Returned,                // no origin measured: an input held it, or was not measured
+};
+FirstNonfinite how_it_came(const NonfiniteEvent& e);
 
 struct NonfiniteByKernel {
   std::string kernel, op;

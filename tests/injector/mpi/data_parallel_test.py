@@ -95,10 +95,18 @@ class DataParallelTest(unittest.TestCase):
         # --rank: one rank read as if traced alone.
         alone = run([FPSCOPE, "report", self.trace, "--rank", "0", "--section", "nonfinite", "--format", "json"], self.dir)
         first = json.loads(alone.stdout)["nonfinite"]["first_origin"]
-        self.assertEqual((first["kernel"], first["layer"], first["step"], first["origin"], first["rank"]),
-                         ("allreduce_sum", "loss", 3, False, 0))
+        self.assertEqual((first["kernel"], first["layer"], first["step"], first["origin"], first["rank"], first["inputs_finite"]),
+                         ("allreduce_sum", "loss", 3, False, 0, True))
         text = run([FPSCOPE, "report", self.trace, "--rank", "0", "--section", "nonfinite"], self.dir).stdout
         self.assertIn("allreduce_sum (loss) received nan from another rank", text)
+        # A made-up variant whose all-reduce input on rank 0 held the NaN itself: not received.
+        own = os.path.join(self.dir, "own-input.sqlite")
+        shutil.copy(self.trace, own)
+        with sqlite3.connect(own) as db:
+            db.execute("UPDATE tensors SET nan = 1 WHERE role = 'in' AND kernel_id = ?", (first["kernel_id"],))
+        text = run([FPSCOPE, "report", own, "--rank", "0", "--section", "nonfinite"], self.dir).stdout
+        self.assertIn("(no origin measured): allreduce_sum (loss) returned nan", text)
+        self.assertNotIn("from another rank", text)
         counted = run([FPSCOPE, "query", self.trace, "--rank", "1", "--format", "csv",
                        "select count(*), min(rank), max(rank) from kernels"], self.dir).stdout.split()
         self.assertEqual(counted[-1], "%d,1,1" % rows(self.trace, "SELECT count(*) FROM kernels WHERE rank = 1")[0][0])
