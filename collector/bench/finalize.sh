@@ -11,23 +11,28 @@
 #   REPS     traces of each case (default 3)
 #   CASES    space separated IMAGES-MODE, MODE full or every10 (default "6000-full 6000-every10
 #            30000-full 30000-every10"); 28 px fp32, 32 images a step
+#   SCRIPT   the summaries' SQL the one-connection column runs (default: this tree's
+#            collector/schema/trace_finalize.sql; an earlier version, to compare:
+#            SCRIPT=<(git show REV:collector/schema/trace_finalize.sql))
 set -euo pipefail
 
 build=${1:-build}
 reps=${REPS:-3}
 cases=${CASES:-"6000-full 6000-every10 30000-full 30000-every10"}
 here=$(cd "$(dirname "$0")" && pwd)
-script=$here/../schema/trace_finalize.sql
+script=${SCRIPT:-$here/../schema/trace_finalize.sql}
 fpscope=$build/bin/fpscope
 mptrain=$build/bin/mptrain
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 for tool in "$fpscope" "$mptrain"; do
   [[ -x $tool ]] || { echo "finalize.sh: $tool not found; build fpscope and mptrain in $build" >&2; exit 2; }
 done
+[[ -r $script ]] || { echo "finalize.sh: cannot read SCRIPT $script" >&2; exit 2; }
 command -v sqlite3 >/dev/null || { echo "finalize.sh: the sqlite3 shell is needed (apt-get install sqlite3)" >&2; exit 2; }
 [[ $reps =~ ^[1-9][0-9]*$ ]] || { echo "finalize.sh: REPS must be a positive number, not '$reps'" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+cat "$script" >"$work/script.sql"  # read once: SCRIPT may be a pipe
 
 # "median min max" of the numbers on stdin.
 spread() { sort -g | awk '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "%.1f (%.1f-%.1f)", m, v[1], v[NR]}'; }
@@ -51,7 +56,7 @@ for c in $cases; do
     sqlite3 "$work/t.sqlite" "select value from meta where key = 'finalize_ms'" >>"$work/two"
     cp "$work/t.sqlite" "$work/copy.sqlite"
     t0=$(date +%s%N)
-    { echo "PRAGMA synchronous=OFF; BEGIN;"; cat "$script"; echo "COMMIT;"; } | sqlite3 "$work/copy.sqlite"
+    { echo "PRAGMA synchronous=OFF; BEGIN;"; cat "$work/script.sql"; echo "COMMIT;"; } | sqlite3 "$work/copy.sqlite"
     t1=$(date +%s%N)
     echo "$(( (t1 - t0) / 1000 ))" | awk '{print $1 / 1000}' >>"$work/one"
   done
