@@ -124,7 +124,8 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_flag("--rescan-inputs", o.rescan_inputs,
                "Scan every input tensor, even one no launch or declared host write changed since a launch "
                "measured it as an output (by default those statistics are reused: the same numbers, no "
-               "second pass). For programs that write tensors behind the kernel ABI's back");
+               "second pass). For programs that write tensors behind the kernel ABI's back, or PyTorch programs "
+               "that write them from other threads or through numpy");
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
   app.add_option("--allow", o.allow,
