@@ -177,13 +177,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
     out << "<p>None: every measured output was finite.</p>\n";
   } else {
     const auto& o = *nf.first_origin;
-    const char* how = "";
-    switch (how_it_came(o)) {
-      case FirstNonfinite::Made: how = "made by"; break;
-      case FirstNonfinite::ReceivedFromAnotherRank: how = "received from another rank by"; break;
-      case FirstNonfinite::ReceivedOrOwnInput: how = "(from another rank or its own unmeasured inputs) in the output of"; break;
-      case FirstNonfinite::Returned: how = "(no origin measured) returned by"; break;
-    }
+    const char* how = how_it_came_words(how_it_came(o));
     out << fmt::format("<p class=\"bad\">First {} {} <b>{}</b> (layer {}, {}, step {}{}) in tensor {} at index {}.</p>\n",
                        esc(o.kind), how, esc(o.kernel), esc(o.layer.value_or("-")), esc(o.phase.value_or("-")),
                        o.step ? std::to_string(*o.step) : "-", s.ranks > 1 ? fmt::format(", rank {}", o.rank) : "",

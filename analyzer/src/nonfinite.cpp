@@ -166,6 +166,16 @@ FirstNonfinite how_it_came(const NonfiniteEvent& e) {
   return *e.inputs_finite ? FirstNonfinite::ReceivedFromAnotherRank : FirstNonfinite::Returned;
 }
 
+const char* how_it_came_words(FirstNonfinite how) {
+  switch (how) {
+    case FirstNonfinite::Made: return "made by";
+    case FirstNonfinite::ReceivedFromAnotherRank: return "received from another rank by";
+    case FirstNonfinite::ReceivedOrOwnInput: return "(from another rank or its own unmeasured inputs) returned by";
+    case FirstNonfinite::Returned: return "(no origin measured) returned by";
+  }
+  return "returned by";
+}
+
 NonfiniteReport nonfinite(const Trace& trace, std::size_t max_chain) {
   NonfiniteReport report;
   count_by_kernel(trace, report);

@@ -185,11 +185,10 @@ RunEnd state_of(const std::map<std::string, std::string>& meta) {
 // The `CREATE TABLE summary_...` statements of trace_finalize.sql, made temporary.
 std::vector<std::string> temp_summary_statements() {
   std::vector<std::string> statements;
-  const std::string prefix = "CREATE TABLE summary_";
   for (const std::string& statement : sql::statements_of(embedded::kTraceFinalizeSql)) {
-    if (statement.compare(0, prefix.size(), prefix) == 0) {
-      statements.push_back("CREATE TEMP TABLE " + statement.substr(std::strlen("CREATE TABLE ")));
-    }
+    const auto create = sql::create_table_as(statement);
+    if (create && create->table.rfind("summary_", 0) == 0)
+      statements.push_back("CREATE TEMP TABLE " + create->table + " AS " + create->select);
   }
   return statements;
 }

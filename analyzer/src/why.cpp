@@ -471,10 +471,17 @@ WhyReport why(const Trace& trace) {
       c.kernel_id = o.kernel_id;
       c.tensor_id = o.tensor_id;
       c.step = o.step;
-      c.summary = fmt::format("no launch made the first NaN/Inf from finite inputs: {} already received it at {}, from "
-                              "input data or a launch that was not measured",
-                              where_text(o.kernel, o.layer), step_word(o.step));
-      c.advice = "check the input data for NaN/Inf, or trace every step (no --every/--steps/--ops)";
+      if (how_it_came(o) == FirstNonfinite::ReceivedFromAnotherRank) {
+        c.summary = fmt::format("no launch of this rank made the first NaN/Inf from finite inputs: {} received it from "
+                                "another rank at {}",
+                                where_text(o.kernel, o.layer), step_word(o.step));
+        c.advice = "read the other ranks' reports (fpscope report --section ranks, --rank R): the origin is there";
+      } else {
+        c.summary = fmt::format("no launch made the first NaN/Inf from finite inputs: {} already received it at {}, from "
+                                "input data or a launch that was not measured",
+                                where_text(o.kernel, o.layer), step_word(o.step));
+        c.advice = "check the input data for NaN/Inf, or trace every step (no --every/--steps/--ops)";
+      }
       report.causes.push_back(std::move(c));
     } else {
       w.walk(o.kernel_id, 0, report);

@@ -52,6 +52,17 @@ std::vector<std::string> statements_of(const char* script) {
   return statements;
 }
 
+std::optional<CreateTableAs> create_table_as(const std::string& statement) {
+  const std::string prefix = "CREATE TABLE ";
+  if (statement.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const size_t name_end = statement.find_first_of(" \n", prefix.size());
+  if (name_end == std::string::npos) return std::nullopt;
+  const size_t as = statement.find_first_not_of(" \n", name_end);
+  if (as == std::string::npos || (statement.compare(as, 3, "AS ") != 0 && statement.compare(as, 3, "AS\n") != 0))
+    return std::nullopt;
+  return CreateTableAs{statement.substr(prefix.size(), name_end - prefix.size()), statement.substr(as + 3)};
+}
+
 // [SECTION] Database --------------------------------------------------------------------------------
 
 Database::Database(const std::string& path, int flags, ErrorHandler on_error) { open(path, flags, on_error); }

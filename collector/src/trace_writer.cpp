@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <system_error>
 #include <optional>
 #include <thread>
 
@@ -228,14 +229,13 @@ void TraceWriter::Impl::write_counts() {
 //
 // trace_finalize.sql runs after the program has ended, while the user waits, and both processors
 // are free by then. The summaries that read no other summary are shared out between this
-// connection and a second, read-only one to the same file, each taking the next in the script's
-// order when it is free; the second connection's tables are then copied here, and the summaries
-// that read others run last, in the script's order. Each table holds the rows, in the order, that
-// one connection running the script writes.
+// connection and a second one to the same file (it reads the trace and writes only a database of
+// its own in memory), each taking the next in the script's order when it is free; the second
+// connection's tables are then copied here, and the summaries that read others run last, in the
+// script's order. Each table holds the rows, in the order, that one connection running the script
+// writes.
 
 namespace {
-
-bool identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // A summary that reads base tables and views only: its table and its SELECT.
 struct IndependentSummary {
@@ -244,19 +244,12 @@ struct IndependentSummary {
   std::string statement;
 };
 
-// "CREATE TABLE summary_<name> AS <select>" whose SELECT reads no summary.
+// A summary whose SELECT reads no summary.
 std::optional<IndependentSummary> independent_summary(const std::string& statement) {
-  const std::string prefix = "CREATE TABLE summary_";
-  if (statement.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  const size_t name_end = statement.find_first_of(" \n", prefix.size());
-  if (name_end == std::string::npos) return std::nullopt;
-  IndependentSummary s{statement.substr(13, name_end - 13), {}, statement};
-  const size_t as = statement.find_first_not_of(" \n", name_end);
-  if (as == std::string::npos || statement.compare(as, 2, "AS") != 0 || identifier_char(statement[as + 2]))
-    return std::nullopt;
-  s.select = statement.substr(as + 2);
-  if (s.select.find("summary_") != std::string::npos) return std::nullopt;
-  return s;
+  const std::optional<sql::CreateTableAs> create = sql::create_table_as(statement);
+  if (!create || create->table.rfind("summary_", 0) != 0) return std::nullopt;
+  if (create->select.find("summary_") != std::string::npos) return std::nullopt;
+  return IndependentSummary{create->table, create->select, statement};
 }
 
 // "12.3": milliseconds, one decimal.
@@ -266,10 +259,14 @@ std::string fmt_ms(double ms) {
   return text;
 }
 
-// Joins a thread when the scope ends, however it ends.
+// When the scope ends, however it ends: no summary is left for the second connection to take,
+// and its thread is joined.
 struct Joiner {
   std::thread& thread;
+  std::atomic<size_t>& next;
+  size_t count;
   ~Joiner() {
+    next = count;
     if (thread.joinable()) thread.join();
   }
 };
@@ -298,7 +295,7 @@ void TraceWriter::Impl::run_summaries() {
   std::exception_ptr side_failure;
   std::atomic<size_t> next{0};
   std::vector<const IndependentSummary*> made_beside;
-  const Joiner joiner{worker};
+  const Joiner joiner{worker, next, independent.size()};
   bool two_connections = independent.size() > 1;
   if (two_connections) {
     try {
@@ -311,17 +308,21 @@ void TraceWriter::Impl::run_summaries() {
     }
   }
   if (two_connections) {
-    worker = std::thread([&] {
-      try {
-        for (size_t k = next++; k < independent.size(); k = next++) {
-          side.exec("CREATE TABLE beside." + independent[k].name + " AS " + independent[k].select);
-          made_beside.push_back(&independent[k]);
+    try {
+      worker = std::thread([&] {
+        try {
+          for (size_t k = next++; k < independent.size(); k = next++) {
+            side.exec("CREATE TABLE beside." + independent[k].name + " AS " + independent[k].select);
+            made_beside.push_back(&independent[k]);
+          }
+        } catch (...) {
+          side_failure = std::current_exception();
+          next = independent.size();  // what is left falls to this connection
         }
-      } catch (...) {
-        side_failure = std::current_exception();
-        next = independent.size();  // what is left falls to this connection
-      }
-    });
+      });
+    } catch (const std::system_error&) {
+      // No thread: everything is made here.
+    }
   }
   for (size_t k = next++; k < independent.size(); k = next++) db.exec(independent[k].statement);
   if (worker.joinable()) worker.join();

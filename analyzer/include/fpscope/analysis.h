@@ -241,6 +241,9 @@ enum class FirstNonfinite {
   Returned,                // no origin measured: an input held it, or was not measured
 };
 FirstNonfinite how_it_came(const NonfiniteEvent& e);
+// "made by", "received from another rank by", ...: the words between the value's kind and the
+// kernel in "first nan made by conv2d_forward" (the HTML report, the GUI).
+const char* how_it_came_words(FirstNonfinite how);
 
 struct NonfiniteByKernel {
   std::string kernel, op;

@@ -41,6 +41,13 @@ using ErrorHandler = void (*)(sqlite3* db, int code, std::string_view what);
 // blank lines before it.
 std::vector<std::string> statements_of(const char* script);
 
+// "CREATE TABLE <table> AS <select>" (a summary of trace_finalize.sql), taken apart.
+struct CreateTableAs {
+  std::string table;
+  std::string select;
+};
+std::optional<CreateTableAs> create_table_as(const std::string& statement);
+
 class Database {
  public:
   Database() = default;

@@ -176,7 +176,8 @@ class SummaryView final : public View {
     const std::string who = doc.name() + ": ";
     if (const auto& o = d.nonfinite.first_origin) {
       any = true;
-      ImGui::TextColored(colors::to_vec4(colors::kNaN), "%sfirst %s made by", who.c_str(), o->kind.c_str());
+      ImGui::TextColored(colors::to_vec4(colors::kNaN), "%sfirst %s %s", who.c_str(), o->kind.c_str(),
+                         analysis::how_it_came_words(analysis::how_it_came(*o)));
       ImGui::SameLine();
       char text[400];
       const std::string rank = d.summary.ranks > 1 ? ", rank " + std::to_string(o->rank) : "";

@@ -81,13 +81,14 @@ MPT_API void fpscope_relabel(uint64_t id, int32_t category, const char* name);
  * memory of allocations reported through fpscope_alloc_seen() is remembered, except those of
  * category MPT_CAT_DATA (memory the program may fill behind the front end's back). The injector
  * sees the writes of every op begun with `written` flags and of every output passed to
- * fpscope_op_end(); a front end reports every other write it knows of:
- *   fpscope_reuses_statistics(): 1 when reuse is on (--rescan-inputs turns it off), else 0; with 0
- *   a front end need not report writes;
+ * fpscope_op_end(); a front end that reports every other write it knows of says so first:
+ *   fpscope_report_writes(): declares that this front end reports writes; returns 1 when reuse is
+ *   then on, 0 when it is off (--rescan-inputs, --tensors in or out), and a front end need not
+ *   report writes. A front end that never declares it gets no reuse: its first op turns it off;
  *   fpscope_memory_written(ptr, bytes): bytes at `ptr` were written outside the ops it reported
  *   with their tensors (an op counted without them, say); ptr NULL: memory anywhere may have been
  *   written (after a stretch of ops the front end did not watch), so nothing remembered is reused. */
-MPT_API int fpscope_reuses_statistics(void);
+MPT_API int fpscope_report_writes(void);
 MPT_API void fpscope_memory_written(const void* ptr, uint64_t bytes);
 /* From now on the program writes memory where the front end cannot follow (a collective library's
  * own threads, say): reuse stops for the rest of the process, every input is scanned. */

@@ -100,9 +100,9 @@ FPSCOPE_EXPORT void fpscope_relabel(uint64_t id, int32_t category, const char* n
   if (call.session() && id != 0) call.session()->relabel(id, category, name);
 }
 
-FPSCOPE_EXPORT int fpscope_reuses_statistics(void) {
+FPSCOPE_EXPORT int fpscope_report_writes(void) {
   HookCall call;
-  return call.session() && call.session()->reuses_statistics() ? 1 : 0;
+  return call.session() && call.session()->front_end_reports_writes() ? 1 : 0;
 }
 
 FPSCOPE_EXPORT void fpscope_memory_written(const void* ptr, uint64_t bytes) {

@@ -494,6 +494,8 @@ int Session::plan_op(const char* kernel) {
 
 Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
                                       const uint8_t* written, bool measure) {
+  // A front end that does not report the writes its ops' tensors do not show gets no reuse.
+  if (!front_end_reports_writes_.load(std::memory_order_relaxed)) memo_on_.store(false, std::memory_order_relaxed);
   auto* op = new ForeignOp;
   op->kernel = kernel ? kernel : "";
   op->n_inputs = n_inputs < 0 ? 0 : n_inputs;

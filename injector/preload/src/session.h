@@ -97,6 +97,12 @@ class Session {
   void written_anywhere();
   // Whether inputs may take an earlier output's statistics (output_memo.h).
   bool reuses_statistics() const { return memo_on_.load(std::memory_order_relaxed); }
+  // A front end declares that it reports every write its ops' tensors do not show
+  // (fpscope_report_writes); returns whether reuse is on. Without it, its first op turns reuse off.
+  bool front_end_reports_writes() {
+    front_end_reports_writes_.store(true, std::memory_order_relaxed);
+    return reuses_statistics();
+  }
   // No more reuse in this process (fpscope_stop_reuse); what was remembered is forgotten.
   void stop_reuse();
   void log_scalar(const char* name, double value, int64_t step);
@@ -209,6 +215,7 @@ class Session {
   // Off with --rescan-inputs, and from a front end's first op on: a front end reports neither
   // every write nor every output, so the memo could not vouch for anything.
   std::atomic<bool> memo_on_{true};
+  std::atomic<bool> front_end_reports_writes_{false};  // fpscope_report_writes was called
   std::mutex mutex_;
   RecordWriter writer_;
   std::unordered_map<const void*, Allocation> live_;

@@ -827,6 +827,10 @@ class FrontEndOps : public ReusedInputs {
     std::string trapped;
     session_->end_op(begun, &out, 1, 0, &trapped);
   }
+  void start(const Options& o) {
+    ReusedInputs::start(o);
+    session_->front_end_reports_writes();
+  }
   // a_ seen by the front end as `category`, then filled with zeros by an op: remembered unless data.
   void zeros_into_a(int32_t category = MPT_CAT_ACTIVATION) {
     id_ = session_->allocation_seen(a_, sizeof a_, MPT_DEVICE_CPU, category, "a");
@@ -913,6 +917,16 @@ TEST_F(FrontEndOps, StoppedReuseScansEveryInput) {
   read_a();
   EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3, 0, 0}));
   EXPECT_EQ(session_->reused_inputs(), 0u);
+}
+
+TEST_F(FrontEndOps, AFrontEndThatDoesNotReportWritesGetsNoReuse) {
+  ReusedInputs::start(Options{});  // no front_end_reports_writes()
+  zeros_into_a();
+  a_[2] = 3;  // an op the front end could not describe wrote it, and it says nothing
+  read_a();
+  EXPECT_EQ(input_maxima(), (std::vector<double>{0, 3}));
+  EXPECT_EQ(session_->reused_inputs(), 0u);
+  EXPECT_FALSE(session_->reuses_statistics());
 }
 
 TEST_F(FrontEndOps, RescanInputsTurnsReuseOff) {

@@ -224,8 +224,9 @@ class FrontEndTest(unittest.TestCase):
     def test_reused_input_statistics_equal_a_rescan_row_for_row(self):
         """An input that an earlier operator measured as its output, unchanged since, takes those
         statistics instead of a second scan. The program writes tensors every way it can: in place
-        (the optimizer, ReLU), through a transposed view, with out=, from numpy behind PyTorch's
-        back, and in steps the front end does not watch; each run equals a rescan of every input."""
+        (the optimizer's _foreach_ operators, ReLU), through a transposed view, with out=, through
+        a complex view, from numpy behind PyTorch's back, on a storage swapped in under a tensor,
+        and in steps the front end does not watch; each run equals a rescan of every input."""
         script = self.write("writes.py", """
             import numpy as np
             import torch, torch.nn as nn, torch.nn.functional as F
@@ -233,7 +234,8 @@ class FrontEndTest(unittest.TestCase):
             torch.set_num_threads(1)
         """ + textwrap.indent(NET, " " * 12) + """
             net = Net()
-            opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+            # foreach: _foreach_add_ and kin write their arguments and return nothing
+            opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, foreach=True)
             batch = np.zeros((8, 1, 14, 14), np.float32)
             x = torch.from_numpy(batch)        # refilled by numpy every step
             rng = np.random.default_rng(0)
@@ -247,12 +249,17 @@ class FrontEndTest(unittest.TestCase):
                     acc.t().mul_(0.5)                              # through a transposed view
                     torch.add(acc, out[:4].t(), out=acc)          # out=
                     F.relu(acc, inplace=True)
+                    torch.view_as_complex(acc.view(10, 2, 2)).mul_(0.5 + 0.25j)  # a dtype not measured
+                    acc.data = acc.data.clone()                    # another storage under acc
                 loss = F.cross_entropy(out, y) + acc.square().mean()
                 loss.backward()
                 opt.step()
                 print("loss", step, loss.item().hex())
         """)
-        every_column = ("SELECT t.kernel_id, t.role, t.slot, t.tensor_uid, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
+        # Every statistic of every tensor row (tensor_uid, the allocation's number, is left out: a
+        # storage freed and another made at its address may keep or get a number, and the heap's
+        # layout differs with the injector's own allocations).
+        every_column = ("SELECT t.kernel_id, t.role, t.slot, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
                         "t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), "
                         "quote(t.min_nonzero), quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, "
                         "t.f16_subnormal, t.f16_near_max, t.bf16_overflow, t.bf16_underflow, t.bf16_subnormal, "

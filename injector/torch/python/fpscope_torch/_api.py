@@ -65,7 +65,7 @@ class Library:
                                ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p)
         self.free_seen = bind("fpscope_free_seen", None, ctypes.c_void_p)
         self.relabel = bind("fpscope_relabel", None, ctypes.c_uint64, ctypes.c_int32, ctypes.c_char_p)
-        self.reuses_statistics = bind("fpscope_reuses_statistics", ctypes.c_int)
+        self.report_writes = bind("fpscope_report_writes", ctypes.c_int)
         self.memory_written = bind("fpscope_memory_written", None, ctypes.c_void_p, ctypes.c_uint64)
         self.stop_reuse = bind("fpscope_stop_reuse", None)
         self.log_scalar = bind("fpscope_log_scalar", None, ctypes.c_char_p, ctypes.c_double, ctypes.c_int64)

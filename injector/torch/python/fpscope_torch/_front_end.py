@@ -56,8 +56,9 @@ class _OpInfo:
         self.name = func.overloadpacket.__name__.encode()
         schema = func._schema
         returns = schema.returns
-        # A pure view or metadata operator: every tensor it returns aliases an input, none written.
-        self.view = all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        # A pure view or metadata operator: it returns tensors, each aliasing an input, none written.
+        # (An operator that returns nothing, as the in-place _foreach_add_, writes its arguments.)
+        self.view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
         self.unmeasured = self.view or self.name in _UNINITIALIZED
         # (position, keyword, written) of each argument that can hold a tensor (Tensor, Tensor?,
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
@@ -108,10 +109,14 @@ class _Memory:
         self._live = {}   # storage address -> _Allocation
         self._users = {}  # id(tensor) -> _Allocation, for tensors alive
         self._refs = {}   # weak reference -> (id(tensor), storage address)
+        self._user_refs = {}  # id(tensor) -> its weak reference
+        self.report_writes = None  # (address, bytes) -> None, when the injector reuses statistics
 
     def _release(self, ref):
         user, address = self._refs.pop(ref, (None, None))
         self._users.pop(user, None)
+        if self._user_refs.get(user) is ref:
+            del self._user_refs[user]
         entry = self._live.get(address)
         if entry is None:
             return
@@ -120,12 +125,22 @@ class _Memory:
             del self._live[address]
             self._lib.free_seen(address)
 
-    def adopt(self, t, category, name=b"", name_of=None):
+    def adopt(self, t, category, name=b"", name_of=None, unknown_writes=False):
         """Counts `t` as a user of its storage (once); returns its _Allocation, or None. A storage
-        seen for the first time is named `name`, or name_of(t) when that is given."""
+        seen for the first time is named `name`, or name_of(t) when that is given. With
+        `unknown_writes`, a tensor seen for the first time on memory already known (an input no
+        watched operator made) has that memory reported written: it may be another storage now at
+        the same address, or have been filled where the front end could not see."""
         entry = self._users.get(id(t))
         if entry is not None:
-            return entry
+            # The same tensor on the same storage; `p.data = ...`, set_() or a growing resize_()
+            # moves a tensor to another storage: it stops using the old one.
+            try:
+                if t.data_ptr() - t.storage_offset() * t.element_size() == entry.address:
+                    return entry
+            except (RuntimeError, NotImplementedError):
+                return entry
+            self._release(self._user_refs.get(id(t)))
         if t.layout != torch.strided or t.is_meta:
             return None
         try:
@@ -136,6 +151,8 @@ class _Memory:
         if address == 0:
             return None
         entry = self._live.get(address)
+        if entry is not None and unknown_writes and self.report_writes is not None:
+            self.report_writes(address, nbytes)
         if entry is None:
             device = _api.DEVICE_CUDA if t.is_cuda else _api.DEVICE_CPU
             if name_of is not None:
@@ -143,10 +160,12 @@ class _Memory:
             ident = self._lib.alloc_seen(address, nbytes, device, category, name)
             if ident == 0:
                 return None
-            entry = self._live[address] = _Allocation(ident, category, name)
+            entry = self._live[address] = _Allocation(ident, category, name, address)
         entry.users += 1
         self._users[id(t)] = entry
-        self._refs[weakref.ref(t, self._release)] = (id(t), address)
+        ref = weakref.ref(t, self._release)
+        self._refs[ref] = (id(t), address)
+        self._user_refs[id(t)] = ref
         return entry
 
     def label(self, t, category, name):
@@ -156,6 +175,10 @@ class _Memory:
             entry.category = category
             entry.set_name(name)
             self._lib.relabel(entry.ident, category, name)
+
+    def initialized_all(self):
+        for entry in self._live.values():
+            entry.uninitialized = False
 
     def seen(self, t):
         if id(t) in self._users:
@@ -167,10 +190,11 @@ class _Memory:
 
 
 class _Allocation:
-    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer", "uninitialized")
+    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer", "uninitialized", "address")
 
-    def __init__(self, ident, category, name):
+    def __init__(self, ident, category, name, address):
         self.ident = ident
+        self.address = address
         self.users = 0
         self.category = category
         self.set_name(name)
@@ -276,9 +300,11 @@ class FrontEnd:
         self.keep = []  # contiguous copies measured for the operator in flight
         self.configured = False
         self.main_thread = None
-        # The injector reuses an output's statistics for an unchanged input: every write the ops'
-        # tensors do not show it must be reported (fpscope/inject_api.h).
-        self.reports_writes = bool(lib.reuses_statistics())
+        # The front end reports every write the operators' tensors do not show, so the injector
+        # may reuse an output's statistics for an unchanged input (fpscope/inject_api.h).
+        self.reports_writes = bool(lib.report_writes())
+        if self.reports_writes:
+            self.memory.report_writes = lib.memory_written
 
     # [SECTION] Operators ------------------------------------------------------------------------
 
@@ -296,17 +322,21 @@ class FrontEnd:
             shape = tuple(shape[:_api.MAX_DIMS - 1]) + (folded,)
             ndim = _api.MAX_DIMS
         data = 0
+        original = t
         if entry is not None and entry.uninitialized:
             pass  # counted, not measured: its values mean nothing yet
         elif dtype >= 0 and t.layout == torch.strided and not t.is_meta and t.numel() > 0:
             if t.is_contiguous():
                 data = t.data_ptr()
             elif t.dtype in _MEASURED_DTYPES:  # other dtypes are only read by the loss-scale probe
-                if written and self.reports_writes:
-                    self.report_written(t)
                 t = t.contiguous()
                 self.keep.append(t)
                 data = t.data_ptr()
+        # The injector sees a write through the descriptor only when it points at the tensor's own
+        # memory: a copy, or a tensor it does not read (a complex view, a non-contiguous integer
+        # tensor), is reported where it lies.
+        if written and self.reports_writes and (data == 0 or t is not original):
+            self.report_written(original)
         _Descriptors.LAYOUT.pack_into(
             descriptors.buffer, i * _Descriptors.LAYOUT.size, data,
             entry.ident if entry is not None else 0, entry.name_address if entry is not None else 0,
@@ -344,7 +374,7 @@ class FrontEnd:
                 _tensors_in(kwargs[keyword], written, inputs)
         adopt = self.memory.adopt
         # A tensor no operator made (torch.from_numpy, a batch from a worker) is data.
-        entries = [adopt(t, _api.CAT_DATA, name_of=_data_name) for t, _ in inputs]
+        entries = [adopt(t, _api.CAT_DATA, name_of=_data_name, unknown_writes=True) for t, _ in inputs]
         # What the operator makes is named after it and its layer: "conv1.convolution".
         made_by = self.made_by.get((self.layer, info.name))
         if made_by is None:
@@ -352,7 +382,15 @@ class FrontEnd:
         plan = 0 if info.unmeasured else self.plan(info)
         if plan == 0:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)
-            result = func(*args, **kwargs)
+            try:
+                result = func(*args, **kwargs)
+            except BaseException:
+                if self.reports_writes:
+                    for t, w in inputs:
+                        if w:
+                            self.report_written(t)
+                lib.op_end(op, None, 0, 1)
+                raise
             if info.unmeasured and not isinstance(result, (torch.Tensor, list, tuple)) and result is not None:
                 # A view of a wrapped number (a Python scalar PyTorch holds as a 0-dim tensor, as
                 # autograd detaches one to save it) comes back to Python as a number; the view is
@@ -425,22 +463,32 @@ class FrontEnd:
             self.watch(was_on, resumed=True)
 
     def watch(self, on, resumed=False):
-        """Turns the dispatch mode on or off (off for steps no filter selects). Operators that
-        ran unwatched may have written any tensor: the injector forgets what it remembered."""
+        """Turns the dispatch mode on or off (off for steps no filter selects)."""
         if on and not self.mode_on:
-            if self.reports_writes and not resumed:
-                self.lib.memory_written(None, 0)
+            if not resumed:
+                # Operators that ran unwatched may have written any tensor: what the injector
+                # remembered is forgotten, and no storage is known to be uninitialised any more.
+                if self.reports_writes:
+                    self.lib.memory_written(None, 0)
+                self.memory.initialized_all()
             self.mode.__enter__()
             self.mode_on = True
         elif not on and self.mode_on:
             self.mode.__exit__(None, None, None)
             self.mode_on = False
 
+    def check_process_group(self):
+        """A process group made without the wrapped init_process_group (a module that imported it
+        before the front end was installed) stops reuse all the same, before any collective."""
+        if self.reports_writes and _distributed_initialized():
+            self.writes_unseen()
+
     def writes_unseen(self):
         """From now on tensors change where the front end cannot see: no statistics are reused."""
         if self.reports_writes:
             self.lib.stop_reuse()
             self.reports_writes = False
+            self.memory.report_writes = None
 
     # [SECTION] Modules ---------------------------------------------------------------------------
 
@@ -467,6 +515,7 @@ class FrontEnd:
             self.name_model(module)
             name = self.module_names.get(module, "")
         if name == "":  # the model itself: its forward is a phase, not a layer
+            self.check_process_group()
             wanted = "forward" if module.training else "eval"
             if self.ranges.innermost(_api.RANGE_PHASE) != wanted:
                 self.ranges.close(_api.RANGE_PHASE)
@@ -525,6 +574,7 @@ class FrontEnd:
             with self.paused():
                 loss = single.detach().item()
             self.lib.log_scalar(b"loss", float(loss), self.step)
+        self.check_process_group()
         self.ranges.close(_api.RANGE_PHASE)
         self.ranges.push(_api.RANGE_PHASE, "backward")
         try:
@@ -535,6 +585,7 @@ class FrontEnd:
     def optimizer_step(self, optimizer, original, *args, **kwargs):
         if threading_ident() != self.main_thread:
             return original(*args, **kwargs)
+        self.check_process_group()
         self.ranges.close(_api.RANGE_PHASE)
         self.label_gradients(optimizer)
         self.ranges.push(_api.RANGE_PHASE, "optimizer")
@@ -628,6 +679,10 @@ _front = None
 
 
 threading_ident = threading.get_ident
+
+
+def _distributed_initialized():
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def _started_by_multiprocessing():
