@@ -198,10 +198,16 @@ void TraceWriter::Impl::handle(const wire::ProcessRecord& r) {
 }
 
 // The program's own Text records are its configuration (config.<key>); those the injector sends
-// about itself carry keys beginning "injector." (injector.cupti_status) and are stored as they are.
+// about itself carry keys beginning "injector." (injector.cupti_status) and are stored as they are,
+// for the first traced process; another process's under injector.<name>.process<N>, N its
+// processes.id, since each process has its own.
 void TraceWriter::Impl::handle(const wire::TextRecord& r) {
   const std::string key = string_value(r.key);
-  set_meta(key.rfind("injector.", 0) == 0 ? key : "config." + key, string_value(r.value));
+  if (key.rfind("injector.", 0) != 0) {
+    set_meta("config." + key, string_value(r.value));
+  } else {
+    set_meta(src == nullptr || src->index == 0 ? key : key + ".process" + std::to_string(src->index), string_value(r.value));
+  }
 }
 
 void TraceWriter::Impl::handle(const wire::TrapRecord& r) {

@@ -87,6 +87,10 @@ class DataParallelTest(unittest.TestCase):
         self.assertEqual(first0, [("allreduce_sum", "loss", 3, 0)])
         report = run([FPSCOPE, "report", self.trace, "--section", "ranks"], self.dir).stdout
         self.assertIn("First NaN/Inf made from finite inputs: rank 1, step 3", report)
+        # Each process's own injector state: the first's under its key, the other's beside it.
+        reused = dict(rows(self.trace, "SELECT key, CAST(value AS INTEGER) FROM meta WHERE key LIKE 'injector.reused_input_stats%'"))
+        self.assertEqual(sorted(reused), ["injector.reused_input_stats", "injector.reused_input_stats.process1"])
+        self.assertTrue(all(n > 0 for n in reused.values()), reused)
         nonfinite = run([FPSCOPE, "report", self.trace, "--section", "nonfinite"], self.dir).stdout
         self.assertIn("inject_fault (conv2) made nan from finite inputs on rank 1", nonfinite)
         html = run([FPSCOPE, "export", self.trace, "--format", "html", "-o", "-"], self.dir).stdout
