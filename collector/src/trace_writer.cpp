@@ -292,7 +292,6 @@ void TraceWriter::Impl::run_summaries() {
   // into a database of its own in memory. Which summaries it made: meta summaries_beside.
   sql::Database side;
   std::thread worker;
-  std::exception_ptr side_failure;
   std::atomic<size_t> next{0};
   std::vector<const IndependentSummary*> made_beside;
   const Joiner joiner{worker, next, independent.size()};
@@ -316,7 +315,6 @@ void TraceWriter::Impl::run_summaries() {
             made_beside.push_back(&independent[k]);
           }
         } catch (...) {
-          side_failure = std::current_exception();
           next = independent.size();  // what is left falls to this connection
         }
       });
@@ -326,18 +324,8 @@ void TraceWriter::Impl::run_summaries() {
   }
   for (size_t k = next++; k < independent.size(); k = next++) db.exec(independent[k].statement);
   if (worker.joinable()) worker.join();
-  if (side_failure) {
-    // Whatever the second connection could not make is made here.
-    for (size_t k = 0; k < independent.size(); ++k) {
-      const IndependentSummary* s = &independent[k];
-      if (std::find(made_beside.begin(), made_beside.end(), s) == made_beside.end() &&
-          !db.has_table(s->name, false))
-        db.exec(s->statement);
-    }
-  }
   // The second connection's tables: their CREATE TABLE as SQLite wrote it, then their rows.
   for (const IndependentSummary* s : made_beside) {
-    if (db.has_table(s->name, false)) continue;
     sql::Statement schema(side, "SELECT sql FROM beside.sqlite_master WHERE type = 'table' AND name = ?1");
     schema.bind(1, s->name);
     if (!schema.step()) throw sql::Error(SQLITE_ERROR, s->name + " was not made");
@@ -354,6 +342,9 @@ void TraceWriter::Impl::run_summaries() {
       into.run();
     }
   }
+  // Whatever neither connection made (the second one failed) is made here.
+  for (const IndependentSummary& s : independent)
+    if (!db.has_table(s.name, false)) db.exec(s.statement);
   std::string names;
   for (const IndependentSummary* s : made_beside) names += (names.empty() ? "" : ",") + s->name;
   insert_meta.bind(1, std::string_view("summaries_beside"));
