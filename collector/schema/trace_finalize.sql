@@ -8,7 +8,9 @@
 -- Keep each summary a single `CREATE TABLE summary_<name> AS SELECT ...` statement for that reason;
 -- a summary may read summaries created before it. The collector makes the summaries that read no
 -- other summary on two connections at once, then the rest in this file's order (trace_writer.cpp,
--- "Summaries"): a summary that reads another must name it (summary_...).
+-- "Summaries"): a summary that reads another must name it (summary_...). summary_memory_peak and
+-- summary_memory_by_rank it keeps up to date as the events arrive instead, when it can do so
+-- exactly (collector/src/memory_rollup.h); their statements here remain the definition.
 
 DROP TABLE IF EXISTS summary_ranges;
 DROP TABLE IF EXISTS summary_layer_steps;

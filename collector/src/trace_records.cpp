@@ -522,6 +522,7 @@ void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   st.bind(9, src->rank);
   st.run();
   a.row = sqlite3_last_insert_rowid(db.handle());
+  memory_rollup.add(src->rank, a.row, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes));
   row_written();
   ++counts.memory_events;
 }
@@ -534,6 +535,7 @@ void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
   }
   it->second.category = r.category;
   it->second.name_id = sid(r.name);
+  memory_rollup.give_up("an allocation was relabelled after its event");
   relabel_memory.bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
   relabel_memory.run();
 }
@@ -558,6 +560,8 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
   step ? st.bind(8, *step) : st.bind_null(8);
   st.bind(9, src->rank);
   st.run();
+  memory_rollup.add(src->rank, sqlite3_last_insert_rowid(db.handle()), r.t_ns, step, a.category, false,
+                    static_cast<int64_t>(r.bytes ? r.bytes : a.bytes));
   row_written();
   ++counts.memory_events;
 }

@@ -232,8 +232,10 @@ void TraceWriter::Impl::write_counts() {
 // connection and a second one to the same file (it reads the trace and writes only a database of
 // its own in memory), each taking the next in the script's order when it is free; the second
 // connection's tables are then copied here, and the summaries that read others run last, in the
-// script's order. Each table holds the rows, in the order, that one connection running the script
-// writes.
+// script's order. Before all that, the two memory summaries are written from what the writer kept
+// as the events arrived, when it could keep them exactly (memory_rollup.h): their statements would
+// walk the memory timeline with window functions, the largest part of the summaries' time. Each
+// table holds the rows, in the order, that one connection running the script writes.
 
 namespace {
 
@@ -276,10 +278,16 @@ struct Joiner {
 void TraceWriter::Impl::run_summaries() {
   const std::vector<std::string> statements = sql::statements_of(embedded::kTraceFinalizeSql);
   std::vector<IndependentSummary> independent;
-  std::vector<bool> shared_out(statements.size(), false);
+  std::vector<bool> shared_out(statements.size(), false);  // or rolled up
+  std::vector<sql::CreateTableAs> rolled_up;
   size_t first_shared = statements.size();
   for (size_t i = 0; i < statements.size(); ++i) {
-    if (auto s = independent_summary(statements[i])) {
+    const auto create = sql::create_table_as(statements[i]);
+    if (create && memory_rollup.usable() && MemoryRollup::makes(create->table)) {
+      rolled_up.push_back(*create);
+      shared_out[i] = true;
+      first_shared = std::min(first_shared, i);
+    } else if (auto s = independent_summary(statements[i])) {
       independent.push_back(std::move(*s));
       shared_out[i] = true;
       first_shared = std::min(first_shared, i);
@@ -287,6 +295,14 @@ void TraceWriter::Impl::run_summaries() {
   }
   db.exec("BEGIN");
   for (size_t i = 0; i < first_shared; ++i) db.exec(statements[i]);  // the DROPs
+  // The memory summaries kept while the events were written (memory_rollup.h), when they could be.
+  std::string rolled_up_names;
+  memory_rollup.write(db, rolled_up);
+  for (const sql::CreateTableAs& t : rolled_up) rolled_up_names += (rolled_up_names.empty() ? "" : ",") + t.table;
+  insert_meta.bind(1, std::string_view("summaries_rolled_up"));
+  if (rolled_up.empty()) rolled_up_names = memory_rollup.usable() ? "none" : "none: " + memory_rollup.why_not();
+  insert_meta.bind(2, rolled_up_names);
+  insert_meta.run();
 
   // The second connection reads what this one committed last (every record) and writes its tables
   // into a database of its own in memory. Which summaries it made: meta summaries_beside.

@@ -12,6 +12,7 @@
 
 #include "fpscope/trace_writer.h"
 #include "fpscope/sqlite.h"
+#include "memory_rollup.h"
 
 namespace fpscope {
 
@@ -220,6 +221,7 @@ class TraceWriter::Impl {
   std::vector<std::unique_ptr<Source>> sources;  // by ring number
   Source* src = nullptr;                         // the source of the record in hand
   std::unordered_map<std::string, int64_t> string_by_text;
+  MemoryRollup memory_rollup;  // the memory summaries, kept as events are written
   int64_t next_string_id = 1;
   int64_t next_tensor_id = 1;
   int64_t next_range_id = 1;

@@ -41,8 +41,9 @@ class RealRun : public ::testing::Test {
   }
 };
 
-// The collector shares the summaries out between two connections; one connection running
-// trace_finalize.sql on a copy of the trace writes the same tables, row for row.
+// The collector shares the summaries out between two connections and keeps the memory summaries as
+// the events arrive; one connection running trace_finalize.sql on a copy of the trace writes the
+// same tables, row for row.
 TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
   for (const char* args : {"", "--precision amp-fp16 --loss-scale dynamic --scale-interval 3 --fault nan@conv2:4:7"}) {
     const auto path = traced("summaries", args);
@@ -54,6 +55,13 @@ TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
     ASSERT_EQ(shared.size(), alone.size()) << args;
     for (size_t i = 0; i < shared.size(); ++i) ASSERT_EQ(shared[i], alone[i]) << "row " << i << " of " << args;
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'finalize_status'"), "ok");
+    // The memory summaries were kept as the events arrived (an mptrain trace never relabels), and
+    // are declared as their statements declare them.
+    EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_rolled_up'"),
+              "summary_memory_peak,summary_memory_by_rank");
+    const std::string declared =
+        "select group_concat(sql, ';') from (select sql from sqlite_master where name like 'summary_%' order by name)";
+    EXPECT_EQ(*fpscope::test::sql_text(path, declared), *fpscope::test::sql_text(copy, declared)) << args;
     // Which ones the second connection made depends on who was free first (possibly none).
     EXPECT_EQ(fpscope::test::sql_value(path, "select count(*) from meta where key = 'summaries_beside'"), 1);
   }
