@@ -3,14 +3,11 @@
 // v_memory_peak name, computed in the same event order.
 #include "memory_rollup.h"
 
-#include "fpscope/embedded_sql.h"
-
 namespace fpscope {
 
-void MemoryRollup::add(int32_t rank, int64_t id, int64_t t_ns, std::optional<int64_t> step, unsigned category,
-                       bool alloc, int64_t bytes) {
-  (void)id;  // ids grow as rows are written: arrival order breaks ties in t_ns as the views do
-  if (!usable_) return;
+void MemoryRollup::add(int32_t rank, int64_t t_ns, std::optional<int64_t> step, unsigned category, bool alloc,
+                       int64_t bytes) {
+  if (!usable()) return;
   if (category >= kCategories) return give_up("a memory category the views do not know");
   Rank& r = ranks_[rank];
   if (t_ns < r.last_t_ns) return give_up("a memory event older than the one before it in its rank");
@@ -32,26 +29,9 @@ void MemoryRollup::add(int32_t rank, int64_t id, int64_t t_ns, std::optional<int
   b.live_at_end += delta;
 }
 
-void MemoryRollup::write(sql::Database& db, const std::vector<sql::CreateTableAs>& tables) const {
-  if (tables.empty()) return;
-  sql::Database shape(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
-  shape.exec(embedded::kTraceSchemaSql);
-  for (const sql::CreateTableAs& t : tables) {
-    shape.exec("CREATE TABLE " + t.table + " AS " + t.select);
-    sql::Statement declared(shape, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1");
-    declared.bind(1, t.table);
-    if (!declared.step()) throw sql::Error(SQLITE_ERROR, t.table + " was not made");
-    db.exec(declared.text(0));
-    sql::Statement probe(db, "SELECT * FROM " + t.table);
-    std::string insert = "INSERT INTO " + t.table + " VALUES (";
-    for (int c = 0; c < probe.columns(); ++c) insert += c ? ",?" : "?";
-    sql::Statement into(db, insert + ")");
-    if (t.table == kPeakTable) {
-      write_peak(into);
-    } else {
-      write_by_rank(into);
-    }
-  }
+void MemoryRollup::write_rows(const std::string& table, sql::Statement& insert) const {
+  if (table == kPeakTable) write_peak(insert);
+  if (table == kByRankTable) write_by_rank(insert);
 }
 
 // summary_memory_peak: one row per category in the order of `categories`; of several ranks, the

@@ -224,13 +224,16 @@ void TraceWriter::Impl::handle(const wire::TrapRecord& r) {
 // [SECTION] Kernels and tensors ---------------------------------------------------------------------
 
 void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
+  const int64_t id = kernel_id(r.seq), name_id = sid(r.kernel);
+  const std::optional<int64_t> layer_id = r.layer ? std::optional(sid(r.layer)) : std::nullopt;
+  const std::optional<int64_t> phase_id = r.phase ? std::optional(sid(r.phase)) : std::nullopt;
   sql::Statement& st = insert_kernel;
-  st.bind(1, kernel_id(r.seq));
+  st.bind(1, id);
   st.bind(2, r.start_ns);
   st.bind(3, r.end_ns);
-  st.bind(4, sid(r.kernel));
-  r.layer ? st.bind(5, sid(r.layer)) : st.bind_null(5);
-  r.phase ? st.bind(6, sid(r.phase)) : st.bind_null(6);
+  st.bind(4, name_id);
+  st.bind(5, layer_id);
+  st.bind(6, phase_id);
   bind_step(st, 7, r.step);
   st.bind(8, r.h.thread);
   st.bind(9, uint32_t{r.device});
@@ -238,6 +241,7 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
   st.bind(11, uint32_t{r.sampled});
   st.bind(12, src->rank);
   st.run();
+  tensor_rollup.add_kernel(id, name_id, layer_id, phase_id, r.step < 0 ? std::nullopt : std::optional(r.step));
   row_written();
   ++counts.kernels;
 }
@@ -274,7 +278,11 @@ void TraceWriter::Impl::insert_ready_tensors() {
       insert_tensor.run();
     }
   }
-  for (int r = 0; r < ready_count; ++r) row_written();
+  for (int r = 0; r < ready_count; ++r) {
+    const PendingTensor& t = ready_tensors[r];
+    tensor_rollup.add_tensor(t.row_id, t.kernel_id, t.stats, t.has_formats ? t.formats : nullptr);
+    row_written();
+  }
   counts.tensors += static_cast<uint64_t>(ready_count);
   ready_count = 0;
 }
@@ -340,6 +348,7 @@ void TraceWriter::Impl::handle(const wire::TensorFormatsRecord& r) {
     return;
   }
   insert_ready_tensors();
+  tensor_rollup.add_late_formats(*row, r.formats);
   update_tensor_formats.bind(1, *row);
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = r.formats[f];
@@ -522,7 +531,7 @@ void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   st.bind(9, src->rank);
   st.run();
   a.row = sqlite3_last_insert_rowid(db.handle());
-  memory_rollup.add(src->rank, a.row, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes));
+  memory_rollup.add(src->rank, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes));
   row_written();
   ++counts.memory_events;
 }
@@ -560,8 +569,7 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
   step ? st.bind(8, *step) : st.bind_null(8);
   st.bind(9, src->rank);
   st.run();
-  memory_rollup.add(src->rank, sqlite3_last_insert_rowid(db.handle()), r.t_ns, step, a.category, false,
-                    static_cast<int64_t>(r.bytes ? r.bytes : a.bytes));
+  memory_rollup.add(src->rank, r.t_ns, step, a.category, false, static_cast<int64_t>(r.bytes ? r.bytes : a.bytes));
   row_written();
   ++counts.memory_events;
 }

@@ -275,16 +275,44 @@ struct Joiner {
 
 }  // namespace
 
+const SummaryRollup* TraceWriter::Impl::usable_rollup_of(const std::string& table) const {
+  for (const SummaryRollup* rollup : rollups()) {
+    const std::vector<std::string> tables = rollup->tables();
+    if (std::find(tables.begin(), tables.end(), table) != tables.end()) return rollup->usable() ? rollup : nullptr;
+  }
+  return nullptr;
+}
+
+// meta summaries_rolled_up: the tables kept as the rows were written; summaries_not_rolled_up: the
+// others a rollup could have kept, and why it could not ("table,table: why; ...").
+void TraceWriter::Impl::write_rollup_meta() {
+  std::string kept, not_kept;
+  for (const SummaryRollup* rollup : rollups()) {
+    std::string names;
+    for (const std::string& table : rollup->tables()) names += (names.empty() ? "" : ",") + table;
+    if (rollup->usable()) {
+      kept += (kept.empty() ? "" : ",") + names;
+    } else {
+      not_kept += (not_kept.empty() ? "" : "; ") + names + ": " + rollup->why_not();
+    }
+  }
+  for (const auto& [key, value] : {std::pair{"summaries_rolled_up", kept}, {"summaries_not_rolled_up", not_kept}}) {
+    insert_meta.bind(1, std::string_view(key));
+    insert_meta.bind(2, value);
+    insert_meta.run();
+  }
+}
+
 void TraceWriter::Impl::run_summaries() {
   const std::vector<std::string> statements = sql::statements_of(embedded::kTraceFinalizeSql);
   std::vector<IndependentSummary> independent;
   std::vector<bool> shared_out(statements.size(), false);  // or rolled up
-  std::vector<sql::CreateTableAs> rolled_up;
+  std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>> rolled_up;
   size_t first_shared = statements.size();
   for (size_t i = 0; i < statements.size(); ++i) {
     const auto create = sql::create_table_as(statements[i]);
-    if (create && memory_rollup.usable() && MemoryRollup::makes(create->table)) {
-      rolled_up.push_back(*create);
+    if (const SummaryRollup* rollup = create ? usable_rollup_of(create->table) : nullptr) {
+      rolled_up.emplace_back(*create, rollup);
       shared_out[i] = true;
       first_shared = std::min(first_shared, i);
     } else if (auto s = independent_summary(statements[i])) {
@@ -295,14 +323,9 @@ void TraceWriter::Impl::run_summaries() {
   }
   db.exec("BEGIN");
   for (size_t i = 0; i < first_shared; ++i) db.exec(statements[i]);  // the DROPs
-  // The memory summaries kept while the events were written (memory_rollup.h), when they could be.
-  std::string rolled_up_names;
-  memory_rollup.write(db, rolled_up);
-  for (const sql::CreateTableAs& t : rolled_up) rolled_up_names += (rolled_up_names.empty() ? "" : ",") + t.table;
-  insert_meta.bind(1, std::string_view("summaries_rolled_up"));
-  if (rolled_up.empty()) rolled_up_names = memory_rollup.usable() ? "none" : "none: " + memory_rollup.why_not();
-  insert_meta.bind(2, rolled_up_names);
-  insert_meta.run();
+  // The summaries kept while the rows were written (summary_rollup.h), where they could be.
+  write_rolled_up(db, rolled_up);
+  write_rollup_meta();
 
   // The second connection reads what this one committed last (every record) and writes its tables
   // into a database of its own in memory. Which summaries it made: meta summaries_beside.

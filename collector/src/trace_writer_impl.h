@@ -2,6 +2,7 @@
 // dispatch, finishing) and trace_records.cpp (one handler per record type). Private to the collector.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "fpscope/trace_writer.h"
 #include "fpscope/sqlite.h"
 #include "memory_rollup.h"
+#include "tensor_rollup.h"
 
 namespace fpscope {
 
@@ -172,6 +174,8 @@ class TraceWriter::Impl {
   void write_counts();
   void run_finalize_script();
   void run_summaries();  // the statements of trace_finalize.sql, in the transaction it runs
+  const SummaryRollup* usable_rollup_of(const std::string& table) const;  // nullptr: run its statement
+  void write_rollup_meta();
 
   const std::string& string_value(uint32_t id) const;  // of the source in hand
   void finish_processes();
@@ -221,7 +225,10 @@ class TraceWriter::Impl {
   std::vector<std::unique_ptr<Source>> sources;  // by ring number
   Source* src = nullptr;                         // the source of the record in hand
   std::unordered_map<std::string, int64_t> string_by_text;
-  MemoryRollup memory_rollup;  // the memory summaries, kept as events are written
+  // Summaries kept as the rows are written (summary_rollup.h).
+  MemoryRollup memory_rollup;
+  TensorRollup tensor_rollup;
+  std::array<const SummaryRollup*, 2> rollups() const { return {&memory_rollup, &tensor_rollup}; }
   int64_t next_string_id = 1;
   int64_t next_tensor_id = 1;
   int64_t next_range_id = 1;

@@ -41,8 +41,8 @@ class RealRun : public ::testing::Test {
   }
 };
 
-// The collector shares the summaries out between two connections and keeps the memory summaries as
-// the events arrive; one connection running trace_finalize.sql on a copy of the trace writes the
+// The collector shares the summaries out between two connections and keeps the memory and tensor
+// summaries as the rows arrive; one connection running trace_finalize.sql on a copy of the trace writes the
 // same tables, row for row.
 TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
   for (const char* args : {"", "--precision amp-fp16 --loss-scale dynamic --scale-interval 3 --fault nan@conv2:4:7"}) {
@@ -55,10 +55,12 @@ TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
     ASSERT_EQ(shared.size(), alone.size()) << args;
     for (size_t i = 0; i < shared.size(); ++i) ASSERT_EQ(shared[i], alone[i]) << "row " << i << " of " << args;
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'finalize_status'"), "ok");
-    // The memory summaries were kept as the events arrived (an mptrain trace never relabels), and
-    // are declared as their statements declare them.
+    // The memory and tensor summaries were kept as the rows arrived (an mptrain trace never
+    // relabels, and its format counts come with their tensors), declared as their statements
+    // declare them.
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_rolled_up'"),
-              "summary_memory_peak,summary_memory_by_rank");
+              "summary_memory_peak,summary_memory_by_rank,summary_ranges,summary_layer_steps");
+    EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_not_rolled_up'"), "");
     const std::string declared =
         "select group_concat(sql, ';') from (select sql from sqlite_master where name like 'summary_%' order by name)";
     EXPECT_EQ(*fpscope::test::sql_text(path, declared), *fpscope::test::sql_text(copy, declared)) << args;

@@ -2,7 +2,7 @@
 // every table, view and meta key checked against the values fed. Also the schema's identity
 // (application_id, user_version), assembly of interleaved tensors, late records, missing strings,
 // reading while writing, and a storage failure that keeps what was committed. The memory summaries
-// kept while events arrive: memory_rollup_test.cpp.
+// kept while rows arrive: summary_rollup_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>

@@ -1,0 +1,48 @@
+// Summary tables of trace_finalize.sql kept up to date while the records are written, so that the
+// end of the run, while the user waits, need not recompute them from every row (memory_rollup.h,
+// tensor_rollup.h).
+//
+// The SQL statements stay the definition. A rollup writes the rows, in the order, that its
+// statements write, and only while that is certain: each one gives up, and its statements run,
+// the moment a record arrives that it cannot follow exactly (the reason goes to meta
+// summaries_not_rolled_up). RealRun.SummariesEqualOneConnectionRunningTheScript and
+// tests/collector/writer/summary_rollup_test.cpp hold the tables against the statements.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fpscope/sqlite.h"
+
+namespace fpscope {
+
+class SummaryRollup {
+ public:
+  virtual ~SummaryRollup() = default;
+
+  // The summary tables it keeps, whether or not it still can.
+  virtual std::vector<std::string> tables() const = 0;
+  // Writes `table`'s rows through `insert` (INSERT INTO table VALUES (?, ...)).
+  virtual void write_rows(const std::string& table, sql::Statement& insert) const = 0;
+
+  bool usable() const { return usable_; }
+  const std::string& why_not() const { return why_not_; }  // "" while usable
+  // A record arrived that it cannot follow: its statements must run.
+  void give_up(const char* why) {
+    if (usable_) why_not_ = why;
+    usable_ = false;
+  }
+
+ private:
+  bool usable_ = true;
+  std::string why_not_;
+};
+
+// Creates each table as its statement would and writes its rollup's rows into it. The columns are
+// declared as SQLite declares them for the statement: it is run on an empty trace in memory first
+// (on the trace itself it would read every row, even with LIMIT 0).
+void write_rolled_up(sql::Database& db,
+                     const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& tables);
+
+}  // namespace fpscope

@@ -1,0 +1,130 @@
+// The tensor summaries rolled up as rows are written (tensor_rollup.h says when they are used).
+// Each column below is the one trace_finalize.sql's summary_ranges and summary_layer_steps name,
+// with SQL's NULL rules: a sum or an extreme over NULLs only is NULL.
+#include "tensor_rollup.h"
+
+#include <cmath>
+
+namespace fpscope {
+namespace {
+
+// The row's REAL value: a NaN is bound as NULL (sql::Statement::bind), so it takes no part.
+void take_max(std::optional<double>& m, double v) {
+  if (!std::isnan(v) && (!m || v > *m)) m = v;
+}
+void take_min(std::optional<double>& m, double v) {
+  if (!std::isnan(v) && (!m || v < *m)) m = v;
+}
+
+void bind_sum(sql::Statement& st, int i, bool any, int64_t value) { any ? st.bind(i, value) : st.bind_null(i); }
+
+}  // namespace
+
+size_t TensorRollup::slot_of(int64_t kernel_id) {
+  // A launch's number in its process plus the process's ring << 40: mix the ring in, so that
+  // launches of two processes with the same number do not share a slot.
+  const auto id = static_cast<uint64_t>(kernel_id);
+  return static_cast<size_t>((id ^ ((id >> 40) * 0x9E3779B97F4A7C15ull)) % kKernelSlots);
+}
+
+void TensorRollup::add_kernel(int64_t id, int64_t name_id, std::optional<int64_t> layer_id,
+                              std::optional<int64_t> phase_id, std::optional<int64_t> step) {
+  kernels_[slot_of(id)] = Kernel{id, name_id, layer_id, phase_id, step};
+}
+
+const TensorRollup::Kernel* TensorRollup::kernel(int64_t kernel_id) const {
+  const Kernel& k = kernels_[slot_of(kernel_id)];
+  return k.id == kernel_id ? &k : nullptr;
+}
+
+void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::TensorStatsRecord& s,
+                              const wire::FormatCounts* formats) {
+  if (!usable()) return;
+  const Kernel* k = kernel(kernel_id);
+  if (!k) return give_up("a tensor whose launch is not among the recent ones the rollup holds");
+  const Row row{row_id, kernel_id, s.role == wire::Role::Output, s.dtype, false, static_cast<int64_t>(s.count)};
+  rows_[static_cast<size_t>(row_id) % kRowSlots] = row;
+
+  Range& r = ranges_[RangeKey{k->name_id, k->layer_id, k->phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
+  ++r.tensors;
+  r.elements += row.count;
+  r.first_kernel_id = std::min(r.first_kernel_id, kernel_id);
+  r.nan += static_cast<int64_t>(s.nan);
+  r.pos_inf += static_cast<int64_t>(s.pos_inf);
+  r.neg_inf += static_cast<int64_t>(s.neg_inf);
+  r.zero += static_cast<int64_t>(s.zero);
+  r.subnormal += static_cast<int64_t>(s.subnormal);
+  take_max(r.absmax, s.absmax);
+  take_min(r.min_nonzero, s.min_nonzero);
+  if (row.out) {
+    LayerStep& l = layer_steps_[LayerStepKey{k->step, k->layer_id, k->phase_id}];
+    ++l.tensors;
+    l.elements += row.count;
+    l.nan += static_cast<int64_t>(s.nan);
+    l.inf += static_cast<int64_t>(s.pos_inf + s.neg_inf);
+    take_max(l.absmax, s.absmax);
+    take_min(l.min_nonzero, s.min_nonzero);
+  }
+  if (formats) add_formats(*k, row, formats);
+}
+
+void TensorRollup::add_late_formats(int64_t row_id, const wire::FormatCounts* formats) {
+  if (!usable()) return;
+  Row& row = rows_[static_cast<size_t>(row_id) % kRowSlots];
+  if (row.id != row_id) return give_up("late format counts whose row is not among the recent ones the rollup holds");
+  if (row.has_formats) return give_up("format counts that arrived twice for one tensor");
+  const Kernel* k = kernel(row.kernel_id);
+  if (!k) return give_up("late format counts whose launch is not among the recent ones the rollup holds");
+  add_formats(*k, row, formats);
+}
+
+// The format columns of one row, in the groups its other columns went to.
+void TensorRollup::add_formats(const Kernel& k, const Row& row, const wire::FormatCounts* formats) {
+  rows_[static_cast<size_t>(row.id) % kRowSlots].has_formats = true;
+  Range& r = ranges_[RangeKey{k.name_id, k.layer_id, k.phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
+  r.formats_measured_elements.add(row.count);
+  for (int f = 0; f < wire::kFormatCount; ++f) {
+    const wire::FormatCounts& c = formats[f];
+    const uint64_t per_format[] = {c.overflow, c.underflow, c.subnormal, c.near_max};
+    for (int i = 0; i < 4; ++i) r.formats[static_cast<size_t>(4 * f + i)].add(static_cast<int64_t>(per_format[i]));
+  }
+  if (!row.out) return;
+  LayerStep& l = layer_steps_[LayerStepKey{k.step, k.layer_id, k.phase_id}];
+  l.f16_overflow.add(static_cast<int64_t>(formats[0].overflow));
+  l.f16_underflow.add(static_cast<int64_t>(formats[0].underflow));
+}
+
+void TensorRollup::write_rows(const std::string& table, sql::Statement& insert) const {
+  if (table == kRangesTable) write_ranges(insert);
+  if (table == kLayerStepsTable) write_layer_steps(insert);
+}
+
+void TensorRollup::write_ranges(sql::Statement& insert) const {
+  for (const auto& [key, r] : ranges_) {
+    const auto& [name_id, layer_id, phase_id, out, dtype] = key;
+    insert.bind(1, name_id).bind(2, layer_id).bind(3, phase_id).bind(4, out ? "out" : "in").bind(5, dtype);
+    insert.bind(6, r.tensors).bind(7, r.elements).bind(8, r.first_kernel_id);
+    insert.bind(9, r.nan).bind(10, r.pos_inf).bind(11, r.neg_inf).bind(12, r.zero).bind(13, r.subnormal);
+    insert.bind(14, r.absmax).bind(15, r.min_nonzero);
+    bind_sum(insert, 16, r.formats_measured_elements.any, r.formats_measured_elements.value);
+    for (int c = 0; c < kFormatColumns; ++c) {
+      const Sum& s = r.formats[static_cast<size_t>(c)];
+      bind_sum(insert, 17 + c, s.any, s.value);
+    }
+    insert.run();
+  }
+}
+
+void TensorRollup::write_layer_steps(sql::Statement& insert) const {
+  for (const auto& [key, l] : layer_steps_) {
+    const auto& [step, layer_id, phase_id] = key;
+    insert.bind(1, step).bind(2, layer_id).bind(3, phase_id);
+    insert.bind(4, l.tensors).bind(5, l.elements).bind(6, l.nan).bind(7, l.inf);
+    insert.bind(8, l.absmax).bind(9, l.min_nonzero);
+    bind_sum(insert, 10, l.f16_overflow.any, l.f16_overflow.value);
+    bind_sum(insert, 11, l.f16_underflow.any, l.f16_underflow.value);
+    insert.run();
+  }
+}
+
+}  // namespace fpscope

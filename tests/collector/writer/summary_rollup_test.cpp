@@ -1,0 +1,317 @@
+// The summaries the writer keeps while rows arrive (collector/src/summary_rollup.h: the memory and
+// the tensor rollups) against their statements in trace_finalize.sql: for each set of records, the
+// trace the writer finished and a copy on which the statements ran hold the same summary tables,
+// declared alike, row for row. The writer says in meta summaries_rolled_up which it kept, and in
+// summaries_not_rolled_up which it left to the statements, and why.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fpscope/contract/contract.h"
+#include "fpscope/embedded_sql.h"
+#include "fpscope/trace_writer.h"
+#include "sqlite_reader.h"
+#include "temp_path.h"
+#include "wire_builder.h"
+
+namespace fpscope {
+namespace {
+
+using test::blank;
+using test::pack;
+using test::Reader;
+using wire::RecordType;
+namespace fs = std::filesystem;
+
+constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank";
+constexpr const char* kTensorTables = "summary_ranges,summary_layer_steps";
+const std::string kAllKept = std::string(kMemoryTables) + "," + kTensorTables;
+
+struct Event {
+  uint32_t source;  // the ring; ring 1 is rank 1
+  int64_t t_ns;
+  bool alloc;
+  uint64_t id;
+  uint64_t bytes;
+  uint8_t category;  // of an alloc (a free's is its allocation's)
+};
+
+class RollupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (temp_.path() / "t.sqlite").string();
+    std::string error;
+    writer_ = TraceWriter::create(path_, "t.sqlite.dumps", &error);
+    ASSERT_TRUE(writer_) << error;
+    // Ring 1 is a second process, of rank 1; ring 0 announces none and is rank 0.
+    writer_->on_record(test::header(test::string_record(1, "rank1")), 1);
+    auto process = blank<wire::ProcessRecord>(RecordType::Process);
+    process.protocol = wire::kProtocolVersion;
+    process.pid = 2;
+    process.exe = 1;
+    process.options = 1;
+    process.host = 1;
+    process.rank = 1;
+    process.local_rank = -1;
+    process.world_size = -1;
+    writer_->on_record(test::header(pack(process)), 1);
+  }
+
+  void feed(const Event& e) {
+    if (e.alloc) {
+      auto a = blank<wire::AllocRecord>(RecordType::Alloc);
+      a.t_ns = e.t_ns;
+      a.id = e.id;
+      a.bytes = e.bytes;
+      a.category = e.category;
+      writer_->on_record(test::header(pack(a)), e.source);
+    } else {
+      auto f = blank<wire::FreeRecord>(RecordType::Free);
+      f.t_ns = e.t_ns;
+      f.id = e.id;
+      f.bytes = e.bytes;
+      writer_->on_record(test::header(pack(f)), e.source);
+    }
+  }
+
+  // Finishes the trace and holds its summary tables against the statements run on a copy.
+  void expect_the_statements_tables(const std::string& kept, const std::string& not_kept = "") {
+    ASSERT_TRUE(writer_->finish()) << writer_->error();
+    writer_.reset();
+    const std::string copy = (temp_.path() / "statements.sqlite").string();
+    fs::copy_file(path_, copy);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(copy.c_str(), &db), SQLITE_OK);
+    const std::string script = std::string("BEGIN;") + embedded::kTraceFinalizeSql + "; COMMIT;";
+    char* message = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, script.c_str(), nullptr, nullptr, &message), SQLITE_OK) << (message ? message : "");
+    sqlite3_free(message);
+    sqlite3_close(db);
+
+    Reader trace(path_), ran(copy);
+    EXPECT_EQ(trace.meta("finalize_status"), "ok");
+    EXPECT_EQ(trace.meta("summaries_rolled_up"), kept);
+    EXPECT_EQ(trace.meta("summaries_not_rolled_up"), not_kept);
+    const auto tables = ran.rows("SELECT name, sql FROM sqlite_master WHERE name LIKE 'summary%' ORDER BY name");
+    ASSERT_EQ(tables.size(), 10u);
+    for (const auto& t : tables) {
+      const std::string& table = t[0].s;
+      EXPECT_EQ(trace.text("SELECT sql FROM sqlite_master WHERE name = '" + table + "'"), t[1].s);
+      const auto a = trace.rows("SELECT * FROM " + table);
+      const auto b = ran.rows("SELECT * FROM " + table);
+      ASSERT_EQ(a.size(), b.size()) << table;
+      for (size_t r = 0; r < a.size(); ++r) {
+        ASSERT_EQ(a[r].size(), b[r].size());
+        for (size_t c = 0; c < a[r].size(); ++c) {
+          EXPECT_EQ(a[r][c].type, b[r][c].type) << table << " row " << r << " column " << c;
+          EXPECT_EQ(a[r][c].i, b[r][c].i) << table << " row " << r << " column " << c;
+          EXPECT_EQ(a[r][c].d, b[r][c].d) << table << " row " << r << " column " << c;
+          EXPECT_EQ(a[r][c].s, b[r][c].s) << table << " row " << r << " column " << c;
+        }
+      }
+    }
+  }
+
+  test::TempDir temp_{"fpscope-rollup"};
+  std::string path_;
+  std::unique_ptr<TraceWriter> writer_;
+};
+
+// Two ranks whose events arrive interleaved, each in its own time order: allocations and frees of
+// every category, several at one instant, both ranks peaking at the same total (the lower rank's
+// peak is the trace's) and each reaching its peak twice (the first time is the moment).
+TEST_F(RollupTest, EventsInTimeOrderAreKeptAsTheStatementsWriteThem) {
+  std::vector<Event> events;
+  for (uint32_t source : {1u, 0u}) {
+    uint64_t id = 1;
+    int64_t t = source ? 50 : 100;
+    for (uint8_t c = 0; c < contract::kMemoryCategoryCount; ++c) {
+      events.push_back({source, t, true, id++, 1000u + 10u * c, c});
+      events.push_back({source, t, true, id++, 3u, c});  // the same instant
+      t += 10;
+    }
+    events.push_back({source, t, false, 1, 1000, 0});                 // weight falls, then
+    events.push_back({source, t + 5, true, id++, 1000, 0});           // climbs back: the peak again
+    events.push_back({source, t + 6, false, 3, 1010, 1});
+    events.push_back({source, t + 7, false, id - 1, 1000, 0});
+  }
+  // Interleave the ranks: rank 1's times are older than rank 0's, which is no disorder.
+  for (size_t i = 0; i < events.size() / 2; ++i) {
+    feed(events[i]);
+    feed(events[events.size() / 2 + i]);
+  }
+  expect_the_statements_tables(kAllKept);
+}
+
+TEST_F(RollupTest, RandomEventsInTimeOrderAreKeptAsTheStatementsWriteThem) {
+  std::mt19937_64 random(7);
+  std::vector<std::vector<uint64_t>> live(2);  // allocation ids per ring
+  std::vector<int64_t> t(2, 0);
+  uint64_t next_id = 1;
+  for (int i = 0; i < 3000; ++i) {
+    const uint32_t source = static_cast<uint32_t>(random() % 2);
+    t[source] += static_cast<int64_t>(random() % 3);  // often the same instant
+    auto& ids = live[source];
+    if (!ids.empty() && random() % 5 < 2) {
+      const size_t k = random() % ids.size();
+      feed({source, t[source], false, ids[k], 0, 0});  // bytes 0: the allocation's
+      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      const auto category = static_cast<uint8_t>(random() % contract::kMemoryCategoryCount);
+      feed({source, t[source], true, next_id, 1 + random() % 100000, category});
+      ids.push_back(next_id++);
+    }
+  }
+  expect_the_statements_tables(kAllKept);
+}
+
+TEST_F(RollupTest, WithoutMemoryEventsThePeakIsUnknown) {
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM summary_memory_peak WHERE peak_t_ns IS NULL AND bytes = 0"),
+            contract::kMemoryCategoryCount);
+}
+
+// An event older than the one before it in its rank: arrival is no longer the timeline's order.
+TEST_F(RollupTest, AnEventOutOfTimeOrderLeavesItToTheStatements) {
+  feed({0, 100, true, 1, 500, 3});
+  feed({0, 200, true, 2, 700, 4});
+  feed({0, 150, true, 3, 900, 3});
+  feed({0, 300, false, 2, 700, 0});
+  expect_the_statements_tables(kTensorTables,
+                               std::string(kMemoryTables) + ": a memory event older than the one before it in its rank");
+}
+
+// A relabel changes the category of an event already counted.
+TEST_F(RollupTest, ARelabelLeavesItToTheStatements) {
+  feed({0, 100, true, 1, 500, 3});
+  feed({0, 110, true, 2, 700, 3});
+  auto r = blank<wire::RelabelRecord>(RecordType::Relabel);
+  r.id = 1;
+  r.category = 2;
+  writer_->on_record(test::header(pack(r)), 0);
+  feed({0, 120, false, 1, 500, 0});
+  expect_the_statements_tables(kTensorTables, std::string(kMemoryTables) + ": an allocation was relabelled after its event");
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT max_live FROM summary_memory_by_rank WHERE category = 2"), 500);
+}
+
+// A category the views do not know: their running totals leave it NULL.
+TEST_F(RollupTest, AnUnknownCategoryLeavesItToTheStatements) {
+  feed({0, 100, true, 1, 500, 3});
+  feed({0, 110, true, 2, 700, contract::kMemoryCategoryCount});
+  expect_the_statements_tables(kTensorTables, std::string(kMemoryTables) + ": a memory category the views do not know");
+}
+
+// Tensors of launches of two ranks with the same launch numbers: several kernels, layers and phases
+// (and none), steps (and none), inputs and outputs of three dtypes, with and without format counts
+// (--stats basic), with and without finite values, some non-finite.
+TEST_F(RollupTest, RandomTensorsAreKeptAsTheStatementsWriteThem) {
+  const char* const names[] = {nullptr, "conv", "matmul", "relu", "conv1", "fc1", "forward", "backward"};
+  for (uint32_t source : {0u, 1u})
+    for (uint32_t id = 1; id < std::size(names); ++id)
+      writer_->on_record(test::header(test::string_record(id + 10, names[id])), source);
+  std::mt19937_64 random(11);
+  const auto pick = [&](uint64_t n) { return random() % n; };
+  for (uint64_t seq = 1; seq <= 600; ++seq) {
+    for (uint32_t source : {0u, 1u}) {
+      auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+      l.seq = seq;
+      l.start_ns = l.end_ns = static_cast<int64_t>(seq);
+      l.kernel = 11 + static_cast<uint32_t>(pick(3));
+      l.layer = pick(3) ? 14 + static_cast<uint32_t>(pick(2)) : 0;
+      l.phase = pick(3) ? 16 + static_cast<uint32_t>(pick(2)) : 0;
+      l.step = pick(4) ? static_cast<int64_t>(seq / 50) : -1;
+      l.sampled = 1;
+      writer_->on_record(test::header(pack(l)), source);
+      const uint64_t n = 1 + pick(3);
+      for (uint8_t slot = 0; slot < n; ++slot) {
+        auto t = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
+        t.seq = seq;
+        t.role = pick(2) ? wire::Role::Output : wire::Role::Input;
+        t.slot = slot;
+        t.name = 11;
+        t.dtype = static_cast<uint8_t>(pick(3));
+        t.count = 1 + pick(1000);
+        t.nan = pick(8) ? 0 : pick(t.count);
+        t.pos_inf = pick(8) ? 0 : 1;
+        t.neg_inf = pick(8) ? 0 : 2;
+        t.zero = pick(t.count);
+        t.subnormal = pick(3);
+        const bool finite = pick(10) != 0;
+        t.absmax = finite ? std::ldexp(static_cast<double>(pick(1000)), static_cast<int>(pick(40)) - 20) : NAN;
+        t.min_nonzero = finite && pick(5) ? std::ldexp(1.0 + static_cast<double>(pick(100)), -static_cast<int>(pick(30)))
+                                          : NAN;
+        t.min = t.max = t.mean = t.rms = t.absmax;
+        writer_->on_record(test::header(pack(t)), source);
+        if (pick(4) != 0) {
+          auto f = blank<wire::TensorFormatsRecord>(RecordType::TensorFormats);
+          f.seq = seq;
+          f.role_slot = contract::pack_role_slot(t.role, slot);
+          for (auto& c : f.formats) c = {pick(t.count), pick(t.count), pick(t.count), pick(t.count)};
+          writer_->on_record(test::header(pack(f)), source);
+        }
+      }
+    }
+  }
+  expect_the_statements_tables(kAllKept);
+}
+
+// Format counts that reach a tensor's row after it was written (the collector wrote the tensor
+// before its producer sent them) update the row: fed `times` times.
+void feed_late_format_counts(TraceWriter& writer, int times) {
+  writer.on_record(test::header(test::string_record(11, "conv")));
+  auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+  l.seq = 1;
+  l.kernel = 11;
+  l.step = -1;
+  writer.on_record(test::header(pack(l)));
+  auto t = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
+  t.seq = 1;
+  t.role = wire::Role::Output;
+  t.count = 4;
+  t.absmax = t.min_nonzero = 2.0;
+  writer.on_record(test::header(pack(t)));
+  l.seq = 2;
+  writer.on_record(test::header(pack(l)));  // the tensor is complete: its row is written
+  auto f = blank<wire::TensorFormatsRecord>(RecordType::TensorFormats);
+  f.seq = 1;
+  f.role_slot = contract::pack_role_slot(wire::Role::Output, 0);
+  f.formats[0] = {1, 2, 0, 0};
+  for (int i = 0; i < times; ++i) writer.on_record(test::header(pack(f)));
+}
+
+TEST_F(RollupTest, LateFormatCountsAreAddedToTheirRowsGroups) {
+  feed_late_format_counts(*writer_, 1);
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT f16_overflow FROM summary_ranges"), 1);
+  EXPECT_EQ(db.integer("SELECT f16_underflow FROM summary_layer_steps"), 2);
+  EXPECT_EQ(db.integer("SELECT formats_measured_elements FROM summary_ranges"), 4);
+}
+
+TEST_F(RollupTest, FormatCountsArrivingTwiceLeaveItToTheStatements) {
+  feed_late_format_counts(*writer_, 2);
+  expect_the_statements_tables(kMemoryTables,
+                               std::string(kTensorTables) + ": format counts that arrived twice for one tensor");
+}
+
+// A tensor whose launch never arrived: the statements' join leaves it out.
+TEST_F(RollupTest, ATensorWithoutItsLaunchLeavesItToTheStatements) {
+  auto t = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
+  t.seq = 7;
+  t.count = 4;
+  writer_->on_record(test::header(pack(t)));
+  expect_the_statements_tables(
+      kMemoryTables, std::string(kTensorTables) + ": a tensor whose launch is not among the recent ones the rollup holds");
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM summary_ranges"), 0);
+}
+
+}  // namespace
+}  // namespace fpscope
