@@ -5,33 +5,35 @@
 
 namespace fpscope {
 
-void MemoryRollup::add(int32_t rank, int64_t t_ns, std::optional<int64_t> step, unsigned category, bool alloc,
-                       int64_t bytes) {
+void MemoryRollup::add(const Event& e) {
   if (!usable()) return;
-  if (category >= kCategories) return give_up("a memory category the views do not know");
-  Rank& r = ranks_[rank];
-  if (t_ns < r.last_t_ns) return give_up("a memory event older than the one before it in its rank");
-  r.last_t_ns = t_ns;
-  const int64_t delta = alloc ? bytes : -bytes;
+  if (e.category >= kCategories) return give_up("a memory category the views do not know");
+  Rank& r = ranks_[e.rank];
+  if (e.t_ns < r.last_t_ns) return give_up("a memory event older than the one before it in its rank");
+  r.last_t_ns = e.t_ns;
+  const int64_t delta = e.alloc ? e.bytes : -e.bytes;
   r.live += delta;
-  r.category_live[category] += delta;
+  r.category_live[e.category] += delta;
   // v_memory_peak_moment: the largest live bytes, the first event after which they were reached.
-  if (!r.peak || r.live > r.peak->live) r.peak = Peak{r.live, t_ns, step, r.category_live};
+  if (!r.peak || r.live > r.peak->live) r.peak = Peak{r.live, e.t_ns, e.step, r.category_live};
 
-  auto [it, first] = by_rank_.try_emplace({rank, category});
+  auto [it, first] = by_rank_.try_emplace({e.rank, e.category});
   ByRank& b = it->second;
-  if (first || r.category_live[category] > b.max_live) b.max_live = r.category_live[category];
+  if (first || r.category_live[e.category] > b.max_live) b.max_live = r.category_live[e.category];
   if (first || r.live > b.max_total_live) b.max_total_live = r.live;
-  if (alloc) {
-    b.allocated += bytes;
-    ++b.allocations;
-  }
   b.live_at_end += delta;
+  if (!e.alloc) return;
+  b.allocated += e.bytes;
+  ++b.allocations;
+  // summary_allocations: the bare columns are the group's first event's (the smallest id).
+  Allocations& a = allocations_[{e.name_id, e.category, e.bytes}];
+  if (a.count++ == 0) a = Allocations{1, e.id, e.alloc_id, e.t_ns, e.step};
 }
 
 void MemoryRollup::write_rows(const std::string& table, sql::Statement& insert) const {
   if (table == kPeakTable) write_peak(insert);
   if (table == kByRankTable) write_by_rank(insert);
+  if (table == kAllocationsTable) write_allocations(insert);
 }
 
 // summary_memory_peak: one row per category in the order of `categories`; of several ranks, the
@@ -60,6 +62,14 @@ void MemoryRollup::write_peak(sql::Statement& insert) const {
 void MemoryRollup::write_by_rank(sql::Statement& insert) const {
   for (const auto& [key, b] : by_rank_) {
     insert.run_with(key.first, key.second, b.max_live, b.allocated, b.allocations, b.live_at_end, b.max_total_live);
+  }
+}
+
+void MemoryRollup::write_allocations(sql::Statement& insert) const {
+  for (const auto& [key, a] : allocations_) {
+    const auto& [name_id, category, bytes] = key;
+    insert.run_with(name_id, category, bytes, a.count, a.first_event_id, a.first_alloc_id, a.first_alloc_ns,
+                    a.first_step);
   }
 }
 

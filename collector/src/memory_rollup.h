@@ -1,12 +1,12 @@
-// The two memory summaries of trace_finalize.sql, summary_memory_peak and summary_memory_by_rank,
-// kept up to date as the memory events are written (summary_rollup.h), so that the end of the run
-// need not walk the timeline with SQLite's window functions (about a microsecond per event and
-// window: 30 to 150 ms of every run's end here).
+// The memory summaries of trace_finalize.sql, summary_memory_peak, summary_memory_by_rank and
+// summary_allocations, kept up to date as the memory events are written (summary_rollup.h), so
+// that the end of the run need not walk the timeline with SQLite's window functions (about a
+// microsecond per event and window: 30 to 150 ms of every run's end here) nor group every event.
 //
-// Both statements walk each rank's events in (t_ns, id) order; ids grow as rows are written, so the
+// The first two walk each rank's events in (t_ns, id) order; ids grow as rows are written, so the
 // order in which events arrive is that order as long as no event of a rank is older than the one
-// before it. The rollup gives up when that fails, when an allocation is relabelled (the category of
-// an event already counted changes), or when a category is one the views do not know.
+// before it. The rollup gives up when that fails, when an allocation is relabelled (the category
+// and name of an event already counted change), or when a category is one the views do not know.
 #pragma once
 
 #include <array>
@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fpscope/contract/memory_categories.h"
@@ -23,16 +24,28 @@ namespace fpscope {
 
 class MemoryRollup : public SummaryRollup {
  public:
-  std::vector<std::string> tables() const override { return {kPeakTable, kByRankTable}; }
+  std::vector<std::string> tables() const override { return {kPeakTable, kByRankTable, kAllocationsTable}; }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
   // One row of memory_events, just written (ids grow as rows are written: arrival order breaks
   // ties in t_ns as the views' order by id does).
-  void add(int32_t rank, int64_t t_ns, std::optional<int64_t> step, unsigned category, bool alloc, int64_t bytes);
+  struct Event {
+    int64_t id;
+    int32_t rank;
+    int64_t t_ns;
+    std::optional<int64_t> step;
+    unsigned category;
+    bool alloc;
+    int64_t bytes;
+    int64_t alloc_id;
+    int64_t name_id;
+  };
+  void add(const Event& e);
 
  private:
   static constexpr const char* kPeakTable = "summary_memory_peak";
   static constexpr const char* kByRankTable = "summary_memory_by_rank";
+  static constexpr const char* kAllocationsTable = "summary_allocations";
   static constexpr int kCategories = contract::kMemoryCategoryCount;
 
   // One (rank, category) row of summary_memory_by_rank.
@@ -58,11 +71,20 @@ class MemoryRollup : public SummaryRollup {
     std::optional<Peak> peak;
   };
 
+  // One row of summary_allocations: allocations of one (name, category, size), and the first.
+  struct Allocations {
+    int64_t count = 0;
+    int64_t first_event_id = 0, first_alloc_id = 0, first_alloc_ns = 0;
+    std::optional<int64_t> first_step;
+  };
+
   void write_peak(sql::Statement& insert) const;
   void write_by_rank(sql::Statement& insert) const;
+  void write_allocations(sql::Statement& insert) const;
 
   std::map<int32_t, Rank> ranks_;
   std::map<std::pair<int32_t, unsigned>, ByRank> by_rank_;  // (rank, category), in GROUP BY order
+  std::map<std::tuple<int64_t, unsigned, int64_t>, Allocations> allocations_;  // (name, category, bytes)
 };
 
 }  // namespace fpscope

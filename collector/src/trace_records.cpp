@@ -531,7 +531,8 @@ void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   st.bind(9, src->rank);
   st.run();
   a.row = sqlite3_last_insert_rowid(db.handle());
-  memory_rollup.add(src->rank, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes));
+  memory_rollup.add({a.row, src->rank, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes), alloc_id(r.id),
+                     a.name_id});
   row_written();
   ++counts.memory_events;
 }
@@ -569,7 +570,8 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
   step ? st.bind(8, *step) : st.bind_null(8);
   st.bind(9, src->rank);
   st.run();
-  memory_rollup.add(src->rank, r.t_ns, step, a.category, false, static_cast<int64_t>(r.bytes ? r.bytes : a.bytes));
+  memory_rollup.add({sqlite3_last_insert_rowid(db.handle()), src->rank, r.t_ns, step, a.category, false,
+                     static_cast<int64_t>(r.bytes ? r.bytes : a.bytes), alloc_id(r.id), a.name_id});
   row_written();
   ++counts.memory_events;
 }

@@ -232,10 +232,10 @@ void TraceWriter::Impl::write_counts() {
 // connection and a second one to the same file (it reads the trace and writes only a database of
 // its own in memory), each taking the next in the script's order when it is free; the second
 // connection's tables are then copied here, and the summaries that read others run last, in the
-// script's order. Before all that, the two memory summaries are written from what the writer kept
-// as the events arrived, when it could keep them exactly (memory_rollup.h): their statements would
-// walk the memory timeline with window functions, the largest part of the summaries' time. Each
-// table holds the rows, in the order, that one connection running the script writes.
+// script's order. Before all that, the summaries the writer kept up to date as the rows arrived
+// (summary_rollup.h: the memory timeline's and the tensor rows' groups, the largest part of the
+// statements' time) are written, where it could keep them exactly. Each table holds the rows, in
+// the order, that one connection running the script writes.
 
 namespace {
 

@@ -16,6 +16,9 @@
 #            dynamic loss scaling. torch-IMAGES-PRECISION is the PyTorch CNN at 28 px (amp: CPU
 #            autocast to bf16), run by /usr/bin/python3 (Debian's python3-torch).
 #   THREADS  the trainer's threads (default 2)
+#   BEFORE   another build folder whose bin/fpscope (with its own injector, lib/ beside it) is
+#            timed in the same alternation, on the same program, against the same untraced runs:
+#            its rows follow this build's, marked 'before'. For a before/after table in one sitting.
 set -euo pipefail
 
 build=${1:-build}
@@ -26,7 +29,9 @@ torch_cnn=$(cd "$(dirname "$0")/../../torch/examples" && pwd)/fashion_cnn.py
 fpscope=$build/bin/fpscope
 mptrain=$build/bin/mptrain
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-for tool in "$fpscope" "$mptrain"; do
+before=${BEFORE:-}
+fpscope_before=${before:+$before/bin/fpscope}
+for tool in "$fpscope" "$mptrain" $fpscope_before; do
   if [[ ! -x $tool ]]; then
     echo "overhead.sh: $tool not found; build the targets fpscope, mptrain, mpt_kernels and fpscope_inject in $build" >&2
     exit 2
@@ -59,8 +64,8 @@ ratios() { paste -d' ' "$2" "$3" | awk -v c="$1" '{print $c / $(c + 2)}'; }
 # "1.234x (1.200-1.300)" from "median min max".
 show() { awk '{printf "%.3fx (%.3f-%.3f)", $1, $2, $3}'; }
 
-printf '%-16s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
-printf '%-16s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
+printf '%-20s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
+printf '%-20s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
   "wall ratio (min-max)" "cpu ratio (min-max)"
 for c in $cases; do
   IFS=- read -r pixels images precision <<<"$c"
@@ -83,16 +88,25 @@ for c in $cases; do
            --threads "$threads" --data-dir "$data")
     if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
   fi
-  : >"$work/plain"; : >"$work/full"; : >"$work/every"
+  : >"$work/plain"; : >"$work/full"; : >"$work/every"; : >"$work/full.before"; : >"$work/every.before"
   for ((r = 0; r < reps; r++)); do
     measure "$program" "${train[@]}" >>"$work/plain"
     measure "$fpscope" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full"
     measure "$fpscope" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" >>"$work/every"
+    if [[ -n $before ]]; then
+      measure "$fpscope_before" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full.before"
+      measure "$fpscope_before" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" \
+        >>"$work/every.before"
+    fi
   done
   pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)
   pc=$(awk '{print $2}' "$work/plain" | spread | cut -d' ' -f1)
-  printf '%-16s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c" "$pw" "$pc" \
-    "$(ratios 1 "$work/full" "$work/plain" | spread | show)" "$(ratios 2 "$work/full" "$work/plain" | spread | show)" \
-    "$(ratios 1 "$work/every" "$work/plain" | spread | show)" "$(ratios 2 "$work/every" "$work/plain" | spread | show)"
+  for suffix in "" ${before:+.before}; do
+    printf '%-20s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c${suffix:+ before}" "$pw" "$pc" \
+      "$(ratios 1 "$work/full$suffix" "$work/plain" | spread | show)" \
+      "$(ratios 2 "$work/full$suffix" "$work/plain" | spread | show)" \
+      "$(ratios 1 "$work/every$suffix" "$work/plain" | spread | show)" \
+      "$(ratios 2 "$work/every$suffix" "$work/plain" | spread | show)"
+  done
 done
 echo "seconds and ratios: median of $reps alternating runs (ratios pair by pair); whole processes, start-up and the test pass included"

@@ -28,7 +28,7 @@ using test::Reader;
 using wire::RecordType;
 namespace fs = std::filesystem;
 
-constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank";
+constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank,summary_allocations";
 constexpr const char* kTensorTables = "summary_ranges,summary_layer_steps";
 const std::string kAllKept = std::string(kMemoryTables) + "," + kTensorTables;
 
@@ -48,8 +48,12 @@ class RollupTest : public ::testing::Test {
     std::string error;
     writer_ = TraceWriter::create(path_, "t.sqlite.dumps", &error);
     ASSERT_TRUE(writer_) << error;
-    // Ring 1 is a second process, of rank 1; ring 0 announces none and is rank 0.
+    // Ring 1 is a second process, of rank 1; ring 0 announces none and is rank 0. Both name their
+    // allocations with strings 2 to 4.
     writer_->on_record(test::header(test::string_record(1, "rank1")), 1);
+    for (uint32_t source : {0u, 1u})
+      for (uint32_t id : {2u, 3u, 4u})
+        writer_->on_record(test::header(test::string_record(id, std::string(1, static_cast<char>('a' + id)))), source);
     auto process = blank<wire::ProcessRecord>(RecordType::Process);
     process.protocol = wire::kProtocolVersion;
     process.pid = 2;
@@ -69,6 +73,7 @@ class RollupTest : public ::testing::Test {
       a.id = e.id;
       a.bytes = e.bytes;
       a.category = e.category;
+      a.name = 2 + static_cast<uint32_t>(e.id % 3);
       writer_->on_record(test::header(pack(a)), e.source);
     } else {
       auto f = blank<wire::FreeRecord>(RecordType::Free);
@@ -163,7 +168,7 @@ TEST_F(RollupTest, RandomEventsInTimeOrderAreKeptAsTheStatementsWriteThem) {
       ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(k));
     } else {
       const auto category = static_cast<uint8_t>(random() % contract::kMemoryCategoryCount);
-      feed({source, t[source], true, next_id, 1 + random() % 100000, category});
+      feed({source, t[source], true, next_id, 1000 * (1 + random() % 20), category});  // sizes recur
       ids.push_back(next_id++);
     }
   }
