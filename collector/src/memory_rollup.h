@@ -25,6 +25,9 @@ namespace fpscope {
 class MemoryRollup : public SummaryRollup {
  public:
   std::vector<std::string> tables() const override { return {kPeakTable, kByRankTable, kAllocationsTable}; }
+  int columns(const std::string& table) const override {
+    return table == kPeakTable ? 6 : table == kByRankTable ? 7 : 8;
+  }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
   // One row of memory_events, just written (ids grow as rows are written: arrival order breaks

@@ -60,10 +60,7 @@ std::optional<CreateTableAs> create_table_as(const std::string& statement) {
   const size_t as = statement.find_first_not_of(" \n", name_end);
   if (as == std::string::npos || (statement.compare(as, 3, "AS ") != 0 && statement.compare(as, 3, "AS\n") != 0))
     return std::nullopt;
-  std::string select = statement.substr(as + 3);
-  // A complete statement ends with a semicolon; the SELECT stops before it.
-  if (const size_t semicolon = select.find_last_of(';'); semicolon != std::string::npos) select.resize(semicolon);
-  return CreateTableAs{statement.substr(prefix.size(), name_end - prefix.size()), select};
+  return CreateTableAs{statement.substr(prefix.size(), name_end - prefix.size()), statement.substr(as + 3)};
 }
 
 // [SECTION] Database --------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ void write_rolled_up(sql::Database& db,
     if (!declared.step()) throw sql::Error(SQLITE_ERROR, create.table + " was not made");
     db.exec(declared.text(0));
     sql::Statement probe(db, "SELECT * FROM " + create.table);
+    if (probe.columns() != rollup->columns(create.table))
+      throw sql::Error(SQLITE_ERROR, create.table + " has " + std::to_string(probe.columns()) + " columns, its rollup " +
+                                         std::to_string(rollup->columns(create.table)));
     std::string insert = "INSERT INTO " + create.table + " VALUES (";
     for (int c = 0; c < probe.columns(); ++c) insert += c ? ",?" : "?";
     sql::Statement into(db, insert + ")");

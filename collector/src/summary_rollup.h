@@ -23,7 +23,9 @@ class SummaryRollup {
 
   // The summary tables it keeps, whether or not it still can.
   virtual std::vector<std::string> tables() const = 0;
-  // Writes `table`'s rows through `insert` (INSERT INTO table VALUES (?, ...)).
+  // The columns of `table` that write_rows() binds, and those rows through `insert` (INSERT INTO
+  // table VALUES (?, ...)).
+  virtual int columns(const std::string& table) const = 0;
   virtual void write_rows(const std::string& table, sql::Statement& insert) const = 0;
 
   bool usable() const { return usable_; }
@@ -41,7 +43,8 @@ class SummaryRollup {
 
 // Creates each table as its statement would and writes its rollup's rows into it. The columns are
 // declared as SQLite declares them for the statement: it is run on an empty trace in memory first
-// (on the trace itself it would read every row, even with LIMIT 0).
+// (on the trace itself it would read every row, even with LIMIT 0). Throws sql::Error when a
+// statement's columns are not the ones its rollup writes (the statement changed, the rollup not).
 void write_rolled_up(sql::Database& db,
                      const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& tables);
 

@@ -8,12 +8,13 @@
 namespace fpscope {
 namespace {
 
-// The row's REAL value: a NaN is bound as NULL (sql::Statement::bind), so it takes no part.
+// The row's REAL value: a NaN is bound as NULL (sql::Statement::bind), so it takes no part, and a
+// -0.0 reads back as 0.0 (SQLite keeps a whole REAL as an integer).
 void take_max(std::optional<double>& m, double v) {
-  if (!std::isnan(v) && (!m || v > *m)) m = v;
+  if (!std::isnan(v) && (!m || v > *m)) m = v + 0.0;
 }
 void take_min(std::optional<double>& m, double v) {
-  if (!std::isnan(v) && (!m || v < *m)) m = v;
+  if (!std::isnan(v) && (!m || v < *m)) m = v + 0.0;
 }
 
 void bind_sum(sql::Statement& st, int i, bool any, int64_t value) { any ? st.bind(i, value) : st.bind_null(i); }

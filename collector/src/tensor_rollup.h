@@ -27,6 +27,7 @@ namespace fpscope {
 class TensorRollup : public SummaryRollup {
  public:
   std::vector<std::string> tables() const override { return {kRangesTable, kLayerStepsTable}; }
+  int columns(const std::string& table) const override { return table == kRangesTable ? 16 + kFormatColumns : 11; }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
   // A kernels row, just written (NULL columns as nullopt).

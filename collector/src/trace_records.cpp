@@ -348,7 +348,6 @@ void TraceWriter::Impl::handle(const wire::TensorFormatsRecord& r) {
     return;
   }
   insert_ready_tensors();
-  tensor_rollup.add_late_formats(*row, r.formats);
   update_tensor_formats.bind(1, *row);
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = r.formats[f];
@@ -356,6 +355,7 @@ void TraceWriter::Impl::handle(const wire::TensorFormatsRecord& r) {
     for (int i = 0; i < 4; ++i) update_tensor_formats.bind(2 + 4 * f + i, per_format[i]);
   }
   update_tensor_formats.run();
+  tensor_rollup.add_late_formats(*row, r.formats);
 }
 
 void TraceWriter::Impl::handle(const wire::TensorHistogramRecord& r) {

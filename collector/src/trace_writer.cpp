@@ -283,20 +283,20 @@ const SummaryRollup* TraceWriter::Impl::usable_rollup_of(const std::string& tabl
   return nullptr;
 }
 
-// meta summaries_rolled_up: the tables kept as the rows were written; summaries_not_rolled_up: the
-// others a rollup could have kept, and why it could not ("table,table: why; ...").
-void TraceWriter::Impl::write_rollup_meta() {
-  std::string kept, not_kept;
+// meta summaries_rolled_up: the tables written from a rollup; summaries_not_rolled_up: the others a
+// rollup could have kept, and why it did not ("table,table: why; ...").
+void TraceWriter::Impl::write_rollup_meta(const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& kept,
+                                          const std::string& failure) {
+  std::string kept_names, not_kept;
+  for (const auto& [create, rollup] : kept) kept_names += (kept_names.empty() ? "" : ",") + create.table;
   for (const SummaryRollup* rollup : rollups()) {
+    if (rollup->usable() && failure.empty()) continue;
     std::string names;
     for (const std::string& table : rollup->tables()) names += (names.empty() ? "" : ",") + table;
-    if (rollup->usable()) {
-      kept += (kept.empty() ? "" : ",") + names;
-    } else {
-      not_kept += (not_kept.empty() ? "" : "; ") + names + ": " + rollup->why_not();
-    }
+    const std::string why = rollup->usable() ? "writing them failed: " + failure : rollup->why_not();
+    not_kept += (not_kept.empty() ? "" : "; ") + names + ": " + why;
   }
-  for (const auto& [key, value] : {std::pair{"summaries_rolled_up", kept}, {"summaries_not_rolled_up", not_kept}}) {
+  for (const auto& [key, value] : {std::pair{"summaries_rolled_up", kept_names}, {"summaries_not_rolled_up", not_kept}}) {
     insert_meta.bind(1, std::string_view(key));
     insert_meta.bind(2, value);
     insert_meta.run();
@@ -306,26 +306,38 @@ void TraceWriter::Impl::write_rollup_meta() {
 void TraceWriter::Impl::run_summaries() {
   const std::vector<std::string> statements = sql::statements_of(embedded::kTraceFinalizeSql);
   std::vector<IndependentSummary> independent;
-  std::vector<bool> shared_out(statements.size(), false);  // or rolled up
+  std::vector<bool> made_apart(statements.size(), false);  // shared out or rolled up
   std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>> rolled_up;
   size_t first_shared = statements.size();
   for (size_t i = 0; i < statements.size(); ++i) {
     const auto create = sql::create_table_as(statements[i]);
     if (const SummaryRollup* rollup = create ? usable_rollup_of(create->table) : nullptr) {
       rolled_up.emplace_back(*create, rollup);
-      shared_out[i] = true;
+      made_apart[i] = true;
       first_shared = std::min(first_shared, i);
     } else if (auto s = independent_summary(statements[i])) {
       independent.push_back(std::move(*s));
-      shared_out[i] = true;
+      made_apart[i] = true;
       first_shared = std::min(first_shared, i);
     }
   }
   db.exec("BEGIN");
   for (size_t i = 0; i < first_shared; ++i) db.exec(statements[i]);  // the DROPs
-  // The summaries kept while the rows were written (summary_rollup.h), where they could be.
-  write_rolled_up(db, rolled_up);
-  write_rollup_meta();
+  // The summaries kept while the rows were written (summary_rollup.h), where they could be; their
+  // statements, should writing them fail for any reason but the disk.
+  std::string rollup_failure;
+  db.exec("SAVEPOINT rollups");
+  try {
+    write_rolled_up(db, rolled_up);
+  } catch (const sql::Error& e) {
+    if (e.is_storage_failure()) throw;
+    rollup_failure = e.what();
+    db.exec("ROLLBACK TO rollups");
+    for (const auto& [create, rollup] : rolled_up) db.exec("CREATE TABLE " + create.table + " AS " + create.select);
+    rolled_up.clear();
+  }
+  db.exec("RELEASE rollups");
+  write_rollup_meta(rolled_up, rollup_failure);
 
   // The second connection reads what this one committed last (every record) and writes its tables
   // into a database of its own in memory. Which summaries it made: meta summaries_beside.
@@ -390,7 +402,7 @@ void TraceWriter::Impl::run_summaries() {
   insert_meta.bind(2, names);
   insert_meta.run();
   for (size_t i = first_shared; i < statements.size(); ++i)
-    if (!shared_out[i]) db.exec(statements[i]);
+    if (!made_apart[i]) db.exec(statements[i]);
   db.exec("COMMIT");
 }
 
@@ -491,6 +503,9 @@ void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
       ++w.counts.lost_to_storage;
     } else {
       ++w.counts.malformed_records;  // e.g. a duplicate id: the record contradicts an earlier one
+      // Part of what it wrote may be in the tables: a rollup can no longer be sure of them.
+      w.memory_rollup.give_up("a record that could not be written");
+      w.tensor_rollup.give_up("a record that could not be written");
     }
   }
 }

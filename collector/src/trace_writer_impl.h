@@ -175,7 +175,8 @@ class TraceWriter::Impl {
   void run_finalize_script();
   void run_summaries();  // the statements of trace_finalize.sql, in the transaction it runs
   const SummaryRollup* usable_rollup_of(const std::string& table) const;  // nullptr: run its statement
-  void write_rollup_meta();
+  void write_rollup_meta(const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& kept,
+                         const std::string& failure);
 
   const std::string& string_value(uint32_t id) const;  // of the source in hand
   void finish_processes();

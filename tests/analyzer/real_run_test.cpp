@@ -59,7 +59,7 @@ TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
     // relabels, and its format counts come with their tensors), declared as their statements
     // declare them.
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_rolled_up'"),
-              "summary_memory_peak,summary_memory_by_rank,summary_allocations,summary_ranges,summary_layer_steps");
+              "summary_ranges,summary_layer_steps,summary_memory_peak,summary_memory_by_rank,summary_allocations");
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_not_rolled_up'"), "");
     const std::string declared =
         "select group_concat(sql, ';') from (select sql from sqlite_master where name like 'summary_%' order by name)";

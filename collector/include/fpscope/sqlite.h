@@ -41,8 +41,7 @@ using ErrorHandler = void (*)(sqlite3* db, int code, std::string_view what);
 // blank lines before it.
 std::vector<std::string> statements_of(const char* script);
 
-// "CREATE TABLE <table> AS <select>;" (a summary of trace_finalize.sql), taken apart: the SELECT
-// without the semicolon, so that it can be embedded in another statement.
+// "CREATE TABLE <table> AS <select>" (a summary of trace_finalize.sql), taken apart.
 struct CreateTableAs {
   std::string table;
   std::string select;

@@ -31,9 +31,9 @@ mptrain=$build/bin/mptrain
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 before=${BEFORE:-}
 fpscope_before=${before:+$before/bin/fpscope}
-for tool in "$fpscope" "$mptrain" $fpscope_before; do
+for tool in "$fpscope" "$mptrain" ${fpscope_before:+"$fpscope_before"}; do
   if [[ ! -x $tool ]]; then
-    echo "overhead.sh: $tool not found; build the targets fpscope, mptrain, mpt_kernels and fpscope_inject in $build" >&2
+    echo "overhead.sh: $tool not found; build the targets fpscope, mptrain, mpt_kernels and fpscope_inject in its build folder" >&2
     exit 2
   fi
 done
@@ -64,8 +64,8 @@ ratios() { paste -d' ' "$2" "$3" | awk -v c="$1" '{print $c / $(c + 2)}'; }
 # "1.234x (1.200-1.300)" from "median min max".
 show() { awk '{printf "%.3fx (%.3f-%.3f)", $1, $2, $3}'; }
 
-printf '%-20s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
-printf '%-20s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
+printf '%-24s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
+printf '%-24s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
   "wall ratio (min-max)" "cpu ratio (min-max)"
 for c in $cases; do
   IFS=- read -r pixels images precision <<<"$c"
@@ -89,20 +89,25 @@ for c in $cases; do
     if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
   fi
   : >"$work/plain"; : >"$work/full"; : >"$work/every"; : >"$work/full.before"; : >"$work/every.before"
+  # The traced runs of one fpscope ($1), into the files with suffix $2.
+  traced() {
+    measure "$1" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full$2"
+    measure "$1" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" >>"$work/every$2"
+  }
   for ((r = 0; r < reps; r++)); do
     measure "$program" "${train[@]}" >>"$work/plain"
-    measure "$fpscope" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full"
-    measure "$fpscope" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" >>"$work/every"
-    if [[ -n $before ]]; then
-      measure "$fpscope_before" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full.before"
-      measure "$fpscope_before" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" \
-        >>"$work/every.before"
+    if [[ -n $before && $((r % 2)) == 1 ]]; then  # each build goes first every other repetition
+      traced "$fpscope_before" .before
+      traced "$fpscope" ""
+    else
+      traced "$fpscope" ""
+      if [[ -n $before ]]; then traced "$fpscope_before" .before; fi
     fi
   done
   pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)
   pc=$(awk '{print $2}' "$work/plain" | spread | cut -d' ' -f1)
   for suffix in "" ${before:+.before}; do
-    printf '%-20s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c${suffix:+ before}" "$pw" "$pc" \
+    printf '%-24s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c${suffix:+ before}" "$pw" "$pc" \
       "$(ratios 1 "$work/full$suffix" "$work/plain" | spread | show)" \
       "$(ratios 2 "$work/full$suffix" "$work/plain" | spread | show)" \
       "$(ratios 1 "$work/every$suffix" "$work/plain" | spread | show)" \

@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank,summary_allocations";
 constexpr const char* kTensorTables = "summary_ranges,summary_layer_steps";
-const std::string kAllKept = std::string(kMemoryTables) + "," + kTensorTables;
+const std::string kAllKept = std::string(kTensorTables) + "," + kMemoryTables;  // in the script's order
 
 struct Event {
   uint32_t source;  // the ring; ring 1 is rank 1
@@ -51,9 +51,12 @@ class RollupTest : public ::testing::Test {
     // Ring 1 is a second process, of rank 1; ring 0 announces none and is rank 0. Both name their
     // allocations with strings 2 to 4.
     writer_->on_record(test::header(test::string_record(1, "rank1")), 1);
-    for (uint32_t source : {0u, 1u})
+    for (uint32_t source : {0u, 1u}) {
       for (uint32_t id : {2u, 3u, 4u})
         writer_->on_record(test::header(test::string_record(id, std::string(1, static_cast<char>('a' + id)))), source);
+      writer_->on_record(test::header(test::string_record(5, "mptrain")), source);
+      writer_->on_record(test::header(test::string_record(6, "step")), source);
+    }
     auto process = blank<wire::ProcessRecord>(RecordType::Process);
     process.protocol = wire::kProtocolVersion;
     process.pid = 2;
@@ -64,6 +67,25 @@ class RollupTest : public ::testing::Test {
     process.local_rank = -1;
     process.world_size = -1;
     writer_->on_record(test::header(pack(process)), 1);
+  }
+
+  // Opens (step >= 0) or closes the step range of ring `source`'s thread 1, as mptrain's NVTX does.
+  void step_range(uint32_t source, int64_t t_ns, int64_t step) {
+    if (step >= 0) {
+      auto r = blank<wire::NvtxPushRecord>(RecordType::NvtxPush);
+      r.t_ns = t_ns;
+      r.domain = 5;
+      r.category = static_cast<uint32_t>(contract::NvtxCategory::Step);
+      r.message = 6;
+      r.payload_kind = 1;
+      r.payload_i = step;
+      writer_->on_record(test::header(pack(r)), source);
+    } else {
+      auto r = blank<wire::NvtxPopRecord>(RecordType::NvtxPop);
+      r.t_ns = t_ns;
+      r.domain = 5;
+      writer_->on_record(test::header(pack(r)), source);
+    }
   }
 
   void feed(const Event& e) {
@@ -158,9 +180,15 @@ TEST_F(RollupTest, RandomEventsInTimeOrderAreKeptAsTheStatementsWriteThem) {
   std::vector<std::vector<uint64_t>> live(2);  // allocation ids per ring
   std::vector<int64_t> t(2, 0);
   uint64_t next_id = 1;
+  std::vector<int64_t> step(2, -1);  // the open step range of each ring, -1 none
   for (int i = 0; i < 3000; ++i) {
     const uint32_t source = static_cast<uint32_t>(random() % 2);
     t[source] += static_cast<int64_t>(random() % 3);  // often the same instant
+    if (random() % 50 == 0) {  // steps come and go: some events lie outside every step
+      if (step[source] >= 0) step_range(source, t[source], -1);
+      step[source] = step[source] >= 0 ? -1 : i;
+      if (step[source] >= 0) step_range(source, t[source], step[source]);
+    }
     auto& ids = live[source];
     if (!ids.empty() && random() % 5 < 2) {
       const size_t k = random() % ids.size();
@@ -173,6 +201,10 @@ TEST_F(RollupTest, RandomEventsInTimeOrderAreKeptAsTheStatementsWriteThem) {
     }
   }
   expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_GT(db.integer("SELECT count(*) FROM summary_allocations WHERE first_step IS NOT NULL"), 0);
+  EXPECT_GT(db.integer("SELECT count(*) FROM summary_allocations WHERE first_step IS NULL"), 0);
+  EXPECT_GT(db.integer("SELECT max(count) FROM summary_allocations"), 1);
 }
 
 TEST_F(RollupTest, WithoutMemoryEventsThePeakIsUnknown) {
@@ -316,6 +348,19 @@ TEST_F(RollupTest, ATensorWithoutItsLaunchLeavesItToTheStatements) {
       kMemoryTables, std::string(kTensorTables) + ": a tensor whose launch is not among the recent ones the rollup holds");
   Reader db(path_);
   EXPECT_EQ(db.integer("SELECT count(*) FROM summary_ranges"), 0);
+}
+
+// A record that contradicts an earlier one (a second launch with the same number) cannot be
+// written: what such a record wrote in part, a rollup cannot know.
+TEST_F(RollupTest, ARecordThatCannotBeWrittenLeavesItToTheStatements) {
+  auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+  l.seq = 1;
+  l.step = -1;
+  writer_->on_record(test::header(pack(l)));
+  writer_->on_record(test::header(pack(l)));
+  EXPECT_EQ(writer_->counts().malformed_records, 1u);
+  expect_the_statements_tables("", std::string(kMemoryTables) + ": a record that could not be written; " +
+                                       kTensorTables + ": a record that could not be written");
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Round trips through the trace writer: synthetic wire records in, the SQLite trace read back and
 // every table, view and meta key checked against the values fed. Also the schema's identity
 // (application_id, user_version), assembly of interleaved tensors, late records, missing strings,
-// reading while writing, and a storage failure that keeps what was committed. The memory summaries
-// kept while rows arrive: summary_rollup_test.cpp.
+// reading while writing, and a storage failure that keeps what was committed. The summaries kept
+// while rows arrive: summary_rollup_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
