@@ -1,16 +1,52 @@
-// The memory summaries rolled up as events are written (memory_rollup.h says when they are used).
-// Each quantity below is the one trace_finalize.sql and the views v_memory_timeline and
-// v_memory_peak name, computed in the same event order.
+// The memory summaries made from the events kept as they were written (memory_rollup.h). Each
+// quantity below is the one trace_finalize.sql and the views v_memory_timeline and v_memory_peak
+// name, computed in the same event order.
 #include "memory_rollup.h"
+
+#include <algorithm>
+#include <tuple>
 
 namespace fpscope {
 
 void MemoryRollup::add(const Event& e) {
   if (!usable()) return;
   if (e.category >= kCategories) return give_up("a memory category the views do not know");
+  if (events_.size() == kMaxEvents) {
+    events_ = {};
+    return give_up("more memory events than the rollup keeps");
+  }
+  events_.push_back(e);
+}
+
+void MemoryRollup::relabel(int64_t id, unsigned category, int64_t name_id) {
+  if (!usable()) return;
+  if (category >= kCategories) return give_up("a memory category the views do not know");
+  const auto it = std::lower_bound(events_.begin(), events_.end(), id,
+                                   [](const Event& e, int64_t row) { return e.id < row; });
+  if (it == events_.end() || it->id != id) return give_up("a relabelled allocation whose event the rollup lacks");
+  it->category = category;
+  it->name_id = name_id;
+}
+
+void MemoryRollup::fold_events() const {
+  if (folded_) return;
+  folded_ = true;
+  const auto timeline_order = [](const Event& a, const Event& b) {
+    return std::tie(a.rank, a.t_ns, a.id) < std::tie(b.rank, b.t_ns, b.id);
+  };
+  if (std::is_sorted(events_.begin(), events_.end(), timeline_order)) {
+    for (const Event& e : events_) fold(e);
+    return;
+  }
+  std::vector<const Event*> order(events_.size());
+  for (size_t i = 0; i < events_.size(); ++i) order[i] = &events_[i];
+  std::sort(order.begin(), order.end(), [&](const Event* a, const Event* b) { return timeline_order(*a, *b); });
+  for (const Event* e : order) fold(*e);
+}
+
+// One event, in the timeline's order.
+void MemoryRollup::fold(const Event& e) const {
   Rank& r = ranks_[e.rank];
-  if (e.t_ns < r.last_t_ns) return give_up("a memory event older than the one before it in its rank");
-  r.last_t_ns = e.t_ns;
   const int64_t delta = e.alloc ? e.bytes : -e.bytes;
   r.live += delta;
   r.category_live[e.category] += delta;
@@ -27,10 +63,12 @@ void MemoryRollup::add(const Event& e) {
   ++b.allocations;
   // summary_allocations: the bare columns are the group's first event's (the smallest id).
   Allocations& a = allocations_[{e.name_id, e.category, e.bytes}];
-  if (a.count++ == 0) a = Allocations{1, e.id, e.alloc_id, e.t_ns, e.step};
+  if (a.count == 0 || e.id < a.first_event_id) a = Allocations{a.count, e.id, e.alloc_id, e.t_ns, e.step};
+  ++a.count;
 }
 
 void MemoryRollup::write_rows(const std::string& table, sql::Statement& insert) const {
+  fold_events();
   if (table == kPeakTable) write_peak(insert);
   if (table == kByRankTable) write_by_rank(insert);
   if (table == kAllocationsTable) write_allocations(insert);

@@ -1,12 +1,13 @@
 // The memory summaries of trace_finalize.sql, summary_memory_peak, summary_memory_by_rank and
-// summary_allocations, kept up to date as the memory events are written (summary_rollup.h), so
-// that the end of the run need not walk the timeline with SQLite's window functions (about a
-// microsecond per event and window: 30 to 150 ms of every run's end here) nor group every event.
+// summary_allocations, made from the memory events the writer keeps as it writes them
+// (summary_rollup.h), so that the end of the run need not walk the timeline with SQLite's window
+// functions (about a microsecond per event and window: 30 to 150 ms of a run's end here) nor group
+// every event again.
 //
-// The first two walk each rank's events in (t_ns, id) order; ids grow as rows are written, so the
-// order in which events arrive is that order as long as no event of a rank is older than the one
-// before it. The rollup gives up when that fails, when an allocation is relabelled (the category
-// and name of an event already counted change), or when a category is one the views do not know.
+// The events are kept in memory (about 64 bytes each) with what later records change of them (a
+// relabelled allocation's category and name), and walked once at the end in the timeline's order,
+// (rank, t_ns, id), sorted if they did not arrive in it. The rollup gives up on a category the
+// views do not know, and beyond kMaxEvents events (its memory would grow without bound).
 #pragma once
 
 #include <array>
@@ -44,6 +45,11 @@ class MemoryRollup : public SummaryRollup {
     int64_t name_id;
   };
   void add(const Event& e);
+  // The alloc event with row id `id` now has `category` and `name_id` (memory_events is updated
+  // alike; its free is written with them).
+  void relabel(int64_t id, unsigned category, int64_t name_id);
+
+  static constexpr size_t kMaxEvents = size_t{1} << 20;
 
  private:
   static constexpr const char* kPeakTable = "summary_memory_peak";
@@ -68,7 +74,6 @@ class MemoryRollup : public SummaryRollup {
     std::array<int64_t, kCategories> category_live{};
   };
   struct Rank {
-    int64_t last_t_ns = INT64_MIN;
     int64_t live = 0;
     std::array<int64_t, kCategories> category_live{};
     std::optional<Peak> peak;
@@ -81,13 +86,19 @@ class MemoryRollup : public SummaryRollup {
     std::optional<int64_t> first_step;
   };
 
+  // The summaries' rows from the events, once, before the first table is written.
+  void fold_events() const;
+  void fold(const Event& e) const;
   void write_peak(sql::Statement& insert) const;
   void write_by_rank(sql::Statement& insert) const;
   void write_allocations(sql::Statement& insert) const;
 
-  std::map<int32_t, Rank> ranks_;
-  std::map<std::pair<int32_t, unsigned>, ByRank> by_rank_;  // (rank, category), in GROUP BY order
-  std::map<std::tuple<int64_t, unsigned, int64_t>, Allocations> allocations_;  // (name, category, bytes)
+  std::vector<Event> events_;  // in id order, as written
+  // What fold_events() made of them.
+  mutable bool folded_ = false;
+  mutable std::map<int32_t, Rank> ranks_;
+  mutable std::map<std::pair<int32_t, unsigned>, ByRank> by_rank_;  // (rank, category), in GROUP BY order
+  mutable std::map<std::tuple<int64_t, unsigned, int64_t>, Allocations> allocations_;  // (name, category, bytes)
 };
 
 }  // namespace fpscope

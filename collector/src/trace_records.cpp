@@ -545,9 +545,9 @@ void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
   }
   it->second.category = r.category;
   it->second.name_id = sid(r.name);
-  memory_rollup.give_up("an allocation was relabelled after its event");
   relabel_memory.bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
   relabel_memory.run();
+  memory_rollup.relabel(it->second.row, r.category, it->second.name_id);
 }
 
 void TraceWriter::Impl::handle(const wire::FreeRecord& r) {

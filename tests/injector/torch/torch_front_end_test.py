@@ -29,6 +29,8 @@ MPTRAIN = None
 DATA_DIR = None
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "injector", "torch",
                        "examples", "fashion_cnn.py")
+FINALIZE_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "collector", "schema",
+                            "trace_finalize.sql")
 TENSORS = "SELECT count(*) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
 PYTHON = sys.executable  # the interpreter that runs this test has torch and numpy
 
@@ -203,6 +205,20 @@ class FrontEndTest(unittest.TestCase):
         bad = self.query(trace, "SELECT a.alloc_id FROM memory_events a JOIN memory_events f ON f.alloc_id = a.alloc_id"
                                 " AND f.kind = 'free' WHERE a.kind = 'alloc' AND f.t_ns < a.t_ns")
         self.assertEqual(bad, [])
+        # The collector kept the summaries as the rows arrived, storages relabelled as gradients and
+        # optimizer state included: the tables are the ones the summaries script writes, row for row.
+        kept = dict(self.query(trace, "SELECT key, value FROM meta WHERE key LIKE 'summaries_%rolled_up'"))
+        self.assertEqual(kept["summaries_not_rolled_up"], "")
+        self.assertIn("summary_memory_peak", kept["summaries_rolled_up"])
+        copy = os.path.join(self.dir, "statements.sqlite")
+        shutil.copyfile(trace, copy)
+        with open(FINALIZE_SQL) as f, sqlite3.connect(copy) as db:
+            db.executescript(f.read())
+        tables = [t for (t,) in self.query(copy, "SELECT name FROM sqlite_master WHERE name LIKE 'summary_%'")]
+        self.assertEqual(len(tables), 10)
+        for table in tables:
+            rows = "SELECT rowid, * FROM " + table + " ORDER BY rowid"
+            self.assertEqual(self.query(trace, rows), self.query(copy, rows), table)
 
     def test_configuration_in_meta(self):
         trace, p = self.trace(self.cnn(), args=[os.path.join(self.dir, "out.npy")])
