@@ -4,10 +4,11 @@
 // functions (about a microsecond per event and window: 30 to 150 ms of a run's end here) nor group
 // every event again.
 //
-// The events are kept in memory (about 64 bytes each) with what later records change of them (a
-// relabelled allocation's category and name), and walked once at the end in the timeline's order,
-// (rank, t_ns, id), sorted if they did not arrive in it. The rollup gives up on a category the
-// views do not know, and beyond kMaxEvents events (its memory would grow without bound).
+// The events are kept in memory (72 bytes each, 72 MiB at the most) with what later records change
+// of them (a relabelled allocation's category and name), and walked once at the end in the
+// timeline's order, (rank, t_ns, id), sorted if they did not arrive in it. The rollup gives up on a
+// category the views do not know, and beyond kMaxEvents events (its memory would grow without
+// bound).
 #pragma once
 
 #include <array>
