@@ -32,8 +32,8 @@ class MemoryRollup : public SummaryRollup {
   }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
-  // One row of memory_events, just written (ids grow as rows are written: arrival order breaks
-  // ties in t_ns as the views' order by id does).
+  // One row of memory_events, just written (ids grow as rows are written: events_ stays in id
+  // order, which relabel() relies on).
   struct Event {
     int64_t id;
     int32_t rank;

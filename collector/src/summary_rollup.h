@@ -41,6 +41,11 @@ class SummaryRollup {
   std::string why_not_;
 };
 
+// Creates `table` in `db` as it is declared in `from` (`master`: its sqlite_master, schema-qualified
+// where need be) and returns INSERT INTO table VALUES (?, ...) with one parameter per column.
+sql::Statement declare_like(const sql::Database& from, const std::string& master, sql::Database& db,
+                            const std::string& table);
+
 // Creates each table as its statement would and writes its rollup's rows into it. The columns are
 // declared as SQLite declares them for the statement: it is run on an empty trace in memory first
 // (on the trace itself it would read every row, even with LIMIT 0). Throws sql::Error when a

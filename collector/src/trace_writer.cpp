@@ -377,14 +377,8 @@ void TraceWriter::Impl::run_summaries() {
   if (worker.joinable()) worker.join();
   // The second connection's tables: their CREATE TABLE as SQLite wrote it, then their rows.
   for (const IndependentSummary* s : made_beside) {
-    sql::Statement schema(side, "SELECT sql FROM beside.sqlite_master WHERE type = 'table' AND name = ?1");
-    schema.bind(1, s->name);
-    if (!schema.step()) throw sql::Error(SQLITE_ERROR, s->name + " was not made");
-    db.exec(schema.text(0));
+    sql::Statement into = declare_like(side, "beside.sqlite_master", db, s->name);
     sql::Statement rows(side, "SELECT * FROM beside." + s->name);
-    std::string insert = "INSERT INTO " + s->name + " VALUES (";
-    for (int c = 0; c < rows.columns(); ++c) insert += c ? ",?" : "?";
-    sql::Statement into(db, insert + ")");
     while (rows.step()) {
       for (int c = 0; c < rows.columns(); ++c) {
         const int rc = sqlite3_bind_value(into.handle(), c + 1, sqlite3_column_value(rows.handle(), c));
