@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri
   xvfb xauth fonts-dejavu-core
-  dataset-fashion-mnist python3-numpy python3-torch
+  dataset-fashion-mnist python3-numpy python3-torch libtorch-dev
   libopenmpi-dev openmpi-bin
 )
 

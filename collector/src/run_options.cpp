@@ -126,6 +126,11 @@ void add_options(CLI::App& app, RunOptions& o) {
                "measured it as an output (by default those statistics are reused: the same numbers, no "
                "second pass). For programs that write tensors behind the kernel ABI's back, or PyTorch programs "
                "that write them from other threads or through numpy");
+  app.add_option("--torch-operators", o.torch_operators,
+                 "How a PyTorch program's operators are watched: observer (C++, a dispatcher callback; the "
+                 "default when it was built) or dispatch-mode (Python's TorchDispatchMode, slower)")
+      ->check(CLI::IsMember({"observer", "dispatch-mode"}))
+      ->capture_default_str();
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
   app.add_option("--allow", o.allow,
@@ -181,6 +186,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
   };
   if (o.stats_threads > 0) env.emplace_back(contract::env::kStatsThreads, std::to_string(o.stats_threads));
   if (o.rescan_inputs) env.emplace_back(contract::env::kRescanInputs, "1");
+  if (o.torch_operators == "dispatch-mode") env.emplace_back(contract::env::kTorchDispatchMode, "1");
   if (!o.steps.empty()) env.emplace_back(contract::env::kSteps, o.steps);
   if (!o.ops.empty()) env.emplace_back(contract::env::kOps, o.ops);
   if (!o.trap.empty()) env.emplace_back(contract::env::kTrap, o.trap);
@@ -192,7 +198,8 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
                       {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads},
-                      {"rescan_inputs", o.rescan_inputs}, {"trap", o.trap},
+                      {"rescan_inputs", o.rescan_inputs}, {"torch_operators", o.torch_operators},
+                      {"trap", o.trap},
                       {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
   return j.dump();
 }

@@ -21,6 +21,7 @@ struct RunOptions {
   std::string tensors = "both";    // in | out | both
   std::string stats = "full";      // full | basic
   int stats_threads = 0;           // threads sharing a large tensor's scan; 0: automatic
+  std::string torch_operators = "observer";  // how the PyTorch front end sees operators
   bool rescan_inputs = false;      // scan every input, never reuse an output's statistics
   std::string trap;                // nonfinite | nan | inf, empty: none
   std::string allow = contract::kDefaultAllowRules;  // --allow: intended NaN/Inf

@@ -173,7 +173,8 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   EXPECT_EQ(db.meta("options"),
             R"({"allow":"masked_fill*:-inf","cupti":true,"dump":"op=conv2d_backward,step=4","every":2,"ops":"conv*,fc1",)"
             R"("rescan_inputs":false,"ring_size_mib":64,)"
-            R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","trap":"nan"})");
+            R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","torch_operators":"observer",)"
+            R"("trap":"nan"})");
 }
 
 TEST_F(RunTest, NoCuptiLeavesCudaInjectionUnset) {

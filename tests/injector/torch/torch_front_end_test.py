@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import npy_stats  # noqa: E402  the numpy reference of the mptrain injection tests
 
 FPSCOPE = None
+OPERATORS = "observer"  # --torch-operators of every traced run
 MPTRAIN = None
 DATA_DIR = None
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "injector", "torch",
@@ -129,7 +130,7 @@ class FrontEndTest(unittest.TestCase):
 
     def trace(self, script, *options, args=(), env=None, check=True):
         out = os.path.join(self.dir, "trace-%d.sqlite" % len(os.listdir(self.dir)))
-        p = run([FPSCOPE, "run", "-q", "-o", out, *options, "--", PYTHON, script, *args],
+        p = run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", OPERATORS, *options, "--", PYTHON, script, *args],
                 self.dir, env, check)
         return out, p
 
@@ -229,6 +230,8 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(meta["config.optimizer.momentum"], "0.9")
         self.assertEqual(meta["config.parameters"], p.stdout.split("parameters")[1].split()[0])
         self.assertTrue(meta["config.framework"].startswith("torch "))
+        # The operators were watched the way the run asked (the observer did not fall back unseen).
+        self.assertEqual(meta["config.torch_operators"], OPERATORS)
 
     def test_every_leaves_unselected_steps_unwatched(self):
         trace, _ = self.trace(self.cnn(steps=4), "--every", "2", args=[os.path.join(self.dir, "out.npy")])
@@ -626,7 +629,7 @@ class FrontEndTest(unittest.TestCase):
 
     def trace_program(self, command):
         out = os.path.join(self.dir, "trace-%d.sqlite" % len(os.listdir(self.dir)))
-        p = run([FPSCOPE, "run", "-q", "-o", out, "--", *command], self.dir)
+        p = run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", OPERATORS, "--", *command], self.dir)
         return out, p
 
     def test_scheduler_workers_clipping_and_eval(self):
@@ -705,7 +708,7 @@ class FrontEndTest(unittest.TestCase):
 
         plain = run(launch(), self.dir)
         out = os.path.join(self.dir, "ddp.sqlite")
-        traced = run([FPSCOPE, "run", "-q", "-o", out, "--"] + launch(), self.dir)
+        traced = run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", OPERATORS, "--"] + launch(), self.dir)
         self.assertEqual(traced.stdout, plain.stdout)
         self.assertEqual(plain.stdout.count("loss"), 4)
         self.assertEqual(self.query(out, "SELECT rank, world_size, rank_source, ended FROM processes ORDER BY rank"),
@@ -744,13 +747,15 @@ class FrontEndTest(unittest.TestCase):
 
 
 def main():
-    global FPSCOPE, MPTRAIN, DATA_DIR
+    global FPSCOPE, OPERATORS, MPTRAIN, DATA_DIR
     parser = argparse.ArgumentParser()
     parser.add_argument("--fpscope", required=True)
+    parser.add_argument("--torch-operators", default="observer", choices=["observer", "dispatch-mode"])
     parser.add_argument("--mptrain")
     parser.add_argument("--data-dir")
     known, rest = parser.parse_known_args()
     FPSCOPE = os.path.abspath(known.fpscope)
+    OPERATORS = known.torch_operators
     MPTRAIN = known.mptrain and os.path.abspath(known.mptrain)
     DATA_DIR = known.data_dir
     program = unittest.main(argv=[sys.argv[0]] + rest, exit=False)

@@ -19,6 +19,9 @@ inline constexpr const char* kDump = "FPSCOPE_DUMP";          // write matching 
 inline constexpr const char* kDumpDir = "FPSCOPE_DUMP_DIR";   // where the .npy files go
 inline constexpr const char* kInjectLib = "FPSCOPE_INJECT_LIB";  // the injector to preload (tests, installs)
 inline constexpr const char* kGpuLibrary = "FPSCOPE_GPU_LIBRARY";  // libfpscope_gpu.so to load
+// 1: the PyTorch front end watches operators with its Python dispatch mode, not the C++ observer
+// (read by injector/torch/python/fpscope_torch/_observer.py, which spells the name again).
+inline constexpr const char* kTorchDispatchMode = "FPSCOPE_TORCH_DISPATCH_MODE";
 
 // Every variable `fpscope run` may set in the program's environment starts with this prefix, so
 // a value inherited from an outer run is dropped before the new ones are added.

@@ -26,7 +26,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _api
+from . import _api, _observer
 
 _DTYPES = {
     torch.float32: _api.DTYPE_F32,
@@ -281,9 +281,12 @@ class _Mode(TorchDispatchMode):
 
 
 class FrontEnd:
-    def __init__(self, lib):
+    def __init__(self, lib, observer=None):
         self.lib = lib
-        self.memory = _Memory(lib)
+        # Operators are watched by the C++ observer when it is there (it follows storages itself),
+        # else by the Python dispatch mode below.
+        self.observer = observer
+        self.memory = observer if observer is not None else _Memory(lib)
         self.ranges = _Ranges(lib, self.ranges_changed)
         self.step = 0
         self.ops = {}
@@ -304,7 +307,10 @@ class FrontEnd:
         # may reuse an output's statistics for an unchanged input (fpscope/inject_api.h).
         self.reports_writes = bool(lib.report_writes())
         if self.reports_writes:
-            self.memory.report_writes = lib.memory_written
+            if observer is not None:
+                observer.reports_writes(1)
+            else:
+                self.memory.report_writes = lib.memory_written
 
     # [SECTION] Operators ------------------------------------------------------------------------
 
@@ -352,6 +358,8 @@ class FrontEnd:
         self.layer = self.ranges.innermost(_api.RANGE_LAYER)
         optimizer = self.ranges.innermost(_api.RANGE_PHASE) == "optimizer"
         self.output_category = _api.CAT_WORKSPACE if optimizer else _api.CAT_ACTIVATION
+        if self.observer is not None:
+            self.observer.place((self.layer or "").encode(), self.output_category)
 
     def plan(self, info):
         """What the injector would measure of this operator now (cached for the step and layer)."""
@@ -471,10 +479,16 @@ class FrontEnd:
                 if self.reports_writes:
                     self.lib.memory_written(None, 0)
                 self.memory.initialized_all()
-            self.mode.__enter__()
+            if self.observer is not None:
+                self.observer.watch(1)
+            else:
+                self.mode.__enter__()
             self.mode_on = True
         elif not on and self.mode_on:
-            self.mode.__exit__(None, None, None)
+            if self.observer is not None:
+                self.observer.watch(0)
+            else:
+                self.mode.__exit__(None, None, None)
             self.mode_on = False
 
     def check_process_group(self):
@@ -488,7 +502,10 @@ class FrontEnd:
         if self.reports_writes:
             self.lib.stop_reuse()
             self.reports_writes = False
-            self.memory.report_writes = None
+            if self.observer is not None:
+                self.observer.reports_writes(0)
+            else:
+                self.memory.report_writes = None
 
     # [SECTION] Modules ---------------------------------------------------------------------------
 
@@ -521,6 +538,8 @@ class FrontEnd:
                 self.ranges.close(_api.RANGE_PHASE)
                 self.ranges.push(_api.RANGE_PHASE, wanted)
             return None
+        if not self.mode_on:  # a step no filter selects records no operator: layers are not followed
+            return None
         self.ranges.push(_api.RANGE_LAYER, name)
         # Backward: once the gradient of an input has arrived, this module's backward is over.
         if torch.is_grad_enabled():
@@ -533,7 +552,7 @@ class FrontEnd:
         if threading_ident() != self.main_thread:
             return None
         name = self.module_names.get(module, "")
-        if name == "":
+        if name == "" or not self.mode_on:
             return None
         if self.ranges.innermost(_api.RANGE_LAYER) == name:
             self.ranges.close(_api.RANGE_LAYER)
@@ -618,6 +637,8 @@ class FrontEnd:
         self.ranges.close_all()
         self.step += 1
         self.plans.clear()
+        if self.observer is not None:
+            self.observer.new_step()
         self.ranges.push(_api.RANGE_STEP, "step %d" % self.step, self.step)
         self.watch(bool(self.lib.step_watched(self.step)))
 
@@ -646,6 +667,7 @@ class FrontEnd:
         params = list(model.parameters())
         log = self.lib.log_text
         log(b"framework", ("torch " + torch.__version__).encode())
+        log(b"torch_operators", b"observer" if self.observer is not None else b"dispatch-mode")
         log(b"model", type(model).__name__.encode())
         log(b"parameters", str(sum(p.numel() for p in params)).encode())
         device = params[0].device.type if params else "cpu"
@@ -676,6 +698,21 @@ class FrontEnd:
 
 
 _front = None
+
+
+class _Trapped(FloatingPointError):
+    """The exception the C++ observer raises in the program at a trap (it passes no arguments).
+    Shown as a FloatingPointError, which it is."""
+
+    def __init__(self, *args):
+        if not args and _front is not None:
+            message = _front.lib.trap_message().decode(errors="replace")
+            args = (message.replace("fpscope: trap: ", "fpscope: ", 1),)
+        super().__init__(*args)
+
+
+_Trapped.__name__ = _Trapped.__qualname__ = "FloatingPointError"
+_Trapped.__module__ = "builtins"
 
 
 threading_ident = threading.get_ident
@@ -713,7 +750,12 @@ def install():
         return
     if not lib.tracing():
         return
-    front = _front = FrontEnd(lib)
+    observer, why_not = _observer.load()
+    if observer is None and not os.environ.get(_observer.DISPATCH_MODE_ENV):
+        sys.stderr.write("fpscope: operators are watched by the slower Python dispatch mode: %s\n" % why_not)
+    front = _front = FrontEnd(lib, observer)
+    if observer is not None:
+        observer.trap_exception(_Trapped)
     front.main_thread = threading_ident()
 
     original_backward = torch.autograd.backward
@@ -760,7 +802,8 @@ def install():
     import torch.nn.modules.module as modules
     modules.register_module_forward_pre_hook(front.forward_pre_hook)
     modules.register_module_forward_hook(front.forward_hook)
-    torch.autograd.graph.saved_tensors_hooks(front.pack, front.unpack).__enter__()
+    if observer is None:  # the observer follows storages to their free
+        torch.autograd.graph.saved_tensors_hooks(front.pack, front.unpack).__enter__()
 
     front.ranges.push(_api.RANGE_STEP, "step 0", 0)
     front.watch(bool(lib.step_watched(0)))

@@ -1,0 +1,536 @@
+// libfpscope_torch.so: the PyTorch front end's operators, observed in C++.
+//
+// The Python front end (injector/torch/python/fpscope_torch) follows modules, steps, the loss and
+// the optimizer; this library follows the operators. It registers a RecordFunction callback on the
+// program's thread, so the dispatcher calls it around every operator with the operator's inputs
+// and outputs, and hands each operator to the injector's C API (fpscope/inject_api.h) as the Python
+// dispatch mode did, without a Python frame per operator. docs/pytorch.md, "How operators are seen",
+// says which operators are kept and why; in short:
+//   - an operator the dispatcher decomposes above autograd (CompositeImplicitAutograd: linear,
+//     conv2d, flatten) is passed through: the operators it calls are seen instead;
+//   - an operator that runs a kernel of its own is one launch, and nothing it calls inside that
+//     kernel is seen (the Python dispatch mode saw exactly these);
+//   - operators run inside intra-op parallel regions belong to the operator that started them.
+//
+// Memory: a storage is an allocation from the first operator that reads or makes it until the
+// storage's memory is freed. Memory of the CPU allocator (nearly all of a CPU program's) has its
+// deleter taken over (DataPtr's compare_exchange_deleter), so the free is reported when PyTorch
+// frees it, on whatever thread that happens, before the allocator's own deleter runs. Other memory
+// (numpy arrays, shared memory, CUDA's caching allocator) keeps its deleter, which PyTorch itself
+// recognises in places (MapAllocator::fromDataPtr, stream recording): its storage is held weakly
+// and its free is reported at the first operator after the storage is gone.
+//
+// The C functions at the end are the interface the Python front end loads with ctypes.
+#include <Python.h>
+
+#include <ATen/Parallel.h>
+#include <ATen/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/GradMode.h>
+#include <torch/version.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "fpscope/inject_api.h"
+
+#define FPSCOPE_TORCH_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+// [SECTION] Operators, worked out once each ---------------------------------------------------
+
+// Operators whose outputs hold whatever the memory held before: counted, never measured.
+constexpr std::string_view kUninitialized[] = {"empty", "empty_like", "empty_strided", "new_empty",
+                                               "new_empty_strided"};
+
+struct OpInfo {
+  std::string name;             // without namespace and overload: "convolution"
+  bool pass_through = false;    // decomposed above autograd: its callees are the operators
+  bool view = false;            // returns only aliases of its inputs, writes none
+  bool unmeasured = false;      // a view, or an operator that leaves its output uninitialised
+  bool returns = false;         // the schema returns something (outputs() empty then means it threw)
+  std::vector<uint8_t> written; // per schema argument: 1 when the operator writes it
+};
+
+bool has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) { return op.hasKernelForDispatchKey(key); }
+
+OpInfo make_info(const at::RecordFunction& fn) {
+  OpInfo info;
+  std::string full = fn.name();
+  const auto colon = full.rfind("::");
+  info.name = colon == std::string::npos ? full : full.substr(colon + 2);
+  const c10::optional<c10::OperatorName> name = fn.operator_name();
+  c10::optional<c10::OperatorHandle> op;
+  if (name) op = c10::Dispatcher::singleton().findOp(*name);
+  if (!op) return info;  // not a registered operator: measured as it is
+  using c10::DispatchKey;
+  // The dispatcher's autograd key for CPU tensors runs an operator's CompositeImplicitAutograd kernel
+  // (before any Autograd kernel) unless the operator has a kernel of its own for AutogradCPU, CPU or
+  // CompositeExplicitAutograd (OperatorEntry's computeDispatchTableEntry, 1.13).
+  info.pass_through = has_kernel(*op, DispatchKey::CompositeImplicitAutograd) &&
+                      !has_kernel(*op, DispatchKey::AutogradCPU) && !has_kernel(*op, DispatchKey::CPU) &&
+                      !has_kernel(*op, DispatchKey::CompositeExplicitAutograd) &&
+                      !has_kernel(*op, DispatchKey::CompositeExplicitAutogradNonFunctional);
+  const c10::FunctionSchema& schema = op->schema();
+  for (const c10::Argument& a : schema.arguments())
+    info.written.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite() ? 1 : 0);
+  const auto& returns = schema.returns();
+  info.returns = !returns.empty();
+  info.view = info.returns;
+  for (const c10::Argument& r : returns)
+    if (r.alias_info() == nullptr || r.alias_info()->isWrite()) info.view = false;
+  info.unmeasured = info.view;
+  for (std::string_view u : kUninitialized)
+    if (info.name == u) info.unmeasured = true;
+  return info;
+}
+
+// By the name's address: the dispatcher's RecordFunction names an operator by its schema's string,
+// one per overload, for the life of the registration.
+std::unordered_map<const char*, std::unique_ptr<OpInfo>> g_ops;
+
+// Null for a record that is not an operator (the autograd engine's evaluate_function ranges share
+// the operators' scope): those are never kept, their names are the record's own strings.
+const OpInfo* info_of(const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  auto it = g_ops.find(name);
+  if (it != g_ops.end()) return it->second.get();
+  if (!fn.operator_name()) return nullptr;
+  auto& slot = g_ops[name];
+  slot = std::make_unique<OpInfo>(make_info(fn));
+  return slot.get();
+}
+
+// [SECTION] Memory: storages as allocations -------------------------------------------------------
+
+struct Allocation {
+  uint64_t ident = 0;
+  int32_t category = MPT_CAT_ACTIVATION;
+  std::string name;
+  bool uninitialized = false;  // made by torch.empty and kin, not written by an operator since
+  const void* data = nullptr;
+  c10::DeleterFnPtr deleter = nullptr;  // the CPU allocator's, run after the free is reported
+  bool held_weakly = false;  // its deleter is not taken over: `storage` tells its end
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
+};
+
+// By the DataPtr's context (what its deleter receives). The map outlives every storage: frees can
+// come after static destructors ran, so it is never destroyed.
+std::mutex& memory_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::unordered_map<void*, Allocation>& live() {
+  static auto* m = new std::unordered_map<void*, Allocation>;
+  return *m;
+}
+
+// Storages held weakly (their contexts), checked for their end before each operator.
+std::vector<void*> g_held_weakly;
+
+void free_watched(void* context) {
+  c10::DeleterFnPtr deleter = nullptr;
+  const void* data = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    auto it = live().find(context);
+    if (it != live().end()) {
+      deleter = it->second.deleter;
+      data = it->second.data;
+      live().erase(it);
+    }
+  }
+  if (data) fpscope_free_seen(data);
+  if (deleter) deleter(context);
+}
+
+bool g_reports_writes = false;  // the injector reuses statistics: writes it cannot see are reported
+
+void report_written(const at::Tensor& t) {
+  if (!g_reports_writes || t.layout() != c10::kStrided || t.is_meta() || t.numel() == 0) return;
+  fpscope_memory_written(t.data_ptr(), static_cast<uint64_t>(t.numel()) * t.element_size());
+}
+
+const char* dtype_word(c10::ScalarType s) {
+  switch (s) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::Double: return "f64";
+    default: return c10::toString(s);
+  }
+}
+
+// "data f32[3000,1,28,28]": a tensor no operator made, by its type and shape.
+std::string data_name(const at::Tensor& t) {
+  std::string name = std::string("data ") + dtype_word(t.scalar_type()) + "[";
+  for (int64_t i = 0; i < t.dim(); ++i) name += (i ? "," : "") + std::to_string(t.size(i));
+  return name + "]";
+}
+
+// The allocation `t`'s storage is, counted from now when it is new (named `name`, or what
+// `name_of` says); null for a tensor without memory of its own to follow.
+// Reports the end of the weakly held storages that are gone (the program's thread only).
+void collect_weakly_held() {
+  if (g_held_weakly.empty()) return;
+  std::vector<const void*> freed;
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    size_t kept = 0;
+    for (void* context : g_held_weakly) {
+      auto it = live().find(context);
+      if (it == live().end()) continue;
+      if (it->second.storage.expired()) {
+        freed.push_back(it->second.data);
+        live().erase(it);
+      } else {
+        g_held_weakly[kept++] = context;
+      }
+    }
+    g_held_weakly.resize(kept);
+  }
+  for (const void* data : freed) fpscope_free_seen(data);
+}
+
+bool taken_over(c10::DeleterFnPtr deleter) {
+  static const c10::DeleterFnPtr cpu = c10::GetCPUAllocator()->raw_deleter();
+  static const c10::DeleterFnPtr default_cpu = c10::GetDefaultCPUAllocator()->raw_deleter();
+  return deleter != nullptr && (deleter == cpu || deleter == default_cpu);
+}
+
+template <typename NameOf>
+Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool unknown_writes) {
+  if (!t.defined() || !t.has_storage() || t.is_meta() || t.layout() != c10::kStrided) return nullptr;
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  c10::DataPtr& memory = storage->data_ptr();
+  void* context = memory.get_context();
+  const void* data = memory.get();
+  if (context == nullptr || data == nullptr) return nullptr;
+  {
+    std::unique_lock<std::mutex> lock(memory_mutex());
+    auto it = live().find(context);
+    if (it != live().end()) {
+      if (!it->second.held_weakly || !it->second.storage.expired()) return &it->second;
+      // A weakly held storage ended and left its context to this one.
+      const void* gone = it->second.data;
+      live().erase(it);
+      lock.unlock();
+      fpscope_free_seen(gone);
+    }
+  }
+  const c10::DeleterFnPtr deleter = memory.get_deleter();
+  if (deleter == &free_watched) return nullptr;
+  const bool take_over = taken_over(deleter);
+  std::string name = name_of(t);
+  const int32_t device = t.is_cuda() ? MPT_DEVICE_CUDA : MPT_DEVICE_CPU;
+  const uint64_t ident = fpscope_alloc_seen(data, storage->nbytes(), device, category, name.c_str());
+  if (ident == 0) return nullptr;
+  Allocation* entry;
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    entry = &live()[context];
+    entry->ident = ident;
+    entry->category = category;
+    entry->name = std::move(name);
+    entry->data = data;
+    entry->deleter = deleter;
+    if (!take_over) {
+      entry->held_weakly = true;
+      entry->storage = t.storage().getWeakStorageImpl();
+      g_held_weakly.push_back(context);
+    }
+  }
+  if (take_over && !memory.compare_exchange_deleter(deleter, &free_watched)) {  // cannot follow its free
+    std::lock_guard<std::mutex> lock(memory_mutex());
+    live().erase(context);
+    fpscope_free_seen(data);
+    return nullptr;
+  }
+  // A tensor no watched operator made may have been filled where the front end could not see.
+  if (unknown_writes && g_reports_writes) fpscope_memory_written(data, storage->nbytes());
+  return entry;
+}
+
+// [SECTION] The program's place: layer, phase, step ---------------------------------------------
+
+struct Place {
+  uint32_t layer = 0;  // index into g_layers; 0 is "no layer"
+  int32_t output_category = MPT_CAT_ACTIVATION;
+};
+Place g_place;
+std::vector<std::string> g_layers{""};
+std::unordered_map<std::string, uint32_t> g_layer_ids{{"", 0}};
+
+struct PairHash {
+  size_t operator()(const std::pair<const void*, uint32_t>& k) const {
+    return std::hash<const void*>()(k.first) * 31 + k.second;
+  }
+};
+// The injector's plan for an operator name in a layer, for the current step.
+std::unordered_map<std::pair<const void*, uint32_t>, int, PairHash> g_plans;
+// What an operator makes in a layer is named after both: "conv1.convolution".
+std::unordered_map<std::pair<const void*, uint32_t>, std::string, PairHash> g_made_by;
+
+int plan_of(const OpInfo& info) {
+  auto [it, fresh] = g_plans.try_emplace({&info, g_place.layer}, 0);
+  if (fresh) it->second = fpscope_op_plan(info.name.c_str());
+  return it->second;
+}
+
+const std::string& made_by(const OpInfo& info) {
+  auto [it, fresh] = g_made_by.try_emplace({&info, g_place.layer});
+  if (fresh) {
+    const std::string& layer = g_layers[g_place.layer];
+    it->second = layer.empty() ? info.name : layer + "." + info.name;
+  }
+  return it->second;
+}
+
+// [SECTION] One operator ------------------------------------------------------------------------------
+
+// Operators the callback handed to the injector and has not ended, on this thread: what runs inside
+// one is part of it.
+thread_local int t_depth = 0;
+
+PyObject* g_trap_exception = nullptr;  // raised in the program's thread at a trap
+
+struct Operator : at::ObserverContext {
+  const OpInfo* info = nullptr;
+  fpscope_op* op = nullptr;
+  bool measured = false;
+  std::vector<std::pair<at::Tensor, bool>> inputs;  // (tensor, written)
+  std::vector<mpt_tensor> descriptors;
+  std::vector<uint8_t> flags;
+  std::vector<at::Tensor> keep;  // contiguous copies measured in place of strided tensors
+};
+
+int32_t dtype_of(c10::ScalarType s) {
+  switch (s) {
+    case c10::ScalarType::Float: return MPT_DTYPE_F32;
+    case c10::ScalarType::Half: return MPT_DTYPE_F16;
+    case c10::ScalarType::BFloat16: return MPT_DTYPE_BF16;
+    case c10::ScalarType::Int: return MPT_DTYPE_I32;
+    case c10::ScalarType::Long: return MPT_DTYPE_I64;
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Bool: return MPT_DTYPE_U8;
+    case c10::ScalarType::Double: return MPT_DTYPE_F64;
+    default: return -1;
+  }
+}
+
+bool measured_dtype(c10::ScalarType s) {
+  return s == c10::ScalarType::Float || s == c10::ScalarType::Half || s == c10::ScalarType::BFloat16;
+}
+
+// The mpt_tensor of `t`. A non-contiguous float tensor is measured through a contiguous copy kept
+// by the operator; a written tensor the injector does not read where it lies is reported written.
+mpt_tensor describe(Operator& o, const at::Tensor& t, const Allocation* entry, bool written) {
+  mpt_tensor d{};
+  const int32_t dtype = dtype_of(t.scalar_type());
+  const int64_t ndim = t.dim();
+  const int64_t kept = std::min<int64_t>(ndim, MPT_MAX_DIMS);
+  for (int64_t i = 0; i < kept; ++i) d.shape[i] = t.size(i);
+  for (int64_t i = MPT_MAX_DIMS; i < ndim; ++i) d.shape[MPT_MAX_DIMS - 1] *= t.size(i);  // fold the rest
+  d.ndim = static_cast<int32_t>(kept);
+  d.dtype = dtype;
+  d.device = t.is_cuda() ? MPT_DEVICE_CUDA : MPT_DEVICE_CPU;
+  d.id = entry ? entry->ident : 0;
+  d.name = entry ? entry->name.c_str() : nullptr;
+  bool copied = false;
+  if (entry && entry->uninitialized) {
+    // counted, not measured: its values mean nothing yet
+  } else if (dtype >= 0 && t.layout() == c10::kStrided && !t.is_meta() && t.numel() > 0) {
+    if (t.is_contiguous()) {
+      d.data = t.data_ptr();
+    } else if (measured_dtype(t.scalar_type())) {
+      c10::NoGradGuard no_grad;
+      o.keep.push_back(t.contiguous());
+      d.data = o.keep.back().data_ptr();
+      copied = true;
+    }
+  }
+  if (written && (d.data == nullptr || copied)) report_written(t);
+  return d;
+}
+
+void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tensor, bool>>& out) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) out.emplace_back(v.toTensor(), written);
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec())
+      if (t.defined()) out.emplace_back(t, written);
+  } else if (v.isList()) {  // Tensor?[]
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor() && e.toTensor().defined()) out.emplace_back(e.toTensor(), written);
+  }
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (t_depth > 0 || at::in_parallel_region()) return nullptr;
+  const OpInfo* known = info_of(fn);
+  if (known == nullptr || known->pass_through) return nullptr;
+  const OpInfo& info = *known;
+  collect_weakly_held();
+  ++t_depth;  // from here on, operators this one runs (the copies below too) are its own
+  auto o = std::make_unique<Operator>();
+  o->info = &info;
+  const c10::ArrayRef<const c10::IValue> args = fn.inputs();
+  for (size_t i = 0; i < args.size(); ++i) collect(args[i], i < info.written.size() && info.written[i], o->inputs);
+  std::vector<Allocation*> entries;
+  entries.reserve(o->inputs.size());
+  for (const auto& [t, w] : o->inputs)
+    entries.push_back(adopt(t, MPT_CAT_DATA, data_name, /*unknown_writes=*/true));
+  const int32_t n = static_cast<int32_t>(o->inputs.size());
+  const int plan = info.unmeasured ? 0 : plan_of(info);
+  if (plan == 0) {
+    o->op = fpscope_op_begin(info.name.c_str(), nullptr, n, nullptr, 0);
+    return o;
+  }
+  o->measured = true;
+  o->descriptors.reserve(o->inputs.size());
+  for (size_t i = 0; i < o->inputs.size(); ++i) {
+    o->descriptors.push_back(describe(*o, o->inputs[i].first, entries[i], o->inputs[i].second));
+    o->flags.push_back(o->inputs[i].second ? 1 : 0);
+  }
+  o->op = fpscope_op_begin(info.name.c_str(), o->descriptors.data(), n, o->flags.data(), 1);
+  return o;
+}
+
+void raise_trap() {
+  if (g_trap_exception == nullptr || !Py_IsInitialized()) return;
+  // An exception raised in the program's thread as soon as it runs Python again: the line that
+  // called the operator, for an operator the program called.
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), g_trap_exception);
+  PyGILState_Release(gil);
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
+  if (context == nullptr) return;
+  auto& o = *static_cast<Operator*>(context);
+  const OpInfo& info = *o.info;
+  const std::vector<c10::IValue>& returned = fn.outputs();
+  if (info.returns && returned.empty()) {  // it threw
+    for (const auto& [t, w] : o.inputs)
+      if (w) report_written(t);
+    fpscope_op_end(o.op, nullptr, 0, 1);
+    --t_depth;
+    return;
+  }
+  // What the operator wrote: its written arguments, then what it returned besides.
+  std::vector<at::Tensor> outputs;
+  for (const auto& [t, w] : o.inputs)
+    if (w) outputs.push_back(t);
+  std::vector<std::pair<at::Tensor, bool>> made;
+  for (const c10::IValue& v : returned) collect(v, false, made);
+  for (const auto& [t, unused] : made) {
+    bool seen = false;
+    for (const at::Tensor& w : outputs) seen = seen || w.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+    if (!seen) outputs.push_back(t);
+  }
+  const int32_t category = g_place.output_category;
+  auto name = [&info](const at::Tensor&) { return made_by(info); };
+  int result = 0;
+  if (!o.measured) {
+    for (const at::Tensor& t : outputs) {
+      Allocation* entry = adopt(t, category, name, false);
+      if (!info.view) {
+        if (entry) entry->uninitialized = info.unmeasured;
+        report_written(t);  // its tensors are not handed over: what it wrote is reported instead
+      }
+    }
+    result = fpscope_op_end(o.op, nullptr, static_cast<int32_t>(outputs.size()), 0);
+  } else {
+    std::vector<mpt_tensor> descriptors;
+    descriptors.reserve(outputs.size());
+    for (const at::Tensor& t : outputs) {
+      Allocation* entry = adopt(t, category, name, false);
+      if (entry) entry->uninitialized = false;  // the operator wrote it
+      descriptors.push_back(describe(o, t, entry, true));
+    }
+    result = fpscope_op_end(o.op, descriptors.data(), static_cast<int32_t>(descriptors.size()), 0);
+  }
+  --t_depth;
+  if (result == FPSCOPE_TRAPPED) raise_trap();
+}
+
+at::CallbackHandle g_handle = 0;
+
+}  // namespace
+
+// [SECTION] The interface the Python front end loads ------------------------------------------------
+
+// The torch version these headers are, "1.13": the library runs only in that torch.
+FPSCOPE_TORCH_EXPORT const char* fpscope_torch_built_for(void) {
+  return C10_STRINGIZE(TORCH_VERSION_MAJOR) "." C10_STRINGIZE(TORCH_VERSION_MINOR);
+}
+
+// Starts (1) or stops (0) observing the operators of the calling thread.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
+  if (on && g_handle == 0) {
+    g_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
+                                              .needsInputs(true)
+                                              .needsOutputs(true)
+                                              .scopes({at::RecordScope::FUNCTION}));
+  } else if (!on && g_handle != 0) {
+    at::removeCallback(g_handle);
+    g_handle = 0;
+  }
+}
+
+// The innermost layer open ("" for none) and the category of what operators make now.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_category) {
+  const std::string name = layer ? layer : "";
+  auto [it, fresh] = g_layer_ids.try_emplace(name, static_cast<uint32_t>(g_layers.size()));
+  if (fresh) g_layers.push_back(name);
+  g_place.layer = it->second;
+  g_place.output_category = output_category;
+}
+
+// A new optimizer step: the injector's plans are asked again.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_new_step(void) { g_plans.clear(); }
+
+// The front end reports writes (fpscope_report_writes() said 1), or stopped doing so.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_reports_writes(int on) { g_reports_writes = on != 0; }
+
+// Operators ran unwatched: no storage is known to be uninitialised any more.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_initialized_all(void) {
+  std::lock_guard<std::mutex> lock(memory_mutex());
+  for (auto& [context, entry] : live()) entry.uninitialized = false;
+}
+
+// Says what the storage of the tensor at `impl` (a Tensor's _cdata) holds, relabelling it when it
+// was first seen as something else.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_label(intptr_t impl, int32_t category, const char* name) {
+  if (impl == 0) return;
+  const at::Tensor t(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
+      reinterpret_cast<c10::TensorImpl*>(impl)));
+  const std::string wanted = name ? name : "";
+  Allocation* entry = adopt(t, category, [&wanted](const at::Tensor&) { return wanted; }, false);
+  if (entry == nullptr || (entry->category == category && entry->name == wanted)) return;
+  entry->category = category;
+  entry->name = wanted;
+  fpscope_relabel(entry->ident, category, wanted.c_str());
+}
+
+// The exception class raised in the program at a trap (called with no arguments); holds a reference.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_trap_exception(PyObject* exception) {
+  Py_XINCREF(exception);
+  Py_XDECREF(g_trap_exception);
+  g_trap_exception = exception;
+}
