@@ -19,6 +19,9 @@
 #   BEFORE   another build folder whose bin/fpscope (with its own injector, lib/ beside it) is
 #            timed in the same alternation, on the same program, against the same untraced runs:
 #            its rows follow this build's, marked 'before'. For a before/after table in one sitting.
+#   BEFORE_OPTIONS  `fpscope run` options of the 'before' runs only, e.g. BEFORE=build
+#            BEFORE_OPTIONS="--torch-operators dispatch-mode" times the PyTorch front end's two ways of
+#            watching operators against each other.
 set -euo pipefail
 
 build=${1:-build}
@@ -31,6 +34,7 @@ mptrain=$build/bin/mptrain
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 before=${BEFORE:-}
 fpscope_before=${before:+$before/bin/fpscope}
+read -r -a before_options <<<"${BEFORE_OPTIONS:-}"
 for tool in "$fpscope" "$mptrain" ${fpscope_before:+"$fpscope_before"}; do
   if [[ ! -x $tool ]]; then
     echo "overhead.sh: $tool not found; build the targets fpscope, mptrain, mpt_kernels and fpscope_inject in its build folder" >&2
@@ -89,19 +93,22 @@ for c in $cases; do
     if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
   fi
   : >"$work/plain"; : >"$work/full"; : >"$work/every"; : >"$work/full.before"; : >"$work/every.before"
-  # The traced runs of one fpscope ($1), into the files with suffix $2.
+  # The traced runs of one fpscope ($1), into the files with suffix $2, with the options after.
   traced() {
-    measure "$1" run -q --force -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full$2"
-    measure "$1" run -q --force --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" >>"$work/every$2"
+    local tool=$1 suffix=$2
+    shift 2
+    measure "$tool" run -q --force "$@" -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full$suffix"
+    measure "$tool" run -q --force "$@" --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" \
+      >>"$work/every$suffix"
   }
   for ((r = 0; r < reps; r++)); do
     measure "$program" "${train[@]}" >>"$work/plain"
     if [[ -n $before && $((r % 2)) == 1 ]]; then  # each build goes first every other repetition
-      traced "$fpscope_before" .before
+      traced "$fpscope_before" .before ${before_options[@]+"${before_options[@]}"}
       traced "$fpscope" ""
     else
       traced "$fpscope" ""
-      if [[ -n $before ]]; then traced "$fpscope_before" .before; fi
+      if [[ -n $before ]]; then traced "$fpscope_before" .before ${before_options[@]+"${before_options[@]}"}; fi
     fi
   done
   pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)

@@ -407,7 +407,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     o->descriptors.push_back(describe(*o, o->inputs[i].first, entries[i], o->inputs[i].second));
     o->flags.push_back(o->inputs[i].second ? 1 : 0);
   }
-  o->op = fpscope_op_begin(info.name.c_str(), o->descriptors.data(), n, o->flags.data(), 1);
+  // A factory operator (randn, zeros) has no input tensor, yet its output is measured: the injector
+  // reads a null `inputs` as "counted, not measured", so an empty list is passed as a real address.
+  static const mpt_tensor no_inputs{};
+  static const uint8_t no_flags = 0;
+  o->op = fpscope_op_begin(info.name.c_str(), n ? o->descriptors.data() : &no_inputs, n,
+                           n ? o->flags.data() : &no_flags, 1);
   return o;
 }
 

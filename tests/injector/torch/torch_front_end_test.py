@@ -221,6 +221,71 @@ class FrontEndTest(unittest.TestCase):
             rows = "SELECT rowid, * FROM " + table + " ORDER BY rowid"
             self.assertEqual(self.query(trace, rows), self.query(copy, rows), table)
 
+    def test_the_observer_and_the_dispatch_mode_measure_the_same_tensors(self):
+        """The two ways of watching operators see the same measured operators, in the same layers,
+        phases and steps, with the same statistics, row for row. (They differ only in operators
+        that measure nothing: the dispatch mode also sees the profiler's _record_function_enter,
+        which the observer sees as the empty tensor it makes, and detach calls of its own making.)"""
+        if OPERATORS != "observer":
+            self.skipTest("runs both ways itself: once, in the observer's suite")
+        script = self.cnn()
+        runs = {}
+        for operators in ("observer", "dispatch-mode"):
+            out = os.path.join(self.dir, "%s.sqlite" % operators)
+            run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", operators, "--", PYTHON, script,
+                 os.path.join(self.dir, "out.npy")], self.dir)
+            watched_by = self.query(out, "SELECT value FROM meta WHERE key = 'config.torch_operators'")[0][0]
+            if watched_by != operators:
+                self.skipTest("the observer was not built (libtorch-dev)")
+            runs[operators] = out
+        rows = ("SELECT k.kernel, ifnull(k.layer, ''), k.phase, k.step, t.role, t.slot, t.dtype, t.shape, t.count, "
+                "t.nan, t.pos_inf, t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), "
+                "quote(t.min_nonzero), quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, "
+                "t.bf16_underflow, t.e4m3_overflow, t.e5m2_underflow, t.exp_hist "
+                "FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id ORDER BY k.id, t.role, t.slot")
+        a, b = self.query(runs["observer"], rows), self.query(runs["dispatch-mode"], rows)
+        self.assertGreater(len(a), 200)
+        self.assertEqual(len(a), len(b))
+        for i, (row_a, row_b) in enumerate(zip(a, b)):
+            self.assertEqual(row_a, row_b, "row %d" % i)
+        measured = "SELECT kernel FROM v_kernels WHERE sampled = 1 AND kernel != '_record_function_enter' ORDER BY id"
+        self.assertEqual(self.query(runs["observer"], measured), self.query(runs["dispatch-mode"], measured))
+
+    def test_storages_are_freed_when_the_program_lets_them_go(self):
+        script = self.write("frees.py", """
+            import numpy as np
+            import torch
+            torch.set_num_threads(1)
+            a = torch.ones(1000).mul(2)        # made by mul: 4000 bytes
+            b = a.add(1)
+            del a                              # its storage goes now
+            arr = np.ones(500, np.float32)
+            t = torch.from_numpy(arr)          # memory numpy owns: data
+            c = t.mul(3)
+            del t, arr                         # the numpy memory goes now
+            print(c.sum().item(), b.sum().item())
+        """)
+        trace, p = self.trace(script)
+        self.assertEqual(p.stdout.split(), ["1500.0", "3000.0"])
+        kernels = self.query(trace, "SELECT kernel, start_ns FROM v_kernels ORDER BY id")
+        start = {}
+        for kernel, t in kernels:
+            start.setdefault(kernel, []).append(t)
+        def events(name):
+            return self.query(trace, "SELECT m.kind, m.t_ns, m.bytes FROM memory_events m JOIN strings s"
+                                     " ON s.id = m.name_id WHERE s.value = ? ORDER BY m.id", name)
+        made_by_mul = events("mul")
+        self.assertEqual([(k, n) for k, _, n in made_by_mul[:3]], [("alloc", 4000), ("free", 4000), ("alloc", 2000)])
+        # a's storage was freed after b was made and before the next operator ran.
+        self.assertLess(start["add"][0], made_by_mul[1][1])
+        self.assertLess(made_by_mul[1][1], start["mul"][1])
+        # The numpy memory: an allocation of data from its first operator until it was let go, at the
+        # latest by the next operator.
+        data = events("data f32[500]")
+        self.assertEqual([(k, n) for k, _, n in data], [("alloc", 2000), ("free", 2000)])
+        self.assertLess(start["mul"][1], data[1][1])
+        self.assertLess(data[1][1], start["sum"][0])
+
     def test_configuration_in_meta(self):
         trace, p = self.trace(self.cnn(), args=[os.path.join(self.dir, "out.npy")])
         meta = dict(self.query(trace, "SELECT key, value FROM meta WHERE key LIKE 'config.%'"))
