@@ -193,11 +193,21 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   bool outputs_unintended = false; // ... that no allow rule covers
   if (p.outputs) {
     const size_t first_output = s->measured.size();
+    // The intended kinds the measured inputs bring in: an output holding only those passes them on
+    // (triu of a -inf mask, the matmul that adds it to attention scores), allowed as they were.
+    uint8_t carried = 0;
+    if (p.inputs) {
+      const uint8_t intended = contract::allowed_kinds(options_.allow);
+      for (size_t i = 0; i < first_output; ++i)
+        if (s->measured[i].role == wire::Role::Input) carried |= kinds_of(s->measured[i].stats) & intended;
+    }
     measure(d, p, wire::Role::Output, &s->measured);
     for (size_t i = first_output; i < s->measured.size(); ++i) {
       Measurement& m = s->measured[i];
       if (m.stats.nonfinite() == 0) continue;
-      m.allowed = contract::allowed_by(options_.allow, p.kernel, s->where.layer, kinds_of(m.stats));
+      const uint8_t kinds = kinds_of(m.stats);
+      m.allowed = (carried != 0 && (kinds & ~carried) == 0) ||
+                  contract::allowed_by(options_.allow, p.kernel, s->where.layer, kinds);
       outputs_nonfinite = true;
       outputs_unintended |= !m.allowed;
     }

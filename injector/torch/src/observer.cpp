@@ -33,6 +33,7 @@
 #include <torch/version.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -380,13 +381,18 @@ void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tenso
   }
 }
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (t_depth > 0 || at::in_parallel_region()) return nullptr;
+std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn) {
   const OpInfo* known = info_of(fn);
   if (known == nullptr || known->pass_through) return nullptr;
   const OpInfo& info = *known;
   collect_weakly_held();
   ++t_depth;  // from here on, operators this one runs (the copies below too) are its own
+  struct Undo {  // an exception before the operator is handed over leaves nothing behind
+    bool armed = true;
+    ~Undo() {
+      if (armed) --t_depth;
+    }
+  } undo;
   auto o = std::make_unique<Operator>();
   o->info = &info;
   const c10::ArrayRef<const c10::IValue> args = fn.inputs();
@@ -399,6 +405,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   const int plan = info.unmeasured ? 0 : plan_of(info);
   if (plan == 0) {
     o->op = fpscope_op_begin(info.name.c_str(), nullptr, n, nullptr, 0);
+    undo.armed = false;
     return o;
   }
   o->measured = true;
@@ -413,6 +420,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   static const uint8_t no_flags = 0;
   o->op = fpscope_op_begin(info.name.c_str(), n ? o->descriptors.data() : &no_inputs, n,
                            n ? o->flags.data() : &no_flags, 1);
+  undo.armed = false;
   return o;
 }
 
@@ -425,17 +433,16 @@ void raise_trap() {
   PyGILState_Release(gil);
 }
 
-void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
-  if (context == nullptr) return;
-  auto& o = *static_cast<Operator*>(context);
+// Ends the operator `o`; returns what fpscope_op_end() said.
+int end_operator(const at::RecordFunction& fn, Operator& o) {
   const OpInfo& info = *o.info;
   const std::vector<c10::IValue>& returned = fn.outputs();
   if (info.returns && returned.empty()) {  // it threw
     for (const auto& [t, w] : o.inputs)
       if (w) report_written(t);
-    fpscope_op_end(o.op, nullptr, 0, 1);
-    --t_depth;
-    return;
+    fpscope_op* op = std::exchange(o.op, nullptr);
+    fpscope_op_end(op, nullptr, 0, 1);
+    return 0;
   }
   // What the operator wrote: its written arguments, then what it returned besides.
   std::vector<at::Tensor> outputs;
@@ -459,7 +466,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
         report_written(t);  // its tensors are not handed over: what it wrote is reported instead
       }
     }
-    result = fpscope_op_end(o.op, nullptr, static_cast<int32_t>(outputs.size()), 0);
+    result = fpscope_op_end(std::exchange(o.op, nullptr), nullptr, static_cast<int32_t>(outputs.size()), 0);
   } else {
     std::vector<mpt_tensor> descriptors;
     descriptors.reserve(outputs.size());
@@ -468,9 +475,56 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
       if (entry) entry->uninitialized = false;  // the operator wrote it
       descriptors.push_back(describe(o, t, entry, true));
     }
-    result = fpscope_op_end(o.op, descriptors.data(), static_cast<int32_t>(descriptors.size()), 0);
+    result = fpscope_op_end(std::exchange(o.op, nullptr), descriptors.data(), static_cast<int32_t>(descriptors.size()), 0);
   }
-  --t_depth;
+  return result;
+}
+
+// The callbacks' state (the operator table, plans, names, the place) belongs to the program's
+// thread; the autograd engine's device threads, which run backward for CUDA tensors while that
+// thread waits in backward(), take this lock as well, as do the calls from Python.
+std::mutex& operators_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+
+// An exception in the observer must not reach PyTorch (which would log and drop it) half done: the
+// operator is recorded as failed, and the first such error is said once.
+void observer_failed(const char* what) {
+  static bool said = false;
+  if (!said) std::fprintf(stderr, "fpscope: the PyTorch operator observer failed (%s); operators go on\n", what);
+  said = true;
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (t_depth > 0 || at::in_parallel_region()) return nullptr;
+  std::lock_guard<std::mutex> lock(operators_mutex());
+  try {
+    return start_operator(fn);
+  } catch (const std::exception& e) {
+    observer_failed(e.what());
+  } catch (...) {
+    observer_failed("unknown exception");
+  }
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
+  if (context == nullptr) return;
+  auto& o = *static_cast<Operator*>(context);
+  int result = 0;
+  {
+    std::lock_guard<std::mutex> lock(operators_mutex());
+    try {
+      result = end_operator(fn, o);
+    } catch (const std::exception& e) {
+      observer_failed(e.what());
+    } catch (...) {
+      observer_failed("unknown exception");
+    }
+    if (o.op != nullptr) fpscope_op_end(std::exchange(o.op, nullptr), nullptr, 0, 1);
+    --t_depth;
+  }
   if (result == FPSCOPE_TRAPPED) raise_trap();
 }
 
@@ -500,6 +554,7 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
 
 // The innermost layer open ("" for none) and the category of what operators make now.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_category) {
+  std::lock_guard<std::mutex> lock(operators_mutex());
   const std::string name = layer ? layer : "";
   auto [it, fresh] = g_layer_ids.try_emplace(name, static_cast<uint32_t>(g_layers.size()));
   if (fresh) g_layers.push_back(name);
@@ -508,7 +563,10 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_
 }
 
 // A new optimizer step: the injector's plans are asked again.
-FPSCOPE_TORCH_EXPORT void fpscope_torch_new_step(void) { g_plans.clear(); }
+FPSCOPE_TORCH_EXPORT void fpscope_torch_new_step(void) {
+  std::lock_guard<std::mutex> lock(operators_mutex());
+  g_plans.clear();
+}
 
 // The front end reports writes (fpscope_report_writes() said 1), or stopped doing so.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_reports_writes(int on) { g_reports_writes = on != 0; }
@@ -523,6 +581,7 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_initialized_all(void) {
 // was first seen as something else.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_label(intptr_t impl, int32_t category, const char* name) {
   if (impl == 0) return;
+  std::lock_guard<std::mutex> lock(operators_mutex());
   const at::Tensor t(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
       reinterpret_cast<c10::TensorImpl*>(impl)));
   const std::string wanted = name ? name : "";

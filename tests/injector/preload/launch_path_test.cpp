@@ -431,6 +431,37 @@ TEST_F(LaunchPath, AllowedValuesAreFlaggedKeptFromTheTrapAndPassThroughAsIntende
   (void)w;
 }
 
+TEST_F(LaunchPath, IntendedValuesPassedOnStayIntended) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+  start(o);
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, mask[8], passed[8], made[8], both[8];
+  launch("mask_fill", {tensor(x, MPT_DTYPE_F32, {8}, "x")}, {tensor(mask, MPT_DTYPE_F32, {8}, "mask")},
+         copy_with_neg_inf, {{"index", 4}});
+  // A kernel no rule names holds only the -inf its input brought in: passed on, still intended.
+  launch("add_mask", {tensor(mask, MPT_DTYPE_F32, {8}, "mask")}, {tensor(passed, MPT_DTYPE_F32, {8}, "scores")},
+         copy_with_neg_inf, {{"index", 4}});
+  // The same kernel making -inf from finite inputs is not.
+  launch("add_mask", {tensor(x, MPT_DTYPE_F32, {8}, "x")}, {tensor(made, MPT_DTYPE_F32, {8}, "made")},
+         copy_with_neg_inf, {{"index", 1}});
+  // Nor is a NaN beside passed-on -inf: NaN is a kind no input brought in.
+  launch("add_nan", {tensor(passed, MPT_DTYPE_F32, {8}, "scores")}, {tensor(both, MPT_DTYPE_F32, {8}, "both")},
+         copy_with_nan, {{"index", 0}});
+  const DecodedTrace& t = drain();
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 4u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].allowed, 1);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].allowed, 1);
+  EXPECT_EQ(nf[2].seq, 3u);
+  EXPECT_EQ(nf[2].origin, 1);
+  EXPECT_EQ(nf[2].allowed, 0);
+  EXPECT_EQ(nf[3].seq, 4u);
+  EXPECT_EQ(nf[3].allowed, 0);
+}
+
 TEST_F(LaunchPath, ConcurrentLaunchesKeepEachLaunchsRecordsTogether) {
   start(Options{}, 1 << 16);
   constexpr int kThreads = 4, kLaunches = 150;

@@ -49,14 +49,17 @@ TEST(Options, DefaultsMeasureEverythingFully) {
   EXPECT_FALSE(o.dump.enabled);
   EXPECT_TRUE(o.selects("conv2d_forward", nullptr, -1));
   EXPECT_TRUE(o.selects("conv2d_forward", "conv1", 7));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf");
 }
 
 TEST(Options, AllowRulesParseAndRejectWhatTheyCannotRead) {
   Options def = parsed(Env{{}});
-  ASSERT_EQ(def.allow.size(), 1u);  // masking operators fill with -inf on purpose
+  ASSERT_EQ(def.allow.size(), 3u);  // masks are made of -inf on purpose
   EXPECT_EQ(def.allow[0].glob, "masked_fill*");
   EXPECT_EQ(def.allow[0].kinds, contract::kAllowNegInf);
+  EXPECT_EQ(def.allow[1].glob, "full");
+  EXPECT_EQ(def.allow[2].glob, "fill_");
+  EXPECT_EQ(def.allow[2].kinds, contract::kAllowNegInf);
   Options o = parsed(Env{{{"FPSCOPE_ALLOW", "attn.*:-inf|nan,log_*:inf"}}});
   ASSERT_EQ(o.allow.size(), 2u);
   EXPECT_EQ(o.allow[0].kinds, contract::kAllowNegInf | contract::kAllowNan);
@@ -107,7 +110,7 @@ TEST(Options, OpsGlobsMatchKernelOrLayer) {
   EXPECT_TRUE(o.selects("linear_forward", "fc2", 1));
   EXPECT_FALSE(o.selects("linear_forward", "fc1", 1));
   EXPECT_FALSE(o.selects("relu_forward", nullptr, 1));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf");
 }
 
 TEST(Options, TensorsStatsTrap) {

@@ -658,6 +658,43 @@ class FrontEndTest(unittest.TestCase):
         _, p = self.trace(script, "--allow", "none", "--trap", "inf", args=["causal"], check=False)
         self.assertIn("FloatingPointError: fpscope: first -Inf made by masked_fill", p.stderr)
 
+    def test_pytorchs_own_causal_mask_is_intended_and_a_later_nan_is_found(self):
+        """nn.Transformer's causal mask is torch.full(..., -inf) then triu, added to the attention
+        scores by the layer's matmul: intended from end to end, so the first non-finite value the
+        trace names is the NaN the program makes at step 3."""
+        script = self.write("causal.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.block = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+                    self.head = nn.Linear(16, 4)
+                    self.scale = 1.0
+                def forward(self, x):
+                    mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+                    return self.head(self.block(x, src_mask=mask) * self.scale)
+            model = Model()
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            x = torch.randn(2, 6, 16)
+            for step in range(5):
+                model.scale = float("nan") if step == 3 else 1.0
+                opt.zero_grad()
+                model(x).square().mean().backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script)
+        masks = self.query(trace, "SELECT DISTINCT k.kernel, n.allowed FROM nonfinite n JOIN v_kernels k"
+                                  " ON k.id = n.kernel_id WHERE k.step < 3 ORDER BY k.kernel")
+        self.assertIn(("full", 1), masks)
+        self.assertIn(("triu", 1), masks)
+        self.assertEqual({a for _, a in masks}, {1})  # every -inf of the first steps was intended
+        self.assertEqual(self.query(trace, "SELECT kernel, layer, step, value FROM v_first_nonfinite"),
+                         [("mul", None, 3, "nan")])  # in the model's own forward, after the block
+        _, p = self.trace(script, "--trap", "nonfinite", check=False)
+        self.assertIn("FloatingPointError: fpscope: first NaN made by mul (step 3, phase forward)", p.stderr)
+
     def test_a_fully_masked_row_is_still_caught(self):
         script = self.write("attention.py", self.ATTENTION)
         trace, p = self.trace(script, "--trap", "nan", args=["fully-masked"], check=False)

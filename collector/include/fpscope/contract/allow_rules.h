@@ -4,7 +4,8 @@
 // Part of the trace contract (see contract.h). `fpscope run --allow` takes the rules and passes
 // them in FPSCOPE_ALLOW; the injector marks the non-finite outputs they cover as allowed (the
 // trace keeps them, flagged), keeps them from the trap, and lets values of an allowed kind pass
-// through later kernels without those kernels counting as having received non-finite input.
+// through later kernels without those kernels counting as having received non-finite input; an
+// output holding only kinds that such an input brought in is passed on, allowed as well.
 //
 // Syntax: comma-separated GLOB:KINDS, GLOB an fnmatch glob matched against the kernel name and
 // the layer name, KINDS one or more of nan, +inf, -inf, inf (both infinities), nonfinite (all),
@@ -20,8 +21,9 @@
 
 namespace fpscope::contract {
 
-// The rules in force when none are given: masking operators fill with -inf on purpose.
-inline constexpr const char* kDefaultAllowRules = "masked_fill*:-inf";
+// The rules in force when none are given: masks are made of -inf on purpose, by a masking operator
+// (masked_fill) or as a constant (torch.full(..., -inf), then triu: PyTorch's causal mask).
+inline constexpr const char* kDefaultAllowRules = "masked_fill*:-inf,full:-inf,fill_:-inf";
 
 // Kinds of non-finite value, as bits.
 inline constexpr uint8_t kAllowNan = 1, kAllowPosInf = 2, kAllowNegInf = 4;
