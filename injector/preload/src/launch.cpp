@@ -193,14 +193,13 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   bool outputs_unintended = false; // ... that no allow rule covers
   if (p.outputs) {
     const size_t first_output = s->measured.size();
-    // The intended kinds the measured inputs bring in: an output holding only those passes them on
-    // (triu of a -inf mask, the matmul that adds it to attention scores), allowed as they were.
+    // The intended values the measured inputs bring in: kinds that the launch which last wrote an
+    // input made as intended values (known for inputs that reuse its statistics). An output
+    // holding only those kinds passes them on (triu of a -inf mask, the matmul that adds it to
+    // attention scores), intended as they were.
     uint8_t carried = 0;
-    if (p.inputs) {
-      const uint8_t intended = contract::allowed_kinds(options_.allow);
-      for (size_t i = 0; i < first_output; ++i)
-        if (s->measured[i].role == wire::Role::Input) carried |= kinds_of(s->measured[i].stats) & intended;
-    }
+    for (size_t i = 0; i < first_output; ++i)
+      if (s->measured[i].role == wire::Role::Input) carried |= kinds_of(s->measured[i].stats) & s->measured[i].intended_in;
     measure(d, p, wire::Role::Output, &s->measured);
     for (size_t i = first_output; i < s->measured.size(); ++i) {
       Measurement& m = s->measured[i];
@@ -208,6 +207,8 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
       const uint8_t kinds = kinds_of(m.stats);
       m.allowed = (carried != 0 && (kinds & ~carried) == 0) ||
                   contract::allowed_by(options_.allow, p.kernel, s->where.layer, kinds);
+      if (m.allowed && p.memo)
+        memo_.intended({m.tensor->data, *float_type(m.tensor->dtype), element_count(*m.tensor)}, options_.stats, kinds);
       outputs_nonfinite = true;
       outputs_unintended |= !m.allowed;
     }
@@ -239,17 +240,19 @@ void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role 
     m.role = role;
     m.slot = static_cast<uint8_t>(i);
     m.dump_file.clear();
-    measure_tensor(p, role, t, &m.stats);
+    m.intended_in = 0;
+    measure_tensor(p, role, t, &m.stats, &m.intended_in);
     if (p.dump && options_.dump.matches_tensor(t.name ? t.name : "")) dump_tensor(p, &m);
   }
 }
 
-void Session::measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out) {
+void Session::measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out,
+                             uint8_t* intended_in) {
   const OutputMemo::Key key{t.data, *float_type(t.dtype), element_count(t)};
   if (!p.memo) {
     compute_stats(t.data, key.type, key.count, options_.stats, out, stats_workers_);
   } else if (role == wire::Role::Input) {
-    if (!memo_.recall(key, options_.stats, out))
+    if (!memo_.recall(key, options_.stats, out, intended_in))
       compute_stats(t.data, key.type, key.count, options_.stats, out, stats_workers_);
   } else {
     const uint64_t generation = memo_.generation(key);

@@ -78,19 +78,29 @@ void OutputMemo::remember(const Key& key, StatsLevel level, uint64_t generation,
     if (same(e.key, key)) {
       e.level = level;
       e.stats = stats;
+      e.intended = 0;
       return;
     }
   }
-  r->entries.push_back(Entry{key, level, stats});
+  r->entries.push_back(Entry{key, level, stats, 0});
 }
 
-bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out) const {
+void OutputMemo::intended(const Key& key, StatsLevel level, uint8_t kinds) {
+  std::lock_guard lock(mutex_);
+  Region* r = holding(begin_of(key), end_of(key));
+  if (r == nullptr) return;
+  for (Entry& e : r->entries)
+    if (same(e.key, key) && e.level == level) e.intended = kinds;
+}
+
+bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out, uint8_t* intended) const {
   std::lock_guard lock(mutex_);
   const Region* r = holding(begin_of(key), end_of(key));
   if (r == nullptr) return false;
   for (const Entry& e : r->entries) {
     if (same(e.key, key) && e.level == level) {
       *out = e.stats;
+      if (intended) *intended = e.intended;
       ++hits_;
       return true;
     }

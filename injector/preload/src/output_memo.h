@@ -55,8 +55,12 @@ class OutputMemo {
   // Remembers `stats` (measured at `level`) for `key` if nothing was written to its allocation
   // since generation() returned `generation`.
   void remember(const Key& key, StatsLevel level, uint64_t generation, const TensorStats& stats);
-  // The remembered statistics of exactly these bytes at this level, if any.
-  bool recall(const Key& key, StatsLevel level, TensorStats* out) const;
+  // The remembered statistics of exactly these bytes at this level, if any; `intended` (may be
+  // null) gets the kinds of non-finite value they hold as intended values (see intended()).
+  bool recall(const Key& key, StatsLevel level, TensorStats* out, uint8_t* intended = nullptr) const;
+  // The launch that wrote these bytes made their non-finite values of `kinds` (allow_rules.h bits)
+  // as intended values; a later reader passes them on as such. Forgotten with the entry.
+  void intended(const Key& key, StatsLevel level, uint8_t kinds);
 
   // Lookups answered from memory, for the run's metadata and the tests.
   uint64_t hits() const;
@@ -67,6 +71,7 @@ class OutputMemo {
     Key key;
     StatsLevel level;
     TensorStats stats;  // by value: a cleared vector keeps its capacity for the next step
+    uint8_t intended = 0;
   };
   struct Region {
     uint64_t bytes = 0;

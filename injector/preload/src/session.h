@@ -52,6 +52,7 @@ struct Measurement {
   uint8_t slot = 0;
   TensorStats stats;
   bool allowed = false;   // an output whose NaN/Inf an allow rule covers (intended values)
+  uint8_t intended_in = 0;  // an input: the kinds its last measured write made as intended values
   std::string dump_file;  // relative to FPSCOPE_DUMP_DIR, empty if not dumped
 };
 
@@ -185,7 +186,8 @@ class Session {
   void write_tensor_records(uint64_t seq, const Measurement& m, bool inputs_finite);
   // Statistics of one tensor: remembered ones for an input the memo vouches for, else a scan
   // (remembered afterwards for an output).
-  void measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out);
+  void measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out,
+                      uint8_t* intended_in);
   // A launch is about to write its outputs: the memo forgets what it held of their bytes.
   void outputs_written(const mpt_launch_desc* d);
   void tensor_written(const mpt_tensor& t);

@@ -25,6 +25,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/Tensor.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
@@ -32,8 +33,12 @@
 #include <c10/core/GradMode.h>
 #include <torch/version.h>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -56,11 +61,14 @@ constexpr std::string_view kUninitialized[] = {"empty", "empty_like", "empty_str
                                                "new_empty_strided"};
 
 struct OpInfo {
+  std::string full_name;        // as the dispatcher names it: "aten::convolution"
   std::string name;             // without namespace and overload: "convolution"
   bool pass_through = false;    // decomposed above autograd: its callees are the operators
   bool view = false;            // returns only aliases of its inputs, writes none
   bool unmeasured = false;      // a view, or an operator that leaves its output uninitialised
   bool returns = false;         // the schema returns something (outputs() empty then means it threw)
+  bool autocast_cpu = false;    // has an AutocastCPU / AutocastCUDA kernel: under autocast it casts its
+  bool autocast_cuda = false;   // inputs and calls itself again, and that inner call is the launch
   std::vector<uint8_t> written; // per schema argument: 1 when the operator writes it
 };
 
@@ -68,9 +76,9 @@ bool has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) { return op
 
 OpInfo make_info(const at::RecordFunction& fn) {
   OpInfo info;
-  std::string full = fn.name();
-  const auto colon = full.rfind("::");
-  info.name = colon == std::string::npos ? full : full.substr(colon + 2);
+  info.full_name = fn.name();
+  const auto colon = info.full_name.rfind("::");
+  info.name = colon == std::string::npos ? info.full_name : info.full_name.substr(colon + 2);
   const c10::optional<c10::OperatorName> name = fn.operator_name();
   c10::optional<c10::OperatorHandle> op;
   if (name) op = c10::Dispatcher::singleton().findOp(*name);
@@ -83,6 +91,8 @@ OpInfo make_info(const at::RecordFunction& fn) {
                       !has_kernel(*op, DispatchKey::AutogradCPU) && !has_kernel(*op, DispatchKey::CPU) &&
                       !has_kernel(*op, DispatchKey::CompositeExplicitAutograd) &&
                       !has_kernel(*op, DispatchKey::CompositeExplicitAutogradNonFunctional);
+  info.autocast_cpu = has_kernel(*op, DispatchKey::AutocastCPU);
+  info.autocast_cuda = has_kernel(*op, DispatchKey::AutocastCUDA);
   const c10::FunctionSchema& schema = op->schema();
   for (const c10::Argument& a : schema.arguments())
     info.written.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite() ? 1 : 0);
@@ -98,7 +108,8 @@ OpInfo make_info(const at::RecordFunction& fn) {
 }
 
 // By the name's address: the dispatcher's RecordFunction names an operator by its schema's string,
-// one per overload, for the life of the registration.
+// one per overload, for the life of the registration (the name is compared too: a registration
+// that ended leaves its address to other strings).
 std::unordered_map<const char*, std::unique_ptr<OpInfo>> g_ops;
 
 // Null for a record that is not an operator (the autograd engine's evaluate_function ranges share
@@ -106,11 +117,18 @@ std::unordered_map<const char*, std::unique_ptr<OpInfo>> g_ops;
 const OpInfo* info_of(const at::RecordFunction& fn) {
   const char* name = fn.name();
   auto it = g_ops.find(name);
-  if (it != g_ops.end()) return it->second.get();
+  if (it != g_ops.end() && it->second->full_name == name) return it->second.get();
   if (!fn.operator_name()) return nullptr;
   auto& slot = g_ops[name];
   slot = std::make_unique<OpInfo>(make_info(fn));
   return slot.get();
+}
+
+// Under autocast, an operator with an autocast kernel casts its inputs (_to_copy) and calls itself
+// again with autocast off for the call: the casts and that inner call are the launches, as a
+// dispatch mode below autocast sees them.
+bool autocast_passes_through(const OpInfo& info) {
+  return (info.autocast_cpu && at::autocast::is_cpu_enabled()) || (info.autocast_cuda && at::autocast::is_enabled());
 }
 
 // [SECTION] Memory: storages as allocations -------------------------------------------------------
@@ -121,7 +139,6 @@ struct Allocation {
   std::string name;
   bool uninitialized = false;  // made by torch.empty and kin, not written by an operator since
   const void* data = nullptr;
-  c10::DeleterFnPtr deleter = nullptr;  // the CPU allocator's, run after the free is reported
   bool held_weakly = false;  // its deleter is not taken over: `storage` tells its end
   c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
 };
@@ -140,23 +157,48 @@ std::unordered_map<void*, Allocation>& live() {
 // Storages held weakly (their contexts), checked for their end before each operator.
 std::vector<void*> g_held_weakly;
 
+// The CPU allocator's deleters (the default one and the one in use, often the same), and a
+// replacement for each that reports the free and then runs it: the memory is freed even when the
+// map has no entry for it.
+c10::DeleterFnPtr g_cpu_deleters[2] = {nullptr, nullptr};
+
+template <int Which>
 void free_watched(void* context) {
-  c10::DeleterFnPtr deleter = nullptr;
   const void* data = nullptr;
   {
     std::lock_guard<std::mutex> lock(memory_mutex());
     auto it = live().find(context);
     if (it != live().end()) {
-      deleter = it->second.deleter;
       data = it->second.data;
       live().erase(it);
     }
   }
   if (data) fpscope_free_seen(data);
-  if (deleter) deleter(context);
+  g_cpu_deleters[Which](context);
 }
 
-bool g_reports_writes = false;  // the injector reuses statistics: writes it cannot see are reported
+// The replacement for a deleter, or null for memory whose deleter is kept.
+c10::DeleterFnPtr replacement_for(c10::DeleterFnPtr deleter) {
+  static const bool known = [] {
+    g_cpu_deleters[0] = c10::GetCPUAllocator()->raw_deleter();
+    g_cpu_deleters[1] = c10::GetDefaultCPUAllocator()->raw_deleter();
+    return true;
+  }();
+  (void)known;
+  if (deleter == nullptr) return nullptr;
+  if (deleter == g_cpu_deleters[0]) return &free_watched<0>;
+  if (deleter == g_cpu_deleters[1]) return &free_watched<1>;
+  return nullptr;
+}
+
+bool is_replacement(c10::DeleterFnPtr deleter) { return deleter == &free_watched<0> || deleter == &free_watched<1>; }
+
+// A forked child (a DataLoader worker) inherits the replaced deleters: the mutex they take must not
+// be held by a thread that does not exist there.
+void lock_memory_for_fork() { memory_mutex().lock(); }
+void unlock_memory_after_fork() { memory_mutex().unlock(); }
+
+std::atomic<bool> g_reports_writes{false};  // the injector reuses statistics: unseen writes are reported
 
 void report_written(const at::Tensor& t) {
   if (!g_reports_writes || t.layout() != c10::kStrided || t.is_meta() || t.numel() == 0) return;
@@ -186,6 +228,13 @@ std::string data_name(const at::Tensor& t) {
 
 // The allocation `t`'s storage is, counted from now when it is new (named `name`, or what
 // `name_of` says); null for a tensor without memory of its own to follow.
+// A weakly held storage still alive and still on the memory it was first seen on (resize_ and
+// set_ give a storage new memory).
+bool still_holds(const Allocation& entry, void* context) {
+  c10::intrusive_ptr<c10::StorageImpl> storage = entry.storage.lock();
+  return storage && storage->data_ptr().get_context() == context;
+}
+
 // Reports the end of the weakly held storages that are gone (the program's thread only).
 void collect_weakly_held() {
   if (g_held_weakly.empty()) return;
@@ -195,8 +244,8 @@ void collect_weakly_held() {
     size_t kept = 0;
     for (void* context : g_held_weakly) {
       auto it = live().find(context);
-      if (it == live().end()) continue;
-      if (it->second.storage.expired()) {
+      if (it == live().end() || !it->second.held_weakly) continue;  // gone, or another storage's now
+      if (!still_holds(it->second, context)) {
         freed.push_back(it->second.data);
         live().erase(it);
       } else {
@@ -206,12 +255,6 @@ void collect_weakly_held() {
     g_held_weakly.resize(kept);
   }
   for (const void* data : freed) fpscope_free_seen(data);
-}
-
-bool taken_over(c10::DeleterFnPtr deleter) {
-  static const c10::DeleterFnPtr cpu = c10::GetCPUAllocator()->raw_deleter();
-  static const c10::DeleterFnPtr default_cpu = c10::GetDefaultCPUAllocator()->raw_deleter();
-  return deleter != nullptr && (deleter == cpu || deleter == default_cpu);
 }
 
 template <typename NameOf>
@@ -226,7 +269,7 @@ Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool un
     std::unique_lock<std::mutex> lock(memory_mutex());
     auto it = live().find(context);
     if (it != live().end()) {
-      if (!it->second.held_weakly || !it->second.storage.expired()) return &it->second;
+      if (!it->second.held_weakly || still_holds(it->second, context)) return &it->second;
       // A weakly held storage ended and left its context to this one.
       const void* gone = it->second.data;
       live().erase(it);
@@ -235,8 +278,9 @@ Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool un
     }
   }
   const c10::DeleterFnPtr deleter = memory.get_deleter();
-  if (deleter == &free_watched) return nullptr;
-  const bool take_over = taken_over(deleter);
+  if (is_replacement(deleter)) return nullptr;  // followed, yet not in the map: cannot happen
+  const c10::DeleterFnPtr replacement = replacement_for(deleter);
+  const bool take_over = replacement != nullptr;
   std::string name = name_of(t);
   const int32_t device = t.is_cuda() ? MPT_DEVICE_CUDA : MPT_DEVICE_CPU;
   const uint64_t ident = fpscope_alloc_seen(data, storage->nbytes(), device, category, name.c_str());
@@ -249,14 +293,13 @@ Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool un
     entry->category = category;
     entry->name = std::move(name);
     entry->data = data;
-    entry->deleter = deleter;
     if (!take_over) {
       entry->held_weakly = true;
       entry->storage = t.storage().getWeakStorageImpl();
       g_held_weakly.push_back(context);
     }
   }
-  if (take_over && !memory.compare_exchange_deleter(deleter, &free_watched)) {  // cannot follow its free
+  if (take_over && !memory.compare_exchange_deleter(deleter, replacement)) {  // cannot follow its free
     std::lock_guard<std::mutex> lock(memory_mutex());
     live().erase(context);
     fpscope_free_seen(data);
@@ -309,6 +352,7 @@ const std::string& made_by(const OpInfo& info) {
 thread_local int t_depth = 0;
 
 PyObject* g_trap_exception = nullptr;  // raised in the program's thread at a trap
+std::atomic<unsigned long> g_program_thread{0};  // that thread's Python identity
 
 struct Operator : at::ObserverContext {
   const OpInfo* info = nullptr;
@@ -383,7 +427,7 @@ void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tenso
 
 std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn) {
   const OpInfo* known = info_of(fn);
-  if (known == nullptr || known->pass_through) return nullptr;
+  if (known == nullptr || known->pass_through || autocast_passes_through(*known)) return nullptr;
   const OpInfo& info = *known;
   collect_weakly_held();
   ++t_depth;  // from here on, operators this one runs (the copies below too) are its own
@@ -428,8 +472,10 @@ void raise_trap() {
   if (g_trap_exception == nullptr || !Py_IsInitialized()) return;
   // An exception raised in the program's thread as soon as it runs Python again: the line that
   // called the operator, for an operator the program called.
+  const unsigned long thread = g_program_thread.load();
+  if (thread == 0) return;
   const PyGILState_STATE gil = PyGILState_Ensure();
-  PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), g_trap_exception);
+  PyThreadState_SetAsyncExc(thread, g_trap_exception);
   PyGILState_Release(gil);
 }
 
@@ -541,6 +587,10 @@ FPSCOPE_TORCH_EXPORT const char* fpscope_torch_built_for(void) {
 
 // Starts (1) or stops (0) observing the operators of the calling thread.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
+  static const bool fork_safe = [] { return pthread_atfork(lock_memory_for_fork, unlock_memory_after_fork,
+                                                          unlock_memory_after_fork) == 0; }();
+  (void)fork_safe;
+  if (on) g_program_thread = PyThread_get_thread_ident();
   if (on && g_handle == 0) {
     g_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
                                               .needsInputs(true)
@@ -555,10 +605,14 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
 // The innermost layer open ("" for none) and the category of what operators make now.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_category) {
   std::lock_guard<std::mutex> lock(operators_mutex());
-  const std::string name = layer ? layer : "";
-  auto [it, fresh] = g_layer_ids.try_emplace(name, static_cast<uint32_t>(g_layers.size()));
-  if (fresh) g_layers.push_back(name);
-  g_place.layer = it->second;
+  try {
+    const std::string name = layer ? layer : "";
+    auto [it, fresh] = g_layer_ids.try_emplace(name, static_cast<uint32_t>(g_layers.size()));
+    if (fresh) g_layers.push_back(name);
+    g_place.layer = it->second;
+  } catch (const std::exception& e) {
+    observer_failed(e.what());
+  }
   g_place.output_category = output_category;
 }
 
@@ -582,14 +636,18 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_initialized_all(void) {
 FPSCOPE_TORCH_EXPORT void fpscope_torch_label(intptr_t impl, int32_t category, const char* name) {
   if (impl == 0) return;
   std::lock_guard<std::mutex> lock(operators_mutex());
-  const at::Tensor t(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
-      reinterpret_cast<c10::TensorImpl*>(impl)));
-  const std::string wanted = name ? name : "";
-  Allocation* entry = adopt(t, category, [&wanted](const at::Tensor&) { return wanted; }, false);
-  if (entry == nullptr || (entry->category == category && entry->name == wanted)) return;
-  entry->category = category;
-  entry->name = wanted;
-  fpscope_relabel(entry->ident, category, wanted.c_str());
+  try {
+    const at::Tensor t(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
+        reinterpret_cast<c10::TensorImpl*>(impl)));
+    const std::string wanted = name ? name : "";
+    Allocation* entry = adopt(t, category, [&wanted](const at::Tensor&) { return wanted; }, false);
+    if (entry == nullptr || (entry->category == category && entry->name == wanted)) return;
+    entry->category = category;
+    entry->name = wanted;
+    fpscope_relabel(entry->ident, category, wanted.c_str());
+  } catch (const std::exception& e) {
+    observer_failed(e.what());
+  }
 }
 
 // The exception class raised in the program at a trap (called with no arguments); holds a reference.

@@ -436,7 +436,11 @@ TEST_F(LaunchPath, IntendedValuesPassedOnStayIntended) {
   std::string error;
   ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
   start(o);
-  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, mask[8], passed[8], made[8], both[8];
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, mask[8], passed[8], made[8], both[8], data[8], from_data[8];
+  // Passing on follows what the injector knows of the memory's last write: allocations it saw.
+  uint64_t id = 1;
+  for (float* a : {mask, passed, made, both, from_data})
+    session_->allocated(a, sizeof mask, MPT_DEVICE_CPU, MPT_CAT_ACTIVATION, "t", id++);
   launch("mask_fill", {tensor(x, MPT_DTYPE_F32, {8}, "x")}, {tensor(mask, MPT_DTYPE_F32, {8}, "mask")},
          copy_with_neg_inf, {{"index", 4}});
   // A kernel no rule names holds only the -inf its input brought in: passed on, still intended.
@@ -445,12 +449,18 @@ TEST_F(LaunchPath, IntendedValuesPassedOnStayIntended) {
   // The same kernel making -inf from finite inputs is not.
   launch("add_mask", {tensor(x, MPT_DTYPE_F32, {8}, "x")}, {tensor(made, MPT_DTYPE_F32, {8}, "made")},
          copy_with_neg_inf, {{"index", 1}});
-  // Nor is a NaN beside passed-on -inf: NaN is a kind no input brought in.
+  // Nor is a NaN beside passed-on -inf: NaN is a kind no input brought in as intended.
   launch("add_nan", {tensor(passed, MPT_DTYPE_F32, {8}, "scores")}, {tensor(both, MPT_DTYPE_F32, {8}, "both")},
          copy_with_nan, {{"index", 0}});
+  // Nor is -inf that came from memory no launch made intended (data the program filled): the
+  // kernel that reads it is its first measured place, and no rule covers it.
+  std::memcpy(data, x, sizeof x);
+  data[3] = -std::numeric_limits<float>::infinity();
+  launch("add_mask", {tensor(data, MPT_DTYPE_F32, {8}, "data")}, {tensor(from_data, MPT_DTYPE_F32, {8}, "scores")},
+         copy_with_neg_inf, {{"index", 3}});
   const DecodedTrace& t = drain();
   auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
-  ASSERT_EQ(nf.size(), 4u);
+  ASSERT_EQ(nf.size(), 5u);
   EXPECT_EQ(nf[0].seq, 1u);
   EXPECT_EQ(nf[0].allowed, 1);
   EXPECT_EQ(nf[1].seq, 2u);
@@ -460,6 +470,8 @@ TEST_F(LaunchPath, IntendedValuesPassedOnStayIntended) {
   EXPECT_EQ(nf[2].allowed, 0);
   EXPECT_EQ(nf[3].seq, 4u);
   EXPECT_EQ(nf[3].allowed, 0);
+  EXPECT_EQ(nf[4].seq, 5u);
+  EXPECT_EQ(nf[4].allowed, 0);
 }
 
 TEST_F(LaunchPath, ConcurrentLaunchesKeepEachLaunchsRecordsTogether) {

@@ -223,33 +223,50 @@ class FrontEndTest(unittest.TestCase):
 
     def test_the_observer_and_the_dispatch_mode_measure_the_same_tensors(self):
         """The two ways of watching operators see the same measured operators, in the same layers,
-        phases and steps, with the same statistics, row for row. (They differ only in operators
-        that measure nothing: the dispatch mode also sees the profiler's _record_function_enter,
-        which the observer sees as the empty tensor it makes, and detach calls of its own making.)"""
+        phases and steps, with the same statistics, row for row: the CNN in fp32, and operators
+        autocast runs in bf16 (it casts, then calls the operator again: both see the casts and the
+        bf16 call). They differ only in operators that measure nothing: the dispatch mode also
+        sees the profiler's _record_function_enter, which the observer sees as the empty tensor it
+        makes, and detach calls of its own making."""
         if OPERATORS != "observer":
             self.skipTest("runs both ways itself: once, in the observer's suite")
-        script = self.cnn()
-        runs = {}
-        for operators in ("observer", "dispatch-mode"):
-            out = os.path.join(self.dir, "%s.sqlite" % operators)
-            run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", operators, "--", PYTHON, script,
-                 os.path.join(self.dir, "out.npy")], self.dir)
-            watched_by = self.query(out, "SELECT value FROM meta WHERE key = 'config.torch_operators'")[0][0]
-            if watched_by != operators:
-                self.skipTest("the observer was not built (libtorch-dev)")
-            runs[operators] = out
+        autocast = self.write("autocast.py", """
+            import torch
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            a, b = torch.randn(8, 16), torch.randn(16, 4)
+            c, d = torch.randn(2, 3, 5), torch.randn(2, 5, 7)
+            w = torch.randn(4, 16, requires_grad=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                x = torch.mm(a, b)                          # an operator with an autocast kernel
+                y = torch.baddbmm(torch.zeros(2, 3, 7), c, d)
+                z = torch.nn.functional.linear(a, w)        # a composite one
+            (z.float().sum() + x.float().sum() + y.float().sum()).backward()
+        """)
         rows = ("SELECT k.kernel, ifnull(k.layer, ''), k.phase, k.step, t.role, t.slot, t.dtype, t.shape, t.count, "
                 "t.nan, t.pos_inf, t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), "
                 "quote(t.min_nonzero), quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, "
                 "t.bf16_underflow, t.e4m3_overflow, t.e5m2_underflow, t.exp_hist "
                 "FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id ORDER BY k.id, t.role, t.slot")
-        a, b = self.query(runs["observer"], rows), self.query(runs["dispatch-mode"], rows)
-        self.assertGreater(len(a), 200)
-        self.assertEqual(len(a), len(b))
-        for i, (row_a, row_b) in enumerate(zip(a, b)):
-            self.assertEqual(row_a, row_b, "row %d" % i)
         measured = "SELECT kernel FROM v_kernels WHERE sampled = 1 AND kernel != '_record_function_enter' ORDER BY id"
-        self.assertEqual(self.query(runs["observer"], measured), self.query(runs["dispatch-mode"], measured))
+        for script, least in ((self.cnn(), 200), (autocast, 20)):
+            runs = {}
+            for operators in ("observer", "dispatch-mode"):
+                out = os.path.join(self.dir, "%s-%d.sqlite" % (operators, len(os.listdir(self.dir))))
+                run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", operators, "--", PYTHON, script,
+                     os.path.join(self.dir, "out.npy")], self.dir)
+                watched_by = self.query(out, "SELECT value FROM meta WHERE key = 'config.torch_operators'")[0][0]
+                if watched_by != operators:
+                    self.skipTest("the observer was not built (libtorch-dev)")
+                runs[operators] = out
+            a, b = self.query(runs["observer"], rows), self.query(runs["dispatch-mode"], rows)
+            self.assertGreater(len(a), least, script)
+            self.assertEqual(len(a), len(b), script)
+            for i, (row_a, row_b) in enumerate(zip(a, b)):
+                self.assertEqual(row_a, row_b, "row %d of %s" % (i, script))
+            self.assertEqual(self.query(runs["observer"], measured), self.query(runs["dispatch-mode"], measured))
+        # bf16 tensors were measured: the casts autocast made and the operators that read them.
+        self.assertGreater(self.query(runs["observer"], "SELECT count(*) FROM v_tensors WHERE dtype_name = 'bf16'")[0][0], 5)
 
     def test_storages_are_freed_when_the_program_lets_them_go(self):
         script = self.write("frees.py", """

@@ -667,7 +667,6 @@ class FrontEnd:
         params = list(model.parameters())
         log = self.lib.log_text
         log(b"framework", ("torch " + torch.__version__).encode())
-        log(b"torch_operators", b"observer" if self.observer is not None else b"dispatch-mode")
         log(b"model", type(model).__name__.encode())
         log(b"parameters", str(sum(p.numel() for p in params)).encode())
         device = params[0].device.type if params else "cpu"
@@ -754,6 +753,7 @@ def install():
     if observer is None and not os.environ.get(_observer.DISPATCH_MODE_ENV):
         sys.stderr.write("fpscope: operators are watched by the slower Python dispatch mode: %s\n" % why_not)
     front = _front = FrontEnd(lib, observer)
+    lib.log_text(b"torch_operators", b"observer" if observer is not None else b"dispatch-mode")
     if observer is not None:
         observer.trap_exception(_Trapped)
     front.main_thread = threading_ident()

@@ -18,9 +18,9 @@ DISPATCH_MODE_ENV = "FPSCOPE_TORCH_DISPATCH_MODE"
 
 
 class Observer:
-    def __init__(self, lib):
-        def bind(name, restype, *argtypes):
-            f = getattr(lib, name)
+    def __init__(self, lib, with_gil):
+        def bind(name, restype, *argtypes, library=lib):
+            f = getattr(library, name)
             f.restype = restype
             f.argtypes = list(argtypes)
             return f
@@ -30,7 +30,8 @@ class Observer:
         self.reports_writes = bind("fpscope_torch_reports_writes", None, ctypes.c_int)
         self.initialized_all = bind("fpscope_torch_initialized_all", None)
         self._label = bind("fpscope_torch_label", None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p)
-        self.trap_exception = bind("fpscope_torch_trap_exception", None, ctypes.py_object)
+        # It keeps a reference to a Python object: called with the GIL held.
+        self.trap_exception = bind("fpscope_torch_trap_exception", None, ctypes.py_object, library=with_gil)
 
     def label(self, t, category, name):
         """Says what a tensor's storage holds (relabels it when it was first seen as something else)."""
@@ -53,4 +54,4 @@ def load():
     running = ".".join(torch.__version__.split(".")[:2])
     if running != wanted:
         return None, "%s was built for torch %s, this is torch %s" % (LIBRARY, wanted, torch.__version__)
-    return Observer(lib), None
+    return Observer(lib, ctypes.PyDLL(LIBRARY)), None
