@@ -38,12 +38,36 @@ class Observer:
         self._label(t._cdata, category, name)
 
 
+def _mapped(name):
+    """The real paths of the files this process has mapped whose name starts with `name`."""
+    found = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                if os.path.basename(path).startswith(name):
+                    found.add(os.path.realpath(path))
+    except OSError:
+        pass
+    return found
+
+
 def load():
     """(Observer, None), or (None, why not)."""
     if os.environ.get(DISPATCH_MODE_ENV):
         return None, "asked for the dispatch mode"
     if not os.path.exists(LIBRARY):
         return None, "%s was not built (needs libtorch-dev)" % LIBRARY
+    # The library links one libtorch; a process running another (a torch from elsewhere) must not
+    # load it, or it would bring a second libtorch in.
+    running = _mapped("libtorch_cpu.so")
+    try:
+        from . import _linked
+        linked = os.path.realpath(_linked.TORCH_CPU_LIBRARY)
+    except ImportError:
+        return None, "the build did not say which libtorch %s links" % LIBRARY
+    if running and linked not in running:
+        return None, "%s links %s, this torch runs %s" % (LIBRARY, linked, ", ".join(sorted(running)))
     try:
         lib = ctypes.CDLL(LIBRARY)
     except OSError as error:
