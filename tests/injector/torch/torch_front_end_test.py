@@ -321,6 +321,11 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(steps, {0, 2})
         losses_recorded = self.query(trace, "SELECT count(*) FROM scalars")
         self.assertEqual(losses_recorded[0][0], 4)  # the loss of every step is still recorded
+        # No step watched: no operator, yet the losses and the model's configuration are there.
+        trace, _ = self.trace(self.cnn(steps=4), "--steps", "100", args=[os.path.join(self.dir, "out.npy")])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM kernels"), [(0,)])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars"), [(4,)])
+        self.assertEqual(self.query(trace, "SELECT value FROM meta WHERE key = 'config.model'"), [("Net",)])
 
     def test_reused_input_statistics_equal_a_rescan_row_for_row(self):
         """An input that an earlier operator measured as its output, unchanged since, takes those

@@ -299,6 +299,8 @@ class FrontEnd:
         self.made_by = {}  # (layer, operator) -> the name of what the operator makes there
         self.layer = None  # the innermost layer open, as the plan cache keys it
         self.output_category = _api.CAT_ACTIVATION  # what operators make in the current phase
+        self.placed = None  # (layer, category) the observer was last told
+        self.module_hooks = None  # the global module hooks' handles while they are in
         self.mode_on = False
         self.keep = []  # contiguous copies measured for the operator in flight
         self.configured = False
@@ -358,7 +360,8 @@ class FrontEnd:
         self.layer = self.ranges.innermost(_api.RANGE_LAYER)
         optimizer = self.ranges.innermost(_api.RANGE_PHASE) == "optimizer"
         self.output_category = _api.CAT_WORKSPACE if optimizer else _api.CAT_ACTIVATION
-        if self.observer is not None:
+        if self.observer is not None and (self.layer, self.output_category) != self.placed:
+            self.placed = (self.layer, self.output_category)
             self.observer.place((self.layer or "").encode(), self.output_category)
 
     def plan(self, info):
@@ -491,6 +494,20 @@ class FrontEnd:
                 self.mode.__exit__(None, None, None)
             self.mode_on = False
 
+    def follow_modules(self, on):
+        """Adds or removes the global module hooks. A step no filter selects runs without them: with
+        a global hook, every module call takes nn.Module's slow path, and such a step records no
+        operator for a layer to be given to. They stay in until the first forward has named the
+        model (its configuration is written then)."""
+        if on and self.module_hooks is None:
+            import torch.nn.modules.module as modules
+            self.module_hooks = (modules.register_module_forward_pre_hook(self.forward_pre_hook),
+                                 modules.register_module_forward_hook(self.forward_hook))
+        elif not on and self.module_hooks is not None:
+            for handle in self.module_hooks:
+                handle.remove()
+            self.module_hooks = None
+
     def check_process_group(self):
         """A process group made without the wrapped init_process_group (a module that imported it
         before the front end was installed) stops reuse all the same, before any collective."""
@@ -606,13 +623,18 @@ class FrontEnd:
             return original(*args, **kwargs)
         self.check_process_group()
         self.ranges.close(_api.RANGE_PHASE)
-        self.label_gradients(optimizer)
+        # Labels matter for storages the operators of a watched step met; in a step no filter
+        # selects, the next watched step's optimizer labels what is new.
+        watched = self.mode_on
+        if watched:
+            self.label_gradients(optimizer)
         self.ranges.push(_api.RANGE_PHASE, "optimizer")
         try:
             return original(*args, **kwargs)
         finally:
             self.ranges.close(_api.RANGE_PHASE)
-            self.label_state(optimizer)
+            if watched:
+                self.label_state(optimizer)
             self.next_step()
 
     def label_gradients(self, optimizer):
@@ -640,7 +662,9 @@ class FrontEnd:
         if self.observer is not None:
             self.observer.new_step()
         self.ranges.push(_api.RANGE_STEP, "step %d" % self.step, self.step)
-        self.watch(bool(self.lib.step_watched(self.step)))
+        watched = bool(self.lib.step_watched(self.step))
+        self.follow_modules(watched or not self.configured)  # the first forward names the model
+        self.watch(watched)
 
     def optimizer_created(self, optimizer):
         original = optimizer.step
@@ -799,14 +823,13 @@ def install():
         c10d.init_process_group = init_process_group
         torch.distributed.init_process_group = init_process_group
 
-    import torch.nn.modules.module as modules
-    modules.register_module_forward_pre_hook(front.forward_pre_hook)
-    modules.register_module_forward_hook(front.forward_hook)
     if observer is None:  # the observer follows storages to their free
         torch.autograd.graph.saved_tensors_hooks(front.pack, front.unpack).__enter__()
 
     front.ranges.push(_api.RANGE_STEP, "step 0", 0)
-    front.watch(bool(lib.step_watched(0)))
+    watched = bool(lib.step_watched(0))
+    front.follow_modules(True)  # until the first forward has named the model
+    front.watch(watched)
     os.register_at_fork(after_in_child=_forget_in_child)
     atexit.register(_finish)
 
@@ -816,6 +839,7 @@ def _forget_in_child():
     global _front
     if _front is not None:
         _front.watch(False)
+        _front.follow_modules(False)
         _front.main_thread = None
         _front = None
 
