@@ -1,12 +1,16 @@
-"""Installs the front end at the moment the program's `import torch` completes."""
-import importlib.abc
+"""Installs the front end at the moment the program's `import torch` completes.
+
+The finder and the loader follow importlib's protocols without deriving from importlib.abc, whose
+import (importlib.resources, pathlib, tempfile...) would cost every Python program under
+`fpscope run` about 15 ms at start-up.
+"""
 import importlib.machinery
 import sys
 
 _installed = False
 
 
-class _TorchFinder(importlib.abc.MetaPathFinder):
+class _TorchFinder:
     """Finds `torch` through the other finders and wraps its loader."""
 
     def find_spec(self, fullname, path, target=None):
@@ -28,7 +32,7 @@ class _TorchFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _InstallingLoader(importlib.abc.Loader):
+class _InstallingLoader:
     def __init__(self, loader):
         self._loader = loader
 

@@ -43,12 +43,14 @@ def _mapped(name):
     found = set()
     try:
         with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-                if os.path.basename(path).startswith(name):
-                    found.add(os.path.realpath(path))
+            text = maps.read()
     except OSError:
-        pass
+        return found
+    for line in text.splitlines():
+        if name in line:  # the path is the line's last field
+            path = line[line.find("/"):]
+            if os.path.basename(path).startswith(name):
+                found.add(os.path.realpath(path))
     return found
 
 
