@@ -330,8 +330,16 @@ int run_main(int argc, char** argv) {
     say_error(error + " (is /dev/shm mounted and large enough for --ring-size?)");
     return kExitSetupFailed;
   }
+  auto writer = TraceWriter::create(paths.trace, paths.dump_folder, &error);
+  if (!writer) {
+    say_error(error);
+    return kExitUsage;
+  }
   const int64_t start_ns = realtime_ns();
   RingSet rings(std::move(first_ring));
+  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), rings.slot_count(), rings.name(),
+                             variables_of_interest(user_environment())});
+  writer->commit();
 
   InterruptForwarder interrupts;
   // An inherited SIG_IGN for SIGCHLD would reap the child behind waitpid's back.
@@ -339,23 +347,11 @@ int run_main(int argc, char** argv) {
   auto child = ChildProcess::spawn(*program, o.program, program_environment(o, rings.name(), inject, paths), &error);
   if (!child) {
     say_error(error);
+    writer.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((paths.trace + suffix).c_str());
     return kExitNotExecutable;
   }
-  // The trace is made while the program starts (its records wait in the ring meanwhile), so the
-  // schema's creation is not added to the run's wall time. The output folder was checked above;
-  // if the trace still cannot be made, the program is stopped before it gets far.
-  auto writer = TraceWriter::create(paths.trace, paths.dump_folder, &error);
-  if (!writer) {
-    kill(child->pid(), SIGKILL);
-    child->wait();
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) unlink((paths.trace + suffix).c_str());
-    say_error(error + " (the program was stopped)");
-    return kExitUsage;
-  }
-  write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), rings.slot_count(), rings.name(),
-                             variables_of_interest(user_environment())});
   writer->set_meta("traced_pid", std::to_string(child->pid()));
-  writer->commit();
   const ChildEnd end = collect(*child, rings, *writer, interrupts, o.quiet);
 
   const contract::RunEnd reason = run_end(end, *writer, interrupts.first_received());
