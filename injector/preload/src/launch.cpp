@@ -187,6 +187,13 @@ void Session::before_kernel(const mpt_launch_desc* d, const uint8_t* written, La
   }
 }
 
+namespace {
+
+// What the memo knows a measured tensor by: its bytes, read as its element type.
+OutputMemo::Key memo_key(const mpt_tensor& t) { return {t.data, *float_type(t.dtype), element_count(t)}; }
+
+}  // namespace
+
 std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
   bool outputs_nonfinite = false;  // an output holds NaN/Inf
@@ -208,7 +215,7 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
       m.allowed = (carried != 0 && (kinds & ~carried) == 0) ||
                   contract::allowed_by(options_.allow, p.kernel, s->where.layer, kinds);
       if (m.allowed && p.memo)
-        memo_.intended({m.tensor->data, *float_type(m.tensor->dtype), element_count(*m.tensor)}, options_.stats, kinds);
+        memo_.intended(memo_key(*m.tensor), options_.stats, kinds);
       outputs_nonfinite = true;
       outputs_unintended |= !m.allowed;
     }
@@ -248,7 +255,7 @@ void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role 
 
 void Session::measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out,
                              uint8_t* intended_in) {
-  const OutputMemo::Key key{t.data, *float_type(t.dtype), element_count(t)};
+  const OutputMemo::Key key = memo_key(t);
   if (!p.memo) {
     compute_stats(t.data, key.type, key.count, options_.stats, out, stats_workers_);
   } else if (role == wire::Role::Input) {

@@ -226,8 +226,6 @@ std::string data_name(const at::Tensor& t) {
   return name + "]";
 }
 
-// The allocation `t`'s storage is, counted from now when it is new (named `name`, or what
-// `name_of` says); null for a tensor without memory of its own to follow.
 // A weakly held storage still alive and still on the memory it was first seen on (resize_ and
 // set_ give a storage new memory).
 bool still_holds(const Allocation& entry, void* context) {
@@ -257,6 +255,8 @@ void collect_weakly_held() {
   for (const void* data : freed) fpscope_free_seen(data);
 }
 
+// The allocation `t`'s storage is, counted from now when it is new (named what `name_of` says);
+// null for a tensor without memory of its own to follow.
 template <typename NameOf>
 Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool unknown_writes) {
   if (!t.defined() || !t.has_storage() || t.is_meta() || t.layout() != c10::kStrided) return nullptr;
@@ -534,25 +534,27 @@ std::mutex& operators_mutex() {
   return *m;
 }
 
-// An exception in the observer must not reach PyTorch (which would log and drop it) half done: the
-// operator is recorded as failed, and the first such error is said once.
-void observer_failed(const char* what) {
+// Runs `work`; an exception in it must not reach PyTorch (which would log and drop it) or ctypes
+// (which would end the program): the first such error is said once, and the caller cleans up.
+template <typename Work>
+void guarded(Work&& work) {
   static bool said = false;
-  if (!said) std::fprintf(stderr, "fpscope: the PyTorch operator observer failed (%s); operators go on\n", what);
-  said = true;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    if (!std::exchange(said, true))
+      std::fprintf(stderr, "fpscope: the PyTorch operator observer failed (%s); operators go on\n", e.what());
+  } catch (...) {
+    if (!std::exchange(said, true)) std::fprintf(stderr, "fpscope: the PyTorch operator observer failed; operators go on\n");
+  }
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (t_depth > 0 || at::in_parallel_region()) return nullptr;
   std::lock_guard<std::mutex> lock(operators_mutex());
-  try {
-    return start_operator(fn);
-  } catch (const std::exception& e) {
-    observer_failed(e.what());
-  } catch (...) {
-    observer_failed("unknown exception");
-  }
-  return nullptr;
+  std::unique_ptr<at::ObserverContext> context;
+  guarded([&] { context = start_operator(fn); });
+  return context;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
@@ -561,13 +563,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   int result = 0;
   {
     std::lock_guard<std::mutex> lock(operators_mutex());
-    try {
-      result = end_operator(fn, o);
-    } catch (const std::exception& e) {
-      observer_failed(e.what());
-    } catch (...) {
-      observer_failed("unknown exception");
-    }
+    guarded([&] { result = end_operator(fn, o); });
+    // An operator the failure left unended is ended as failed.
     if (o.op != nullptr) fpscope_op_end(std::exchange(o.op, nullptr), nullptr, 0, 1);
     --t_depth;
   }
@@ -605,14 +602,12 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
 // The innermost layer open ("" for none) and the category of what operators make now.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_category) {
   std::lock_guard<std::mutex> lock(operators_mutex());
-  try {
+  guarded([&] {
     const std::string name = layer ? layer : "";
     auto [it, fresh] = g_layer_ids.try_emplace(name, static_cast<uint32_t>(g_layers.size()));
     if (fresh) g_layers.push_back(name);
     g_place.layer = it->second;
-  } catch (const std::exception& e) {
-    observer_failed(e.what());
-  }
+  });
   g_place.output_category = output_category;
 }
 
@@ -636,7 +631,7 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_initialized_all(void) {
 FPSCOPE_TORCH_EXPORT void fpscope_torch_label(intptr_t impl, int32_t category, const char* name) {
   if (impl == 0) return;
   std::lock_guard<std::mutex> lock(operators_mutex());
-  try {
+  guarded([&] {
     const at::Tensor t(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
         reinterpret_cast<c10::TensorImpl*>(impl)));
     const std::string wanted = name ? name : "";
@@ -645,9 +640,7 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_label(intptr_t impl, int32_t category, c
     entry->category = category;
     entry->name = wanted;
     fpscope_relabel(entry->ident, category, wanted.c_str());
-  } catch (const std::exception& e) {
-    observer_failed(e.what());
-  }
+  });
 }
 
 // The exception class raised in the program at a trap (called with no arguments); holds a reference.

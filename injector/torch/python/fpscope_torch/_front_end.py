@@ -168,6 +168,10 @@ class _Memory:
         self._user_refs[id(t)] = ref
         return entry
 
+    def reports_writes(self, on):
+        """The injector reuses statistics (on): writes to memory first seen as data are reported."""
+        self.report_writes = self._lib.memory_written if on else None
+
     def label(self, t, category, name):
         """Says what a tensor's storage holds (relabels it when it was first seen as something else)."""
         entry = self.adopt(t, category, name)
@@ -284,7 +288,7 @@ class FrontEnd:
     def __init__(self, lib, observer=None):
         self.lib = lib
         # Operators are watched by the C++ observer when it is there (it follows storages itself),
-        # else by the Python dispatch mode below.
+        # else by the Python dispatch mode below; `memory` is either, with the same methods.
         self.observer = observer
         self.memory = observer if observer is not None else _Memory(lib)
         self.ranges = _Ranges(lib, self.ranges_changed)
@@ -309,10 +313,7 @@ class FrontEnd:
         # may reuse an output's statistics for an unchanged input (fpscope/inject_api.h).
         self.reports_writes = bool(lib.report_writes())
         if self.reports_writes:
-            if observer is not None:
-                observer.reports_writes(1)
-            else:
-                self.memory.report_writes = lib.memory_written
+            self.memory.reports_writes(1)
 
     # [SECTION] Operators ------------------------------------------------------------------------
 
@@ -519,10 +520,7 @@ class FrontEnd:
         if self.reports_writes:
             self.lib.stop_reuse()
             self.reports_writes = False
-            if self.observer is not None:
-                self.observer.reports_writes(0)
-            else:
-                self.memory.report_writes = None
+            self.memory.reports_writes(0)
 
     # [SECTION] Modules ---------------------------------------------------------------------------
 
