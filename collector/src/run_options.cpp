@@ -119,7 +119,8 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"full", "basic"}));
   app.add_option("--stats-threads", o.stats_threads,
                  "Threads that share the scan of a large tensor, the program's launching thread included "
-                 "(default 0: one per hardware thread, at most 4; 1: the launching thread alone)")
+                 "(default 0: the trainer's own pool where its kernel library lends one, else one per hardware "
+                 "thread, at most 4; 1: the launching thread alone)")
       ->check(CLI::Range(0, 64));
   app.add_flag("--rescan-inputs", o.rescan_inputs,
                "Scan every input tensor, even one no launch or declared host write changed since a launch "

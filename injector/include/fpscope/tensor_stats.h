@@ -67,7 +67,7 @@ struct TensorStats {
 void compute_stats(const void* data, ElementType type, std::size_t n, StatsLevel level,
                    TensorStats* out);
 
-inline constexpr std::size_t kStatsChunkElements = std::size_t{1} << 16;
+inline constexpr std::size_t kStatsChunkElements = std::size_t{1} << 14;
 
 // Runs body(i) once for every i in [0, count), on any threads, and returns when all have run.
 class ChunkRunner {

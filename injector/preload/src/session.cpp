@@ -52,7 +52,8 @@ std::string host_name() {
 Session::Session(Options options, std::unique_ptr<RecordSink> sink)
     : options_(std::move(options)),
       sink_(std::move(sink)),
-      stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads()),
+      stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads(),
+                     options_.stats_threads == 0),
       writer_(sink_.get()) {
   // A hit needs measured outputs to remember and measured inputs to recall.
   memo_on_.store(!options_.rescan_inputs && options_.measures_inputs() && options_.measures_outputs(),
@@ -83,6 +84,9 @@ void Session::announce() {
 void Session::exiting() {
   if (memo_on_.load(std::memory_order_relaxed) && launches() > 0)
     injector_status("reused_input_stats", std::to_string(memo_.hits()));
+  if (const uint64_t lent = stats_workers_.lent_scans()) injector_status("scans_on_program_threads", std::to_string(lent));
+  if (const uint64_t helped = stats_workers_.helped_scans())
+    injector_status("scans_on_helper_threads", std::to_string(helped));
   wire::ProcessExitRecord r{};
   r.t_ns = monotonic_ns();
   std::lock_guard lock(mutex_);

@@ -6,6 +6,7 @@
 // taken (next_ >= count_) and leaves without calling anything.
 #include "stats_workers.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -20,7 +21,22 @@ int default_stats_threads() {
   return static_cast<int>(std::clamp(hw, 1u, 4u));
 }
 
-StatsWorkers::StatsWorkers(int threads) : helpers_wanted_(std::max(0, threads - 1)) {}
+StatsWorkers::StatsWorkers(int threads, bool program_pool)
+    : helpers_wanted_(std::max(0, threads - 1)), program_pool_(program_pool), creator_pid_(getpid()) {}
+
+// The kernel library's task runner, looked up once (it is linked by the program, loaded before
+// the first kernel). Never in a forked child, whose copy of the pool has no worker threads.
+StatsWorkers::ProgramTasks StatsWorkers::program_tasks() {
+  if (!program_pool_ || static_cast<long>(getpid()) != creator_pid_) return nullptr;
+  int state = program_tasks_state_.load(std::memory_order_acquire);
+  if (state == 0) {
+    auto found = reinterpret_cast<ProgramTasks>(dlsym(RTLD_DEFAULT, "mpt_parallel_tasks"));
+    program_tasks_.store(found, std::memory_order_relaxed);
+    state = found ? 2 : 1;
+    program_tasks_state_.store(state, std::memory_order_release);
+  }
+  return state == 2 ? program_tasks_.load(std::memory_order_relaxed) : nullptr;
+}
 
 StatsWorkers::~StatsWorkers() {
   // In a forked child the helpers (and perhaps these locks) are the parent's: leave them be.
@@ -83,7 +99,23 @@ void StatsWorkers::run(std::size_t count, void (*body)(void* context, std::size_
   auto alone = [&] {
     for (std::size_t i = 0; i < count; ++i) body(context, i);
   };
-  if (helpers_wanted_ == 0 || count < 2) return alone();
+  if (count < 2) return alone();
+  if (const ProgramTasks lend = program_tasks()) {
+    struct Job {
+      void (*body)(void*, std::size_t);
+      void* context;
+    } job{body, context};
+    lend(
+        static_cast<int64_t>(count),
+        [](void* j, int64_t i) {
+          const Job& part = *static_cast<const Job*>(j);
+          part.body(part.context, static_cast<std::size_t>(i));
+        },
+        &job);
+    lent_scans_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (helpers_wanted_ == 0) return alone();
   // A forked child of a process that had helpers: touch none of the inherited state.
   const long owner = owner_pid_.load();
   if (owner != 0 && owner != static_cast<long>(getpid())) return alone();
@@ -104,6 +136,7 @@ void StatsWorkers::run(std::size_t count, void (*body)(void* context, std::size_
     ++generation_;
   }
   wake_.notify_all();
+  helped_scans_.fetch_add(1, std::memory_order_relaxed);
   take_chunks(count, body, context);
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return active_ == 0 && finished_.load(std::memory_order_acquire) == count; });

@@ -5,6 +5,12 @@
 // launching thread measures a kernel's tensors the program's own worker threads are idle, so on a
 // machine with more than one hardware thread the helpers here take chunks beside it.
 //
+// A program whose kernel library offers its own pool (libmpt_kernels' mpt_parallel_tasks) lends
+// it instead, when the thread count is automatic: its workers are the threads that wait for the
+// next kernel, awake for a few microseconds after the last one, so they take chunks at once and
+// are still awake when the next kernel starts. Helpers of our own would have to be woken, and the
+// program's workers would fall asleep while the scan runs.
+//
 // The launching thread always takes chunks itself: a helper that is slow to wake (the machine is
 // busy) only means the launching thread scans more of the array, never that it waits for work no
 // one does. One tensor is shared at a time; a launch from another program thread that finds the
@@ -27,8 +33,9 @@ namespace fpscope::inject {
 
 class StatsWorkers final : public ChunkRunner {
  public:
-  // `threads` counts the launching thread: threads - 1 helpers (none for 0 or 1).
-  explicit StatsWorkers(int threads);
+  // `threads` counts the launching thread: threads - 1 helpers (none for 0 or 1). With
+  // `program_pool`, a pool the program's kernel library lends is used in their place.
+  explicit StatsWorkers(int threads, bool program_pool = false);
   ~StatsWorkers();
   StatsWorkers(const StatsWorkers&) = delete;
   StatsWorkers& operator=(const StatsWorkers&) = delete;
@@ -37,14 +44,24 @@ class StatsWorkers final : public ChunkRunner {
 
   // The threads a scan may use: the launching thread and its helpers.
   int threads() const { return helpers_wanted_ + 1; }
+  // How many scans were shared with the program's pool, and with the helpers.
+  uint64_t lent_scans() const { return lent_scans_.load(std::memory_order_relaxed); }
+  uint64_t helped_scans() const { return helped_scans_.load(std::memory_order_relaxed); }
 
  private:
   bool start_helpers();
   void helper(uint64_t seen);
   static void* helper_main(void* start);
   void take_chunks(std::size_t count, void (*body)(void*, std::size_t), void* context);
+  using ProgramTasks = void (*)(int64_t tasks, void (*task)(void*, int64_t), void* context);
+  ProgramTasks program_tasks();
 
   const int helpers_wanted_;
+  const bool program_pool_;
+  const long creator_pid_;  // the process whose kernel library's pool may be used
+  std::atomic<int> program_tasks_state_{0};  // 0: not looked up yet, 1: none, 2: program_tasks_
+  std::atomic<ProgramTasks> program_tasks_{nullptr};
+  std::atomic<uint64_t> lent_scans_{0}, helped_scans_{0};
   std::mutex use_;  // one shared scan at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;

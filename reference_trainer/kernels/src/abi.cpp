@@ -176,4 +176,9 @@ MPT_API void mpt_set_num_threads(int n) {
   mpt::set_num_threads(threads);
 }
 
+MPT_API void mpt_parallel_tasks(int64_t tasks, void (*task)(void* context, int64_t i), void* context) {
+  if (mpt::parallel_tasks(tasks, task, context)) return;
+  for (int64_t i = 0; i < tasks; ++i) task(context, i);
+}
+
 }  // extern "C"

@@ -1,5 +1,7 @@
 // A small fixed-size pool: workers wait on a condition variable for a numbered job, each takes
-// the chunk with its own number, the calling thread takes chunk 0 and waits for the rest.
+// the chunk with its own number, the calling thread takes chunk 0 and waits for the rest. A job of
+// tasks (run_tasks) is shared out as the threads come instead, and a worker that has not taken it
+// by the time the tasks are done is let off.
 #include "parallel.h"
 
 #include <algorithm>
@@ -43,6 +45,43 @@ class ThreadPool {
     chunk(0);
     spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return remaining_.load(std::memory_order_acquire) == 0; });
+    job_ = nullptr;
+    return true;
+  }
+
+  // Runs task(context, i) for each i in [0, tasks) once: the caller and the workers take the next
+  // task as they come free. Once every task is taken, the workers that have not yet joined are let
+  // off, so a worker asleep in the kernel costs the caller nothing. False if the pool is busy.
+  bool run_tasks(int64_t tasks, void (*task)(void*, int64_t), void* context) {
+    std::unique_lock<std::mutex> use(use_mutex_, std::try_to_lock);
+    if (!use.owns_lock()) return false;
+    start_workers();
+    std::atomic<int64_t> next{0};
+    const std::function<void(int)> take = [&](int) {
+      for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < tasks;
+           i = next.fetch_add(1, std::memory_order_relaxed))
+        task(context, i);
+    };
+    const int chunks = static_cast<int>(std::min<int64_t>(threads_, tasks));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &take;
+      job_chunks_ = chunks;
+      joined_ = 0;
+      remaining_.store(chunks - 1, std::memory_order_relaxed);
+      ++generation_;
+      published_.store(generation_, std::memory_order_release);
+    }
+    wake_.notify_all();
+    take(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Workers that have not joined find no chunk of theirs (job_chunks_ = 1) and take nothing.
+    remaining_.fetch_sub(job_chunks_ - 1 - joined_, std::memory_order_acq_rel);
+    job_chunks_ = 1;
+    lock.unlock();
+    spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; });
+    lock.lock();
     done_.wait(lock, [&] { return remaining_.load(std::memory_order_acquire) == 0; });
     job_ = nullptr;
     return true;
@@ -93,6 +132,7 @@ class ThreadPool {
       if (stopping_) return;
       seen = generation_;
       if (number >= job_chunks_) continue;
+      ++joined_;
       const std::function<void(int)>* job = job_;
       lock.unlock();
       (*job)(number);
@@ -111,6 +151,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
   int job_chunks_ = 0;
+  int joined_ = 0;                        // workers that took the current job (under mutex_)
   std::atomic<int> remaining_{0};         // chunks of the current job not yet finished by workers
   uint64_t generation_ = 0;
   std::atomic<uint64_t> published_{0};    // generation_, readable without the lock
@@ -134,6 +175,28 @@ ThreadPool& pool() {
 thread_local bool t_inside_parallel = false;
 
 }  // namespace
+
+bool parallel_tasks(int64_t tasks, void (*task)(void*, int64_t), void* context) {
+  if (tasks <= 0) return true;
+  if (tasks == 1 || num_threads() <= 1 || t_inside_parallel) return false;
+  struct Inside {
+    Inside() { t_inside_parallel = true; }
+    ~Inside() { t_inside_parallel = false; }
+  };
+  struct Task {
+    void (*task)(void*, int64_t);
+    void* context;
+  } wrapped{task, context};
+  // Kernels launched by a task run serially, as they do inside a parallel_for.
+  return pool().run_tasks(
+      tasks,
+      [](void* w, int64_t i) {
+        const Task& t = *static_cast<const Task*>(w);
+        const Inside inside;
+        t.task(t.context, i);
+      },
+      &wrapped);
+}
 
 int num_threads() { return pool().size(); }
 

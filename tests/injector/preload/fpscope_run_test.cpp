@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "fpscope/tensor_stats.h"
 #include "temp_path.h"
 #include "traced_child.h"
 
@@ -49,6 +50,16 @@ std::vector<std::vector<std::string>> query(const fs::path& trace, const std::st
   sqlite3_close(db);
   return rows;
 }
+
+// Every measured number of every tensor, in launch order.
+const std::string kEveryTensorColumn =
+      "select t.kernel_id, t.role, t.slot, t.tensor_uid, t.name_id, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
+      "t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), quote(t.min_nonzero), "
+      "quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, t.f16_subnormal, t.f16_near_max, "
+      "t.bf16_overflow, t.bf16_underflow, t.bf16_subnormal, t.bf16_near_max, t.e4m3_overflow, t.e4m3_underflow, "
+      "t.e4m3_subnormal, t.e4m3_near_max, t.e5m2_overflow, t.e5m2_underflow, t.e5m2_subnormal, t.e5m2_near_max, "
+      "t.exp_hist, n.kind, n.first_index, n.first_bits, n.origin "
+      "from tensors t left join nonfinite n on n.tensor_id = t.id order by t.kernel_id, t.role, t.slot";
 
 class FpscopeRun : public ::testing::Test {
  protected:
@@ -105,14 +116,6 @@ TEST_F(FpscopeRun, TracedLossesEqualUntracedOnesBitForBit) {
 // with dynamic loss scaling (casts, in-place optimizer and scaler updates, fp16 copies of
 // weights) and fp16 with a planted NaN.
 TEST_F(FpscopeRun, ReusedInputStatisticsEqualARescanRowForRow) {
-  const std::string every_column =
-      "select t.kernel_id, t.role, t.slot, t.tensor_uid, t.name_id, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
-      "t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), quote(t.min_nonzero), "
-      "quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, t.f16_subnormal, t.f16_near_max, "
-      "t.bf16_overflow, t.bf16_underflow, t.bf16_subnormal, t.bf16_near_max, t.e4m3_overflow, t.e4m3_underflow, "
-      "t.e4m3_subnormal, t.e4m3_near_max, t.e5m2_overflow, t.e5m2_underflow, t.e5m2_subnormal, t.e5m2_near_max, "
-      "t.exp_hist, n.kind, n.first_index, n.first_bits, n.origin "
-      "from tensors t left join nonfinite n on n.tensor_id = t.id order by t.kernel_id, t.role, t.slot";
   const std::vector<std::string> runs[] = {
       {"--precision", "amp-fp16", "--loss-scale", "dynamic", "--optimizer", "adamw"},
       {"--precision", "fp16", "--fault", "nan@conv2:2:7"}};
@@ -124,7 +127,7 @@ TEST_F(FpscopeRun, ReusedInputStatisticsEqualARescanRowForRow) {
       const RunResult r = trace_run(rescan ? std::vector<std::string>{"--rescan-inputs"} : std::vector<std::string>{}, options);
       ASSERT_EQ(r.status, 0) << r.stderr_text;
     }
-    const auto a = query(reused, every_column), b = query(scanned, every_column);
+    const auto a = query(reused, kEveryTensorColumn), b = query(scanned, kEveryTensorColumn);
     ASSERT_GT(a.size(), 1000u);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "row " << i << " of " << options[1];
@@ -135,6 +138,31 @@ TEST_F(FpscopeRun, ReusedInputStatisticsEqualARescanRowForRow) {
     EXPECT_GT(std::stoll(reused_count[0][0]), std::stoll(inputs[0][0]) / 2);
     EXPECT_TRUE(query(scanned, "select value from meta where key = 'injector.reused_input_stats'").empty());
   }
+}
+
+// Scans shared with the trainer's own pool (the default where the kernel library lends it) give
+// the trace that scans on the launching thread alone give, row for row; large tensors were shared.
+TEST_F(FpscopeRun, ScansSharedWithTheProgramsPoolEqualScansOnOneThread) {
+  const fs::path shared = dir_ / "shared.sqlite", alone = dir_ / "alone.sqlite";
+  const std::vector<std::string> trainer = {"--precision", "amp-fp16", "--loss-scale", "dynamic", "--threads", "2"};
+  for (const auto& [trace, options] : {std::pair{shared, std::vector<std::string>{}},
+                                       std::pair{alone, std::vector<std::string>{"--stats-threads", "1"}}}) {
+    trace_ = trace;
+    const RunResult r = trace_run(options, trainer);
+    ASSERT_EQ(r.status, 0) << r.stderr_text;
+  }
+  const auto a = query(shared, kEveryTensorColumn), b = query(alone, kEveryTensorColumn);
+  ASSERT_GT(a.size(), 1000u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "row " << i;
+  const std::string lent = "select value from meta where key = 'injector.scans_on_program_threads'";
+  const auto large = query(shared, "select count(*) from tensors where count > " + std::to_string(kStatsChunkElements));
+  const auto shared_count = query(shared, lent);
+  ASSERT_EQ(shared_count.size(), 1u);
+  EXPECT_GT(std::stoll(shared_count[0][0]), 0);
+  EXPECT_LE(std::stoll(shared_count[0][0]), std::stoll(large[0][0]));
+  EXPECT_TRUE(query(alone, lent).empty());
+  EXPECT_TRUE(query(shared, "select value from meta where key = 'injector.scans_on_helper_threads'").empty());
 }
 
 TEST_F(FpscopeRun, FirstNonfiniteIsThePlantedFault) {

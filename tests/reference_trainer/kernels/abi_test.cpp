@@ -3,10 +3,14 @@
 // the CUDA answer of a CPU-only build, and results that do not depend on the thread count.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kernel_test_util.h"
 
@@ -148,7 +152,8 @@ TEST(Abi, ExportsExactlyTheAbi) {
     if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B' || kind == 'V' || kind == 'i') exported.insert(name);
   }
   std::set<std::string> abi{"mpt_launch", "mpt_last_error", "mpt_alloc", "mpt_free", "mpt_host_written",
-                            "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads", "mpt_set_communicator"};
+                            "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads", "mpt_set_communicator",
+                            "mpt_parallel_tasks"};
   EXPECT_EQ(exported, abi);
 }
 
@@ -184,6 +189,68 @@ TEST(Abi, ThreadCountChangesBetweenParallelLaunches) {
     for (int64_t i = 0; i < n; i += 997)
       ASSERT_EQ(y.value(i), mpt_test::reference_round_f16(values[static_cast<size_t>(i)] > 0 ? static_cast<float>(values[static_cast<size_t>(i)]) : 0.0))
           << "round " << round << " element " << i;
+  }
+  mpt_set_num_threads(0);
+}
+
+// mpt_parallel_tasks runs every task exactly once whatever the pool's size, back to back (a worker
+// let off one job must take the next), with workers asleep or awake, and from inside a task.
+TEST(Abi, ParallelTasksRunEachTaskOnce) {
+  struct Count {
+    std::vector<std::atomic<int>> runs;
+    std::atomic<int> threads_seen{0};
+    explicit Count(size_t n) : runs(n) {}
+  };
+  for (int threads : {1, 2, 3, 4}) {
+    mpt_set_num_threads(threads);
+    for (int64_t tasks : {0, 1, 2, 3, 7, 64}) {
+      for (int round = 0; round < 30; ++round) {
+        Count count(static_cast<size_t>(tasks));
+        mpt_parallel_tasks(
+            tasks, [](void* c, int64_t i) { static_cast<Count*>(c)->runs[static_cast<size_t>(i)]++; }, &count);
+        for (int64_t i = 0; i < tasks; ++i)
+          ASSERT_EQ(count.runs[static_cast<size_t>(i)].load(), 1)
+              << threads << " threads, " << tasks << " tasks, round " << round << ", task " << i;
+        // Every few rounds the workers fall asleep before the next job.
+        if (round % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  }
+  // A task that asks for more tasks runs them itself, and a kernel launched by a task runs.
+  mpt_set_num_threads(2);
+  Count outer(4);
+  mpt_parallel_tasks(
+      4,
+      [](void* c, int64_t i) {
+        auto* count = static_cast<Count*>(c);
+        Count inner(3);
+        mpt_parallel_tasks(3, [](void* d, int64_t j) { static_cast<Count*>(d)->runs[static_cast<size_t>(j)]++; }, &inner);
+        for (auto& r : inner.runs) EXPECT_EQ(r.load(), 1);
+        count->runs[static_cast<size_t>(i)]++;
+      },
+      &outer);
+  for (auto& r : outer.runs) EXPECT_EQ(r.load(), 1);
+  mpt_set_num_threads(0);
+}
+
+// A job of tasks between two parallel kernels leaves the kernels' results as they were.
+TEST(Abi, ParallelTasksBetweenKernelsChangeNoResult) {
+  const int64_t n = 1 << 17;
+  auto values = mpt_test::random_values(n, -1, 1, 13);
+  auto x = HostTensor::from_values({n}, values, MPT_DTYPE_F32, "x");
+  mpt_set_num_threads(2);
+  std::vector<double> first;
+  for (int round = 0; round < 20; ++round) {
+    HostTensor y({n}, MPT_DTYPE_F32, "y");
+    ASSERT_EQ(launch("relu_forward", {&x}, {&y}), MPT_OK);
+    std::atomic<int64_t> sum{0};
+    mpt_parallel_tasks(
+        16, [](void* s, int64_t i) { static_cast<std::atomic<int64_t>*>(s)->fetch_add(i); }, &sum);
+    EXPECT_EQ(sum.load(), 120);
+    if (round == 0)
+      first = y.values();
+    else
+      ASSERT_EQ(y.values(), first) << "round " << round;
   }
   mpt_set_num_threads(0);
 }

@@ -137,6 +137,14 @@ MPT_API void mpt_host_written(const void* data, size_t bytes);
  * a given thread count. */
 MPT_API void mpt_set_num_threads(int n);
 
+/* Runs task(context, i) once for each i in [0, tasks) and returns when all have run. The tasks
+ * share the library's thread pool with the caller, each thread taking the next task as it comes
+ * free, so a tool's work between two kernels (measuring a kernel's outputs) can use the threads
+ * that wait for the next kernel. They run on the calling thread alone when the pool cannot be had
+ * (one thread, a call from inside a kernel, another thread using the pool). Tasks may run in any
+ * order and at once; kernels launched from a task run serially. */
+MPT_API void mpt_parallel_tasks(int64_t tasks, void (*task)(void* context, int64_t i), void* context);
+
 /* The transport of the collective kernels (allreduce_sum) in a program that runs as several
  * processes, one per rank: the program moves bytes (over MPI, say), the kernels do the arithmetic,
  * so every rank computes the same result in the same order. `allgather` gives every rank the
