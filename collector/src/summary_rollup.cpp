@@ -1,7 +1,7 @@
 // Writing the rolled-up summary tables (summary_rollup.h).
 #include "summary_rollup.h"
 
-#include "fpscope/embedded_sql.h"
+#include "fpscope/summary_declarations.h"
 
 namespace fpscope {
 
@@ -10,7 +10,11 @@ sql::Statement declare_like(const sql::Database& from, const std::string& master
   sql::Statement declared(from, "SELECT sql FROM " + master + " WHERE type = 'table' AND name = ?1");
   declared.bind(1, table);
   if (!declared.step()) throw sql::Error(SQLITE_ERROR, table + " was not made");
-  db.exec(declared.text(0));
+  return declare(db, declared.text(0), table);
+}
+
+sql::Statement declare(sql::Database& db, const std::string& create, const std::string& table) {
+  db.exec(create);
   const sql::Statement probe(db, "SELECT * FROM " + table);
   std::string insert = "INSERT INTO " + table + " VALUES (";
   for (int c = 0; c < probe.columns(); ++c) insert += c ? ",?" : "?";
@@ -19,12 +23,11 @@ sql::Statement declare_like(const sql::Database& from, const std::string& master
 
 void write_rolled_up(sql::Database& db,
                      const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& tables) {
-  if (tables.empty()) return;
-  sql::Database shape(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
-  shape.exec(embedded::kTraceSchemaSql);
   for (const auto& [create, rollup] : tables) {
-    shape.exec("CREATE TABLE " + create.table + " AS " + create.select);
-    sql::Statement into = declare_like(shape, "sqlite_master", db, create.table);
+    const embedded::SummaryDeclaration* d = embedded::kSummaryDeclarations;
+    while (d->table != nullptr && create.table != d->table) ++d;
+    if (d->table == nullptr) throw sql::Error(SQLITE_ERROR, create.table + " is not a summary this build declared");
+    sql::Statement into = declare(db, d->create, create.table);
     const int columns = sqlite3_bind_parameter_count(into.handle());
     if (columns != rollup->columns(create.table))
       throw sql::Error(SQLITE_ERROR, create.table + " has " + std::to_string(columns) + " columns, its rollup " +

@@ -46,10 +46,14 @@ class SummaryRollup {
 sql::Statement declare_like(const sql::Database& from, const std::string& master, sql::Database& db,
                             const std::string& table);
 
+// Creates `table` in `db` by its CREATE TABLE statement `create`; returns the INSERT as above.
+sql::Statement declare(sql::Database& db, const std::string& create, const std::string& table);
+
 // Creates each table as its statement would and writes its rollup's rows into it. The columns are
-// declared as SQLite declares them for the statement: it is run on an empty trace in memory first
-// (on the trace itself it would read every row, even with LIMIT 0). Throws sql::Error when a
-// statement's columns are not the ones its rollup writes (the statement changed, the rollup not).
+// declared as SQLite declares them for the statement: the build ran the statements on an empty
+// trace (fpscope/summary_declarations.h; on the trace itself a statement would read every row,
+// even with LIMIT 0). Throws sql::Error when a statement's columns are not the ones its rollup
+// writes (the statement changed, the rollup not), or the build declared no such table.
 void write_rolled_up(sql::Database& db,
                      const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& tables);
 

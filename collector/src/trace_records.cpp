@@ -132,9 +132,11 @@ int64_t TraceWriter::Impl::sid(uint32_t wire_string) {
   if (wire_string < ids.size() && ids[wire_string] != 0) return ids[wire_string];
   // Referred to before (or without) its String record: an id of its own, named at finish if the
   // text never comes (add_missing_strings).
-  if (wire_string >= (1u << 24)) return next_string_id++;
+  const int64_t id = next_string_id++;
+  awaiting_text.insert(id);
+  if (wire_string >= (1u << 24)) return id;
   ids.resize(std::max<std::size_t>(ids.size(), wire_string + 1));
-  return ids[wire_string] = next_string_id++;
+  return ids[wire_string] = id;
 }
 
 // [SECTION] Strings, process, meta ------------------------------------------------------------------
@@ -165,6 +167,7 @@ void TraceWriter::Impl::handle(const wire::StringRecord& r) {
     insert_string.bind(1, id);
     insert_string.bind(2, value);
     insert_string.run();
+    awaiting_text.erase(id);
     row_written();
     ++counts.strings;
   }

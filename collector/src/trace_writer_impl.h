@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fpscope/trace_writer.h"
@@ -231,6 +232,8 @@ class TraceWriter::Impl {
   TensorRollup tensor_rollup;
   std::array<const SummaryRollup*, 2> rollups() const { return {&memory_rollup, &tensor_rollup}; }
   int64_t next_string_id = 1;
+  // Ids handed out for a string whose text has not arrived (add_missing_strings names those left).
+  std::unordered_set<int64_t> awaiting_text;
   int64_t next_tensor_id = 1;
   int64_t next_range_id = 1;
 };
