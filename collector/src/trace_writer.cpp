@@ -1,15 +1,18 @@
-// The trace writer's frame: opening a new trace and running the schema, the prepared statements,
+// The trace writer's frame: writing out the empty trace and opening it, the prepared statements,
 // batched transactions, storage failures, meta, and finishing the trace. The record handlers are
 // in trace_records.cpp.
 #include "fpscope/trace_writer.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <system_error>
 #include <optional>
@@ -17,6 +20,7 @@
 
 #include "fpscope/contract/collectives.h"
 #include "fpscope/embedded_sql.h"
+#include "fpscope/trace_template.h"
 #include "trace_writer_impl.h"
 
 namespace fpscope {
@@ -44,25 +48,45 @@ constexpr const char* kUpdateFormats =
     " e4m3_overflow=?10, e4m3_underflow=?11, e4m3_subnormal=?12, e4m3_near_max=?13,"
     " e5m2_overflow=?14, e5m2_underflow=?15, e5m2_subnormal=?16, e5m2_near_max=?17 WHERE id=?1";
 
-// Opens the file and applies the schema before the statements are prepared against it.
-sql::Database& prepare_new_trace(sql::Database& db) {
-  // The WAL is copied into the file each time it passes 64 pages (2 MiB), in a commit of the drain
-  // thread while the program runs, so that little is left to copy at the end, while the user waits.
-  db.exec("PRAGMA page_size=32768; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;"
+// Writes the empty trace (fpscope/trace_template.h: the schema, made at build time) to `path`,
+// which must not exist. Returns "" or what went wrong; a file it could not finish is removed.
+std::string write_empty_trace(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno == EEXIST ? path + " already exists" : "cannot create trace " + path + ": " + std::strerror(errno);
+  int failure = ftruncate(fd, static_cast<off_t>(embedded::kEmptyTraceBytes)) == 0 ? 0 : errno;
+  for (const embedded::ByteRun& run : embedded::kEmptyTraceRuns) {
+    for (std::size_t done = 0; failure == 0 && done < run.length;) {
+      const ssize_t n = pwrite(fd, run.bytes + done, run.length - done, static_cast<off_t>(run.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) failure = n < 0 ? errno : EIO;
+      done += n > 0 ? static_cast<std::size_t>(n) : 0;
+    }
+  }
+  if (close(fd) != 0 && failure == 0) failure = errno;
+  if (failure == 0) return "";
+  unlink(path.c_str());
+  return "cannot create trace " + path + ": " + std::strerror(failure);
+}
+
+// The connection's settings, before the statements are prepared against it. The file says WAL in
+// its header already; asking again keeps a file system without the shared memory WAL needs in
+// its rollback journal, as SQLite decides.
+//
+// The WAL is copied into the file each time it passes 64 pages (2 MiB), in a commit of the drain
+// thread while the program runs, so that little is left to copy at the end, while the user waits.
+sql::Database& configure_trace(sql::Database& db) {
+  db.exec("PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL; PRAGMA temp_store=MEMORY;"
           " PRAGMA cache_size=-16384; PRAGMA wal_autocheckpoint=64;");
-  db.exec("BEGIN");
-  db.exec(embedded::kTraceSchemaSql);
-  db.exec("COMMIT");
   return db;
 }
 
 }  // namespace
 
 TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
-    : db(path_in, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX),
+    : db(path_in, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX),
       path(path_in),
       dump_folder(std::move(dump_folder_in)),
-      insert_meta(prepare_new_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
+      insert_meta(configure_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
       insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
       insert_kernel(db,
                     "INSERT INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
@@ -467,8 +491,8 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
   // Only possible before SQLite initializes; if this process opened a database already, it is not.
   static const bool configured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
   (void)configured;
-  if (access(path.c_str(), F_OK) == 0) {
-    *error = path + " already exists";
+  if (std::string failure = write_empty_trace(path); !failure.empty()) {
+    *error = std::move(failure);
     return nullptr;
   }
   try {
@@ -477,6 +501,7 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
     return writer;
   } catch (const sql::Error& e) {
     *error = "cannot create trace " + path + ": " + e.what();
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((path + suffix).c_str());
     return nullptr;
   }
 }

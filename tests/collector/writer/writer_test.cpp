@@ -13,12 +13,16 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <limits>
 #include <set>
 #include <thread>
 
 #include "fpscope/contract/contract.h"
+#include "fpscope/embedded_sql.h"
+#include "fpscope/sqlite.h"
 #include "fpscope/trace_writer.h"
 #include "sqlite_reader.h"
 #include "wire_builder.h"
@@ -396,6 +400,52 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
 #else
   EXPECT_FALSE(db.meta("finalize_status"));
 #endif
+}
+
+// The empty trace the build made (fpscope/trace_template.h) is what running the schema gives: the
+// same tables, indexes and views declared alike, the same lookup rows, 32 KiB pages, WAL mode.
+TEST_F(WriterTest, NewTraceIsTheSchemaAsItsStatementsMakeIt) {
+  ASSERT_TRUE(writer_->commit());
+  sql::Database made(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
+  made.exec(embedded::kTraceSchemaSql);
+  const std::string objects = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name";
+  const std::string lookups = "SELECT 'dtypes', id, name FROM dtypes UNION ALL SELECT 'categories', id, name FROM categories";
+  auto rows_of = [](const sql::Database& db, const std::string& query) {
+    std::vector<std::string> rows;
+    sql::Statement st(db, query);
+    while (st.step()) {
+      std::string row;
+      for (int c = 0; c < st.columns(); ++c) row += st.text(c) + "|";
+      rows.push_back(row);
+    }
+    return rows;
+  };
+  Reader trace(path_);
+  sql::Database written(path_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+  EXPECT_EQ(rows_of(written, objects), rows_of(made, objects));
+  EXPECT_EQ(rows_of(written, lookups), rows_of(made, lookups));
+  EXPECT_EQ(trace.integer("PRAGMA page_size"), 32768);
+  EXPECT_EQ(trace.integer("PRAGMA user_version"), *made.query_int("PRAGMA user_version"));
+  EXPECT_EQ(trace.integer("PRAGMA application_id"), *made.query_int("PRAGMA application_id"));
+  EXPECT_EQ(trace.text("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(trace.text("PRAGMA integrity_check"), "ok");
+}
+
+// A trace is never written over, and a folder it cannot be made in is said so; neither leaves a file.
+TEST(WriterCreate, RefusesAnExistingFileAndSaysWhyItCannotCreate) {
+  fpscope::test::TempDir temp{"fpscope-writer-create"};
+  const std::string existing = (temp.path() / "there.sqlite").string();
+  { std::ofstream(existing) << "keep me"; }
+  std::string error;
+  EXPECT_FALSE(TraceWriter::create(existing, "d", &error));
+  EXPECT_EQ(error, existing + " already exists");
+  std::ifstream kept(existing);
+  std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "keep me");
+  const std::string nowhere = (temp.path() / "no-such-folder" / "t.sqlite").string();
+  EXPECT_FALSE(TraceWriter::create(nowhere, "d", &error));
+  EXPECT_EQ(error, "cannot create trace " + nowhere + ": No such file or directory");
+  EXPECT_FALSE(fs::exists(nowhere));
 }
 
 // The memory timeline against a recomputation here: events of every category of the contract, some
