@@ -111,32 +111,6 @@ SELECT m.name_id, m.category, m.bytes, count(*) AS count, min(m.id) AS first_eve
 FROM memory_events m WHERE m.kind = 'alloc'
 GROUP BY m.name_id, m.category, m.bytes;
 
--- Whole-trace counts and the memory peak, one row per key. value NULL: not known.
-CREATE TABLE summary_counts AS
-WITH peak AS MATERIALIZED (SELECT peak_total_bytes AS live, peak_t_ns AS t_ns, peak_step AS step, rank
-                          FROM summary_memory_peak LIMIT 1)
-SELECT 'kernels' AS key, (SELECT count(*) FROM kernels) AS value
-UNION ALL SELECT 'longest_kernel_ns', (SELECT max(end_ns - start_ns) FROM kernels)
-UNION ALL SELECT 'sampled_kernels', (SELECT count(*) FROM kernels WHERE sampled = 1)
-UNION ALL SELECT 'tensors', (SELECT count(*) FROM tensors)
-UNION ALL SELECT 'nonfinite_tensors', (SELECT count(*) FROM nonfinite WHERE allowed = 0)
-UNION ALL SELECT 'allowed_nonfinite_tensors', (SELECT count(*) FROM nonfinite WHERE allowed = 1)
-UNION ALL SELECT 'memory_events', (SELECT count(*) FROM memory_events)
-UNION ALL SELECT 'steps', (SELECT count(DISTINCT step) FROM nvtx_ranges WHERE kind = 'step')
-UNION ALL SELECT 'first_step', (SELECT min(step) FROM nvtx_ranges WHERE kind = 'step')
-UNION ALL SELECT 'last_step', (SELECT max(step) FROM nvtx_ranges WHERE kind = 'step')
-UNION ALL SELECT 'start_ns', (SELECT min(v) FROM (SELECT min(start_ns) AS v FROM kernels
-                              UNION ALL SELECT min(start_ns) FROM nvtx_ranges
-                              UNION ALL SELECT min(t_ns) FROM memory_events))
-UNION ALL SELECT 'end_ns', (SELECT max(v) FROM (SELECT max(end_ns) AS v FROM kernels
-                            UNION ALL SELECT max(end_ns) FROM nvtx_ranges
-                            UNION ALL SELECT max(t_ns) FROM memory_events))
-UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM peak)
-UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM peak)
-UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak)
-UNION ALL SELECT 'memory_peak_rank', (SELECT rank FROM peak)
-UNION ALL SELECT 'ranks', (SELECT count(*) FROM (SELECT rank FROM processes UNION SELECT rank FROM kernels));
-
 -- One row per rank: its processes and how they ended, its kernels and steps, its first NaN/Inf made
 -- from finite inputs (by its own clock), its memory peak and its loss-scale events. A trace of one
 -- process has one row, rank 0.
@@ -147,7 +121,7 @@ WITH procs AS (
               WHEN sum(ended IS 'exited') = count(*) THEN 'exited' END AS ended
   FROM processes GROUP BY rank
 ),
-work AS (
+work AS MATERIALIZED (
   SELECT rank, count(*) AS kernels, count(DISTINCT step) AS steps, min(start_ns) AS start_ns,
          max(end_ns) AS end_ns
   FROM kernels GROUP BY rank
@@ -161,7 +135,7 @@ origins AS (
 nonfinite_counts AS (SELECT rank, count(*) AS tensors FROM nonfinite WHERE allowed = 0 GROUP BY rank),
 memory AS (SELECT rank, max(max_total_live) AS peak FROM summary_memory_by_rank GROUP BY rank),
 scaling AS (SELECT rank, count(*) AS events, sum(skipped) AS skipped FROM loss_scale GROUP BY rank),
-ranks AS (SELECT rank FROM processes UNION SELECT rank FROM kernels)
+ranks AS (SELECT rank FROM processes UNION SELECT rank FROM work)
 SELECT r.rank, coalesce(p.processes, 0) AS processes, p.pid, p.host, p.ended,
        coalesce(w.kernels, 0) AS kernels, coalesce(w.steps, 0) AS steps, w.start_ns, w.end_ns,
        coalesce(nf.tensors, 0) AS nonfinite_tensors,
@@ -177,7 +151,40 @@ LEFT JOIN memory m ON m.rank = r.rank
 LEFT JOIN scaling sc ON sc.rank = r.rank
 ORDER BY r.rank;
 
--- Indexes for timeline windows.
+-- Whole-trace counts and the memory peak, one row per key. value NULL: not known. Each table is
+-- read once (the kernels and the step ranges in one pass each); the ranks are summary_ranks' rows.
+CREATE TABLE summary_counts AS
+WITH peak AS MATERIALIZED (SELECT peak_total_bytes AS live, peak_t_ns AS t_ns, peak_step AS step, rank
+                          FROM summary_memory_peak LIMIT 1),
+k AS MATERIALIZED (SELECT count(*) AS kernels, max(end_ns - start_ns) AS longest,
+                          count(CASE WHEN sampled = 1 THEN 1 END) AS sampled, min(start_ns) AS first_ns,
+                          max(end_ns) AS last_ns FROM kernels),
+s AS MATERIALIZED (SELECT count(DISTINCT step) AS steps, min(step) AS first_step, max(step) AS last_step
+                   FROM nvtx_ranges WHERE kind = 'step')
+SELECT 'kernels' AS key, (SELECT kernels FROM k) AS value
+UNION ALL SELECT 'longest_kernel_ns', (SELECT longest FROM k)
+UNION ALL SELECT 'sampled_kernels', (SELECT sampled FROM k)
+UNION ALL SELECT 'tensors', (SELECT count(*) FROM tensors)
+UNION ALL SELECT 'nonfinite_tensors', (SELECT count(*) FROM nonfinite WHERE allowed = 0)
+UNION ALL SELECT 'allowed_nonfinite_tensors', (SELECT count(*) FROM nonfinite WHERE allowed = 1)
+UNION ALL SELECT 'memory_events', (SELECT count(*) FROM memory_events)
+UNION ALL SELECT 'steps', (SELECT steps FROM s)
+UNION ALL SELECT 'first_step', (SELECT first_step FROM s)
+UNION ALL SELECT 'last_step', (SELECT last_step FROM s)
+UNION ALL SELECT 'start_ns', (SELECT min(v) FROM (SELECT first_ns AS v FROM k
+                              UNION ALL SELECT min(start_ns) FROM nvtx_ranges
+                              UNION ALL SELECT min(t_ns) FROM memory_events))
+UNION ALL SELECT 'end_ns', (SELECT max(v) FROM (SELECT last_ns AS v FROM k
+                            UNION ALL SELECT max(end_ns) FROM nvtx_ranges
+                            UNION ALL SELECT max(t_ns) FROM memory_events))
+UNION ALL SELECT 'memory_peak_bytes', (SELECT live FROM peak)
+UNION ALL SELECT 'memory_peak_ns', (SELECT t_ns FROM peak)
+UNION ALL SELECT 'memory_peak_step', (SELECT step FROM peak)
+UNION ALL SELECT 'memory_peak_rank', (SELECT rank FROM peak)
+UNION ALL SELECT 'ranks', (SELECT count(*) FROM summary_ranks);
+
+-- Indexes for timeline windows. A new trace has them from its schema, kept up to date as the rows
+-- arrived; a trace made before they were there gets them here.
 CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);
 CREATE INDEX IF NOT EXISTS nvtx_ranges_by_start ON nvtx_ranges(start_ns);
 

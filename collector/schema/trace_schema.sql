@@ -228,6 +228,9 @@ CREATE INDEX nonfinite_by_kernel ON nonfinite(kernel_id);
 CREATE INDEX memory_events_by_time ON memory_events(t_ns);
 CREATE INDEX scalars_by_name ON scalars(name_id, step);
 CREATE INDEX memory_events_by_rank_time ON memory_events(rank, t_ns);
+-- For timeline windows; kept up to date as the rows arrive, so the end of a run need not sort them.
+CREATE INDEX kernels_by_start ON kernels(start_ns);
+CREATE INDEX nvtx_ranges_by_start ON nvtx_ranges(start_ns);
 
 -- [views] ----------------------------------------------------------------------------------------
 
