@@ -5,7 +5,9 @@
 # machine's load hits all of them alike. For each case the table shows the median untraced time,
 # and for each traced mode the median of the per-repetition ratios traced/untraced with their
 # minimum and maximum, of wall time and of CPU time (user + system, of the program and of the
-# collector together).
+# collector together). The last column is read from the `--every 10` traces themselves: the median
+# duration of the steps it measured minus that of the steps it left out, in the same run (step 0
+# left out), so what measuring a step costs, free of the drift between runs.
 #
 # Usage: injector/preload/bench/overhead.sh [BUILD_DIR]      (default: build)
 # Environment:
@@ -41,6 +43,10 @@ for tool in "$fpscope" "$mptrain" ${fpscope_before:+"$fpscope_before"}; do
     exit 2
   fi
 done
+if ! command -v sqlite3 >/dev/null; then
+  echo "overhead.sh: the sqlite3 shell is needed to read the traces (scripts/install-deps.sh installs it)" >&2
+  exit 2
+fi
 if ! [[ $reps =~ ^[1-9][0-9]*$ ]]; then
   echo "overhead.sh: REPS must be a positive number, not '$reps'" >&2
   exit 2
@@ -63,14 +69,27 @@ measure() {
 
 # "median min max" of the numbers on stdin, one per line.
 spread() { sort -g | awk '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "%.3f %.3f %.3f\n", m, v[1], v[NR]}'; }
+# Milliseconds a measured step takes over a step left out, medians within the trace $1.
+watched_step_ms() {
+  sqlite3 "$1" "WITH s AS (SELECT r.end_ns - r.start_ns AS ns,
+                                  EXISTS (SELECT 1 FROM kernels k WHERE k.step = r.step AND k.sampled = 1) AS w
+                           FROM nvtx_ranges r WHERE r.kind = 'step' AND r.step > 0),
+                     m AS (SELECT w, ns, row_number() OVER (PARTITION BY w ORDER BY ns) AS i,
+                                  count(*) OVER (PARTITION BY w) AS n FROM s),
+                     med AS (SELECT w, avg(ns) AS ns FROM m WHERE i IN ((n + 1) / 2, (n + 2) / 2) GROUP BY w)
+                SELECT CASE WHEN d IS NULL THEN 'n/a' ELSE printf('%.3f', d / 1e6) END
+                FROM (SELECT (SELECT ns FROM med WHERE w = 1) - (SELECT ns FROM med WHERE w = 0) AS d)"
+}
+
 # Per-repetition ratios of column $1 of file $2 over the same column of file $3.
 ratios() { paste -d' ' "$2" "$3" | awk -v c="$1" '{print $c / $(c + 2)}'; }
 # "1.234x (1.200-1.300)" from "median min max".
 show() { awk '{printf "%.3fx (%.3f-%.3f)", $1, $2, $3}'; }
 
-printf '%-24s | %-13s | %-46s | %-46s\n' "" "untraced" "full statistics, every kernel" "--every 10"
-printf '%-24s | %6s %6s | %-22s %-23s | %-22s %-23s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
-  "wall ratio (min-max)" "cpu ratio (min-max)"
+printf '%-24s | %-13s | %-46s | %-46s | %s\n' "" "untraced" "full statistics, every kernel" "--every 10" \
+  "measured step"
+printf '%-24s | %6s %6s | %-22s %-23s | %-22s %-23s | %s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
+  "wall ratio (min-max)" "cpu ratio (min-max)" "+ms (min-max)"
 for c in $cases; do
   IFS=- read -r pixels images precision <<<"$c"
   if ! [[ ($pixels =~ ^[0-9]+$ || $pixels == torch) && $images =~ ^[0-9]+$ && ($precision == fp32 || $precision == amp) ]]; then
@@ -79,10 +98,12 @@ for c in $cases; do
   fi
   if [[ $pixels == torch ]]; then
     # Without the front end in the build, `fpscope run` would time the program untraced.
-    if [[ ! -f $build/share/fpscope/python/sitecustomize.py ]]; then
-      echo "overhead.sh: $build has no PyTorch front end (share/fpscope/python); build everything in it" >&2
-      exit 2
-    fi
+    for b in "$build" ${before:+"$before"}; do
+      if [[ ! -f $b/share/fpscope/python/sitecustomize.py ]]; then
+        echo "overhead.sh: $b has no PyTorch front end (share/fpscope/python); build everything in it" >&2
+        exit 2
+      fi
+    done
     program=/usr/bin/python3
     train=("$torch_cnn" --images "$images" --threads "$threads" --data-dir "$data")
     if [[ $precision == amp ]]; then train+=(--precision amp-bf16); fi
@@ -93,6 +114,7 @@ for c in $cases; do
     if [[ $precision == amp ]]; then train+=(--precision amp-fp16 --loss-scale dynamic); fi
   fi
   : >"$work/plain"; : >"$work/full"; : >"$work/every"; : >"$work/full.before"; : >"$work/every.before"
+  : >"$work/step"; : >"$work/step.before"
   # The traced runs of one fpscope ($1), into the files with suffix $2, with the options after.
   traced() {
     local tool=$1 suffix=$2
@@ -100,6 +122,7 @@ for c in $cases; do
     measure "$tool" run -q --force "$@" -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full$suffix"
     measure "$tool" run -q --force "$@" --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" \
       >>"$work/every$suffix"
+    watched_step_ms "$work/every.sqlite" >>"$work/step$suffix"
   }
   for ((r = 0; r < reps; r++)); do
     measure "$program" "${train[@]}" >>"$work/plain"
@@ -114,11 +137,12 @@ for c in $cases; do
   pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)
   pc=$(awk '{print $2}' "$work/plain" | spread | cut -d' ' -f1)
   for suffix in "" ${before:+.before}; do
-    printf '%-24s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s\n' "$c${suffix:+ before}" "$pw" "$pc" \
+    printf '%-24s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s | %s\n' "$c${suffix:+ before}" "$pw" "$pc" \
       "$(ratios 1 "$work/full$suffix" "$work/plain" | spread | show)" \
       "$(ratios 2 "$work/full$suffix" "$work/plain" | spread | show)" \
       "$(ratios 1 "$work/every$suffix" "$work/plain" | spread | show)" \
-      "$(ratios 2 "$work/every$suffix" "$work/plain" | spread | show)"
+      "$(ratios 2 "$work/every$suffix" "$work/plain" | spread | show)" \
+      "$(if grep -q n/a "$work/step$suffix"; then echo n/a; else spread <"$work/step$suffix" | awk '{printf "%.3f (%.3f-%.3f)", $1, $2, $3}'; fi)"
   done
 done
 echo "seconds and ratios: median of $reps alternating runs (ratios pair by pair); whole processes, start-up and the test pass included"
