@@ -151,6 +151,11 @@ std::optional<ChildEnd> ChildProcess::poll() {
   return std::nullopt;
 }
 
+bool ChildProcess::has_ended() const {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
+}
+
 ChildEnd ChildProcess::wait() {
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {

@@ -50,6 +50,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // nullopt while it runs.
   std::optional<ChildEnd> poll();
+  // True once it has ended, without reaping it (poll() still returns its end).
+  bool has_ended() const;
   ChildEnd wait();
 
  private:

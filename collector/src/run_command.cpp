@@ -20,6 +20,7 @@
 #include <exception>
 #include <iostream>
 #include <random>
+#include <atomic>
 #include <thread>
 
 #include "child_process.h"
@@ -228,12 +229,14 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
 // slowest thread decides), which cost about 5% of a two-thread trainer's wall time here. At nice
 // 19 it runs in the program's idle moments and the ring holds what waits: a full ring makes the
 // program wait (producer_waits), and only a ring that makes no progress for 30 s drops records,
-// counted in meta dropped_records. The end of the run is drained at normal priority.
+// counted in meta dropped_records. The end of the run is drained at normal priority: the moment
+// the program has ended, the main thread takes the loop's yielding away (what is left is what the
+// user waits for, however busy the machine is with other work).
 constexpr int kDrainNice = 19;
 
-void yield_to_the_program() {
+void set_priority(pid_t thread, int nice) {
   // On Linux a thread's nice value is its own: the other threads keep theirs.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kDrainNice);
+  setpriority(PRIO_PROCESS, static_cast<id_t>(thread), nice);
 }
 
 // Drains the rings into the trace until the program ends, forwarding interrupts. Reports a storage
@@ -271,14 +274,27 @@ ChildEnd collect(ChildProcess& child, RingSet& rings, TraceWriter& writer, Inter
                  bool quiet) {
   std::optional<ChildEnd> end;
   std::exception_ptr failure;
+  std::atomic<pid_t> drainer_tid{0};
+  std::atomic<bool> drained{false};
   std::thread drainer([&] {
-    yield_to_the_program();
+    drainer_tid = gettid();
+    set_priority(gettid(), kDrainNice);
     try {
       end = drain_while_running(child, rings, writer, interrupts, quiet);
     } catch (...) {
       failure = std::current_exception();
     }
+    drained = true;
   });
+  // The program's end is seen here without reaping it (the drain loop does), every millisecond.
+  while (!drained) {
+    if (child.has_ended()) {
+      while (drainer_tid == 0) std::this_thread::yield();
+      set_priority(drainer_tid, 0);
+      break;
+    }
+    nap();
+  }
   drainer.join();
   if (failure) std::rethrow_exception(failure);
   // The program is gone; processes it left behind may still write (they are not waited for).
