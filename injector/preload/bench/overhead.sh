@@ -20,7 +20,9 @@
 #   THREADS  the trainer's threads (default 2)
 #   BEFORE   another build folder whose bin/fpscope (with its own injector, lib/ beside it) is
 #            timed in the same alternation, on the same program, against the same untraced runs:
-#            its rows follow this build's, marked 'before'. For a before/after table in one sitting.
+#            its rows follow this build's, marked 'before', then a row 'this/before' of the two
+#            builds' traced runs of each repetition divided one by the other. For a before/after
+#            table in one sitting.
 #   BEFORE_OPTIONS  `fpscope run` options of the 'before' runs only, e.g. BEFORE=build
 #            BEFORE_OPTIONS="--torch-operators dispatch-mode" times the PyTorch front end's two ways of
 #            watching operators against each other.
@@ -144,5 +146,10 @@ for c in $cases; do
       "$(ratios 2 "$work/every$suffix" "$work/plain" | spread | show)" \
       "$(if grep -q n/a "$work/step$suffix"; then echo n/a; else spread <"$work/step$suffix" | awk '{printf "%.3f (%.3f-%.3f)", $1, $2, $3}'; fi)"
   done
+  if [[ -n $before ]]; then  # the two builds' traced runs of each repetition, one over the other
+    printf '%-24s | %13s | %-46s | %-46s |\n' "$c this/before" "" \
+      "$(ratios 1 "$work/full" "$work/full.before" | spread | show) wall" \
+      "$(ratios 1 "$work/every" "$work/every.before" | spread | show) wall"
+  fi
 done
 echo "seconds and ratios: median of $reps alternating runs (ratios pair by pair); whole processes, start-up and the test pass included"
