@@ -153,7 +153,8 @@ std::optional<ChildEnd> ChildProcess::poll() {
 
 bool ChildProcess::has_ended() const {
   siginfo_t info{};
-  return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
+  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+  return info.si_pid == pid_;
 }
 
 ChildEnd ChildProcess::wait() {

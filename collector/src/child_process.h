@@ -50,7 +50,7 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // nullopt while it runs.
   std::optional<ChildEnd> poll();
-  // True once it has ended, without reaping it (poll() still returns its end).
+  // True once it has ended, without reaping it (poll() still returns its end), or once reaped.
   bool has_ended() const;
   ChildEnd wait();
 

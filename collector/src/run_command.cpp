@@ -6,21 +6,24 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <random>
-#include <atomic>
 #include <thread>
 
 #include "child_process.h"
@@ -229,31 +232,35 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
 // slowest thread decides), which cost about 5% of a two-thread trainer's wall time here. At nice
 // 19 it runs in the program's idle moments and the ring holds what waits: a full ring makes the
 // program wait (producer_waits), and only a ring that makes no progress for 30 s drops records,
-// counted in meta dropped_records. The end of the run is drained at normal priority: the moment
-// the program has ended, the main thread takes the loop's yielding away (what is left is what the
-// user waits for, however busy the machine is with other work).
+// counted in meta dropped_records. The end of the run is drained at normal priority, by the main
+// thread: the moment the program has ended, it stops the loop (which takes at most
+// kRecordsPerDrain records between two looks) and drains what is left itself, however busy the
+// machine is with other work. (A thread cannot take back its own nice 19 without privileges.)
 constexpr int kDrainNice = 19;
+constexpr std::size_t kRecordsPerDrain = 256;
 
-void set_priority(pid_t thread, int nice) {
+void yield_to_the_program() {
   // On Linux a thread's nice value is its own: the other threads keep theirs.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(thread), nice);
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kDrainNice);
 }
 
-// Drains the rings into the trace until the program ends, forwarding interrupts. Reports a storage
-// failure once and keeps draining so that the program never blocks on a full ring.
-ChildEnd drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer, InterruptForwarder& interrupts,
-                             bool quiet) {
+// Drains the rings into the trace until the program ends (its end, reaped) or `stop` is set
+// (nullopt), forwarding interrupts. Reports a storage failure once and keeps draining so that the
+// program never blocks on a full ring.
+std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
+                                            InterruptForwarder& interrupts, bool quiet,
+                                            const std::atomic<bool>& stop) {
   bool failure_reported = false;
   std::string adopt_error;
   bool adopt_error_reported = false;
   std::optional<ChildEnd> end;
-  while (!end) {
+  while (!end && !stop.load(std::memory_order_relaxed)) {
     rings.adopt_ready(&adopt_error);
     if (!adopt_error.empty() && !adopt_error_reported && !quiet) {
       adopt_error_reported = true;
       say_error("warning: a traced process's ring cannot be read, its records are lost: " + adopt_error);
     }
-    const std::size_t n = rings.drain(writer);
+    const std::size_t n = rings.drain(writer, kRecordsPerDrain);
     interrupts.forward_to(child.pid());
     if (writer.failed() && !failure_reported) {
       failure_reported = true;
@@ -266,37 +273,49 @@ ChildEnd drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& w
     writer.commit_if_due();  // readers of the live trace see what arrived, 50 ms late at most
     nap();
   }
-  return *end;
+  return end;
 }
 
-// drain_while_running() on a thread of its own at low priority, then what is left on this one.
+// Blocks until the program has ended (without reaping it: the drain loop does) or `done` is
+// readable (the drain loop is over). `pidfd` is the program's, or -1 where pidfd_open() is not to
+// be had: then it looks every millisecond.
+void wait_for_the_end(const ChildProcess& child, int pidfd, int done) {
+  if (pidfd >= 0) {
+    pollfd fds[2] = {{pidfd, POLLIN, 0}, {done, POLLIN, 0}};
+    while (poll(fds, done >= 0 ? 2 : 1, -1) < 0 && errno == EINTR) {
+    }
+    return;
+  }
+  pollfd fd{done, POLLIN, 0};
+  while (!child.has_ended() && !(done >= 0 && poll(&fd, 1, 0) > 0)) nap();
+}
+
+// drain_while_running() on a thread of its own at low priority until the program ends, then what
+// is left on this one.
 ChildEnd collect(ChildProcess& child, RingSet& rings, TraceWriter& writer, InterruptForwarder& interrupts,
                  bool quiet) {
   std::optional<ChildEnd> end;
   std::exception_ptr failure;
-  std::atomic<pid_t> drainer_tid{0};
-  std::atomic<bool> drained{false};
+  std::atomic<bool> stop{false};
+  // Opened before the drain loop can reap the program, so it is the program's.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child.pid(), 0));
+  const int done = eventfd(0, EFD_CLOEXEC);
   std::thread drainer([&] {
-    drainer_tid = gettid();
-    set_priority(gettid(), kDrainNice);
+    yield_to_the_program();
     try {
-      end = drain_while_running(child, rings, writer, interrupts, quiet);
+      end = drain_while_running(child, rings, writer, interrupts, quiet, stop);
     } catch (...) {
       failure = std::current_exception();
     }
-    drained = true;
+    if (done >= 0) eventfd_write(done, 1);
   });
-  // The program's end is seen here without reaping it (the drain loop does), every millisecond.
-  while (!drained) {
-    if (child.has_ended()) {
-      while (drainer_tid == 0) std::this_thread::yield();
-      set_priority(drainer_tid, 0);
-      break;
-    }
-    nap();
-  }
+  wait_for_the_end(child, pidfd, done);
+  stop = true;
   drainer.join();
+  for (int fd : {pidfd, done})
+    if (fd >= 0) close(fd);
   if (failure) std::rethrow_exception(failure);
+  if (!end) end = child.wait();
   // The program is gone; processes it left behind may still write (they are not waited for).
   std::string adopt_error;
   rings.adopt_ready(&adopt_error);

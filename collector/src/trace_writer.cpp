@@ -212,6 +212,16 @@ const std::string& TraceWriter::Impl::string_value(uint32_t id) const {
 // was handed over when the same collective (the kernel's n-th launch on each rank) had a non-finite
 // input on another rank.
 void TraceWriter::Impl::resolve_collective_origins() {
+  // Only an origin of one rank can be another rank's: with one rank, or no origin, there is nothing
+  // to resolve, and no need to read every kernel.
+  std::optional<int32_t> first_rank;
+  bool several_ranks = false;
+  for (const auto& s : sources) {
+    if (!s) continue;
+    if (!first_rank) first_rank = s->rank;
+    several_ranks = several_ranks || s->rank != *first_rank;
+  }
+  if (!several_ranks || !db.query_int("SELECT EXISTS (SELECT 1 FROM nonfinite WHERE origin = 1)").value_or(0)) return;
   std::string names;
   for (std::string_view k : contract::kCollectiveKernels) names += (names.empty() ? "'" : ",'") + std::string(k) + "'";
   db.exec(

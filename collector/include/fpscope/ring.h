@@ -156,9 +156,10 @@ class RingConsumer {
   // frees their slots. The pointer is valid only during the call. Pad records are skipped; unknown
   // types are handed over (the writer counts them). A record
   // whose header is impossible (a producer bug) ends the drain of what is published and is counted
-  // in corrupt_records(). Returns the number of records handed over.
+  // in corrupt_records(). Returns the number of records handed over: at most `limit`, the rest
+  // wait for the next call.
   template <class Fn>
-  std::size_t drain(Fn&& on_record);
+  std::size_t drain(Fn&& on_record, std::size_t limit = SIZE_MAX);
 
   // Tells producers the collector is gone: their full-ring waits end in counted drops.
   void mark_collector_gone() { header()->collector_alive.store(0, std::memory_order_release); }
@@ -188,7 +189,7 @@ class RingConsumer {
 };
 
 template <class Fn>
-std::size_t RingConsumer::drain(Fn&& on_record) {
+std::size_t RingConsumer::drain(Fn&& on_record, std::size_t limit) {
   RingHeader* h = header();
   const uint64_t head = h->head.load(std::memory_order_acquire);
   const uint64_t mask = slot_count_ - 1;
@@ -196,7 +197,7 @@ std::size_t RingConsumer::drain(Fn&& on_record) {
   const uint64_t release_every = slot_count_ / 8;
   uint64_t released = tail_;
   std::size_t records = 0;
-  while (tail_ < head) {
+  while (tail_ < head && records < limit) {
     const uint64_t pos = tail_ & mask;
     const auto* rec = reinterpret_cast<const wire::RecordHeader*>(map_->slot(pos));
     const uint64_t slots = rec->slots;
