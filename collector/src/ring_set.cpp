@@ -26,12 +26,13 @@ void RingSet::adopt_ready(std::string* error) {
   }
 }
 
-std::size_t RingSet::drain(TraceWriter& writer, std::size_t limit) {
-  std::size_t n = first_->drain([&](const wire::RecordHeader* r) { writer.on_record(r, 0); }, limit);
-  for (std::size_t i = 0; i < siblings_.size() && n < limit; ++i) {
+std::size_t RingSet::drain(TraceWriter& writer, std::size_t limit_per_ring) {
+  // Each ring has a limit of its own: a busy first ring must not starve its siblings.
+  std::size_t n = first_->drain([&](const wire::RecordHeader* r) { writer.on_record(r, 0); }, limit_per_ring);
+  for (std::size_t i = 0; i < siblings_.size(); ++i) {
     if (!siblings_[i]) continue;
     const auto source = static_cast<uint32_t>(i + 1);
-    n += siblings_[i]->drain([&](const wire::RecordHeader* r) { writer.on_record(r, source); }, limit - n);
+    n += siblings_[i]->drain([&](const wire::RecordHeader* r) { writer.on_record(r, source); }, limit_per_ring);
   }
   return n;
 }

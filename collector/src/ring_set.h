@@ -24,8 +24,8 @@ class RingSet {
   void adopt_ready(std::string* error);
 
   // Drains every ring into `writer`; returns the records handed over.
-  // Drains the rings into `writer`, at most `limit` records this call.
-  std::size_t drain(TraceWriter& writer, std::size_t limit = SIZE_MAX);
+  // Drains the rings into `writer`, at most `limit_per_ring` records of each ring this call.
+  std::size_t drain(TraceWriter& writer, std::size_t limit_per_ring = SIZE_MAX);
 
   // Tells every producer that the collector is gone.
   void mark_collector_gone();

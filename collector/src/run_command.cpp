@@ -234,8 +234,9 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
 // program wait (producer_waits), and only a ring that makes no progress for 30 s drops records,
 // counted in meta dropped_records. The end of the run is drained at normal priority, by the main
 // thread: the moment the program has ended, it stops the loop (which takes at most
-// kRecordsPerDrain records between two looks) and drains what is left itself, however busy the
-// machine is with other work. (A thread cannot take back its own nice 19 without privileges.)
+// kRecordsPerDrain records of each ring between two looks) and drains what is left itself,
+// however busy the machine is with other work. (A thread cannot take back its own nice 19
+// without privileges.)
 constexpr int kDrainNice = 19;
 constexpr std::size_t kRecordsPerDrain = 256;
 
