@@ -23,8 +23,8 @@ class RingSet {
   // reported once through *error (its process's records are lost; the others go on).
   void adopt_ready(std::string* error);
 
-  // Drains every ring into `writer`; returns the records handed over.
-  // Drains the rings into `writer`, at most `limit_per_ring` records of each ring this call.
+  // Drains every ring into `writer`, at most `limit_per_ring` records of each this call; returns
+  // the records handed over.
   std::size_t drain(TraceWriter& writer, std::size_t limit_per_ring = SIZE_MAX);
 
   // Tells every producer that the collector is gone.

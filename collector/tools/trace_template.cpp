@@ -23,14 +23,9 @@ using namespace fpscope;
 // The page size of every trace: few pages for wide tensor rows.
 constexpr int kPageSize = 32768;
 
-// The empty trace's bytes, with the header's read and write versions set to 2 (WAL): a file that
-// says so opens in WAL mode with no journal_mode switch.
-std::string empty_trace() {
-  sql::Database db(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
-  db.exec("PRAGMA page_size=" + std::to_string(kPageSize));
-  db.exec("BEGIN");
-  db.exec(embedded::kTraceSchemaSql);
-  db.exec("COMMIT");
+// The bytes of `db`, an empty trace, with the header's read and write versions set to 2 (WAL): a
+// file that says so opens in WAL mode with no journal_mode switch.
+std::string empty_trace(const sql::Database& db) {
   sqlite3_int64 size = 0;
   unsigned char* bytes = sqlite3_serialize(db.handle(), "main", &size, 0);
   if (bytes == nullptr) throw sql::Error(SQLITE_NOMEM, "serializing the empty trace");
@@ -67,7 +62,12 @@ int main(int argc, char** argv) {
   std::ostringstream runs, declarations;
   size_t image_size = 0;
   try {
-    const std::string image = empty_trace();
+    sql::Database db(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
+    db.exec("PRAGMA page_size=" + std::to_string(kPageSize));
+    db.exec("BEGIN");
+    db.exec(embedded::kTraceSchemaSql);
+    db.exec("COMMIT");
+    const std::string image = empty_trace(db);
     image_size = image.size();
     // Runs of nonzero bytes; zero gaps shorter than 64 bytes stay inside a run.
     size_t i = 0;
@@ -85,13 +85,12 @@ int main(int argc, char** argv) {
       i = end;
     }
 
-    sql::Database shape(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
-    shape.exec(embedded::kTraceSchemaSql);
+    // The summaries, run on the same empty trace once its bytes are taken.
     for (const std::string& statement : sql::statements_of(embedded::kTraceFinalizeSql)) {
-      shape.exec(statement);
+      db.exec(statement);
       const auto create = sql::create_table_as(statement);
       if (!create) continue;
-      sql::Statement declared(shape, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1");
+      sql::Statement declared(db, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1");
       declared.bind(1, create->table);
       if (!declared.step()) throw sql::Error(SQLITE_ERROR, create->table + " was not made");
       declarations << "    {\"" << create->table << "\", R\"fpscope_sql(" << declared.text(0) << ")fpscope_sql\"},\n";

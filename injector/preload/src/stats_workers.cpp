@@ -28,14 +28,10 @@ StatsWorkers::StatsWorkers(int threads, bool program_pool)
 // the first kernel). Never in a forked child, whose copy of the pool has no worker threads.
 StatsWorkers::ProgramTasks StatsWorkers::program_tasks() {
   if (!program_pool_ || static_cast<long>(getpid()) != creator_pid_) return nullptr;
-  int state = program_tasks_state_.load(std::memory_order_acquire);
-  if (state == 0) {
-    auto found = reinterpret_cast<ProgramTasks>(dlsym(RTLD_DEFAULT, "mpt_parallel_tasks"));
-    program_tasks_.store(found, std::memory_order_relaxed);
-    state = found ? 2 : 1;
-    program_tasks_state_.store(state, std::memory_order_release);
-  }
-  return state == 2 ? program_tasks_.load(std::memory_order_relaxed) : nullptr;
+  std::call_once(program_tasks_looked_up_, [this] {
+    program_tasks_ = reinterpret_cast<ProgramTasks>(dlsym(RTLD_DEFAULT, "mpt_parallel_tasks"));
+  });
+  return program_tasks_;
 }
 
 StatsWorkers::~StatsWorkers() {

@@ -59,8 +59,8 @@ class StatsWorkers final : public ChunkRunner {
   const int helpers_wanted_;
   const bool program_pool_;
   const long creator_pid_;  // the process whose kernel library's pool may be used
-  std::atomic<int> program_tasks_state_{0};  // 0: not looked up yet, 1: none, 2: program_tasks_
-  std::atomic<ProgramTasks> program_tasks_{nullptr};
+  std::once_flag program_tasks_looked_up_;
+  ProgramTasks program_tasks_ = nullptr;  // set once, under program_tasks_looked_up_
   std::atomic<uint64_t> lent_scans_{0}, helped_scans_{0};
   std::mutex use_;  // one shared scan at a time
   std::mutex mutex_;

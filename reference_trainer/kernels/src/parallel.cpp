@@ -29,44 +29,34 @@ class ThreadPool {
   }
 
   // Runs chunk(i) for i in [0, chunks) with chunks <= size(); returns false if the pool is busy.
-  bool run(int chunks, const std::function<void(int)>& chunk) {
-    std::unique_lock<std::mutex> use(use_mutex_, std::try_to_lock);
-    if (!use.owns_lock()) return false;
-    start_workers();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &chunk;
-      job_chunks_ = chunks;
-      remaining_.store(chunks - 1, std::memory_order_relaxed);
-      ++generation_;
-      published_.store(generation_, std::memory_order_release);
-    }
-    wake_.notify_all();
-    chunk(0);
-    spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; });
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return remaining_.load(std::memory_order_acquire) == 0; });
-    job_ = nullptr;
-    return true;
-  }
+  bool run(int chunks, const std::function<void(int)>& chunk) { return run_job(chunks, chunk, false); }
 
   // Runs task(context, i) for each i in [0, tasks) once: the caller and the workers take the next
   // task as they come free. Once every task is taken, the workers that have not yet joined are let
   // off, so a worker asleep in the kernel costs the caller nothing. False if the pool is busy.
   bool run_tasks(int64_t tasks, void (*task)(void*, int64_t), void* context) {
-    std::unique_lock<std::mutex> use(use_mutex_, std::try_to_lock);
-    if (!use.owns_lock()) return false;
-    start_workers();
     std::atomic<int64_t> next{0};
     const std::function<void(int)> take = [&](int) {
       for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < tasks;
            i = next.fetch_add(1, std::memory_order_relaxed))
         task(context, i);
     };
-    const int chunks = static_cast<int>(std::min<int64_t>(threads_, tasks));
+    return run_job(tasks, take, true);
+  }
+
+ private:
+  // Publishes `job` to workers 1..chunks-1 (at most the pool's size), runs chunk 0 here and waits
+  // for the workers that run theirs. With `let_off` (a job whose chunks share their work out), the
+  // workers that have not joined once chunk 0 returns find no chunk of theirs (job_chunks_ = 1)
+  // and take nothing.
+  bool run_job(int64_t at_most, const std::function<void(int)>& job, bool let_off) {
+    std::unique_lock<std::mutex> use(use_mutex_, std::try_to_lock);
+    if (!use.owns_lock()) return false;
+    const int chunks = static_cast<int>(std::min<int64_t>(threads_, at_most));
+    start_workers();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &take;
+      job_ = &job;
       job_chunks_ = chunks;
       joined_ = 0;
       remaining_.store(chunks - 1, std::memory_order_relaxed);
@@ -74,20 +64,19 @@ class ThreadPool {
       published_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
-    take(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    // Workers that have not joined find no chunk of theirs (job_chunks_ = 1) and take nothing.
-    remaining_.fetch_sub(job_chunks_ - 1 - joined_, std::memory_order_acq_rel);
-    job_chunks_ = 1;
-    lock.unlock();
+    job(0);
+    if (let_off) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      remaining_.fetch_sub(job_chunks_ - 1 - joined_, std::memory_order_acq_rel);
+      job_chunks_ = 1;
+    }
     spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; });
-    lock.lock();
+    std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return remaining_.load(std::memory_order_acquire) == 0; });
     job_ = nullptr;
     return true;
   }
 
- private:
   void start_workers() {
     if (!workers_.empty() || threads_ <= 1) return;
     stopping_ = false;
