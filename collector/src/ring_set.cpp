@@ -37,6 +37,13 @@ std::size_t RingSet::drain(TraceWriter& writer, std::size_t limit_per_ring) {
   return n;
 }
 
+bool RingSet::every_process_said_exit(const TraceWriter& writer) const {
+  if (first_->rings_created() > siblings_.size() || !writer.said_exit(0)) return false;
+  for (std::size_t i = 0; i < siblings_.size(); ++i)
+    if (!siblings_[i] || !writer.said_exit(static_cast<uint32_t>(i + 1))) return false;
+  return true;
+}
+
 void RingSet::mark_collector_gone() {
   first_->mark_collector_gone();
   for (auto& s : siblings_)

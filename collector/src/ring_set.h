@@ -27,6 +27,12 @@ class RingSet {
   // the records handed over.
   std::size_t drain(TraceWriter& writer, std::size_t limit_per_ring = SIZE_MAX);
 
+  // Whether every process of the run has said it exits (its last record drained into `writer`):
+  // the first ring's and every sibling's, none being made or left unadopted. A process may still
+  // write after that (a thread racing its exit, a child it forks on the way out), so the records
+  // are only as complete as the drain that follows says.
+  bool every_process_said_exit(const TraceWriter& writer) const;
+
   // Tells every producer that the collector is gone.
   void mark_collector_gone();
 

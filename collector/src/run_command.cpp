@@ -245,12 +245,13 @@ void yield_to_the_program() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kDrainNice);
 }
 
-// Drains the rings into the trace until the program ends (its end, reaped) or `stop` is set
-// (nullopt), forwarding interrupts. Reports a storage failure once and keeps draining so that the
-// program never blocks on a full ring.
+// Drains the rings into the trace until the program ends (its end, reaped), every traced process
+// has said it exits (nullopt, *all_said_exit set), or `stop` is set (nullopt), forwarding
+// interrupts. Reports a storage failure once and keeps draining so that the program never blocks on
+// a full ring.
 std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
                                             InterruptForwarder& interrupts, bool quiet,
-                                            const std::atomic<bool>& stop) {
+                                            const std::atomic<bool>& stop, bool* all_said_exit) {
   bool failure_reported = false;
   std::string adopt_error;
   bool adopt_error_reported = false;
@@ -271,57 +272,79 @@ std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings,
     if (n != 0) continue;
     end = child.poll();
     if (end) break;
+    if (rings.every_process_said_exit(writer)) {
+      *all_said_exit = true;
+      break;
+    }
     writer.commit_if_due();  // readers of the live trace see what arrived, 50 ms late at most
     nap();
   }
   return end;
 }
 
-// Blocks until the program has ended (without reaping it: the drain loop does) or `done` is
-// readable (the drain loop is over). `pidfd` is the program's, or -1 where pidfd_open() is not to
-// be had: then it looks every millisecond.
-void wait_for_the_end(const ChildProcess& child, int pidfd, int done) {
-  if (pidfd >= 0) {
-    pollfd fds[2] = {{pidfd, POLLIN, 0}, {done, POLLIN, 0}};
-    while (poll(fds, done >= 0 ? 2 : 1, -1) < 0 && errno == EINTR) {
+// Blocks until the program has ended (without reaping it) or `done` is readable (the drain loop is
+// over; -1: not waited for). `pidfd` is the program's, or -1 where pidfd_open() is not to be had:
+// then it looks every millisecond. With `interrupts` (while no drain loop forwards them), the
+// interrupts fpscope receives reach the program within 10 ms.
+void wait_for_the_end(const ChildProcess& child, int pidfd, int done, InterruptForwarder* interrupts) {
+  constexpr int kForwardEveryMs = 10;
+  pollfd fds[2] = {{pidfd, POLLIN, 0}, {done, POLLIN, 0}};
+  while (true) {
+    if (interrupts) interrupts->forward_to(child.pid());
+    if (pidfd >= 0) {
+      const int ready = poll(fds, done >= 0 ? 2 : 1, interrupts ? kForwardEveryMs : -1);
+      if (ready > 0 || (ready < 0 && errno != EINTR)) return;
+    } else {
+      if (child.has_ended() || (done >= 0 && poll(&fds[1], 1, 0) > 0)) return;
+      nap();
     }
-    return;
   }
-  pollfd fd{done, POLLIN, 0};
-  while (!child.has_ended() && !(done >= 0 && poll(&fd, 1, 0) > 0)) nap();
+}
+
+// Everything left in the rings, the siblings made since included, into the trace.
+void drain_the_rest(RingSet& rings, TraceWriter& writer) {
+  std::string adopt_error;
+  rings.adopt_ready(&adopt_error);
+  while (rings.drain(writer) != 0) {
+  }
 }
 
 // drain_while_running() on a thread of its own at low priority until the program ends, then what
-// is left on this one.
+// is left on this one. When every traced process has said it exits before the program has ended,
+// the trace is completed while the kernel tears the program down (typically 15 to 20 ms for the
+// trainer, longer for a large Python program), and finish() has only the end's meta left to write.
 ChildEnd collect(ChildProcess& child, RingSet& rings, TraceWriter& writer, InterruptForwarder& interrupts,
                  bool quiet) {
   std::optional<ChildEnd> end;
   std::exception_ptr failure;
   std::atomic<bool> stop{false};
+  bool all_said_exit = false;
   // Opened before the drain loop can reap the program, so it is the program's.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child.pid(), 0));
   const int done = eventfd(0, EFD_CLOEXEC);
   std::thread drainer([&] {
     yield_to_the_program();
     try {
-      end = drain_while_running(child, rings, writer, interrupts, quiet, stop);
+      end = drain_while_running(child, rings, writer, interrupts, quiet, stop, &all_said_exit);
     } catch (...) {
       failure = std::current_exception();
     }
     if (done >= 0) eventfd_write(done, 1);
   });
-  wait_for_the_end(child, pidfd, done);
+  wait_for_the_end(child, pidfd, done, nullptr);
   stop = true;
   drainer.join();
+  if (!failure && !end && all_said_exit) {
+    drain_the_rest(rings, writer);
+    writer.prepare_finish();
+    wait_for_the_end(child, pidfd, -1, &interrupts);
+  }
   for (int fd : {pidfd, done})
     if (fd >= 0) close(fd);
   if (failure) std::rethrow_exception(failure);
   if (!end) end = child.wait();
   // The program is gone; processes it left behind may still write (they are not waited for).
-  std::string adopt_error;
-  rings.adopt_ready(&adopt_error);
-  while (rings.drain(writer) != 0) {
-  }
+  drain_the_rest(rings, writer);
   return *end;
 }
 

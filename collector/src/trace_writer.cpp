@@ -465,25 +465,50 @@ void TraceWriter::Impl::run_finalize_script() {
   commit();
 }
 
+// Everything finish() does but closing the file: once the records are in, so more than once if
+// records arrive after a first time (each step replaces what it made before). Meta
+// finished_during_exit says whether the trace was completed while the program was being torn down.
+bool TraceWriter::Impl::complete(TraceWriter::Summaries summaries, bool during_exit) {
+  begin_if_needed();
+  set_meta("finished_during_exit", during_exit ? "1" : "0");
+  flush_all_tensors();
+  close_open_ranges();
+  finish_processes();
+  resolve_collective_origins();
+  add_missing_strings();
+  write_counts();
+  if (!commit()) return false;
+  // From here on the writes go to the operating system without waiting for the disk: the
+  // program's records are committed, and waiting for the summaries and the final checkpoint to
+  // reach the platter cost 30 to 100 ms per run here. A killed collector still leaves a sound
+  // trace (SQLite's WAL guarantees that without syncs); only a power failure in the seconds
+  // after the run could lose the summaries or corrupt the file.
+  db.exec("PRAGMA synchronous=OFF");
+  if (summaries == TraceWriter::Summaries::Write) run_finalize_script();
+  return !failed();
+}
+
+bool TraceWriter::Impl::prepare_finish(TraceWriter::Summaries summaries) {
+  if (failed()) return false;
+  try {
+    if (!complete(summaries, true)) return false;
+    completed_at_records = counts.records;
+    return true;
+  } catch (const sql::Error& e) {
+    storage_failed(e.what());
+    return false;
+  }
+}
+
 bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
   if (failed()) return false;
   try {
-    begin_if_needed();
-    flush_all_tensors();
-    close_open_ranges();
-    finish_processes();
-    resolve_collective_origins();
-    add_missing_strings();
-    write_counts();
-    if (!commit()) return false;
-    // From here on the writes go to the operating system without waiting for the disk: the
-    // program's records are committed, and waiting for the summaries and the final checkpoint to
-    // reach the platter cost 30 to 100 ms per run here. A killed collector still leaves a sound
-    // trace (SQLite's WAL guarantees that without syncs); only a power failure in the seconds
-    // after the run could lose the summaries or corrupt the file.
-    db.exec("PRAGMA synchronous=OFF");
-    if (summaries == TraceWriter::Summaries::Write) run_finalize_script();
-    if (failed()) return false;
+    if (completed_at_records == counts.records) {
+      begin_if_needed();  // the meta set since prepare_finish()
+      if (!commit()) return false;
+    } else if (!complete(summaries, false)) {
+      return false;
+    }
     // A finished trace needs no -wal/-shm beside it: readers on read-only media can open it.
     db.exec("PRAGMA journal_mode=DELETE");
     return true;
@@ -547,7 +572,12 @@ void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
 void TraceWriter::set_meta(const std::string& key, const std::string& value) { impl_->set_meta(key, value); }
 bool TraceWriter::commit() { return impl_->commit(); }
 bool TraceWriter::commit_if_due() { return impl_->commit_if_due(); }
+bool TraceWriter::prepare_finish(Summaries summaries) { return impl_->prepare_finish(summaries); }
 bool TraceWriter::finish(Summaries summaries) { return impl_->finish(summaries); }
+bool TraceWriter::said_exit(uint32_t source) const {
+  const auto& sources = impl_->sources;
+  return source < sources.size() && sources[source] && sources[source]->exited;
+}
 const TraceCounts& TraceWriter::counts() const { return impl_->counts; }
 const TrapInfo& TraceWriter::trap() const { return impl_->trap; }
 const std::string& TraceWriter::error() const { return impl_->error; }

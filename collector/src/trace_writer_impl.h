@@ -170,6 +170,8 @@ class TraceWriter::Impl {
   void storage_failed(const std::string& what);
   bool failed() const;
   void set_meta(const std::string& key, const std::string& value);
+  bool complete(TraceWriter::Summaries summaries, bool during_exit);
+  bool prepare_finish(TraceWriter::Summaries summaries);
   bool finish(TraceWriter::Summaries summaries);
   void add_missing_strings();
   void write_counts();
@@ -236,6 +238,8 @@ class TraceWriter::Impl {
   std::unordered_set<int64_t> awaiting_text;
   int64_t next_tensor_id = 1;
   int64_t next_range_id = 1;
+  // counts.records when prepare_finish() completed the trace; none if it has not.
+  std::optional<uint64_t> completed_at_records;
 };
 
 }  // namespace fpscope

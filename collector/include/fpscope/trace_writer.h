@@ -83,6 +83,15 @@ class TraceWriter {
   enum class Summaries { Write, Skip };
   bool finish(Summaries summaries = Summaries::Write);
 
+  // Does finish()'s work but closing the file ahead of time: for a collector that knows every
+  // traced process has written its last record (said_exit) while they are still being torn down.
+  // finish() then only commits the meta set since, unless records arrived after this call; then
+  // it completes the trace again, from the start. False if anything failed.
+  bool prepare_finish(Summaries summaries = Summaries::Write);
+
+  // Whether the process writing ring `source` has said it exits (its last record, ProcessExit).
+  bool said_exit(uint32_t source) const;
+
   const TraceCounts& counts() const;
   const TrapInfo& trap() const;
   // Empty while everything was stored; otherwise the first failure.
