@@ -245,59 +245,106 @@ void yield_to_the_program() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kDrainNice);
 }
 
-// Drains the rings into the trace until the program ends (its end, reaped), every traced process
-// has said it exits (nullopt, *all_said_exit set), or `stop` is set (nullopt), forwarding
-// interrupts. Reports a storage failure once and keeps draining so that the program never blocks on
-// a full ring.
-std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
-                                            InterruptForwarder& interrupts, bool quiet,
-                                            const std::atomic<bool>& stop, bool* all_said_exit) {
-  bool failure_reported = false;
+// What the drain loops have told the user already, so that each warning is said once a run.
+struct DrainReports {
+  bool storage_failure = false;
+  bool adopt_error = false;
+};
+
+// Takes over the siblings made ready, drains up to `limit` records of each ring and forwards
+// interrupts; says (once) that a ring cannot be read or that storing failed. Returns the records
+// drained.
+std::size_t drain_once(ChildProcess& child, RingSet& rings, TraceWriter& writer, InterruptForwarder& interrupts,
+                       bool quiet, DrainReports& said, std::size_t limit) {
   std::string adopt_error;
-  bool adopt_error_reported = false;
-  std::optional<ChildEnd> end;
-  while (!end && !stop.load(std::memory_order_relaxed)) {
-    rings.adopt_ready(&adopt_error);
-    if (!adopt_error.empty() && !adopt_error_reported && !quiet) {
-      adopt_error_reported = true;
-      say_error("warning: a traced process's ring cannot be read, its records are lost: " + adopt_error);
-    }
-    const std::size_t n = rings.drain(writer, kRecordsPerDrain);
-    interrupts.forward_to(child.pid());
-    if (writer.failed() && !failure_reported) {
-      failure_reported = true;
-      say_error("writing the trace failed: " + writer.error() +
-                "; the trace keeps what was committed before; the program goes on, its records are discarded");
-    }
-    if (n != 0) continue;
-    end = child.poll();
-    if (end) break;
-    if (rings.every_process_said_exit(writer)) {
+  rings.adopt_ready(&adopt_error);
+  if (!adopt_error.empty() && !said.adopt_error && !quiet) {
+    said.adopt_error = true;
+    say_error("warning: a traced process's ring cannot be read, its records are lost: " + adopt_error);
+  }
+  const std::size_t n = rings.drain(writer, limit);
+  interrupts.forward_to(child.pid());
+  if (writer.failed() && !said.storage_failure) {
+    said.storage_failure = true;
+    say_error("writing the trace failed: " + writer.error() +
+              "; the trace keeps what was committed before; the program goes on, its records are discarded");
+  }
+  return n;
+}
+
+// Drains the rings into the trace until the program ends (its end, reaped), every traced process
+// has said it exits (nullopt, *all_said_exit set; not looked for if all_said_exit is nullptr), or
+// `stop` is set (nullopt). Keeps draining after
+// a storage failure, so that the program never blocks on a full ring.
+std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
+                                            InterruptForwarder& interrupts, bool quiet, DrainReports& said,
+                                            const std::atomic<bool>& stop, bool* all_said_exit) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (drain_once(child, rings, writer, interrupts, quiet, said, kRecordsPerDrain) != 0) continue;
+    if (auto end = child.poll()) return end;
+    if (all_said_exit && rings.every_process_said_exit(writer)) {
       *all_said_exit = true;
-      break;
+      return std::nullopt;
     }
     writer.commit_if_due();  // readers of the live trace see what arrived, 50 ms late at most
     nap();
   }
+  return std::nullopt;
+}
+
+// Blocks until the program has ended (without reaping it) or `done` is readable. `pidfd` is the
+// program's, or -1 where pidfd_open() is not to be had: then it looks every millisecond.
+void wait_for_the_end_or(const ChildProcess& child, int pidfd, int done) {
+  if (pidfd >= 0) {
+    pollfd fds[2] = {{pidfd, POLLIN, 0}, {done, POLLIN, 0}};
+    while (poll(fds, 2, -1) < 0 && errno == EINTR) {
+    }
+    return;
+  }
+  pollfd fd{done, POLLIN, 0};
+  while (!child.has_ended() && poll(&fd, 1, 0) <= 0) nap();
+}
+
+// drain_while_running() on a thread of its own at low priority, while this one waits for the
+// program's end at normal priority. Returns the program's end if that thread reaped it, nullopt if
+// the program has ended unreaped or every traced process has said it exits (*all_said_exit, when
+// asked).
+std::optional<ChildEnd> drain_beside(ChildProcess& child, RingSet& rings, TraceWriter& writer,
+                                     InterruptForwarder& interrupts, bool quiet, DrainReports& said, int pidfd,
+                                     bool* all_said_exit) {
+  std::optional<ChildEnd> end;
+  std::exception_ptr failure;
+  std::atomic<bool> stop{false};
+  const int done = eventfd(0, EFD_CLOEXEC);
+  std::thread drainer([&] {
+    yield_to_the_program();
+    try {
+      end = drain_while_running(child, rings, writer, interrupts, quiet, said, stop, all_said_exit);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (done >= 0) eventfd_write(done, 1);
+  });
+  wait_for_the_end_or(child, pidfd, done);
+  stop = true;
+  drainer.join();
+  if (done >= 0) close(done);
+  if (failure) std::rethrow_exception(failure);
   return end;
 }
 
-// Blocks until the program has ended (without reaping it) or `done` is readable (the drain loop is
-// over; -1: not waited for). `pidfd` is the program's, or -1 where pidfd_open() is not to be had:
-// then it looks every millisecond. With `interrupts` (while no drain loop forwards them), the
-// interrupts fpscope receives reach the program within 10 ms.
-void wait_for_the_end(const ChildProcess& child, int pidfd, int done, InterruptForwarder* interrupts) {
-  constexpr int kForwardEveryMs = 10;
-  pollfd fds[2] = {{pidfd, POLLIN, 0}, {done, POLLIN, 0}};
+// After prepare_finish(): waits for the program's end at normal priority, draining whatever still
+// comes (a record racing a process's exit, a process started after the others said they exit).
+// Returns the end, reaped, or nullopt as soon as a record arrives (the low-priority loop takes
+// over again, and finish() will complete the trace anew).
+std::optional<ChildEnd> wait_for_the_end_after_finishing(ChildProcess& child, RingSet& rings, TraceWriter& writer,
+                                                         InterruptForwarder& interrupts, bool quiet,
+                                                         DrainReports& said, int pidfd) {
   while (true) {
-    if (interrupts) interrupts->forward_to(child.pid());
-    if (pidfd >= 0) {
-      const int ready = poll(fds, done >= 0 ? 2 : 1, interrupts ? kForwardEveryMs : -1);
-      if (ready > 0 || (ready < 0 && errno != EINTR)) return;
-    } else {
-      if (child.has_ended() || (done >= 0 && poll(&fds[1], 1, 0) > 0)) return;
-      nap();
-    }
+    if (drain_once(child, rings, writer, interrupts, quiet, said, kRecordsPerDrain) != 0) return std::nullopt;
+    if (auto end = child.poll()) return end;
+    pollfd fd{pidfd, POLLIN, 0};
+    if (pidfd < 0 || poll(&fd, 1, 1) < 0) nap();
   }
 }
 
@@ -309,39 +356,30 @@ void drain_the_rest(RingSet& rings, TraceWriter& writer) {
   }
 }
 
-// drain_while_running() on a thread of its own at low priority until the program ends, then what
-// is left on this one. When every traced process has said it exits before the program has ended,
-// the trace is completed while the kernel tears the program down (typically 15 to 20 ms for the
-// trainer, longer for a large Python program), and finish() has only the end's meta left to write.
+// Drains the rings until the program ends: at low priority while it runs, the rest at normal
+// priority once it has ended. When every traced process has said it exits before the program has
+// ended, the trace is completed while the kernel tears the program down (typically 15 to 20 ms for
+// the trainer, longer for a large Python program), and finish() has only the end's meta left to
+// write; should records still come, draining goes on as before. A program whose processes all
+// exit before it starts more (a script running trainers one after the other) would make each
+// attempt in vain: after two, the trace is completed once, after the end.
 ChildEnd collect(ChildProcess& child, RingSet& rings, TraceWriter& writer, InterruptForwarder& interrupts,
                  bool quiet) {
-  std::optional<ChildEnd> end;
-  std::exception_ptr failure;
-  std::atomic<bool> stop{false};
-  bool all_said_exit = false;
-  // Opened before the drain loop can reap the program, so it is the program's.
+  constexpr int kFinishAttempts = 2;
+  DrainReports said;
+  // Opened before a drain loop can reap the program, so it is the program's.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child.pid(), 0));
-  const int done = eventfd(0, EFD_CLOEXEC);
-  std::thread drainer([&] {
-    yield_to_the_program();
-    try {
-      end = drain_while_running(child, rings, writer, interrupts, quiet, stop, &all_said_exit);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    if (done >= 0) eventfd_write(done, 1);
-  });
-  wait_for_the_end(child, pidfd, done, nullptr);
-  stop = true;
-  drainer.join();
-  if (!failure && !end && all_said_exit) {
+  std::optional<ChildEnd> end;
+  for (int attempt = 0; !end; ++attempt) {
+    bool all_said_exit = false;
+    end = drain_beside(child, rings, writer, interrupts, quiet, said, pidfd,
+                       attempt < kFinishAttempts ? &all_said_exit : nullptr);
+    if (end || !all_said_exit) break;
     drain_the_rest(rings, writer);
     writer.prepare_finish();
-    wait_for_the_end(child, pidfd, -1, &interrupts);
+    end = wait_for_the_end_after_finishing(child, rings, writer, interrupts, quiet, said, pidfd);
   }
-  for (int fd : {pidfd, done})
-    if (fd >= 0) close(fd);
-  if (failure) std::rethrow_exception(failure);
+  if (pidfd >= 0) close(pidfd);
   if (!end) end = child.wait();
   // The program is gone; processes it left behind may still write (they are not waited for).
   drain_the_rest(rings, writer);
@@ -394,6 +432,8 @@ int run_main(int argc, char** argv) {
     say_error(error);
     return kExitUsage;
   }
+  // The trace says who is writing it before the program starts: a collector killed at any moment
+  // after leaves a trace that names it.
   const int64_t start_ns = realtime_ns();
   RingSet rings(std::move(first_ring));
   write_start_meta(*writer, {o.program, current_dir(), start_ns, selection_json(o), rings.slot_count(), rings.name(),

@@ -295,6 +295,55 @@ TEST_F(RunTest, SigkilledCollectorLeavesNoRingAndATraceThatSaysSo) {
   EXPECT_FALSE(fs::exists("/dev/shm" + ring)) << ring << " outlived its collector";
 }
 
+// Once every traced process has said it exits, the trace is completed while the program is still
+// being torn down (the test program waits until the trace says so before it exits). What comes
+// after that is drained as it comes (the program waits for it to be read) and makes the collector
+// complete the trace anew: a late record, a process started afterwards with its own ring.
+TEST_F(RunTest, TheTraceIsCompletedWhileTheProgramExitsAndAgainWhenMoreArrives) {
+  const auto scalars = [this] {
+    Reader db(trace_);
+    std::vector<double> values;
+    for (const auto& row : db.rows("SELECT value FROM scalars ORDER BY value")) values.push_back(row[0].d);
+    return values;
+  };
+  ASSERT_EQ(run_program({"exit-then", trace_, "nothing"}, {"--force"}), 0) << err_;
+  {
+    Reader db(trace_);
+    EXPECT_EQ(db.meta("finished_during_exit"), "1");
+    EXPECT_EQ(db.meta("finalize_status"), "ok");
+    EXPECT_EQ(db.meta("end_reason"), "exited");
+    EXPECT_EQ(db.meta("exit_code"), "0");
+    EXPECT_EQ(db.meta("records"), "5");
+    EXPECT_EQ(db.meta("ranks_ended"), "0:exited");
+    EXPECT_EQ(db.one("PRAGMA journal_mode").s, "delete");
+  }
+  EXPECT_EQ(scalars(), (std::vector<double>{1}));
+
+  ASSERT_EQ(run_program({"exit-then", trace_, "record"}, {"--force"}), 0) << err_;
+  {
+    Reader db(trace_);
+    EXPECT_EQ(db.meta("records"), "6");  // the counts were written again
+    EXPECT_EQ(db.meta("finalize_status"), "ok");
+  }
+  EXPECT_EQ(scalars(), (std::vector<double>{1, 2}));
+
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_EQ(run_program({"exit-then", trace_, "process"}, {"--force"}), 0) << err_;
+  // Drained as it came: a collector that stopped draining would leave the child waiting on its
+  // ring for the 30 s no-progress limit.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  {
+    Reader db(trace_);
+    EXPECT_EQ(db.meta("ranks_ended"), "0:exited 0:exited");
+    EXPECT_EQ(db.meta("traced_processes"), "2");
+    EXPECT_EQ(db.meta("dropped_records"), "0");
+    EXPECT_EQ(db.meta("finalize_status"), "ok");
+    EXPECT_EQ(db.one("SELECT count(*) FROM processes WHERE ended = 'exited'").i, 2);
+    EXPECT_EQ(db.one("SELECT processes FROM summary_ranks WHERE rank = 0").i, 2);  // the summaries too
+  }
+  EXPECT_EQ(scalars(), (std::vector<double>{1, 3}));
+}
+
 // The program publishes numbered records and SIGKILLs itself at a random moment; every record it
 // published (its own count, kept in a file mapping that survives it) must be in the trace, in order.
 TEST_F(RunTest, RecordsPublishedBeforeASigkillAllReachTheTrace) {

@@ -8,6 +8,12 @@
 //   test_program trap MESSAGE               write a Trap record, wait for the drain, raise SIGTRAP
 //   test_program env FILE                   write its environment to FILE, one variable a line
 //   test_program wait STARTED_FILE          create STARTED_FILE, then sleep up to 30 s
+//   test_program exit-then TRACE MORE       announce itself, write Scalar 1, say it exits (ProcessExit),
+//                                           wait until TRACE says the collector completed it
+//                                           (meta finished_during_exit = 1), then MORE: "nothing";
+//                                           "record": Scalar 2 on its ring; "process": a child on a
+//                                           sibling ring writes Scalar 3 and says it exits; either
+//                                           waits until the collector has read it (else exits 98)
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -20,6 +26,9 @@
 #include <cstring>
 #include <string>
 #include <thread>
+
+#include <sqlite3.h>
+#include <sys/wait.h>
 
 #include "fpscope/ring.h"
 
@@ -92,6 +101,88 @@ void write_string(RingProducer& p, uint32_t id, const std::string& s) {
   std::exit(93);
 }
 
+// A process's first records, as the injector writes them: its strings, its Process record.
+void announce(RingProducer& p) {
+  write_string(p, 1, "counter");
+  write_string(p, 2, "test_program");
+  auto* r = static_cast<wire::ProcessRecord*>(p.reserve(1));
+  *r = {};
+  r->h = {wire::RecordType::Process, 1, 1};
+  r->protocol = wire::kProtocolVersion;
+  r->pid = getpid();
+  r->exe = 2;
+  r->local_rank = r->world_size = -1;
+  p.publish();
+}
+
+void write_scalar(RingProducer& p, double value) {
+  auto* r = static_cast<wire::ScalarRecord*>(p.reserve(1));
+  *r = {};
+  r->h = {wire::RecordType::Scalar, 1, 1};
+  r->t_ns = static_cast<int64_t>(value);
+  r->value = value;
+  r->name = 1;
+  p.publish();
+}
+
+void say_exit(RingProducer& p) {
+  auto* r = static_cast<wire::ProcessExitRecord*>(p.reserve(1));
+  *r = {};
+  r->h = {wire::RecordType::ProcessExit, 1, 1};
+  r->t_ns = 1;
+  p.publish();
+}
+
+// Whether the trace says it was completed while its processes were exiting.
+bool finished_during_exit(const std::string& trace) {
+  sqlite3* db = nullptr;
+  bool yes = false;
+  if (sqlite3_open_v2(("file:" + trace + "?mode=ro").c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'finished_during_exit'", -1, &st, nullptr) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      yes = std::strcmp(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "1") == 0;
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return yes;
+}
+
+int exit_then(const std::string& trace, const std::string& more) {
+  auto ring = attach_ring();
+  announce(*ring);
+  write_scalar(*ring, 1);
+  say_exit(*ring);
+  int i = 0;
+  for (; i < 6000 && !finished_during_exit(trace); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (i == 6000) return 95;
+  // Each waits until the collector has read what it wrote, as a program that goes on running
+  // would need it to (a collector that stopped draining would keep it waiting).
+  constexpr auto kDrainLimit = std::chrono::seconds(20);
+  if (more == "record") {
+    write_scalar(*ring, 2);
+    if (!ring->wait_drained(kDrainLimit)) return 98;
+  }
+  if (more == "process") {
+    const pid_t child = fork();
+    if (child == 0) {
+      std::string error;
+      auto sibling = RingProducer::create_sibling(*ring, std::getenv(kRingEnv), &error);
+      if (!sibling) _exit(96);
+      announce(*sibling);
+      write_scalar(*sibling, 3);
+      say_exit(*sibling);
+      _exit(sibling->wait_drained(kDrainLimit) ? 0 : 98);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 97;
+    return WEXITSTATUS(status);
+  }
+  return 0;
+}
+
 int write_environment(const char* file) {
   FILE* f = std::fopen(file, "w");
   if (!f) return 94;
@@ -118,6 +209,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3000 && access(argv[3], F_OK) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return 0;
   }
+  if (mode == "exit-then" && argc > 3) return exit_then(argv[2], argv[3]);
   if (mode == "wait" && argc > 2) {
     if (FILE* f = std::fopen(argv[2], "w")) std::fclose(f);
     std::this_thread::sleep_for(std::chrono::seconds(30));
