@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What `fpscope run` adds before and after the program: mptrain's CNN (28 px, fp32) traced, and for
+# What `fpscope run` adds before and after the program: mptrain's CNN (28 px, fp32) or the same CNN
+# in PyTorch (injector/torch/examples/fashion_cnn.py, run by /usr/bin/python3) traced, and for
 # each run the milliseconds from fpscope's exec to the program's exec (the trace and the ring made,
 # the program spawned) and from the program's end (its process gone: the SIGCHLD it sends fpscope)
 # to fpscope's own end (its SIGCHLD to its parent), which covers the last records drained, the
@@ -15,7 +16,8 @@
 # Usage: collector/bench/start_end.sh [BUILD_DIR]     (default: build)
 # Environment:
 #   REPS     runs of each case and build (default 7)
-#   CASES    space separated IMAGES-MODE, MODE full or every10 (default "6000-full 6000-every10")
+#   CASES    space separated IMAGES-MODE (mptrain) or torch-IMAGES-MODE (PyTorch), MODE full or
+#            every10 (default "6000-full 6000-every10")
 #   BEFORE   another build folder whose bin/fpscope is timed in turn with this one's
 set -euo pipefail
 
@@ -24,6 +26,7 @@ reps=${REPS:-7}
 cases=${CASES:-"6000-full 6000-every10"}
 before=${BEFORE:-}
 mptrain=$build/bin/mptrain
+torch_cnn=$(cd "$(dirname "$0")/../../injector/torch/examples" && pwd)/fashion_cnn.py
 data=${FPSCOPE_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 for tool in "$build/bin/fpscope" "$mptrain" ${before:+"$before/bin/fpscope"}; do
   [[ -x $tool ]] || { echo "start_end.sh: $tool not found; build fpscope and mptrain" >&2; exit 2; }
@@ -48,9 +51,9 @@ run() {
   shift
   rm -f "$work/t.sqlite"
   perf record -q -a -e "$events" -o "$work/perf.data" -- \
-    "$fpscope" run -q --force "$@" -o "$work/t.sqlite" -- "$mptrain" "${train[@]}" >/dev/null 2>&1 ||
+    "$fpscope" run -q --force "$@" -o "$work/t.sqlite" -- "${train[@]}" >/dev/null 2>&1 ||
     { echo "start_end.sh: the traced run failed: $fpscope run $*" >&2; exit 1; }
-  perf script -i "$work/perf.data" -F pid,time,event,trace 2>/dev/null | awk -v exe="$mptrain" '
+  perf script -i "$work/perf.data" -F pid,time,event,trace 2>/dev/null | awk -v exe="${train[0]}" '
     { t = $2; sub(":", "", t) }
     /sched_process_exec:/ && root == "" { root = $1; t0 = t }
     /sched_process_exec:/ && index($0, "filename=" exe " ") { program = $1; exec_at = t }
@@ -63,12 +66,19 @@ run() {
     }' || { echo "start_end.sh: perf did not see the events of a run" >&2; exit 1; }
 }
 
-printf '%-16s | %-8s | %-24s | %-24s | %-24s\n' case build "start ms (min-max)" "end ms (min-max)" "teardown ms (min-max)"
+printf '%-20s | %-8s | %-24s | %-24s | %-24s\n' case build "start ms (min-max)" "end ms (min-max)" "teardown ms (min-max)"
 for c in $cases; do
-  IFS=- read -r images mode <<<"$c"
+  IFS=- read -r first second third <<<"$c"
+  if [[ $first == torch ]]; then
+    images=$second mode=$third
+    train=(/usr/bin/python3 "$torch_cnn" --images "$images" --threads 2 --data-dir "$data")
+  else
+    images=$first mode=$second
+    train=("$mptrain" --model cnn --image-size 28 --train-subset "$images" --test-subset 32 --epochs 1 --threads 2
+           --data-dir "$data")
+  fi
   [[ $images =~ ^[0-9]+$ && ($mode == full || $mode == every10) ]] ||
-    { echo "start_end.sh: unknown case '$c' (IMAGES-full or IMAGES-every10)" >&2; exit 2; }
-  train=(--model cnn --image-size 28 --train-subset "$images" --test-subset 32 --epochs 1 --threads 2 --data-dir "$data")
+    { echo "start_end.sh: unknown case '$c' (IMAGES-full, IMAGES-every10, torch-IMAGES-full or torch-IMAGES-every10)" >&2; exit 2; }
   options=()
   [[ $mode == every10 ]] && options=(--every 10)
   : >"$work/this"; : >"$work/before"
@@ -77,7 +87,7 @@ for c in $cases; do
     if [[ -n $before ]]; then run "$before/bin/fpscope" ${options[@]+"${options[@]}"} >>"$work/before"; fi
   done
   for which in this ${before:+before}; do
-    printf '%-16s | %-8s | %-24s | %-24s | %-24s\n' "$c" "$which" "$(awk '{print $1}' "$work/$which" | spread)" \
+    printf '%-20s | %-8s | %-24s | %-24s | %-24s\n' "$c" "$which" "$(awk '{print $1}' "$work/$which" | spread)" \
       "$(awk '{print $2}' "$work/$which" | spread)" "$(awk '{print $3}' "$work/$which" | spread)"
   done
 done
