@@ -274,8 +274,8 @@ std::size_t drain_once(ChildProcess& child, RingSet& rings, TraceWriter& writer,
 
 // Drains the rings into the trace until the program ends (its end, reaped), every traced process
 // has said it exits (nullopt, *all_said_exit set; not looked for if all_said_exit is nullptr), or
-// `stop` is set (nullopt). Keeps draining after
-// a storage failure, so that the program never blocks on a full ring.
+// `stop` is set (nullopt). Keeps draining after a storage failure, so that the program never
+// blocks on a full ring.
 std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
                                             InterruptForwarder& interrupts, bool quiet, DrainReports& said,
                                             const std::atomic<bool>& stop, bool* all_said_exit) {
