@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FPSCOPE_INJECT_API_VERSION 3
+#define FPSCOPE_INJECT_API_VERSION 2
 
 /* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
 #define FPSCOPE_MEASURE_INPUTS 1
@@ -93,15 +93,6 @@ MPT_API void fpscope_memory_written(const void* ptr, uint64_t bytes);
 /* From now on the program writes memory where the front end cannot follow (a collective library's
  * own threads, say): reuse stops for the rest of the process, every input is scanned. */
 MPT_API void fpscope_stop_reuse(void);
-
-/* Threads for the scans. With --stats-threads automatic, the injector shares the scan of a large
- * tensor between the thread that ended the op and threads of its own. A framework whose worker
- * threads wait, awake, for the next op (an OpenMP pool) lends them instead: `run` must call
- * task(context, i) once for each i in [0, count), on the calling thread and the pool's, and return
- * when all have returned. Threads of the injector's own would compete with such a pool for the
- * processors. NULL takes the loan back. Not used in a forked child. */
-typedef void (*fpscope_parallel_tasks)(int64_t count, void (*task)(void* context, int64_t i), void* context);
-MPT_API void fpscope_lend_threads(fpscope_parallel_tasks run);
 
 /* A per-step value ("loss") and an item of configuration, as mpt_log_scalar()/mpt_log_text(). */
 MPT_API void fpscope_log_scalar(const char* name, double value, int64_t step);

@@ -6,7 +6,6 @@
 #include "fpscope/contract/nvtx.h"
 #include "fpscope/inject_api.h"
 #include "runtime.h"
-#include "stats_workers.h"
 
 #define FPSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -122,8 +121,6 @@ FPSCOPE_EXPORT void fpscope_log_scalar(const char* name, double value, int64_t s
   HookCall call;
   if (call.session()) call.session()->log_scalar(name, value, step);
 }
-
-FPSCOPE_EXPORT void fpscope_lend_threads(fpscope_parallel_tasks run) { fpscope::inject::lend_threads(run); }
 
 FPSCOPE_EXPORT void fpscope_log_text(const char* key, const char* value) {
   HookCall call;

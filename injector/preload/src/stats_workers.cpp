@@ -21,23 +21,13 @@ int default_stats_threads() {
   return static_cast<int>(std::clamp(hw, 1u, 4u));
 }
 
-namespace {
-
-std::atomic<StatsWorkers::ProgramTasks> g_lent_threads{nullptr};
-
-}  // namespace
-
-void lend_threads(StatsWorkers::ProgramTasks tasks) { g_lent_threads.store(tasks, std::memory_order_release); }
-
 StatsWorkers::StatsWorkers(int threads, bool program_pool)
     : helpers_wanted_(std::max(0, threads - 1)), program_pool_(program_pool), creator_pid_(getpid()) {}
 
-// A front end's lent pool, else the kernel library's task runner, looked up once (it is linked by
-// the program, loaded before the first kernel). Never in a forked child, whose copy of a pool has
-// no worker threads.
+// The kernel library's task runner, looked up once (it is linked by the program, loaded before
+// the first kernel). Never in a forked child, whose copy of the pool has no worker threads.
 StatsWorkers::ProgramTasks StatsWorkers::program_tasks() {
   if (!program_pool_ || static_cast<long>(getpid()) != creator_pid_) return nullptr;
-  if (const ProgramTasks lent = g_lent_threads.load(std::memory_order_acquire)) return lent;
   std::call_once(program_tasks_looked_up_, [this] {
     program_tasks_ = reinterpret_cast<ProgramTasks>(dlsym(RTLD_DEFAULT, "mpt_parallel_tasks"));
   });

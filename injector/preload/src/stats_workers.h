@@ -5,9 +5,8 @@
 // launching thread measures a kernel's tensors the program's own worker threads are idle, so on a
 // machine with more than one hardware thread the helpers here take chunks beside it.
 //
-// A program whose kernel library offers its own pool (libmpt_kernels' mpt_parallel_tasks), or whose
-// front end lends one (the PyTorch front end lends ATen's OpenMP threads), lends it instead, when
-// the thread count is automatic: its workers are the threads that wait for the
+// A program whose kernel library offers its own pool (libmpt_kernels' mpt_parallel_tasks) lends
+// it instead, when the thread count is automatic: its workers are the threads that wait for the
 // next kernel, awake for a few microseconds after the last one, so they take chunks at once and
 // are still awake when the next kernel starts. Helpers of our own would have to be woken, and the
 // program's workers would fall asleep while the scan runs.
@@ -34,9 +33,6 @@ namespace fpscope::inject {
 
 class StatsWorkers final : public ChunkRunner {
  public:
-  // Runs task(context, i) for i in [0, tasks) on the caller and a pool's threads (mpt_parallel_tasks).
-  using ProgramTasks = void (*)(int64_t tasks, void (*task)(void*, int64_t), void* context);
-
   // `threads` counts the launching thread: threads - 1 helpers (none for 0 or 1). With
   // `program_pool`, a pool the program's kernel library lends is used in their place.
   explicit StatsWorkers(int threads, bool program_pool = false);
@@ -57,6 +53,7 @@ class StatsWorkers final : public ChunkRunner {
   void helper(uint64_t seen);
   static void* helper_main(void* start);
   void take_chunks(std::size_t count, void (*body)(void*, std::size_t), void* context);
+  using ProgramTasks = void (*)(int64_t tasks, void (*task)(void*, int64_t), void* context);
   ProgramTasks program_tasks();
 
   const int helpers_wanted_;
@@ -80,10 +77,6 @@ class StatsWorkers final : public ChunkRunner {
   std::atomic<std::size_t> next_{0};
   std::atomic<std::size_t> finished_{0};
 };
-
-// A front end's pool lent through fpscope_lend_threads() (nullptr takes it back); it comes before
-// the kernel library's.
-void lend_threads(StatsWorkers::ProgramTasks tasks);
 
 // The helper count when FPSCOPE_STATS_THREADS is 0 (automatic): one thread per hardware thread,
 // at most 4, counting the launching thread.

@@ -573,17 +573,6 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
 
 at::CallbackHandle g_handle = 0;
 
-// The injector's scans on ATen's intra-op threads (fpscope_lend_threads): the OpenMP threads that
-// ran the operator are still spinning for the next one, and threads of the injector's own would
-// compete with them for the processors (on two cores a measured step took longer with a helper
-// than with the program's thread alone). at::parallel_for shares the tasks between the calling
-// thread and the pool's, and runs them on the caller alone inside a parallel region.
-void scan_on_aten_threads(int64_t count, void (*task)(void*, int64_t), void* context) {
-  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) task(context, i);
-  });
-}
-
 }  // namespace
 
 // [SECTION] The interface the Python front end loads ------------------------------------------------
@@ -598,11 +587,6 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
   static const bool fork_safe = [] { return pthread_atfork(lock_memory_for_fork, unlock_memory_after_fork,
                                                           unlock_memory_after_fork) == 0; }();
   (void)fork_safe;
-  static const bool lent = [] {
-    fpscope_lend_threads(&scan_on_aten_threads);
-    return true;
-  }();
-  (void)lent;
   if (on) g_program_thread = PyThread_get_thread_ident();
   if (on && g_handle == 0) {
     g_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)

@@ -97,17 +97,6 @@ dist.destroy_process_group()
 """
 
 
-# Every statistic of every tensor row (tensor_uid, the allocation's number, is left out: a storage
-# freed and another made at its address may keep or get a number, and the heap's layout differs
-# with the injector's own allocations).
-EVERY_TENSOR_COLUMN = (
-    "SELECT t.kernel_id, t.role, t.slot, t.dtype, t.shape, t.count, t.nan, t.pos_inf, t.neg_inf, t.zero, "
-    "t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), quote(t.min_nonzero), quote(t.mean), quote(t.rms), "
-    "t.f16_overflow, t.f16_underflow, t.f16_subnormal, t.f16_near_max, t.bf16_overflow, t.bf16_underflow, "
-    "t.bf16_subnormal, t.bf16_near_max, t.e4m3_overflow, t.e4m3_underflow, t.e5m2_overflow, t.e5m2_underflow, "
-    "t.exp_hist FROM tensors t ORDER BY t.kernel_id, t.role, t.slot")
-
-
 def run(args, cwd, env=None, check=True):
     full_env = dict(os.environ)
     full_env.pop("PYTHONPATH", None)
@@ -338,41 +327,6 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars"), [(4,)])
         self.assertEqual(self.query(trace, "SELECT value FROM meta WHERE key = 'config.model'"), [("Net",)])
 
-    def test_scans_on_atens_threads_equal_scans_on_one_thread(self):
-        """With the scan threads automatic, the observer lends ATen's intra-op threads to the
-        injector: a large tensor's chunks are scanned on the program's thread and the OpenMP
-        pool's. Every statistic equals that of scans on one thread, row for row."""
-        if OPERATORS != "observer":
-            self.skipTest("the observer lends ATen's threads; the dispatch mode does not")
-        script = self.write("wide.py", """
-            import torch, torch.nn as nn, torch.nn.functional as F
-            torch.manual_seed(0)
-            torch.set_num_threads(2)
-            net = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-            x, y = torch.randn(128, 512) * 1e-3, torch.randint(0, 10, (128,))
-            for step in range(3):
-                opt.zero_grad()
-                loss = F.cross_entropy(net(x), y)
-                loss.backward()
-                opt.step()
-                print("loss", step, loss.item().hex())
-        """)
-        lent, p = self.trace(script)
-        alone, q = self.trace(script, "--stats-threads", "1")
-        self.assertEqual(p.stdout, q.stdout)
-        a, b = self.query(lent, EVERY_TENSOR_COLUMN), self.query(alone, EVERY_TENSOR_COLUMN)
-        self.assertGreater(len(a), 50)
-        self.assertEqual(len(a), len(b))
-        for i, (row_a, row_b) in enumerate(zip(a, b)):
-            self.assertEqual(row_a, row_b, "row %d" % i)
-        counter = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'injector.%s'"
-        if self.query(lent, "SELECT value FROM meta WHERE key = 'config.torch_operators'")[0][0] != "observer":
-            self.skipTest("the observer was not built (libtorch-dev)")
-        self.assertGreater(self.query(lent, counter % "scans_on_program_threads")[0][0], 10)
-        self.assertEqual(self.query(lent, counter % "scans_on_helper_threads"), [])
-        self.assertEqual(self.query(alone, counter % "scans_on_program_threads"), [])
-
     def test_reused_input_statistics_equal_a_rescan_row_for_row(self):
         """An input that an earlier operator measured as its output, unchanged since, takes those
         statistics instead of a second scan. The program writes tensors every way it can: in place
@@ -408,12 +362,21 @@ class FrontEndTest(unittest.TestCase):
                 opt.step()
                 print("loss", step, loss.item().hex())
         """)
+        # Every statistic of every tensor row (tensor_uid, the allocation's number, is left out: a
+        # storage freed and another made at its address may keep or get a number, and the heap's
+        # layout differs with the injector's own allocations).
+        every_column = ("SELECT t.kernel_id, t.role, t.slot, t.dtype, t.shape, t.count, t.nan, t.pos_inf, "
+                        "t.neg_inf, t.zero, t.subnormal, quote(t.min), quote(t.max), quote(t.absmax), "
+                        "quote(t.min_nonzero), quote(t.mean), quote(t.rms), t.f16_overflow, t.f16_underflow, "
+                        "t.f16_subnormal, t.f16_near_max, t.bf16_overflow, t.bf16_underflow, t.bf16_subnormal, "
+                        "t.bf16_near_max, t.e4m3_overflow, t.e4m3_underflow, t.e5m2_overflow, t.e5m2_underflow, "
+                        "t.exp_hist FROM tensors t ORDER BY t.kernel_id, t.role, t.slot")
         reused_stats = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'injector.reused_input_stats'"
         for options in ([], ["--every", "2"], ["--ops", "addmm,relu*,add*,mul*,convolution*"]):
             reused, p = self.trace(script, *options)
             scanned, q = self.trace(script, "--rescan-inputs", *options)
             self.assertEqual(p.stdout, q.stdout)
-            a, b = self.query(reused, EVERY_TENSOR_COLUMN), self.query(scanned, EVERY_TENSOR_COLUMN)
+            a, b = self.query(reused, every_column), self.query(scanned, every_column)
             self.assertGreater(len(a), 100, options)
             self.assertEqual(len(a), len(b), options)
             for i, (row_a, row_b) in enumerate(zip(a, b)):

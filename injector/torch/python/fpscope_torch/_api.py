@@ -14,7 +14,7 @@ RANGE_STEP, RANGE_PHASE, RANGE_LAYER = 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 MEASURE_INPUTS, MEASURE_OUTPUTS = 1, 2
 TRAPPED = 1
-API_VERSION = 3
+API_VERSION = 2
 
 
 class Tensor(ctypes.Structure):  # mpt_tensor; the front end packs the same layout with struct
