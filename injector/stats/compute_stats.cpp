@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "fp_mode.h"
 #include "kernels.h"
 
 namespace fpscope::stats {
@@ -64,6 +65,7 @@ void fill_cast_counts(const Accumulator& acc, const ThresholdTable& t, TensorSta
 }  // namespace
 
 void finalize(const Accumulator& acc, ElementType type, StatsLevel level, TensorStats* out) {
+  const DefaultFloatingPointMode mode;
   *out = TensorStats{};
   out->count = acc.count;
   out->nan = acc.nan;
@@ -167,6 +169,7 @@ std::size_t chunk_length(std::size_t n, std::size_t i) {
 // Chunk i scanned into `part` (a fresh accumulator).
 void scan_chunk(Kernel k, const void* data, ElementType type, std::size_t n, StatsLevel level, std::size_t i,
                 Accumulator& part) {
+  const DefaultFloatingPointMode mode;  // the chunk may run on any of the program's threads
   part.count = chunk_length(n, i);
   scan(k, static_cast<const unsigned char*>(data) + chunk_begin(i) * element_bytes(type), type, part.count,
        level, part);
@@ -177,6 +180,7 @@ void scan_chunk(Kernel k, const void* data, ElementType type, std::size_t n, Sta
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out) {
   // Chunk 0 goes straight into the total; each later chunk into a partial state, merged in order.
+  const DefaultFloatingPointMode mode;
   Accumulator acc;
   scan_chunk(k, data, type, n, level, 0, acc);
   for (std::size_t i = 1; i < chunk_count(n); ++i) {
@@ -189,6 +193,7 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
 
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out, ChunkRunner& runner) {
+  const DefaultFloatingPointMode mode;  // for the merges
   const std::size_t chunks = chunk_count(n);
   if (chunks == 1) {
     compute_stats_with(k, data, type, n, level, out);

@@ -4,6 +4,7 @@
 #include "kernels.h"
 
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <cmath>
 #include <cstring>
@@ -182,6 +183,44 @@ TEST(ChunkedStats, AnyRunnerGivesTheSameStatisticsBitForBit) {
           expect_identical(chunked, serial);
           EXPECT_EQ(runner.chunks_, n > C ? (n + C - 1) / C : 0u) << "arrays of one chunk are scanned in place";
         }
+      }
+    }
+  }
+}
+
+// The traced program's floating-point mode (denormals read as zero, results flushed to zero,
+// rounding upwards, an unmasked invalid-operation exception) changes no statistic, and the
+// program gets its mode back, status flags included. Chunks scanned on threads started under that
+// mode too.
+TEST(StatsEdgeTest, TheProgramsFloatingPointModeChangesNothing) {
+  constexpr uint32_t kDaz = 0x0040, kFtz = 0x8000, kRoundUp = 0x4000, kInvalidMask = 0x0080;
+  const uint32_t program_mode = ((_mm_getcsr() | kDaz | kFtz | kRoundUp) & ~kInvalidMask) | 0x1;
+  std::vector<TestTensor> tensors;
+  uint64_t seed = 4242;
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    tensors.push_back(random_tensor(type, 3 * kStatsChunkElements + 5, seed++, 0.01));
+    tensors.push_back(gaussian_tensor(type, 9000, seed++, type == ElementType::F16 ? -20 : -132));
+  }
+  // A signalling NaN, which an unmasked invalid-operation exception would trap on conversion.
+  tensors.push_back(TestTensor{"snan", ElementType::F32, {}});
+  for (int i = 0; i < 200; ++i) tensors.back().push_bits(i == 150 ? 0x7F800001u : 0x00000003u);
+  for (Kernel k : {Kernel::Scalar, Kernel::Avx2, Kernel::Avx512, Kernel::Avx512Gfni}) {
+    if (!stats::kernel_supported(k)) continue;
+    for (const TestTensor& t : tensors) {
+      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+        SCOPED_TRACE(t.name + " " + stats::kernel_name(k) + " level " + std::to_string(int(level)));
+        TensorStats expected, got, chunked;
+        stats::compute_stats_with(k, t.bytes.data(), t.type, t.size(), level, &expected);
+        const uint32_t saved = _mm_getcsr();
+        _mm_setcsr(program_mode);
+        stats::compute_stats_with(k, t.bytes.data(), t.type, t.size(), level, &got);
+        OrderedRunner runner(OrderedRunner::Order::Threads);
+        stats::compute_stats_with(k, t.bytes.data(), t.type, t.size(), level, &chunked, runner);
+        const uint32_t after = _mm_getcsr();
+        _mm_setcsr(saved);
+        EXPECT_EQ(after, program_mode);
+        expect_identical(got, expected);
+        expect_identical(chunked, expected);
       }
     }
   }
