@@ -177,10 +177,12 @@ FPSCOPE_AVX2 inline void count_at_least_p(const unsigned char* block, std::size_
 template <const ThresholdTable& T, bool kHalf>
 FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered,
                                       const unsigned char* block, std::size_t groups,
-                                      uint64_t special, uint32_t h[256], Accumulator& acc) {
+                                      uint64_t special, bool powers_of_two, uint32_t h[256],
+                                      Accumulator& acc) {
   int first, last;
   count_fields(field, buffered, h, first, last);
-  fold_block_fields<T>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+  fold_block_fields<T>(h, first, last, powers_of_two, acc, [&](const uint32_t* t, int k,
+                                                               uint64_t* counts) {
     for (int i = 0; i < k; i += 4) {
       switch (std::min(k - i, 4)) {
         case 1:
@@ -205,8 +207,15 @@ FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered
 struct State {
   __m256i min_key, max_key, min_nz_m1;  // keys and |x| - 1 in 32- or 16-bit lanes
   __m256i zero, subnormal;              // per-block counters
+  // fp32 at the Full level, per block: the signed maximum of (|x| bits - 1) & 0x807FFFFF over the
+  // fast elements, 0x7FFFFF exactly when one of them is a power of two (zero gives a negative
+  // value).
+  __m256i power_of_two;
   SumLanes sum, squares;
 };
+
+inline constexpr uint32_t kPowerOfTwoProbeMask = 0x807FFFFFu;
+inline constexpr int32_t kPowerOfTwoProbeHit = 0x7FFFFF;
 
 template <int kBits>
 FPSCOPE_AVX2 inline void init(State& st) {
@@ -218,7 +227,7 @@ FPSCOPE_AVX2 inline void init(State& st) {
     st.max_key = _mm256_set1_epi16(INT16_MIN);
   }
   st.min_nz_m1 = _mm256_set1_epi32(-1);
-  st.zero = st.subnormal = _mm256_setzero_si256();
+  st.zero = st.subnormal = st.power_of_two = _mm256_setzero_si256();
   st.sum = st.squares = SumLanes{_mm256_setzero_pd(), _mm256_setzero_pd()};
 }
 
@@ -230,15 +239,19 @@ FPSCOPE_AVX2 inline void f32_fast_group(const unsigned char* p, const __m256i v[
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   const __m256i min_normal = _mm256_set1_epi32(int(kLayoutF32.min_normal_abs));
+  const __m256i probe_mask = _mm256_set1_epi32(int(kPowerOfTwoProbeMask));
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
     const __m256i key =
         _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi32(v[k], 31), abs_mask));
     st.min_key = _mm256_min_epi32(st.min_key, key);
     st.max_key = _mm256_max_epi32(st.max_key, key);
-    st.min_nz_m1 = _mm256_min_epu32(st.min_nz_m1, _mm256_sub_epi32(a[k], one));
+    const __m256i am1 = _mm256_sub_epi32(a[k], one);
+    st.min_nz_m1 = _mm256_min_epu32(st.min_nz_m1, am1);
     const __m256i zero = _mm256_cmpeq_epi32(a[k], _mm256_setzero_si256());
     st.zero = _mm256_sub_epi32(st.zero, zero);
+    if constexpr (kFull)
+      st.power_of_two = _mm256_max_epi32(st.power_of_two, _mm256_and_si256(am1, probe_mask));
     if constexpr (!kFull) {  // at the Full level subnormal groups went scalar
       const __m256i sub = _mm256_andnot_si256(zero, _mm256_cmpgt_epi32(min_normal, a[k]));
       st.subnormal = _mm256_sub_epi32(st.subnormal, sub);
@@ -305,10 +318,15 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
     acc.zero += lane_total_u32(st.zero);
     acc.subnormal += lane_total_u32(st.subnormal);
     st.zero = st.subnormal = _mm256_setzero_si256();
-    if constexpr (kFull)
+    if constexpr (kFull) {
+      alignas(32) int32_t probe[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(probe), st.power_of_two);
+      const bool powers_of_two = *std::max_element(probe, probe + 8) == kPowerOfTwoProbeHit;
+      st.power_of_two = _mm256_setzero_si256();
       finish_block<kThresholdsF32, false>(field, buffered, base + 4 * block_begin,
                                           (block_end - block_begin) / kGroupElements,
-                                          special_groups, h, acc);
+                                          special_groups, powers_of_two, h, acc);
+    }
   }
   alignas(32) int32_t mins[8], maxs[8];
   alignas(32) uint32_t nz[8];
@@ -429,9 +447,11 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
     acc.zero += lane_total_u16(st.zero);  // <= 256 per lane per block
     acc.subnormal += lane_total_u16(st.subnormal);
     st.zero = st.subnormal = _mm256_setzero_si256();
+    // One value in 1024 (fp16) or 128 (bf16) is a power of two: assume every block has some.
     if constexpr (kFull)
       finish_block<T, true>(field, buffered, base + 2 * block_begin,
-                            (block_end - block_begin) / kGroupElements, special_groups, h, acc);
+                            (block_end - block_begin) / kGroupElements, special_groups, true, h,
+                            acc);
   }
   alignas(32) int16_t mins[16], maxs[16];
   alignas(32) uint16_t nz[16];

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels.h"
 #include "vector_common.h"
@@ -111,7 +112,7 @@ FPSCOPE_AVX512 inline void count_at_least_f32(const unsigned char* block, std::s
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i one = _mm512_set1_epi32(1);
   __m512i t[P], c[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < P; ++j) {
     t[j] = _mm512_set1_epi32(int(thresholds[j]));
     c[j] = _mm512_setzero_si512();
@@ -122,12 +123,12 @@ FPSCOPE_AVX512 inline void count_at_least_f32(const unsigned char* block, std::s
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * k), abs_mask);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < P; ++j)
         c[j] = _mm512_mask_add_epi32(c[j], _mm512_cmpge_epu32_mask(a, t[j]), c[j], one);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < P; ++j) counts[j] = lane_total_u32(c[j]);
 }
 
@@ -138,7 +139,7 @@ FPSCOPE_AVX512 inline void count_at_least_half(const unsigned char* block, std::
   const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i one = _mm512_set1_epi16(1);
   __m512i t[P], c[P];  // counters: at most 128 per 16-bit lane per block
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < P; ++j) {
     t[j] = _mm512_set1_epi16(int16_t(thresholds[j]));
     c[j] = _mm512_setzero_si512();
@@ -149,40 +150,31 @@ FPSCOPE_AVX512 inline void count_at_least_half(const unsigned char* block, std::
 #pragma GCC unroll 2
     for (int k = 0; k < 2; ++k) {
       const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * k), abs_mask);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < P; ++j)
         c[j] = _mm512_mask_add_epi16(c[j], _mm512_cmpge_epu16_mask(a, t[j]), c[j], one);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < P; ++j) counts[j] = lane_total_u16(c[j]);
 }
 
-// Up to four thresholds per pass over the block.
+// Up to eight thresholds per pass over the block (a threshold and a counter each take a register).
 template <bool kHalf>
 FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t groups, uint64_t special,
                                    const uint32_t* thresholds, int k, uint64_t* counts) {
-  for (int i = 0; i < k; i += 4) {
+  constexpr int kPerPass = 8;
+  for (int i = 0; i < k; i += kPerPass) {
     const auto run = [&]<int P>() {
       if constexpr (kHalf)
         count_at_least_half<P>(block, groups, special, thresholds + i, counts + i);
       else
         count_at_least_f32<P>(block, groups, special, thresholds + i, counts + i);
     };
-    switch (std::min(k - i, 4)) {
-      case 1:
-        run.template operator()<1>();
-        break;
-      case 2:
-        run.template operator()<2>();
-        break;
-      case 3:
-        run.template operator()<3>();
-        break;
-      default:
-        run.template operator()<4>();
-        break;
-    }
+    [&]<int... P>(std::integer_sequence<int, P...>) {
+      const int p = std::min(k - i, kPerPass);
+      ((p == P + 1 ? run.template operator()<P + 1>() : void()), ...);
+    }(std::make_integer_sequence<int, kPerPass>{});
   }
 }
 
@@ -300,7 +292,17 @@ FPSCOPE_AVX512 inline void init(F32State& st) {
 
 struct F32Counters {
   __m512i zero, subnormal;
+  // Full level: the signed maximum of (|x| bits - 1) & 0x807FFFFF over the block's fast elements,
+  // 0x7FFFFF exactly when one of them is a power of two (zero gives a negative value).
+  __m512i power_of_two;
 };
+
+// VFPCLASSPS categories: QNaN 0x01, +Inf 0x08, -Inf 0x10, denormal 0x20, SNaN 0x80.
+inline constexpr int kSpecial = 0x01 | 0x08 | 0x10 | 0x80;
+inline constexpr int kSpecialFull = kSpecial | 0x20;
+
+inline constexpr uint32_t kPowerOfTwoProbeMask = 0x807FFFFFu;
+inline constexpr int32_t kPowerOfTwoProbeHit = 0x7FFFFF;
 
 template <bool kFull>
 FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i v[4],
@@ -309,6 +311,7 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i min_normal_m1 = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs - 1));
+  const __m512i probe_mask = _mm512_set1_epi32(int(kPowerOfTwoProbeMask));
 #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
     // key = v ^ ((v >> 31) & 0x7FFFFFFF): flips the magnitude of negatives (0x78 = a ^ (b & c)).
@@ -323,6 +326,7 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
     if constexpr (kFull) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(field + 16 * k),
                        _mm512_cvtepi32_epi8(_mm512_srli_epi32(a[k], 23)));
+      c.power_of_two = _mm512_max_epi32(c.power_of_two, _mm512_and_si512(am1, probe_mask));
     } else {
       const __mmask16 sub = _mm512_cmplt_epu32_mask(am1, min_normal_m1);
       c.subnormal = _mm512_mask_add_epi32(c.subnormal, sub, c.subnormal, one);
@@ -337,8 +341,6 @@ template <bool kFull>
 FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni,
                              Accumulator& acc) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-  const __m512i inf = _mm512_set1_epi32(int(kLayoutF32.inf_abs));
-  const __m512i min_normal = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs));
   F32State st;
   init(st);
   alignas(64) uint8_t field[kBlockElements];
@@ -348,7 +350,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
     const std::size_t block_begin = i;
     const std::size_t block_end =
         i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
-    F32Counters c{_mm512_setzero_si512(), _mm512_setzero_si512()};
+    F32Counters c{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
     for (; i < block_end; i += kGroupElements) {
@@ -358,11 +360,9 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
       for (int k = 0; k < 4; ++k) {
         v[k] = _mm512_loadu_si512(base + 4 * (i + 16 * k));
         a[k] = _mm512_and_si512(v[k], abs_mask);
-        special |= _mm512_cmpge_epu32_mask(a[k], inf);
-        // At the Full level subnormals need an exact histogram bin: take the scalar path.
-        if constexpr (kFull)
-          special |=
-              _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a[k], a[k]), a[k], min_normal);
+        // NaN and Inf; at the Full level also subnormals, which need an exact histogram bin.
+        special |=
+            _mm512_fpclass_ps_mask(_mm512_castsi512_ps(v[k]), kFull ? kSpecialFull : kSpecial);
       }
       if (special) {
         add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements,
@@ -380,8 +380,10 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
       count_fields(field, buffered, gfni, h, first, last);
       const unsigned char* block = base + 4 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
+      const bool powers_of_two =
+          _mm512_reduce_max_epi32(c.power_of_two) == kPowerOfTwoProbeHit;
       fold_block_fields<kThresholdsF32>(
-          h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
+          h, first, last, powers_of_two, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
             count_at_least<false>(block, groups, special_groups, t, k, counts);
           });
     }
@@ -420,18 +422,31 @@ FPSCOPE_AVX512 inline void widen(__m512i v, __m512& lo, __m512& hi) {
   }
 }
 
-// Exponent fields (as fp32) of 32 finite values, no bf16 subnormals among them, into `out`.
+// Exponent fields (as fp32) of 64 finite values, no bf16 subnormals among them, into `out`, in an
+// order of the packing's choosing (the histogram does not care). bf16 has fp32's exponent field;
+// a normal fp16 value's field is its own rebiased. An fp16 subnormal's field depends on its
+// leading bit: a group holding one takes its fields from the widened floats `f`.
 template <ElementType kType>
-FPSCOPE_AVX512 inline void half_fields(__m512i v, __m512 lo, __m512 hi, uint8_t* out) {
+FPSCOPE_AVX512 inline void half_fields(const __m512i v[2], const __m512i a[2], bool has_subnormal,
+                                       const __m512 f[4], uint8_t* out) {
+  __m512i w[2];
   if constexpr (kType == ElementType::BF16) {
-    const __m512i f = _mm512_srli_epi16(_mm512_slli_epi16(v, 1), 8);  // bf16 has fp32's exponent
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(f));
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) w[k] = _mm512_srli_epi16(_mm512_slli_epi16(v[k], 1), 8);
+  } else if (!has_subnormal) {
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k)  // zero keeps field 0
+      w[k] = _mm512_maskz_add_epi16(_mm512_test_epi16_mask(a[k], a[k]),
+                                    _mm512_srli_epi16(a[k], 10), _mm512_set1_epi16(127 - 15));
   } else {
-    const __m512i flo = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(lo), 1), 24);
-    const __m512i fhi = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(hi), 1), 24);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(flo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtepi32_epi8(fhi));
+    __m512i d[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      d[j] = _mm512_srli_epi32(_mm512_slli_epi32(_mm512_castps_si512(f[j]), 1), 24);
+    w[0] = _mm512_packus_epi32(d[0], d[1]);
+    w[1] = _mm512_packus_epi32(d[2], d[3]);
   }
+  _mm512_storeu_si512(out, _mm512_packus_epi16(w[0], w[1]));
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
@@ -442,6 +457,7 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
   const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i min_normal_m1 = _mm512_set1_epi16(int16_t(S.min_normal_abs - 1));
   __m512 f[4];
+  __mmask32 any_sub = 0;
 #pragma GCC unroll 16
   for (int k = 0; k < 2; ++k) {
     const __m512i key =
@@ -455,11 +471,16 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
     if constexpr (!(kFull && kType == ElementType::BF16)) {  // else no subnormal gets here
       const __mmask32 sub = _mm512_cmplt_epu16_mask(am1, min_normal_m1);
       sub_count = _mm512_mask_add_epi16(sub_count, sub, sub_count, one);
+      any_sub |= sub;
     }
-    // fp16 needs floats only for the Full level's exponent fields; bf16 for both.
-    if constexpr (kFull || kType == ElementType::BF16) widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
-    if constexpr (kFull) half_fields<kType>(v[k], f[2 * k], f[2 * k + 1], field + 32 * k);
   }
+  // bf16 needs floats for the sums; fp16 only for the fields of a group with a subnormal.
+  const bool widened = kType == ElementType::BF16 || (kFull && any_sub != 0);
+  if (widened) {
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
+  }
+  if constexpr (kFull) half_fields<kType>(v, a, any_sub != 0, f, field);
   __m512d d[8];
   if constexpr (kType == ElementType::F16)
     f16_doubles(p, d);
@@ -518,9 +539,11 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
       count_fields(field, buffered, gfni, h, first, last);
       const unsigned char* block = base + 2 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      fold_block_fields<T>(h, first, last, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
-        count_at_least<true>(block, groups, special_groups, t, k, counts);
-      });
+      // One value in 1024 (fp16) or 128 (bf16) is a power of two: assume every block has some.
+      fold_block_fields<T>(h, first, last, true, acc,
+                           [&](const uint32_t* t, int k, uint64_t* counts) {
+                             count_at_least<true>(block, groups, special_groups, t, k, counts);
+                           });
     }
   }
   const __m512i min_lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(st.min_key));

@@ -130,9 +130,12 @@ struct ThresholdTable {
   std::array<CastRefs, kCastFormatCount> refs{};
   // For the vector kernels, which know each block's histogram of fp32 exponent fields: the field
   // of each threshold's value, and whether the threshold is the smallest value of that binade
-  // (then |x| >= threshold iff field >= that field, and no compare is needed).
+  // (then |x| >= threshold iff field >= that field, and no compare is needed), or the next value
+  // above it (then |x| >= threshold iff field >= that field and |x| is not exactly the binade's
+  // power of two: a block with no power of two among its values needs no compare either).
   std::array<int, kMaxThresholds> field{};
   std::array<bool, kMaxThresholds> starts_binade{};
+  std::array<bool, kMaxThresholds> follows_binade_start{};
 
   constexpr int8_t add(const SourceLayout& s, Bound b) {
     const uint32_t t = s.first_reaching(b);
@@ -158,6 +161,9 @@ constexpr ThresholdTable make_thresholds(const SourceLayout& s) {
     const double v = s.magnitude(t.value[i]);
     t.field[i] = fp32_field_of(v);
     t.starts_binade[i] = t.field[i] > 0 && v == pow2(t.field[i] - 127);
+    t.follows_binade_start[i] =
+        t.field[i] > 0 && !t.starts_binade[i] &&
+        s.magnitude(t.value[i] - 1) == pow2(t.field[i] - 127);
   }
   return t;
 }
@@ -174,5 +180,10 @@ static_assert(kThresholdsF32.value[kThresholdsF32.refs[3].overflow] == 0x4770000
 static_assert(kThresholdsF32.value[kThresholdsF32.refs[1].overflow] == 0x7F7F8000u);
 static_assert(kThresholdsF16.refs[1].overflow == kNoneReach);
 static_assert(kThresholdsF16.refs[1].nonzero == kAllNonzeroReach);
+// The fp16, e4m3 and e5m2 underflow bounds of fp32 values lie one step above a power of two.
+static_assert(kThresholdsF32.follows_binade_start[kThresholdsF32.refs[0].nonzero]);
+static_assert(kThresholdsF32.follows_binade_start[kThresholdsF32.refs[2].nonzero]);
+static_assert(kThresholdsF32.follows_binade_start[kThresholdsF32.refs[3].nonzero]);
+static_assert(!kThresholdsF32.follows_binade_start[kThresholdsF32.refs[0].normal]);
 
 }  // namespace fpscope::stats

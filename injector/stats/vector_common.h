@@ -53,10 +53,12 @@ inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[
 // the exponent histogram, and every cast threshold count that the histogram decides on its own. A
 // threshold inside a binade that holds some of the block's values needs a compare of each value:
 // `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's
-// fast elements.
+// fast elements. `powers_of_two` says whether the block's fast values may include an exact power
+// of two (the first value of a binade); when they do not, a threshold one step above a binade's
+// first value is decided by the histogram too.
 template <const ThresholdTable& T, typename CountAtLeast>
-inline void fold_block_fields(uint32_t h[256], int first, int last, Accumulator& acc,
-                              CountAtLeast count_at_least) {
+inline void fold_block_fields(uint32_t h[256], int first, int last, bool powers_of_two,
+                              Accumulator& acc, CountAtLeast count_at_least) {
   uint64_t suffix[257];  // suffix[f]: fast values with first <= f' field, f <= f' <= last
   uint64_t total = 0;
   for (int f = last; f >= first; --f) {
@@ -73,7 +75,7 @@ inline void fold_block_fields(uint32_t h[256], int first, int last, Accumulator&
   int k = 0;
   for (int t = 0; t < T.count; ++t) {
     const int f = T.field[t];
-    if (T.starts_binade[t] || f == 0) {
+    if (T.starts_binade[t] || f == 0 || (T.follows_binade_start[t] && !powers_of_two)) {
       acc.at_least[t] += at_or_above(f);
     } else if (f < first || f > last || h[f] == 0) {
       acc.at_least[t] += at_or_above(f + 1);

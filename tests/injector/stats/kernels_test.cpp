@@ -13,6 +13,7 @@
 
 #include "formats.h"
 #include "test_tensors.h"
+#include "vector_common.h"
 
 namespace fpscope::stats_test {
 namespace {
@@ -114,6 +115,50 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
         stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
         expect_same_stats(vs, ss);
       }
+    }
+  }
+}
+
+// The cast thresholds one step above a power of two (the underflow bounds) are decided from the
+// exponent histogram in a block that holds no exact power of two, and by compares in one that
+// does: blocks of values inside those binades, with and without the powers themselves, the
+// thresholds and their neighbours, a power of two of another binade only, and a NaN's group.
+TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  std::mt19937_64 rng(515);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    // The binades [2^e, 2^(e+1)) of the underflow bounds of fp16, e5m2 and e4m3, and of 1.
+    const int exponents[] = {-25, -17, -10, 0};
+    TestTensor t{std::string("powers_of_two_") + type_name(type), type, {}};
+    const auto push = [&](double v) { t.push_bits(nearest_bits(type, v)); };
+    for (int block = 0; block < 6; ++block) {
+      for (std::size_t i = 0; i < stats::kBlockElements; ++i) {
+        const int e = exponents[i % 4];
+        const double sign = (rng() & 1) ? -1.0 : 1.0;
+        double v = sign * std::ldexp(1.0 + unit(rng), e);  // inside the binade, rarely its power
+        if (block == 1 && i % 997 == 0) v = sign * std::ldexp(1.0, e);  // the powers themselves
+        if (block == 2 && i == 300) v = std::ldexp(1.0, -3);            // another binade's power
+        if (block == 3 && i % 64 == 5) v = std::nextafter(std::ldexp(1.0, e), 4.0);  // threshold
+        if (block == 4) v = sign * std::ldexp(1.0, e);                  // powers only
+        if (block == 5 && i == 2000) v = NAN;                           // a group goes scalar
+        push(v);
+      }
+    }
+    SCOPED_TRACE(t.name);
+    TensorStats vs, ss;
+    stats::compute_stats_with(k, t.bytes.data(), type, t.size(), StatsLevel::Full, &vs);
+    stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), StatsLevel::Full,
+                              &ss);
+    expect_same_stats(vs, ss);
+    // Each block on its own as well: a power of two decides only its own block.
+    for (std::size_t b = 0; b < 6; ++b) {
+      const unsigned char* p = t.bytes.data() + b * stats::kBlockElements * t.element_size();
+      stats::compute_stats_with(k, p, type, stats::kBlockElements, StatsLevel::Full, &vs);
+      stats::compute_stats_with(Kernel::Scalar, p, type, stats::kBlockElements, StatsLevel::Full,
+                                &ss);
+      expect_same_stats(vs, ss);
     }
   }
 }
