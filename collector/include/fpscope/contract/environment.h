@@ -20,7 +20,7 @@ inline constexpr const char* kDumpDir = "FPSCOPE_DUMP_DIR";   // where the .npy 
 inline constexpr const char* kInjectLib = "FPSCOPE_INJECT_LIB";  // the injector to preload (tests, installs)
 inline constexpr const char* kGpuLibrary = "FPSCOPE_GPU_LIBRARY";  // libfpscope_gpu.so to load
 // 1: the PyTorch front end watches operators with its Python dispatch mode, not the C++ observer
-// (read by injector/torch/python/fpscope_torch/_observer.py, which spells the name again).
+// (read by the front end's Python, whose build writes the name in from here, as it does kRing).
 inline constexpr const char* kTorchDispatchMode = "FPSCOPE_TORCH_DISPATCH_MODE";
 
 // Every variable `fpscope run` may set in the program's environment starts with this prefix, so

@@ -5,16 +5,14 @@ program's global namespace.
 """
 import ctypes
 
-MAX_DIMS = 6  # MPT_MAX_DIMS
-
-# mpt_dtype, mpt_category and the NVTX categories (mpt/abi.h, fpscope/contract/nvtx.h).
-DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_I32, DTYPE_I64, DTYPE_U8, DTYPE_F64 = range(7)
-CAT_WEIGHT, CAT_MASTER_WEIGHT, CAT_GRADIENT, CAT_ACTIVATION, CAT_OPTIMIZER_STATE, CAT_WORKSPACE, CAT_DATA = range(7)
-RANGE_STEP, RANGE_PHASE, RANGE_LAYER = 1, 2, 3
-DEVICE_CPU, DEVICE_CUDA = 0, 1
-MEASURE_INPUTS, MEASURE_OUTPUTS = 1, 2
-TRAPPED = 1
-API_VERSION = 2
+# The constants of mpt/abi.h, fpscope/inject_api.h and fpscope/contract/nvtx.h, as the build
+# wrote them from those headers.
+from ._contract import (  # noqa: F401 (the front end reads them from here)
+    API_VERSION, CAT_ACTIVATION, CAT_DATA, CAT_GRADIENT, CAT_MASTER_WEIGHT, CAT_OPTIMIZER_STATE,
+    CAT_WEIGHT, CAT_WORKSPACE, DEVICE_CPU, DEVICE_CUDA, DTYPE_BF16, DTYPE_F16, DTYPE_F32, DTYPE_F64,
+    DTYPE_I32, DTYPE_I64, DTYPE_U8, MAX_DIMS, MEASURE_INPUTS, MEASURE_OUTPUTS, PHASE_BACKWARD,
+    PHASE_EVAL, PHASE_FORWARD, PHASE_OPTIMIZER, RANGE_LAYER, RANGE_PHASE, RANGE_STEP, TENSOR_FORMAT,
+    TRAPPED)
 
 
 class Tensor(ctypes.Structure):  # mpt_tensor; the front end packs the same layout with struct

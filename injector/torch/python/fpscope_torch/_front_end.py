@@ -215,7 +215,7 @@ class _Allocation:
 class _Descriptors:
     """mpt_tensor arrays packed into one reusable buffer (fpscope/inject_api.h takes a pointer)."""
 
-    LAYOUT = struct.Struct("<QQQ%dqiiii" % _api.MAX_DIMS)  # data, id, name, shape, ndim, dtype, device, 0
+    LAYOUT = struct.Struct(_api.TENSOR_FORMAT)  # data, id, name, shape, ndim, dtype, device, 0
 
     def __init__(self, capacity=64):
         self._grow(capacity)
@@ -359,7 +359,7 @@ class FrontEnd:
 
     def ranges_changed(self):
         self.layer = self.ranges.innermost(_api.RANGE_LAYER)
-        optimizer = self.ranges.innermost(_api.RANGE_PHASE) == "optimizer"
+        optimizer = self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_OPTIMIZER
         self.output_category = _api.CAT_WORKSPACE if optimizer else _api.CAT_ACTIVATION
         if self.observer is not None and (self.layer, self.output_category) != self.placed:
             self.placed = (self.layer, self.output_category)
@@ -548,7 +548,7 @@ class FrontEnd:
             name = self.module_names.get(module, "")
         if name == "":  # the model itself: its forward is a phase, not a layer
             self.check_process_group()
-            wanted = "forward" if module.training else "eval"
+            wanted = _api.PHASE_FORWARD if module.training else _api.PHASE_EVAL
             if self.ranges.innermost(_api.RANGE_PHASE) != wanted:
                 self.ranges.close(_api.RANGE_PHASE)
                 self.ranges.push(_api.RANGE_PHASE, wanted)
@@ -584,7 +584,7 @@ class FrontEnd:
 
     def backward_layer_hook(self, name):
         def hook(grad):
-            if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_PHASE) == "backward":
+            if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD:
                 self.ranges.close(_api.RANGE_LAYER)
                 self.ranges.push(_api.RANGE_LAYER, name)
             return None
@@ -610,7 +610,7 @@ class FrontEnd:
             self.lib.log_scalar(b"loss", float(loss), self.step)
         self.check_process_group()
         self.ranges.close(_api.RANGE_PHASE)
-        self.ranges.push(_api.RANGE_PHASE, "backward")
+        self.ranges.push(_api.RANGE_PHASE, _api.PHASE_BACKWARD)
         try:
             return original(tensors, *args, **kwargs)
         finally:
@@ -626,7 +626,7 @@ class FrontEnd:
         watched = self.mode_on
         if watched:
             self.label_gradients(optimizer)
-        self.ranges.push(_api.RANGE_PHASE, "optimizer")
+        self.ranges.push(_api.RANGE_PHASE, _api.PHASE_OPTIMIZER)
         try:
             return original(*args, **kwargs)
         finally:

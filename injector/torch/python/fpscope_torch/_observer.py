@@ -10,11 +10,12 @@ import os
 
 import torch
 
+from ._contract import ENV_TORCH_DISPATCH_MODE
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 LIBRARY = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "..", "lib", "libfpscope_torch.so"))
-# `fpscope run --torch-operators dispatch-mode` asks for the Python dispatch mode (the name is
-# kTorchDispatchMode of fpscope/contract/environment.h).
-DISPATCH_MODE_ENV = "FPSCOPE_TORCH_DISPATCH_MODE"
+# `fpscope run --torch-operators dispatch-mode` asks for the Python dispatch mode.
+DISPATCH_MODE_ENV = ENV_TORCH_DISPATCH_MODE
 
 
 class Observer:
