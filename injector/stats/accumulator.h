@@ -99,8 +99,8 @@ inline constexpr unsigned kThresholdPart = 2;
 inline constexpr unsigned kFullParts = kHistogramPart | kThresholdPart;
 
 // Adds element `i` with bits `b` of a tensor in layout `S`. Used by the scalar kernel for every
-// element and by the vector kernels for tails and for groups holding a special value (the vector
-// kernels count thresholds of such groups themselves, so they leave kThresholdPart out).
+// element and by the vector kernels for tails and for groups holding a special value (all parts:
+// the vector kernels' histogram and threshold compares leave those groups out).
 template <const SourceLayout& S, const ThresholdTable& T, typename Bits>
 inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, unsigned parts) {
   const uint32_t a = uint32_t(b) & S.abs_mask;

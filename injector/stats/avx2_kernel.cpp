@@ -207,15 +207,9 @@ FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered
 struct State {
   __m256i min_key, max_key, min_nz_m1;  // keys and |x| - 1 in 32- or 16-bit lanes
   __m256i zero, subnormal;              // per-block counters
-  // fp32 at the Full level, per block: the signed maximum of (|x| bits - 1) & 0x807FFFFF over the
-  // fast elements, 0x7FFFFF exactly when one of them is a power of two (zero gives a negative
-  // value).
-  __m256i power_of_two;
+  __m256i power_of_two;                 // fp32, Full: the block's power-of-two probe
   SumLanes sum, squares;
 };
-
-inline constexpr uint32_t kPowerOfTwoProbeMask = 0x807FFFFFu;
-inline constexpr int32_t kPowerOfTwoProbeHit = 0x7FFFFF;
 
 template <int kBits>
 FPSCOPE_AVX2 inline void init(State& st) {
@@ -447,8 +441,7 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
     acc.zero += lane_total_u16(st.zero);  // <= 256 per lane per block
     acc.subnormal += lane_total_u16(st.subnormal);
     st.zero = st.subnormal = _mm256_setzero_si256();
-    // One value in 1024 (fp16) or 128 (bf16) is a power of two: assume every block has some.
-    if constexpr (kFull)
+    if constexpr (kFull)  // taken to hold a power of two (vector_common.h)
       finish_block<T, true>(field, buffered, base + 2 * block_begin,
                             (block_end - block_begin) / kGroupElements, special_groups, true, h,
                             acc);

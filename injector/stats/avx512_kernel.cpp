@@ -1,8 +1,9 @@
 // The AVX-512 kernel (F, BW, VL, DQ, CD; plus F16C), optionally counting exponent fields with GFNI
 // and BITALG (Kernel::Avx512Gfni). Compiled with per-function target attributes and run only where
 // kernel_supported() holds. fp32 arrays are classified in 16 lanes of 32 bits; fp16 and bf16
-// arrays in 32 lanes of 16 bits, converted to wider types only for the sums and for the Full
-// level's exponent fields. vector_common.h describes the structure shared with the AVX2 kernel.
+// arrays in 32 lanes of 16 bits, converted to wider types only for the sums and, for bf16 and for
+// groups holding an fp16 subnormal, the Full level's exponent fields. vector_common.h describes
+// the structure shared with the AVX2 kernel.
 //
 // Index: Sums | Cast thresholds | Exponent histogram | fp32 | fp16 and bf16 | entry point
 #include <immintrin.h>
@@ -292,17 +293,13 @@ FPSCOPE_AVX512 inline void init(F32State& st) {
 
 struct F32Counters {
   __m512i zero, subnormal;
-  // Full level: the signed maximum of (|x| bits - 1) & 0x807FFFFF over the block's fast elements,
-  // 0x7FFFFF exactly when one of them is a power of two (zero gives a negative value).
-  __m512i power_of_two;
+  __m512i power_of_two;  // Full: the block's power-of-two probe (vector_common.h)
 };
 
 // VFPCLASSPS categories: QNaN 0x01, +Inf 0x08, -Inf 0x10, denormal 0x20, SNaN 0x80.
 inline constexpr int kSpecial = 0x01 | 0x08 | 0x10 | 0x80;
 inline constexpr int kSpecialFull = kSpecial | 0x20;
 
-inline constexpr uint32_t kPowerOfTwoProbeMask = 0x807FFFFFu;
-inline constexpr int32_t kPowerOfTwoProbeHit = 0x7FFFFF;
 
 template <bool kFull>
 FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i v[4],
@@ -539,7 +536,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
       count_fields(field, buffered, gfni, h, first, last);
       const unsigned char* block = base + 2 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
-      // One value in 1024 (fp16) or 128 (bf16) is a power of two: assume every block has some.
+      // Taken to hold a power of two (vector_common.h).
       fold_block_fields<T>(h, first, last, true, acc,
                            [&](const uint32_t* t, int k, uint64_t* counts) {
                              count_at_least<true>(block, groups, special_groups, t, k, counts);

@@ -65,7 +65,7 @@ void fill_cast_counts(const Accumulator& acc, const ThresholdTable& t, TensorSta
 }  // namespace
 
 void finalize(const Accumulator& acc, ElementType type, StatsLevel level, TensorStats* out) {
-  const DefaultFloatingPointMode mode;
+  const DefaultFloatingPointMode mode;  // also called for the GPU's partial results
   *out = TensorStats{};
   out->count = acc.count;
   out->nan = acc.nan;
@@ -169,7 +169,6 @@ std::size_t chunk_length(std::size_t n, std::size_t i) {
 // Chunk i scanned into `part` (a fresh accumulator).
 void scan_chunk(Kernel k, const void* data, ElementType type, std::size_t n, StatsLevel level, std::size_t i,
                 Accumulator& part) {
-  const DefaultFloatingPointMode mode;  // the chunk may run on any of the program's threads
   part.count = chunk_length(n, i);
   scan(k, static_cast<const unsigned char*>(data) + chunk_begin(i) * element_bytes(type), type, part.count,
        level, part);
@@ -193,7 +192,7 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
 
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out, ChunkRunner& runner) {
-  const DefaultFloatingPointMode mode;  // for the merges
+  const DefaultFloatingPointMode mode;  // the chunks on this thread, the merges
   const std::size_t chunks = chunk_count(n);
   if (chunks == 1) {
     compute_stats_with(k, data, type, n, level, out);
@@ -213,6 +212,7 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
       chunks,
       [](void* context, std::size_t i) {
         const Job& j = *static_cast<const Job*>(context);
+        const DefaultFloatingPointMode chunk_mode;  // on any of the program's threads
         scan_chunk(j.k, j.data, j.type, j.n, j.level, i, j.parts[i]);
       },
       &job);

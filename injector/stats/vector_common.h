@@ -31,6 +31,14 @@ inline constexpr std::size_t kBlockElements = 4096;
 // subnormals take the scalar path), so 0 means zero and f in 1..254 means hist bin f - 127 + 149.
 inline constexpr int kFieldToHistBin = -127 - kHistMinExponent;
 
+// Whether a block of fp32 values holds an exact power of two (fold_block_fields): the kernels keep
+// the signed maximum of (|x| bits - 1) & kPowerOfTwoProbeMask over its fast elements, which is
+// kPowerOfTwoProbeHit exactly when one of them is a power of two (a zero gives a negative value,
+// any other value less). fp16 and bf16 values are powers of two too often (one in 1024 and one in
+// 128) for the probe to pay: their blocks are taken to hold some.
+inline constexpr uint32_t kPowerOfTwoProbeMask = 0x807FFFFFu;
+inline constexpr int32_t kPowerOfTwoProbeHit = 0x7FFFFF;
+
 // The scalar way to count a buffer of exponent fields into `h` (added to): eight interleaved
 // sub-histograms, so that consecutive elements with the same exponent (the common case) do not
 // wait on each other's stores. Used for blocks that span too many binades for vector counting.

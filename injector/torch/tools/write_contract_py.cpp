@@ -1,7 +1,8 @@
 // Writes a Python file of the PyTorch front end from its template, replacing each @NAME@ with the
 // value the C and C++ headers give that fact: the kernel ABI's enums and tensor layout
 // (mpt/abi.h), the injector's C API (fpscope/inject_api.h), the NVTX conventions
-// (fpscope/contract/nvtx.h) and the environment `fpscope run` sets (fpscope/contract/environment.h).
+// (fpscope/contract/nvtx.h) and the environment `fpscope run` sets
+// (fpscope/contract/environment.h).
 // So each fact is written once, in C or C++, and the Python front end reads the same values.
 //
 //   fpscope_write_contract_py TEMPLATE OUTPUT
@@ -128,11 +129,14 @@ int main(int argc, char** argv) {
     file << out;
     if (!file.flush()) {
       std::cerr << "fpscope_write_contract_py: cannot write " << temporary << "\n";
+      std::remove(temporary.c_str());
       return 1;
     }
   }
   if (std::rename(temporary.c_str(), argv[2]) != 0) {
-    std::cerr << "fpscope_write_contract_py: cannot rename " << temporary << " to " << argv[2] << "\n";
+    std::cerr << "fpscope_write_contract_py: cannot rename " << temporary << " to " << argv[2]
+              << "\n";
+    std::remove(temporary.c_str());
     return 1;
   }
   return 0;

@@ -121,8 +121,9 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
 
 // The cast thresholds one step above a power of two (the underflow bounds) are decided from the
 // exponent histogram in a block that holds no exact power of two, and by compares in one that
-// does: blocks of values inside those binades, with and without the powers themselves, the
-// thresholds and their neighbours, a power of two of another binade only, and a NaN's group.
+// does: blocks of values inside those binades (and zeros of both signs), with and without the
+// powers themselves, the thresholds, a power of two of another binade only, a NaN's group, a power
+// of two only inside a NaN's group (which the scalar routine counts), and partial blocks.
 TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
   const Kernel k = GetParam();
   if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
@@ -133,7 +134,8 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
     const int exponents[] = {-25, -17, -10, 0};
     TestTensor t{std::string("powers_of_two_") + type_name(type), type, {}};
     const auto push = [&](double v) { t.push_bits(nearest_bits(type, v)); };
-    for (int block = 0; block < 6; ++block) {
+    constexpr int kBlocks = 7;
+    for (int block = 0; block < kBlocks; ++block) {
       for (std::size_t i = 0; i < stats::kBlockElements; ++i) {
         const int e = exponents[i % 4];
         const double sign = (rng() & 1) ? -1.0 : 1.0;
@@ -143,6 +145,9 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
         if (block == 3 && i % 64 == 5) v = std::nextafter(std::ldexp(1.0, e), 4.0);  // threshold
         if (block == 4) v = sign * std::ldexp(1.0, e);                  // powers only
         if (block == 5 && i == 2000) v = NAN;                           // a group goes scalar
+        if (block == 6 && i == 2000) v = NAN;                           // and holds the power
+        if (block == 6 && i == 2001) v = std::ldexp(1.0, exponents[i % 4]);
+        if (i % 13 == 0 && block != 4) v = (i % 26 == 0) ? 0.0 : -0.0;
         push(v);
       }
     }
@@ -153,11 +158,17 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
                               &ss);
     expect_same_stats(vs, ss);
     // Each block on its own as well: a power of two decides only its own block.
-    for (std::size_t b = 0; b < 6; ++b) {
+    for (std::size_t b = 0; b < kBlocks; ++b) {
       const unsigned char* p = t.bytes.data() + b * stats::kBlockElements * t.element_size();
       stats::compute_stats_with(k, p, type, stats::kBlockElements, StatsLevel::Full, &vs);
       stats::compute_stats_with(Kernel::Scalar, p, type, stats::kBlockElements, StatsLevel::Full,
                                 &ss);
+      expect_same_stats(vs, ss);
+    }
+    // Partial blocks: the first 1000 values, and two blocks and 100 more.
+    for (std::size_t n : {std::size_t(1000), 2 * stats::kBlockElements + 100}) {
+      stats::compute_stats_with(k, t.bytes.data(), type, n, StatsLevel::Full, &vs);
+      stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, n, StatsLevel::Full, &ss);
       expect_same_stats(vs, ss);
     }
   }

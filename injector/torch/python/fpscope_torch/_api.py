@@ -15,19 +15,6 @@ from ._contract import (  # noqa: F401 (the front end reads them from here)
     TRAPPED)
 
 
-class Tensor(ctypes.Structure):  # mpt_tensor; the front end packs the same layout with struct
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("id", ctypes.c_uint64),
-        ("name", ctypes.c_char_p),
-        ("shape", ctypes.c_int64 * MAX_DIMS),
-        ("ndim", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),
-        ("device", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
-    ]
-
-
 class Library:
     """The injector's C API, or an error saying why it cannot be used."""
 

@@ -229,8 +229,6 @@ class _Descriptors:
         self.address = ctypes.addressof(self._views[0])
         self.flags_address = ctypes.addressof(self._views[1])
 
-    assert LAYOUT.size == ctypes.sizeof(_api.Tensor), "the packed layout must be mpt_tensor's"
-
     def reserve(self, n):
         if n > self.capacity:
             self._views = None
@@ -584,7 +582,8 @@ class FrontEnd:
 
     def backward_layer_hook(self, name):
         def hook(grad):
-            if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD:
+            if (threading_ident() == self.main_thread
+                    and self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD):
                 self.ranges.close(_api.RANGE_LAYER)
                 self.ranges.push(_api.RANGE_LAYER, name)
             return None
