@@ -34,12 +34,17 @@ struct Selection {
   void select_step(int64_t s) {
     step = s;
   }
-  void select_kernel(int trace_id, int64_t kernel_id, std::optional<int64_t> kernel_step,
-                     const std::optional<std::string>& kernel_layer) {
+  // A launch, its step when known; the layer stays as it was.
+  void select_kernel(int trace_id, int64_t kernel_id, std::optional<int64_t> kernel_step) {
     kernel = KernelRef{trace_id, kernel_id};
     if (kernel_step) step = kernel_step;
-    if (kernel_layer) layer = *kernel_layer;
     tensor_id.reset();
+  }
+  // A launch, its step and its layer when known.
+  void select_kernel(int trace_id, int64_t kernel_id, std::optional<int64_t> kernel_step,
+                     const std::optional<std::string>& kernel_layer) {
+    select_kernel(trace_id, kernel_id, kernel_step);
+    if (kernel_layer) layer = *kernel_layer;
   }
   void jump_to_timeline() {
     focus_timeline = true;

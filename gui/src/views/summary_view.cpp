@@ -230,7 +230,7 @@ class SummaryView final : public View {
       if (c.kernel_id) {
         ImGui::SameLine();
         if (link("launch " + analysis::human_launch(*c.kernel_id))) {
-          ctx.selection.select_kernel(doc.id(), *c.kernel_id, c.step, std::nullopt);
+          ctx.selection.select_kernel(doc.id(), *c.kernel_id, c.step);
           if (c.tensor_id) ctx.selection.tensor_id = *c.tensor_id;
           ctx.selection.jump_to_timeline();
         }

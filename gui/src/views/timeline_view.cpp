@@ -407,7 +407,7 @@ class TimelineView final : public View {
       ImGui::TextUnformatted(hover.event->detail.c_str());
       if (!hover.event->kernel.empty()) ImGui::TextDisabled("%s %s", hover.event->kernel.c_str(), hover.event->layer.c_str());
       ImGui::EndTooltip();
-      if (click) ctx.selection.select_kernel(hover.doc ? hover.doc->id() : 0, hover.event->kernel_id, hover.event->step, std::nullopt);
+      if (click) ctx.selection.select_kernel(hover.doc ? hover.doc->id() : 0, hover.event->kernel_id, hover.event->step);
       return;
     }
     if (!hover.block || !hover.lane || !hover.doc) return;
