@@ -9,6 +9,7 @@ Usage: torch_front_end_test.py --fpscope PATH [unittest arguments]
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import socket
@@ -189,6 +190,29 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(zero, int((a == 0).sum()))
         self.assertEqual(nan, 0)
         self.assertEqual(json.loads(shape), [8, 10])
+
+    def test_a_program_that_flushes_subnormals_gets_their_exact_statistics(self):
+        # torch.set_flush_denormal sets denormals-are-zero on the program's thread, where the
+        # scans run: the statistics must still read subnormals as they are (and the program keep
+        # its mode, which its own comparison shows).
+        script = self.write("flush.py", """
+            import torch
+            torch.set_flush_denormal(True)
+            x = torch.arange(1, 70001, dtype=torch.int32).view(torch.float32)  # 1..70000 * 2^-149
+            y = x.clone()
+            print(int((y != 0).sum()))
+        """)
+        trace, p = self.trace(script)
+        self.assertEqual(p.stdout.strip(), "0")  # the program's own compare still flushes them
+        rows = self.query(trace, "SELECT t.count, t.zero, t.subnormal, t.min, t.max, t.min_nonzero, t.mean, t.rms"
+                                 " FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                 " WHERE k.kernel = 'clone' AND t.role = 'out'")
+        self.assertEqual(len(rows), 1)
+        n = 70000
+        tiny = 2.0 ** -149
+        squares = sum(k * k for k in range(1, n + 1))
+        self.assertEqual(rows[0], (n, 0, n, tiny, n * tiny, tiny, (n + 1) / 2 * tiny,
+                                   math.sqrt(squares * tiny * tiny / n)))
 
     def test_memory_by_category(self):
         script = self.cnn()
