@@ -300,7 +300,6 @@ struct F32Counters {
 inline constexpr int kSpecial = 0x01 | 0x08 | 0x10 | 0x80;
 inline constexpr int kSpecialFull = kSpecial | 0x20;
 
-
 template <bool kFull>
 FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i v[4],
                                           const __m512i a[4], F32State& st, F32Counters& c,

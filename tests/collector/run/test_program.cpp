@@ -58,6 +58,19 @@ void write_string(RingProducer& p, uint32_t id, const std::string& s) {
   p.publish();
 }
 
+// A Scalar record named by string 1; exits 92 when the ring has no room.
+void write_scalar(RingProducer& p, int64_t t_ns, int64_t step, double value) {
+  auto* r = static_cast<wire::ScalarRecord*>(p.reserve(1));
+  if (!r) std::exit(92);
+  *r = {};
+  r->h = {wire::RecordType::Scalar, 1, 1};
+  r->t_ns = t_ns;
+  r->step = step;
+  r->value = value;
+  r->name = 1;
+  p.publish();
+}
+
 [[noreturn]] void produce(const char* count_file, long kill_after_us) {
   int fd = open(count_file, O_RDWR | O_CREAT | O_TRUNC, 0644);
   if (fd < 0 || ftruncate(fd, 8) != 0) std::exit(91);
@@ -72,15 +85,7 @@ void write_string(RingProducer& p, uint32_t id, const std::string& s) {
       });
       killer.detach();
     }
-    auto* r = static_cast<wire::ScalarRecord*>(ring->reserve(1));
-    if (!r) std::exit(92);
-    *r = {};
-    r->h = {wire::RecordType::Scalar, 1, 1};
-    r->t_ns = i;
-    r->step = i;
-    r->value = static_cast<double>(i) * 0.5;
-    r->name = 1;
-    ring->publish();
+    write_scalar(*ring, i, i, static_cast<double>(i) * 0.5);
     published->store(static_cast<uint64_t>(i + 1), std::memory_order_release);
   }
 }
@@ -115,16 +120,6 @@ void announce(RingProducer& p) {
   p.publish();
 }
 
-void write_scalar(RingProducer& p, double value) {
-  auto* r = static_cast<wire::ScalarRecord*>(p.reserve(1));
-  *r = {};
-  r->h = {wire::RecordType::Scalar, 1, 1};
-  r->t_ns = static_cast<int64_t>(value);
-  r->value = value;
-  r->name = 1;
-  p.publish();
-}
-
 void say_exit(RingProducer& p) {
   auto* r = static_cast<wire::ProcessExitRecord*>(p.reserve(1));
   *r = {};
@@ -153,7 +148,7 @@ bool finished_during_exit(const std::string& trace) {
 int exit_then(const std::string& trace, const std::string& more) {
   auto ring = attach_ring();
   announce(*ring);
-  write_scalar(*ring, 1);
+  write_scalar(*ring, 1, 0, 1);
   say_exit(*ring);
   int i = 0;
   for (; i < 6000 && !finished_during_exit(trace); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -162,7 +157,7 @@ int exit_then(const std::string& trace, const std::string& more) {
   // would need it to (a collector that stopped draining would keep it waiting).
   constexpr auto kDrainLimit = std::chrono::seconds(20);
   if (more == "record") {
-    write_scalar(*ring, 2);
+    write_scalar(*ring, 2, 0, 2);
     if (!ring->wait_drained(kDrainLimit)) return 98;
   }
   if (more == "process") {
@@ -172,7 +167,7 @@ int exit_then(const std::string& trace, const std::string& more) {
       auto sibling = RingProducer::create_sibling(*ring, std::getenv(kRingEnv), &error);
       if (!sibling) _exit(96);
       announce(*sibling);
-      write_scalar(*sibling, 3);
+      write_scalar(*sibling, 3, 0, 3);
       say_exit(*sibling);
       _exit(sibling->wait_drained(kDrainLimit) ? 0 : 98);
     }
