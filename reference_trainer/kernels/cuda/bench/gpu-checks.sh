@@ -12,11 +12,15 @@
 #   4. accuracy per precision mode, GPU against CPU (cnn, same seed and subset)
 #   5. step time on the GPU: amp-fp16 and amp-bf16 against fp32 for the MLP 1024-4096-4096-10
 #      at batch 256 and the CNN at 128 pixels
-#   6. tracing overhead: the MLP step time under `fpscope run` against without
+#   6. tracing: the MLP step time under `fpscope run` against without; a traced CNN run on the
+#      GPU against the same run on the CPU (check_gpu_trace.py: CUPTI records, device launches
+#      measured, the GPU's statistics of the same values equal to the CPU's)
 #   7. PyTorch anchor: the same MLP and CNN in PyTorch with autocast and GradScaler (torch_anchor.py)
 #
 # Environment: STEPS (training steps of a timing run, default 60), THREADS (CPU threads for the
-# CPU runs, default all), DATA_DIR (default /usr/share/datasets/fashion-mnist), PYTHON (python3).
+# CPU runs, default all), DATA_DIR (default /usr/share/datasets/fashion-mnist), PYTHON (python3),
+# NO_BUILD=1 (use the binaries already in BUILD_DIR, built elsewhere with FPSCOPE_CUDA=ON: for a GPU
+# machine without the development packages).
 # Exit status: 0 when every check ran and passed, 1 when a check failed, 2 when it cannot start.
 set -uo pipefail
 
@@ -43,13 +47,20 @@ log "environment"
   nvcc --version 2>/dev/null | tail -2; git -C "$root" rev-parse HEAD; } > "$out/environment.txt" 2>&1
 
 # [1] build
-log "build in $build"
-if ! cmake -S "$root" -B "$build" -DFPSCOPE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-       -DFPSCOPE_BUILD_GUI=OFF > "$out/configure.txt" 2>&1 ||
-   ! cmake --build "$build" -j"$(nproc)" --target mpt_cuda_tests fpscope_gpu_tests \
-       cuda_kernels_benchmark gpu_stats_benchmark mptrain fpscope > "$out/build.txt" 2>&1; then
-  echo "gpu-checks: the build failed; see $out/configure.txt and $out/build.txt" >&2
-  exit 2
+targets=(mpt_cuda_tests fpscope_gpu_tests cuda_kernels_benchmark gpu_stats_benchmark mptrain fpscope)
+if [[ "${NO_BUILD:-0}" == 1 ]]; then
+  log "using the binaries in $build (NO_BUILD=1)"
+  for t in "${targets[@]}"; do
+    [[ -x "$build/bin/$t" ]] || { echo "gpu-checks: NO_BUILD=1 but $build/bin/$t is missing" >&2; exit 2; }
+  done
+else
+  log "build in $build"
+  if ! cmake -S "$root" -B "$build" -DFPSCOPE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+         -DFPSCOPE_BUILD_GUI=OFF > "$out/configure.txt" 2>&1 ||
+     ! cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" > "$out/build.txt" 2>&1; then
+    echo "gpu-checks: the build failed; see $out/configure.txt and $out/build.txt" >&2
+    exit 2
+  fi
 fi
 bin="$build/bin"
 
@@ -103,6 +114,16 @@ log "tracing overhead"
   --batch-size 256 --train-subset $((256 * steps)) --test-subset 256 --precision amp-fp16 \
   --loss-scale dynamic --device cuda > "$out/runs/traced-mlp-amp-fp16.txt" 2>&1 ||
   fail "fpscope run (see $out/runs/traced-mlp-amp-fp16.txt)"
+for device in cpu cuda; do
+  "$bin/fpscope" run --force -q -o "$out/runs/traced-cnn-$device.sqlite" -- "$bin/mptrain" \
+    --data-dir "$data_dir" --seed 1 --model cnn --precision fp32 --batch-size 32 --train-subset 128 \
+    --test-subset 64 --threads "$threads" --device "$device" > "$out/runs/traced-cnn-$device.txt" 2>&1 ||
+    fail "fpscope run cnn on $device (see $out/runs/traced-cnn-$device.txt)"
+done
+"$python" "$here/check_gpu_trace.py" "$out/runs/traced-cnn-cuda.sqlite" "$out/runs/traced-cnn-cpu.sqlite" \
+  > "$out/trace_check.md" 2>&1 || fail "the GPU trace's checks (see $out/trace_check.md)"
+"$bin/fpscope" report "$out/runs/traced-cnn-cuda.sqlite" > "$out/runs/traced-cnn-cuda-report.txt" 2>&1 ||
+  fail "fpscope report of the GPU trace (see $out/runs/traced-cnn-cuda-report.txt)"
 
 # [7] PyTorch anchor
 log "PyTorch anchor"

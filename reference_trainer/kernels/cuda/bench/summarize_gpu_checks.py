@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Turns the raw outputs of gpu-checks.sh into summary.md: test counts, accuracy per precision
-mode (GPU against CPU), step times with ratios to fp32, tracing overhead, the PyTorch anchor and
-the benchmark tables. Only numbers found in the results folder are printed; a missing run shows
-as "not run"."""
+mode (GPU against CPU), step times with ratios to fp32, tracing overhead, the check of a GPU
+trace against a CPU one, the PyTorch anchor and the benchmark tables. Only numbers found in the
+results folder are printed; a missing run shows as "not run"."""
 import json
 import os
 import sys
@@ -75,6 +75,15 @@ def tracing(out):
             f"| ratio | {fmt(ratio)} |"]
 
 
+def trace_check(out):
+    lines = ["## A traced run on the GPU against the same run on the CPU (check_gpu_trace.py)", ""]
+    try:
+        with open(os.path.join(out, "trace_check.md")) as f:
+            return lines + [f.read().rstrip()]
+    except OSError:
+        return lines + ["not run"]
+
+
 def torch_anchor(out):
     j = load(os.path.join(out, "torch_anchor.json"))
     lines = ["## PyTorch anchor (autocast + GradScaler)", ""]
@@ -119,7 +128,7 @@ def main():
     except OSError:
         pass
     parts = [["# GPU checks", "", "```", env, "```"], tests(out), accuracy(out), step_times(out),
-             tracing(out), torch_anchor(out), benchmarks(out)]
+             tracing(out), trace_check(out), torch_anchor(out), benchmarks(out)]
     print("\n\n".join("\n".join(p) for p in parts))
 
 
