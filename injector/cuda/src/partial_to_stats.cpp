@@ -38,7 +38,7 @@ StatsParams stats_params(ElementType type, StatsLevel level) {
   s.is_f16 = type == ElementType::F16;
   s.full = level == StatsLevel::Full;
   s.threshold_count = table.count;
-  for (int t = 0; t < table.count; ++t) s.thresholds[t] = table.value[t];
+  for (int t = 0; t < kMaxThresholds; ++t) s.thresholds[t] = t < table.count ? table.value[t] : UINT32_MAX;
   return s;
 }
 

@@ -12,8 +12,10 @@
 
 #if defined(__CUDACC__)
 #define FPSCOPE_HD __host__ __device__ __forceinline__
+#define FPSCOPE_UNROLL _Pragma("unroll")
 #else
 #define FPSCOPE_HD inline
+#define FPSCOPE_UNROLL
 #endif
 
 namespace fpscope::gpu {
@@ -31,7 +33,7 @@ struct StatsParams {
   int is_f16;              // f16's magnitudes are not a prefix of fp32's
   int full;                // histogram and thresholds too
   int threshold_count;
-  uint32_t thresholds[kMaxThresholds];
+  uint32_t thresholds[kMaxThresholds];  // unused entries are UINT32_MAX: no magnitude reaches them
 };
 
 /* The reduction state of a block (and, combined, of the whole tensor). */
@@ -45,7 +47,20 @@ struct GpuPartial {
   uint64_t at_least[kMaxThresholds];
 };
 
-FPSCOPE_HD void partial_init(GpuPartial& p) {
+/* What one thread of the scan keeps: a GpuPartial with 32-bit counts, which hold fewer registers
+ * (a thread sees fewer than 2^32 elements; queue_reduction() checks it). */
+struct ThreadTally {
+  uint32_t nan, pos_inf, neg_inf, zero, subnormal;
+  int32_t min_key, max_key;
+  uint32_t min_nonzero_abs;
+  uint32_t first_nonfinite_bits;
+  double sum_hi, sum_lo, squares_hi, squares_lo;
+  uint64_t first_nonfinite;
+  uint32_t at_least[kMaxThresholds];
+};
+
+template <typename Partial>
+FPSCOPE_HD void partial_init(Partial& p) {
   p.nan = p.pos_inf = p.neg_inf = p.zero = p.subnormal = 0;
   p.min_key = INT32_MAX;
   p.max_key = INT32_MIN;
@@ -110,8 +125,10 @@ FPSCOPE_HD double element_value(const StatsParams& s, uint32_t b) {
   return (b & 0x8000u) ? -magnitude : magnitude;
 }
 
-/* Adds element `index` with bits b. Returns the histogram bin to count, or -1 for none. */
-FPSCOPE_HD int add_element(GpuPartial& p, const StatsParams& s, uint32_t b, uint64_t index) {
+/* Adds element `index` with bits b to a GpuPartial or a ThreadTally. Returns the histogram bin to
+ * count, or -1 for none. */
+template <typename Partial>
+FPSCOPE_HD int add_element(Partial& p, const StatsParams& s, uint32_t b, uint64_t index) {
   uint32_t a = b & s.abs_mask;
   if (a >= s.inf_abs) {
     if (a > s.inf_abs) ++p.nan;
@@ -133,8 +150,30 @@ FPSCOPE_HD int add_element(GpuPartial& p, const StatsParams& s, uint32_t b, uint
   if (a < p.min_nonzero_abs) p.min_nonzero_abs = a;
   if (a < s.min_normal_abs) ++p.subnormal;
   if (!s.full) return -1;
-  for (int t = 0; t < s.threshold_count; ++t) p.at_least[t] += a >= s.thresholds[t] ? 1u : 0u;
+  // Every entry, so that the counts stay in registers; the unused ones never count.
+  FPSCOPE_UNROLL
+  for (int t = 0; t < kMaxThresholds; ++t) p.at_least[t] += a >= s.thresholds[t] ? 1u : 0u;
   return hist_index(s, a);
+}
+
+FPSCOPE_HD GpuPartial widen(const ThreadTally& t) {
+  GpuPartial p;
+  p.nan = t.nan;
+  p.pos_inf = t.pos_inf;
+  p.neg_inf = t.neg_inf;
+  p.zero = t.zero;
+  p.subnormal = t.subnormal;
+  p.min_key = t.min_key;
+  p.max_key = t.max_key;
+  p.min_nonzero_abs = t.min_nonzero_abs;
+  p.first_nonfinite_bits = t.first_nonfinite_bits;
+  p.sum_hi = t.sum_hi;
+  p.sum_lo = t.sum_lo;
+  p.squares_hi = t.squares_hi;
+  p.squares_lo = t.squares_lo;
+  p.first_nonfinite = t.first_nonfinite;
+  for (int i = 0; i < kMaxThresholds; ++i) p.at_least[i] = t.at_least[i];
+  return p;
 }
 
 /* Folds `from` into `into`. Integer parts are exact in any order; the sums are combined with the

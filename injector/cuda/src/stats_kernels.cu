@@ -1,12 +1,17 @@
 // Device side of the GPU tensor statistics: a one-pass scan in which every block reduces its
-// grid-stride share of the tensor into a GpuPartial (histogram bins go straight to the result with
-// integer atomics), and a one-block combine that merges the partials in block order, so the sums
-// are the same on every run. No host synchronisation: both kernels are queued on the caller's
-// stream.
+// grid-stride share of the tensor into a GpuPartial (its histogram counted in shared memory, then
+// added to the result with integer atomics), and a one-block combine that merges the partials in
+// block order, so the sums are the same on every run for a given device and size. No host
+// synchronisation: both kernels are queued on the caller's stream.
 #include "stats_kernels.h"
 
 namespace fpscope::gpu {
 namespace {
+
+/* Sixteen bytes, loaded at once. */
+struct alignas(16) Words {
+  uint32_t x, y, z, w;
+};
 
 /* The partial of lane+offset, field by field (warp shuffles move 32- and 64-bit values). */
 __device__ GpuPartial shuffle_down(const GpuPartial& p, int offset) {
@@ -50,26 +55,65 @@ __device__ __forceinline__ uint32_t element_bits(const void* data, int bytes, ui
                     : static_cast<uint32_t>(static_cast<const uint16_t*>(data)[i]);
 }
 
+/* Counts `bin` (-1: none) in the block's histogram with one shared atomic per distinct bin of the
+ * warp: a tensor's values fall in few binades, so lanes that share a bin would otherwise queue on
+ * one address. Every lane of the warp must call it. */
+__device__ __forceinline__ void count_bin(uint32_t* bins, int bin) {
+  unsigned peers = __match_any_sync(0xffffffffu, bin);
+  if (bin >= 0 && static_cast<int>(threadIdx.x % 32) == __ffs(static_cast<int>(peers)) - 1) {
+    atomicAdd(&bins[bin], static_cast<uint32_t>(__popc(static_cast<int>(peers))));
+  }
+}
+
+/* Element j of a 16-byte word holding kBytes-wide elements. */
+template <int kBytes>
+__device__ __forceinline__ uint32_t word_element(const Words& w, int j) {
+  uint32_t part = j * kBytes < 4 ? w.x : j * kBytes < 8 ? w.y : j * kBytes < 12 ? w.z : w.w;
+  return kBytes == 4 ? part : (j % 2 ? part >> 16 : part & 0xffffu);
+}
+
+/* Each block reduces a grid-stride share of the tensor: 16-byte words when `data` is 16-byte
+ * aligned (4 or 8 elements a load), the elements after the last whole word (or all of them, when
+ * unaligned) one by one. Every loop's trip count is the same for the whole block, as count_bin()
+ * and the block merge need. */
+template <int kBytes>
 __global__ void scan_kernel(const void* data, uint64_t n, StatsParams s, GpuPartial* partials,
                             StatsResult* result) {
-  __shared__ unsigned long long bins[kHistBins];
+  constexpr int kPerWord = 16 / kBytes;
+  __shared__ uint32_t bins[kHistBins];
   if (s.full) {
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x) bins[i] = 0;
     __syncthreads();
   }
-  GpuPartial p;
+  ThreadTally p;
   partial_init(p);
-  uint64_t stride = static_cast<uint64_t>(blockDim.x) * gridDim.x;
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
-    int bin = add_element(p, s, element_bits(data, s.bytes, i), i);
-    if (bin >= 0) atomicAdd(&bins[bin], 1ull);
+  const uint64_t stride = static_cast<uint64_t>(blockDim.x) * gridDim.x;
+  const uint64_t block_first = static_cast<uint64_t>(blockIdx.x) * blockDim.x;
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % 16 == 0;
+  const uint64_t words = aligned ? n / kPerWord : 0;
+  const Words* word_data = static_cast<const Words*>(data);
+  for (uint64_t base = block_first; base < words; base += stride) {
+    uint64_t w = base + threadIdx.x;
+    Words word = w < words ? word_data[w] : Words{0, 0, 0, 0};
+    FPSCOPE_UNROLL
+    for (int j = 0; j < kPerWord; ++j) {
+      int bin = w < words ? add_element(p, s, word_element<kBytes>(word, j), w * kPerWord + j) : -1;
+      if (s.full) count_bin(bins, bin);
+    }
   }
-  block_merge(p);
-  if (threadIdx.x == 0) partials[blockIdx.x] = p;
+  for (uint64_t base = words * kPerWord + block_first; base < n; base += stride) {
+    uint64_t i = base + threadIdx.x;
+    int bin = i < n ? add_element(p, s, element_bits(data, kBytes, i), i) : -1;
+    if (s.full) count_bin(bins, bin);
+  }
+  GpuPartial total = widen(p);
+  block_merge(total);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
   if (s.full) {
     __syncthreads();
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x) {
-      if (bins[i]) atomicAdd(reinterpret_cast<unsigned long long*>(&result->hist[i]), bins[i]);
+      if (bins[i]) atomicAdd(reinterpret_cast<unsigned long long*>(&result->hist[i]),
+                             static_cast<unsigned long long>(bins[i]));
     }
   }
 }
@@ -99,10 +143,17 @@ int scan_blocks(size_t n) {
 
 cudaError_t queue_reduction(const void* data, size_t n, const StatsParams& params,
                             GpuPartial* partials, StatsResult* result, cudaStream_t stream) {
+  int blocks = scan_blocks(n);
+  // A block's histogram and a thread's counts are 32-bit: a block must see fewer than 2^32
+  // elements (more than 2^41 in all, far beyond any device's memory).
+  if (n / static_cast<uint64_t>(blocks) >= (uint64_t{1} << 32) - kScanThreads) return cudaErrorInvalidValue;
   cudaError_t e = cudaMemsetAsync(result->hist, 0, sizeof(result->hist), stream);
   if (e != cudaSuccess) return e;
-  int blocks = scan_blocks(n);
-  FPSCOPE_LAUNCH(scan_kernel, blocks, kScanThreads, stream)(data, n, params, partials, result);
+  if (params.bytes == 4) {
+    FPSCOPE_LAUNCH(scan_kernel<4>, blocks, kScanThreads, stream)(data, n, params, partials, result);
+  } else {
+    FPSCOPE_LAUNCH(scan_kernel<2>, blocks, kScanThreads, stream)(data, n, params, partials, result);
+  }
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   FPSCOPE_LAUNCH(combine_kernel, 1, kScanThreads, stream)(data, params.bytes, partials, blocks, result);
   return cudaGetLastError();

@@ -133,23 +133,31 @@ TEST(GpuStatsDevice, MatchesComputeStatsOnEveryTypeAndLevel) {
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();
   ASSERT_NE(api, nullptr);
   std::mt19937 rng(17);
-  struct Case { ElementType type; StatsLevel level; size_t n; std::vector<uint8_t> data; void* device; };
+  // `skip` leading elements are left out: the scan then starts off its 16-byte words' alignment.
+  struct Case { ElementType type; StatsLevel level; size_t n; std::vector<uint8_t> data; void* device; size_t skip; };
   std::vector<Case> cases;
   // Sizes from empty to more elements than the scan's 512 blocks x 256 threads x 16 cover.
   for (ElementType type : kTypes) {
     for (StatsLevel level : kLevels) {
       for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{100003}, size_t{3000017}}) {
         std::vector<size_t> bad = n > 10 ? std::vector<size_t>{n - 1, n / 2, n / 3 + 7} : std::vector<size_t>{};
-        Case c{type, level, n, make_tensor(type, n, rng, bad), nullptr};
-        c.device = to_device(c.data);
-        cases.push_back(std::move(c));
+        for (size_t skip : {size_t{0}, size_t{1}}) {
+          if (skip > n) continue;
+          Case c{type, level, n, make_tensor(type, n, rng, bad), nullptr, skip};
+          c.device = to_device(c.data);
+          cases.push_back(std::move(c));
+        }
       }
     }
   }
+  auto on_device = [](const Case& c) {
+    return static_cast<const void*>(static_cast<const uint8_t*>(c.device) + c.skip * fpscope::element_bytes(c.type));
+  };
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (size_t i = 0; i < cases.size(); ++i) {
-    ASSERT_EQ(api->submit(cases[i].device, int(cases[i].type), cases[i].n, int(cases[i].level), stream, 100 + i), 0)
+    ASSERT_EQ(api->submit(on_device(cases[i]), int(cases[i].type), cases[i].n - cases[i].skip, int(cases[i].level),
+                          stream, 100 + i), 0)
         << api->last_error();
   }
   Collected got;
@@ -158,9 +166,11 @@ TEST(GpuStatsDevice, MatchesComputeStatsOnEveryTypeAndLevel) {
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(got.order[i], 100 + i) << "results of one stream come back in submission order";
     TensorStats expected;
-    fpscope::compute_stats(cases[i].data.data(), cases[i].type, cases[i].n, cases[i].level, &expected);
+    fpscope::compute_stats(cases[i].data.data() + cases[i].skip * fpscope::element_bytes(cases[i].type),
+                           cases[i].type, cases[i].n - cases[i].skip, cases[i].level, &expected);
     EXPECT_EQ(compare_stats(got.by_token[100 + i], expected), "")
-        << type_name(cases[i].type) << " level " << int(cases[i].level) << " n " << cases[i].n;
+        << type_name(cases[i].type) << " level " << int(cases[i].level) << " n " << cases[i].n << " skip "
+        << cases[i].skip;
     cudaFree(cases[i].device);
   }
   cudaStreamDestroy(stream);

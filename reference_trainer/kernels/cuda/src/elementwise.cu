@@ -148,12 +148,17 @@ __global__ void accuracy_count_kernel(Flat logp, const int32_t* labels, int32_t*
 
 /* inv_scale = fp32(1 / double(scale)); found_inf was zeroed before the first gradient and is set
  * from the values before unscaling. */
+/* A NaN times the reciprocal keeps its bits, quieted, as the CPU's multiply does (the GPU's would
+ * give its canonical NaN). */
 __global__ void unscale_check_kernel(const float* scale, Flat g, float* found_inf) {
   float inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale));
   MPT_FOR_EACH(i, g.n) {
     float v = load_float(g.data, g.dtype, i);
     if (!isfinite(v)) *found_inf = 1.0f;
-    store_float(g.data, g.dtype, i, inv_scale == 1.0f ? v : v * inv_scale);
+    float unscaled = inv_scale == 1.0f ? v
+                     : isnan(v)        ? __uint_as_float(__float_as_uint(v) | 0x00400000u)
+                                       : v * inv_scale;
+    store_float(g.data, g.dtype, i, unscaled);
   }
 }
 

@@ -27,7 +27,8 @@ TEST(EmulatedGpuStats, MatchesComputeStatsOnEveryTypeAndLevel) {
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();
   ASSERT_NE(api, nullptr) << fpscope_gpu_unavailable_reason();
   std::mt19937 rng(29);
-  struct Case { ElementType type; StatsLevel level; size_t n; std::vector<uint8_t> data; };
+  // `skip` leading elements are left out: the scan then starts off its 16-byte words' alignment.
+  struct Case { ElementType type; StatsLevel level; size_t n; std::vector<uint8_t> data; size_t skip = 0; };
   std::vector<Case> cases;
   for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
     for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
@@ -36,10 +37,12 @@ TEST(EmulatedGpuStats, MatchesComputeStatsOnEveryTypeAndLevel) {
         std::vector<size_t> bad = n > 10 ? std::vector<size_t>{n - 1, n / 2, n / 3 + 7} : std::vector<size_t>{};
         cases.push_back(Case{type, level, n, make_tensor(type, n, rng, bad)});
       }
+      cases.push_back(Case{type, level, 9001, make_tensor(type, 9001, rng, {9000, 4500}), 1});
     }
   }
+  auto start = [](const Case& c) { return c.data.data() + c.skip * fpscope::element_bytes(c.type); };
   for (size_t i = 0; i < cases.size(); ++i) {
-    ASSERT_EQ(api->submit(cases[i].data.data(), int(cases[i].type), cases[i].n, int(cases[i].level), nullptr, i), 0)
+    ASSERT_EQ(api->submit(start(cases[i]), int(cases[i].type), cases[i].n - cases[i].skip, int(cases[i].level), nullptr, i), 0)
         << api->last_error();
   }
   std::map<uint64_t, TensorStats> got;
@@ -47,9 +50,9 @@ TEST(EmulatedGpuStats, MatchesComputeStatsOnEveryTypeAndLevel) {
   ASSERT_EQ(got.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     TensorStats expected;
-    fpscope::compute_stats(cases[i].data.data(), cases[i].type, cases[i].n, cases[i].level, &expected);
+    fpscope::compute_stats(start(cases[i]), cases[i].type, cases[i].n - cases[i].skip, cases[i].level, &expected);
     EXPECT_EQ(compare_stats(got[i], expected), "")
-        << type_name(cases[i].type) << " level " << int(cases[i].level) << " n " << cases[i].n;
+        << type_name(cases[i].type) << " level " << int(cases[i].level) << " n " << cases[i].n << " skip " << cases[i].skip;
   }
 }
 

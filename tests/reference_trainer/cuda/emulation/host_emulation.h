@@ -2,8 +2,9 @@
 // without a GPU. Compiled into the kernel sources with MPT_HOST_EMULATION, this header stands in
 // for the CUDA runtime and cuBLAS:
 //   - a launch runs its blocks one after another; the threads of a block run as real threads (a
-//     reused pool) that meet at __syncthreads() and at warp shuffles (a block-wide barrier: the
-//     kernels call both from uniform control flow), so block reductions work as on the device;
+//     reused pool) that meet at __syncthreads() and at warp shuffles and votes (a block-wide
+//     barrier: the kernels call them from uniform control flow), so block reductions work as on
+//     the device;
 //     __shared__ variables are function statics, shared by the threads of the one block running;
 //   - "device" memory is host memory; copies, memsets and the stream-ordered allocator are the C
 //     library's; cudaGetDeviceCount reports one device;
@@ -163,6 +164,25 @@ T __shfl_down_sync(unsigned /*mask*/, T v, int offset) {
   return out;
 }
 
+/* The lanes of this thread's warp whose `v` equals its own, as a bit set (the whole warp takes
+ * part; the exchange is the shuffles' own, so it needs the same block-uniform calls). */
+inline unsigned __match_any_sync(unsigned /*mask*/, int v) {
+  unsigned char* buffer = &mpt_emulation::g_exchange[(mpt_emulation::t_shuffles++ % 2) * 8 * 1024];
+  unsigned t = threadIdx.x, warp_first = t - t % 32;
+  std::memcpy(buffer + 8 * t, &v, sizeof v);
+  __syncthreads();
+  unsigned peers = 0;
+  for (unsigned lane = 0; lane < 32 && warp_first + lane < blockDim.x; ++lane) {
+    int other;
+    std::memcpy(&other, buffer + 8 * (warp_first + lane), sizeof other);
+    if (other == v) peers |= 1u << lane;
+  }
+  return peers;
+}
+
+inline int __popc(int v) { return __builtin_popcount(static_cast<unsigned>(v)); }
+inline int __ffs(int v) { return __builtin_ffs(v); }
+
 template <typename T>
 T atomicAdd(T* address, T value) {
   return std::atomic_ref<T>(*address).fetch_add(value);
@@ -170,6 +190,7 @@ T atomicAdd(T* address, T value) {
 
 inline float __int_as_float(int v) { return __builtin_bit_cast(float, v); }
 inline float __uint_as_float(unsigned v) { return __builtin_bit_cast(float, v); }
+inline unsigned __float_as_uint(float v) { return __builtin_bit_cast(unsigned, v); }
 inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz(static_cast<unsigned>(v)); }
 
 // [SECTION] runtime
