@@ -91,6 +91,10 @@ Slot* StatsQueue::take_slot() {
 
 bool StatsQueue::submit(const void* data, ElementType type, size_t n, StatsLevel level,
                         cudaStream_t stream, uint64_t token) {
+  if (n > kMaxScanElements) {
+    return fail("submit: " + std::to_string(n) + " elements are more than one scan takes (" +
+                std::to_string(kMaxScanElements) + ")");
+  }
   if (n > 0) {
     cudaPointerAttributes attributes{};
     if (!check(cudaPointerGetAttributes(&attributes, data), "cudaPointerGetAttributes")) return false;

@@ -143,10 +143,8 @@ int scan_blocks(size_t n) {
 
 cudaError_t queue_reduction(const void* data, size_t n, const StatsParams& params,
                             GpuPartial* partials, StatsResult* result, cudaStream_t stream) {
+  if (n > kMaxScanElements) return cudaErrorInvalidValue;
   int blocks = scan_blocks(n);
-  // A block's histogram and a thread's counts are 32-bit: a block must see fewer than 2^32
-  // elements (more than 2^41 in all, far beyond any device's memory).
-  if (n / static_cast<uint64_t>(blocks) >= (uint64_t{1} << 32) - kScanThreads) return cudaErrorInvalidValue;
   cudaError_t e = cudaMemsetAsync(result->hist, 0, sizeof(result->hist), stream);
   if (e != cudaSuccess) return e;
   if (params.bytes == 4) {

@@ -25,13 +25,16 @@ struct StatsResult {
 
 inline constexpr int kScanThreads = 256;
 inline constexpr int kMaxScanBlocks = 512;
+/* The most elements one scan takes: a block's histogram and a thread's counts are 32-bit, so a
+ * block must see fewer than 2^32 elements (about 2^41 in all, far beyond any device's memory). */
+inline constexpr uint64_t kMaxScanElements = uint64_t{kMaxScanBlocks} * ((uint64_t{1} << 32) - 2 * kScanThreads);
 
 /* Blocks the scan uses for n elements (the partials buffer must hold this many). */
 int scan_blocks(size_t n);
 
 /* Queues the scan of n elements at `data` into `partials` (scan_blocks(n) entries), then the
  * combine into `result` (its histogram zeroed first), then nothing else: the caller copies
- * `result` back and records an event. */
+ * `result` back and records an event. cudaErrorInvalidValue for more than kMaxScanElements. */
 cudaError_t queue_reduction(const void* data, size_t n, const StatsParams& params,
                             GpuPartial* partials, StatsResult* result, cudaStream_t stream);
 

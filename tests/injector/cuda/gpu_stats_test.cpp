@@ -210,6 +210,8 @@ TEST(GpuStatsDevice, RejectsHostMemoryAndBadArguments) {
   EXPECT_NE(api->submit(device, 7, 16, 0, nullptr, 2), 0);
   EXPECT_NE(std::string(api->last_error()).find("element type"), std::string::npos);
   EXPECT_NE(api->submit(device, 0, 16, 3, nullptr, 3), 0);
+  EXPECT_NE(api->submit(device, 0, size_t{1} << 42, 0, nullptr, 4), 0);
+  EXPECT_NE(std::string(api->last_error()).find("more than one scan takes"), std::string::npos) << api->last_error();
   Collected got;
   api->poll(1, collect, &got);
   EXPECT_TRUE(got.order.empty()) << "rejected submissions produce no result";

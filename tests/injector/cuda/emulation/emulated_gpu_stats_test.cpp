@@ -8,6 +8,8 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "fpscope/gpu_stats.h"
 #include "stats_test_data.h"
@@ -72,6 +74,18 @@ TEST(EmulatedGpuStats, FirstNonfiniteIsTheSmallestIndexAcrossBlocks) {
     std::memcpy(&bits, data.data() + 4 * first, 4);
     EXPECT_EQ(got[first].first_nonfinite_bits, bits);
   }
+}
+
+/* A block's counts are 32-bit: a tensor too large for them is refused, not miscounted. */
+TEST(EmulatedGpuStats, RefusesMoreElementsThanOneScanTakes) {
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  std::vector<float> data(16, 1.0f);
+  EXPECT_NE(api->submit(data.data(), 0, size_t{1} << 42, 0, nullptr, 1), 0);
+  EXPECT_NE(std::string(api->last_error()).find("more than one scan takes"), std::string::npos) << api->last_error();
+  std::map<uint64_t, TensorStats> got;
+  api->poll(1, collect, &got);
+  EXPECT_TRUE(got.empty());
 }
 
 }  // namespace
