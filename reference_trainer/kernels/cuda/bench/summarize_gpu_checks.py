@@ -114,7 +114,7 @@ def benchmarks(out):
                 continue
             rate = b.get("items_per_second")
             lines.append(f"| {b['name']} | {b['real_time']:.3f} | {b['time_unit']} | "
-                         f"{fmt(rate, '{:.3e}')} |")
+                         f"{'' if rate is None else f'{rate:.3e}'} |")
         lines.append("")
     return lines
 
