@@ -163,7 +163,16 @@ void api_poll(int wait, void (*done)(uint64_t, const TensorStats*, void*), void*
 
 const char* api_last_error() { return t_last_error.c_str(); }
 
-const fpscope_gpu_api kApi = {1, api_submit, api_poll, api_last_error};
+int api_read(void* host, const void* device_data, size_t bytes, void* stream) {
+  if (bytes == 0) return 0;
+  if (!host || !device_data) return fail("read: no data"), 1;
+  auto s = static_cast<cudaStream_t>(stream);
+  bool ok = check(cudaMemcpyAsync(host, device_data, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (read)") &&
+            check(cudaStreamSynchronize(s), "cudaStreamSynchronize (read)");
+  return ok ? 0 : 1;
+}
+
+const fpscope_gpu_api kApi = {FPSCOPE_GPU_API_VERSION, api_submit, api_poll, api_last_error, api_read};
 
 std::string& unavailable_reason() {
   static std::string reason;

@@ -28,7 +28,7 @@ const fpscope_gpu_api* load_gpu_library(std::string* why) {
     return nullptr;
   }
   const fpscope_gpu_api* api = entry();
-  if (api == nullptr || api->version != 1) {
+  if (api == nullptr || api->version != FPSCOPE_GPU_API_VERSION) {
     auto reason = reinterpret_cast<Reason>(dlsym(handle, "fpscope_gpu_unavailable_reason"));
     *why = api ? "libfpscope_gpu.so speaks another version" : (reason && reason() ? reason() : "no usable CUDA device");
     return nullptr;

@@ -37,7 +37,7 @@ struct Session::LaunchPlan {
   bool sampled = false;      // its tensors are measured
   bool dump = false;         // FPSCOPE_DUMP's launch keys match
   bool inputs = false, outputs = false;
-  bool loss_scale = false;   // the loss scaler's update, its inputs on the host
+  bool loss_scale = false;   // the loss scaler's update, its scalars readable
   bool memo = false;         // inputs may take remembered statistics (mpt_launch only)
 };
 
@@ -62,27 +62,24 @@ uint8_t launch_device(const mpt_launch_desc* d) {
   return MPT_DEVICE_CPU;
 }
 
-bool is_host(const mpt_tensor& t, int32_t dtype) {
-  return t.device == MPT_DEVICE_CPU && t.data != nullptr && t.dtype == dtype && element_count(t) >= 1;
+// A scalar the injector can read: on the host, or on the device when `device` is allowed (through
+// the GPU library).
+bool scalar_readable(const mpt_tensor& t, int32_t dtype, bool device) {
+  return (t.device == MPT_DEVICE_CPU || (device && t.device == MPT_DEVICE_CUDA)) && t.data != nullptr &&
+         t.dtype == dtype && element_count(t) >= 1;
 }
 
 // The loss scaler's update (contract/loss_scaler.h): inputs scale (f32), growth_tracker (i32),
-// found_inf (f32); outputs scale and growth_tracker, in place. Device tensors are not read here yet.
-bool loss_scale_inputs_readable(const mpt_launch_desc* d) {
+// found_inf (f32); outputs scale and growth_tracker, in place. `device`: device tensors can be read.
+bool loss_scale_inputs_readable(const mpt_launch_desc* d, bool device) {
   return contract::is_scale_update_kernel(d->kernel) && d->n_inputs >= 3 &&
-         is_host(d->inputs[0], MPT_DTYPE_F32) && is_host(d->inputs[1], MPT_DTYPE_I32) &&
-         is_host(d->inputs[2], MPT_DTYPE_F32);
+         scalar_readable(d->inputs[0], MPT_DTYPE_F32, device) && scalar_readable(d->inputs[1], MPT_DTYPE_I32, device) &&
+         scalar_readable(d->inputs[2], MPT_DTYPE_F32, device);
 }
 
-bool loss_scale_outputs_readable(const mpt_launch_desc* d) {
-  return d->n_outputs >= 2 && is_host(d->outputs[0], MPT_DTYPE_F32) && is_host(d->outputs[1], MPT_DTYPE_I32);
-}
-
-template <typename T>
-T first_value(const mpt_tensor& t) {
-  T v;
-  std::memcpy(&v, t.data, sizeof v);
-  return v;
+bool loss_scale_outputs_readable(const mpt_launch_desc* d, bool device) {
+  return d->n_outputs >= 2 && scalar_readable(d->outputs[0], MPT_DTYPE_F32, device) &&
+         scalar_readable(d->outputs[1], MPT_DTYPE_I32, device);
 }
 
 uint8_t role_slot(wire::Role role, uint8_t slot) { return contract::pack_role_slot(role, slot); }
@@ -148,8 +145,44 @@ Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& w
   p.sampled = (selected || p.dump) && (p.device == MPT_DEVICE_CPU || gpu() != nullptr);
   p.inputs = p.sampled && options_.measures_inputs();
   p.outputs = p.sampled && options_.measures_outputs();
-  p.loss_scale = d->kernel != nullptr && loss_scale_inputs_readable(d);
+  p.loss_scale = d->kernel != nullptr && loss_scale_inputs_readable(d, false);
+  if (!p.loss_scale && d->kernel != nullptr && contract::is_scale_update_kernel(d->kernel) &&
+      loss_scale_inputs_readable(d, true))
+    p.loss_scale = gpu() != nullptr && gpu()->read != nullptr;
   return p;
+}
+
+template <typename T>
+bool Session::read_scalar(const mpt_tensor& t, void* stream, T* out) {
+  static_assert(sizeof(T) == 4, "the loss scaler's scalars are f32 and i32");
+  if (t.device == MPT_DEVICE_CPU) {
+    std::memcpy(out, t.data, sizeof *out);
+    return true;
+  }
+  const fpscope_gpu_api* api = gpu();
+  if (api == nullptr || api->read == nullptr) return false;
+  if (api->read(out, t.data, sizeof *out, stream) == 0) return true;
+  std::fprintf(stderr, "fpscope: cannot read %s from the device: %s\n", t.name ? t.name : "a loss-scaler scalar",
+               api->last_error ? api->last_error() : "unknown error");
+  return false;
+}
+
+void Session::probe_loss_scale_before(const mpt_launch_desc* d, LaunchPlan& p, LossScaleProbe* probe) {
+  *probe = LossScaleProbe{};
+  float scale = 0.0f, found = 0.0f;
+  if (p.loss_scale && read_scalar(d->inputs[0], d->stream, &scale) && read_scalar(d->inputs[2], d->stream, &found)) {
+    probe->scale_before = scale;
+    probe->found_inf = found != 0.0f;
+  } else {
+    p.loss_scale = false;
+  }
+}
+
+void Session::probe_loss_scale_after(const mpt_launch_desc* d, const LaunchPlan& p, LossScaleProbe* probe) {
+  float scale = 0.0f;
+  probe->valid = p.loss_scale && loss_scale_outputs_readable(d, true) && read_scalar(d->outputs[0], d->stream, &scale) &&
+                 read_scalar(d->outputs[1], d->stream, &probe->tracker_after);
+  probe->scale_after = scale;
 }
 
 int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
@@ -163,7 +196,7 @@ int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
   p.memo = memo_on_.load(std::memory_order_relaxed);
   if (p.device == MPT_DEVICE_CUDA && p.sampled) {
     outputs_written(d);
-    return launch_on_device(d, p, state.where, real);
+    return launch_on_device(d, &state, real);
   }
 
   before_kernel(d, nullptr, &state);
@@ -180,11 +213,7 @@ void Session::before_kernel(const mpt_launch_desc* d, const uint8_t* written, La
   s->measured.clear();
   if (p.inputs) measure(d, p, wire::Role::Input, &s->measured);
   s->in_place_finite = p.outputs && !p.inputs ? in_place_inputs_finite(d, written) : true;
-  s->probe = LossScaleProbe{};
-  if (p.loss_scale) {
-    s->probe.scale_before = first_value<float>(d->inputs[0]);
-    s->probe.found_inf = first_value<float>(d->inputs[2]) != 0.0f;
-  }
+  probe_loss_scale_before(d, p, &s->probe);
 }
 
 namespace {
@@ -220,11 +249,7 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
       outputs_unintended |= !m.allowed;
     }
   }
-  if (p.loss_scale && loss_scale_outputs_readable(d)) {
-    s->probe.valid = true;
-    s->probe.scale_after = first_value<float>(d->outputs[0]);
-    s->probe.tracker_after = first_value<int32_t>(d->outputs[1]);
-  }
+  probe_loss_scale_after(d, p, &s->probe);
   // Origin is only needed for outputs that hold NaN/Inf, so inputs are looked at only then.
   const bool finite_in = outputs_nonfinite && s->in_place_finite && inputs_finite(d, p, s->measured);
   write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
@@ -536,6 +561,11 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.start_ns = monotonic_ns();
   p.memo = memo_on_.load(std::memory_order_relaxed);
+  // An op on device tensors: measured on its (the default) stream by the GPU library, as a launch.
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) {
+    before_device_kernel(&d, &op->state);
+    return op;
+  }
   before_kernel(&d, written, &op->state);
   // After the inputs were measured: an input the op overwrites is still unchanged then.
   if (p.memo && written != nullptr) {
@@ -575,6 +605,10 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
   // (a fresh output may sit where a freed tensor the front end never saw go was remembered).
   if (p.memo)
     for (const mpt_tensor& t : op->outputs) tensor_written(t);
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) {
+    after_device_kernel(&d, &op->state);  // a trap on its outputs fires when their results arrive
+    return 0;
+  }
   std::string message = after_kernel(&d, &op->state);
   if (message.empty()) return 0;
   if (trapped) *trapped = std::move(message);
@@ -615,35 +649,45 @@ bool on_device(const mpt_tensor& t) {
 // launch's stream. Host tensors of a mixed launch (a copy from or to the host) are not measured;
 // host inputs are only checked for finiteness, for the origin of the device outputs. Dumps and
 // the loss scaler's device tensors are not read on the device yet.
-int Session::launch_on_device(const mpt_launch_desc* d, LaunchPlan& p, const Attribution& where,
-                              LaunchFn real) {
+int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, LaunchFn real) {
+  before_device_kernel(d, s);
+  s->p.status = real(d);
+  s->p.end_ns = monotonic_ns();
+  after_device_kernel(d, s);
+  return s->p.status;
+}
+
+void Session::before_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
+  LaunchPlan& p = s->p;
   poll_device(false);
   {
     std::lock_guard lock(mutex_);
     PendingLaunch& pending = pending_launches_[p.seq];
     pending.kernel = p.kernel;
-    pending.where = place_of(where);
+    pending.where = place_of(s->where);
   }
-  const bool host_finite = p.outputs ? host_inputs_finite(d) : true;
+  s->in_place_finite = p.outputs ? host_inputs_finite(d) : true;  // the host inputs' part of the origin
   // Inputs are needed for the outputs' origin even when only outputs are recorded.
   if (p.inputs || p.outputs) submit_device(d, p, wire::Role::Input, p.inputs);
-  p.status = real(d);
-  p.end_ns = monotonic_ns();
-  if (p.outputs) submit_device(d, p, wire::Role::Output, true);
+  probe_loss_scale_before(d, p, &s->probe);
+}
 
+void Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
+  LaunchPlan& p = s->p;
+  if (p.outputs) submit_device(d, p, wire::Role::Output, true);
+  probe_loss_scale_after(d, p, &s->probe);
   const std::vector<Measurement> none;
-  write_launch_records(d, p, where, none, false, LossScaleProbe{});
+  write_launch_records(d, p, s->where, none, false, s->probe);
   {
     std::lock_guard lock(mutex_);
     PendingLaunch& pending = pending_launches_[p.seq];
     pending.launch_written = true;
-    pending.inputs_finite = pending.inputs_finite && host_finite;
+    pending.inputs_finite = pending.inputs_finite && s->in_place_finite;
     auto early = std::move(pending.early);
     for (auto& [tensor, stats] : early) device_result_locked(std::move(tensor), stats);
     auto it = pending_launches_.find(p.seq);
     if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
   }
-  return p.status;
 }
 
 void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded) {

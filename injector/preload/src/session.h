@@ -196,15 +196,27 @@ class Session {
   // yet. after_kernel returns the trap message when this launch trapped (its record is written).
   void before_kernel(const mpt_launch_desc* d, const uint8_t* written, LaunchState* state);
   std::string after_kernel(const mpt_launch_desc* d, LaunchState* state);
+  // The loss scaler's update: its scale and found_inf before the kernel, its scale and growth
+  // tracker after, read on the host or, for device tensors, through the GPU library (which waits
+  // for the launch's stream). A read that fails leaves the launch without a LossScale record.
+  template <typename T>
+  bool read_scalar(const mpt_tensor& t, void* stream, T* out);
+  void probe_loss_scale_before(const mpt_launch_desc* d, LaunchPlan& p, LossScaleProbe* probe);
+  void probe_loss_scale_after(const mpt_launch_desc* d, const LaunchPlan& p, LossScaleProbe* probe);
   std::string trap_message(const LaunchPlan& p, const Attribution& where,
                            const std::vector<Measurement>& measured) const;
   void trap(uint64_t seq, const std::string& message);
   bool record_trap(uint64_t seq, const std::string& message);
   [[noreturn]] void raise_trap(const std::string& message);
 
-  // Device tensors (device_launch.cpp).
+  // Device tensors (the end of launch.cpp).
   const fpscope_gpu_api* gpu();
-  int launch_on_device(const mpt_launch_desc* d, LaunchPlan& p, const Attribution& where, LaunchFn real);
+  int launch_on_device(const mpt_launch_desc* d, LaunchState* state, LaunchFn real);
+  // Around a kernel (or a front end's op) on device tensors: its tensors are queued on the launch's
+  // stream for the GPU library before and after it; the records are written after it, the
+  // statistics when their results arrive.
+  void before_device_kernel(const mpt_launch_desc* d, LaunchState* state);
+  void after_device_kernel(const mpt_launch_desc* d, LaunchState* state);
   void submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded);
   static void on_device_result(uint64_t token, const TensorStats* stats, void* session);
   void device_result_locked(PendingTensor t, const TensorStats& stats);

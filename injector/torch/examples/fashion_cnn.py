@@ -7,8 +7,9 @@ so `fpscope compare` lines the two trainers up layer by layer:
     fpscope run -o runs/torch-bf16.sqlite -- python3 fashion_cnn.py --precision amp-bf16
     fpscope compare runs/mptrain-fp32.sqlite runs/torch-fp32.sqlite
 
-Options: --precision fp32|bf16|amp-bf16, --images N (6000), --batch-size (32), --lr (0.01),
---optimizer sgd|adamw, --data-dir (/usr/share/datasets/fashion-mnist), --seed, --threads.
+Options: --precision fp32|bf16|amp-bf16|amp-fp16 (amp-fp16: CUDA only, with GradScaler), --device
+cpu|cuda, --images N (6000), --batch-size (32), --lr (0.01), --optimizer sgd|adamw, --data-dir
+(/usr/share/datasets/fashion-mnist), --seed, --threads.
 """
 import argparse
 import contextlib
@@ -68,7 +69,8 @@ class Cnn(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--precision", choices=["fp32", "bf16", "amp-bf16"], default="fp32")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "amp-bf16", "amp-fp16"], default="fp32")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--images", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.01)
@@ -77,29 +79,45 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("fashion_cnn.py: --device cuda, but this PyTorch sees no CUDA device")
+    if args.precision == "amp-fp16" and args.device != "cuda":
+        sys.exit("fashion_cnn.py: --precision amp-fp16 needs --device cuda (GradScaler is CUDA only here)")
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     x, y = load(args.data_dir, args.images)
-    model = Cnn()
+    model = Cnn()  # made on the CPU, then moved: the same initial weights on either device
     if args.precision == "bf16":
         model = model.to(torch.bfloat16)
         x = x.to(torch.bfloat16)
+    if args.device != "cpu":
+        model = model.to(args.device)
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "amp-bf16"
+    amp_dtype = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(args.precision)
+    autocast = (torch.autocast(args.device, dtype=amp_dtype) if amp_dtype is not None
                 else contextlib.nullcontext())
+    scaler = torch.cuda.amp.GradScaler() if args.precision == "amp-fp16" else None
     steps = len(x) // args.batch_size
     for step in range(steps):
         batch = slice(step * args.batch_size, (step + 1) * args.batch_size)
+        inputs, labels = x[batch], y[batch]
+        if args.device != "cpu":
+            inputs, labels = inputs.to(args.device), labels.to(args.device)
         optimizer.zero_grad()
         with autocast:
-            loss = F.cross_entropy(model(x[batch]), y[batch])
-        loss.backward()
-        optimizer.step()
+            loss = F.cross_entropy(model(inputs), labels)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
         if step % 50 == 0 or step == steps - 1:
             print("step %d loss %.4f" % (step, loss.item()))
 

@@ -533,13 +533,141 @@ struct FakeGpu {
     for (auto& [token, stats] : ready) done(token, &stats, user);
   }
   static const char* last_error() { return ""; }
-  static constexpr fpscope_gpu_api api{1, submit, poll, last_error};
+  static inline int reads = 0;
+  static int read(void* host, const void* data, size_t bytes, void*) {
+    ++reads;
+    std::memcpy(host, data, bytes);
+    return 0;
+  }
+  static constexpr fpscope_gpu_api api{FPSCOPE_GPU_API_VERSION, submit, poll, last_error, read};
 };
 
-mpt_tensor device_tensor(void* data, std::vector<int64_t> shape, const char* name) {
-  mpt_tensor t = tensor(data, MPT_DTYPE_F32, std::move(shape), name);
+mpt_tensor device_tensor(void* data, std::vector<int64_t> shape, const char* name, int32_t dtype = MPT_DTYPE_F32) {
+  mpt_tensor t = tensor(data, dtype, std::move(shape), name);
   t.device = MPT_DEVICE_CUDA;
   return t;
+}
+
+/* The loss scaler on the device: its scalars are read through the GPU library, whether the launch
+ * is measured (the device path) or not (--ops selects nothing). */
+class DeviceLossScale : public LaunchPath {
+ protected:
+  void run(bool measured) {
+    Options o;
+    if (!measured) o.ops = {"nothing-matches"};
+    start(o);
+    session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+    float scale = 1024, found_inf = 0;
+    int32_t tracker = 1;
+    auto update = [&] {
+      launch("amp_update_scale",
+             {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
+              device_tensor(&found_inf, {1}, "found_inf")},
+             {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
+             update_scale);
+    };
+    const int reads_before = FakeGpu::reads;
+    enter(0, "optimizer", "scaler");
+    update();  // the second clean step of the interval: growth to 2048
+    leave();
+    found_inf = 1;
+    enter(1, "optimizer", "scaler");
+    update();  // backoff to 1024
+    leave();
+    session_->poll_device(true);
+    EXPECT_EQ(FakeGpu::reads - reads_before, 8) << "scale and found_inf before, scale and tracker after";
+    const DecodedTrace& t = drain();
+    auto ls = t.all<wire::LossScaleRecord>(RecordType::LossScale);
+    ASSERT_EQ(ls.size(), 2u);
+    EXPECT_EQ(ls[0].event, wire::ScaleEvent::Growth);
+    EXPECT_EQ(ls[0].scale_before, 1024.0);
+    EXPECT_EQ(ls[0].scale_after, 2048.0);
+    EXPECT_EQ(ls[0].growth_tracker, 0);
+    EXPECT_EQ(ls[0].found_inf, 0);
+    EXPECT_EQ(ls[0].step, 0);
+    EXPECT_EQ(ls[1].event, wire::ScaleEvent::Backoff);
+    EXPECT_EQ(ls[1].scale_before, 2048.0);
+    EXPECT_EQ(ls[1].scale_after, 1024.0);
+    EXPECT_EQ(ls[1].found_inf, 1);
+    EXPECT_EQ(ls[1].step, 1);
+    auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+    ASSERT_EQ(launches.size(), 2u);
+    EXPECT_EQ(launches[0].device, MPT_DEVICE_CUDA);
+    EXPECT_EQ(launches[0].sampled, measured ? 1 : 0);
+  }
+};
+
+TEST_F(DeviceLossScale, MeasuredLaunchesReadTheirScalarsThroughTheGpuLibrary) { run(true); }
+TEST_F(DeviceLossScale, UnselectedLaunchesReadTheirScalarsThroughTheGpuLibrary) { run(false); }
+
+/* Without the GPU library the device scaler's launches are still recorded, without events. */
+TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLossScaleEventsAreLeftOut) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string* why) -> const fpscope_gpu_api* {
+    *why = "no usable CUDA device";
+    return nullptr;
+  });
+  float scale = 1024, found_inf = 0;
+  int32_t tracker = 0;
+  launch("amp_update_scale",
+         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
+          device_tensor(&found_inf, {1}, "found_inf")},
+         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
+         update_scale);
+  const DecodedTrace& t = drain();
+  EXPECT_EQ(t.count(RecordType::Launch), 1u);
+  EXPECT_EQ(t.count(RecordType::LossScale), 0u);
+}
+
+/* A front end's op on device tensors (PyTorch on CUDA) is measured through the GPU library too:
+ * its inputs queued before the op (an in-place op changes them), its outputs after; and
+ * GradScaler's update is read off as the loss-scale event. */
+TEST_F(LaunchPath, FrontEndOpsOnDeviceTensorsAreMeasuredThroughTheGpuLibrary) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[4] = {1, 2, 3, 4};
+  enter(0, "forward", "fc1");
+  const mpt_tensor in = device_tensor(x, {4}, "x");
+  const uint8_t written = 1;
+  auto* op = session_->begin_op("mul_", &in, 1, &written, true);
+  for (float& v : x) v *= -2;  // the op
+  std::string trapped;
+  EXPECT_EQ(session_->end_op(op, &in, 1, 0, &trapped), 0);
+  leave();
+  float scale = 1024, found_inf = 1;
+  int32_t tracker = 7;
+  enter(0, "optimizer", "scaler");
+  const mpt_tensor scaler_in[3] = {device_tensor(&scale, {1}, "scale"),
+                                   device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
+                                   device_tensor(&found_inf, {1}, "found_inf")};
+  const uint8_t scaler_written[3] = {1, 1, 0};
+  op = session_->begin_op("_amp_update_scale_", scaler_in, 3, scaler_written, true);
+  scale = 512;  // the op: backoff
+  tracker = 0;
+  EXPECT_EQ(session_->end_op(op, scaler_in, 2, 0, &trapped), 0);
+  leave();
+  session_->poll_device(true);
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].device, MPT_DEVICE_CUDA);
+  EXPECT_EQ(launches[0].sampled, 1);
+  std::vector<wire::TensorStatsRecord> xs;
+  for (const auto& r : t.all<wire::TensorStatsRecord>(RecordType::TensorStats))
+    if (t.text(r.name) == "x") xs.push_back(r);
+  ASSERT_EQ(xs.size(), 2u);
+  EXPECT_EQ(xs[0].role, wire::Role::Input);
+  EXPECT_EQ(xs[0].max, 4.0);
+  EXPECT_EQ(xs[1].role, wire::Role::Output);
+  EXPECT_EQ(xs[1].max, -2.0);
+  EXPECT_EQ(xs[1].min, -8.0);
+  auto ls = t.all<wire::LossScaleRecord>(RecordType::LossScale);
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(ls[0].event, wire::ScaleEvent::Backoff);
+  EXPECT_EQ(ls[0].scale_before, 1024.0);
+  EXPECT_EQ(ls[0].scale_after, 512.0);
+  EXPECT_EQ(ls[0].found_inf, 1);
+  EXPECT_EQ(ls[0].growth_tracker, 0);
 }
 
 TEST_F(LaunchPath, DeviceTensorsAreMeasuredThroughTheGpuLibrary) {

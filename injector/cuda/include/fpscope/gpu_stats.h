@@ -19,8 +19,11 @@
 
 extern "C" {
 
+// The table's version: the injector refuses a library that speaks another. 2 added read().
+#define FPSCOPE_GPU_API_VERSION 2
+
 struct fpscope_gpu_api {
-  uint32_t version;  // 1
+  uint32_t version;  // FPSCOPE_GPU_API_VERSION
   // Queues a one-pass reduction of n elements at device_data on `stream` (a cudaStream_t, NULL
   // for the default stream). element_type is an fpscope::ElementType, level an
   // fpscope::StatsLevel. Returns 0 when queued, nonzero on failure (last_error() says why).
@@ -31,6 +34,10 @@ struct fpscope_gpu_api {
   void (*poll)(int wait, void (*done)(uint64_t token, const fpscope::TensorStats* stats, void* user),
                void* user);
   const char* (*last_error)(void);
+  // Copies `bytes` from device_data into host memory once the work queued on `stream` before it
+  // has run, and waits for that (a few scalars, such as the loss scaler's). Returns 0, or nonzero
+  // on failure (last_error() says why).
+  int (*read)(void* host, const void* device_data, size_t bytes, void* stream);
 };
 
 // The table, or NULL when no CUDA device can be used (last error in the table is then not

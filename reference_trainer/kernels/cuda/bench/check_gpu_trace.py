@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Checks a trace of an mptrain run on the GPU (`--device cuda` under `fpscope run`) against a
-trace of the same run on the CPU, and prints the result as markdown.
+"""Checks a trace of a training run on the GPU (mptrain `--device cuda`, or a PyTorch program on
+CUDA tensors, under `fpscope run`) against a trace of the same run on the CPU, and prints the
+result as markdown.
 
     check_gpu_trace.py GPU_TRACE CPU_TRACE
+    check_gpu_trace.py --loss-scale TRACE
 
 The GPU trace must hold CUPTI activity (meta injector.cupti_status = active, rows in cuda_kernels
 and cuda_memcpy), device launches with measured tensors, and no dropped or malformed records. The
@@ -11,6 +13,9 @@ for the same values: each parameter and the input batch at their first use as a 
 step 0 hold the same bits on both devices (the initial weights are made on the host and copied),
 so every field must be equal, with mean and rms within 1e-12 of rms (both sides keep compensated
 sums, summed in different orders).
+
+With --loss-scale, the trace of a run with dynamic loss scaling on the GPU must hold its loss-scale
+events: at least one `loss_scale` row, every scale finite and positive, one row per step at most.
 
 Exit status: 0 when every check passed, 1 when one failed, 2 when a trace cannot be read."""
 import math
@@ -75,15 +80,35 @@ def differences(gpu, cpu):
     return out
 
 
+def loss_scale_checks(db, check):
+    rows = db.execute("SELECT step, scale_before, scale_after, event FROM loss_scale ORDER BY t_ns").fetchall()
+    check("loss-scale events recorded", len(rows) > 0, f"{len(rows)} loss_scale rows")
+    bad = [r for r in rows if not all(x is not None and math.isfinite(x) and x > 0 for x in r[1:3])]
+    check("scales finite and positive", rows and not bad, f"{len(bad)} rows with another scale" +
+          (f", first {bad[0]}" if bad else (f"; first {rows[0][1]:g}, last {rows[-1][2]:g}" if rows else "")))
+    steps = [r[0] for r in rows if r[0] is not None]
+    check("one event per step at most", len(steps) == len(set(steps)),
+          f"{len(steps)} events in {len(set(steps))} steps; events: " +
+          ", ".join(f"{e} {sum(1 for r in rows if r[3] == e)}" for e in sorted({r[3] for r in rows})))
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
+    args = sys.argv[1:]
+    if args and args[0] in ("-h", "--help"):
         print(__doc__)
-        return 0 if len(sys.argv) == 2 else 2
-    gpu, cpu = open_trace(sys.argv[1]), open_trace(sys.argv[2])
+        return 0
     checks = []
 
     def check(name, ok, detail):
-        checks.append((name, ok, detail))
+        checks.append((name, bool(ok), detail))
+
+    if len(args) == 2 and args[0] == "--loss-scale":
+        loss_scale_checks(open_trace(args[1]), check)
+        return report(checks)
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    gpu, cpu = open_trace(args[0]), open_trace(args[1])
 
     status = meta(gpu, "injector.cupti_status")
     check("CUPTI collection active", status == "active", f"injector.cupti_status = {status}")
@@ -108,6 +133,10 @@ def main():
         check(f"statistics of {name} (GPU = CPU)", not diff,
               "; ".join(diff) if diff else f"{on_cpu[name]['count']} elements, every field equal")
 
+    return report(checks)
+
+
+def report(checks):
     print("| check | result | detail |")
     print("|---|---|---|")
     for name, ok, detail in checks:

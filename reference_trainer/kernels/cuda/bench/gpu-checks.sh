@@ -12,15 +12,19 @@
 #   4. accuracy per precision mode, GPU against CPU (cnn, same seed and subset)
 #   5. step time on the GPU: amp-fp16 and amp-bf16 against fp32 for the MLP 1024-4096-4096-10
 #      at batch 256 and the CNN at 128 pixels
-#   6. tracing: the MLP step time under `fpscope run` against without; a traced CNN run on the
-#      GPU against the same run on the CPU (check_gpu_trace.py: CUPTI records, device launches
-#      measured, the GPU's statistics of the same values equal to the CPU's)
+#   6. tracing: the MLP step time under `fpscope run` (launches only, basic, full) against
+#      without, and its loss-scale events; a traced CNN run on the GPU against the same run on the
+#      CPU (check_gpu_trace.py: CUPTI records, device launches measured, the GPU's statistics of the
+#      same values equal to the CPU's)
 #   7. PyTorch anchor: the same MLP and CNN in PyTorch with autocast and GradScaler (torch_anchor.py)
+#   8. the PyTorch front end on CUDA tensors: fashion_cnn.py traced on the GPU against on the CPU
+#      (check_gpu_trace.py), and GradScaler's loss-scale events under amp-fp16
 #
-# Environment: STEPS (training steps of a timing run, default 60), THREADS (CPU threads for the
-# CPU runs, default all), DATA_DIR (default /usr/share/datasets/fashion-mnist), PYTHON (python3),
-# NO_BUILD=1 (use the binaries already in BUILD_DIR, built elsewhere with FPSCOPE_CUDA=ON: for a GPU
-# machine without the development packages).
+# Environment: STEPS (training steps of a timing run, default 60), REPS (runs of each tracing mode,
+# default 3), THREADS (CPU threads for the CPU runs, default all), DATA_DIR (default
+# /usr/share/datasets/fashion-mnist), PYTHON (python3), NO_BUILD=1 (use the binaries already in
+# BUILD_DIR, built elsewhere with FPSCOPE_CUDA=ON: for a GPU machine without the development
+# packages).
 # Exit status: 0 when every check ran and passed, 1 when a check failed, 2 when it cannot start.
 set -uo pipefail
 
@@ -29,6 +33,7 @@ root="$(cd "$here/../../../.." && pwd)"
 build="${1:-$root/build-gpu}"
 out="${2:-$root/gpu-checks-$(date -u +%Y%m%dT%H%M%SZ)}"
 steps="${STEPS:-60}"
+reps="${REPS:-3}"
 threads="${THREADS:-$(nproc)}"
 data_dir="${DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 python="${PYTHON:-python3}"
@@ -107,13 +112,27 @@ for mode in fp32 amp-fp16 amp-bf16; do
     --loss-scale "$(scale_for "$mode")" --device cuda
 done
 
-# [6] tracing overhead (the same MLP run, amp-fp16, under fpscope run)
-log "tracing overhead"
-"$bin/fpscope" run --force -q -o "$out/runs/traced-mlp.sqlite" -- "$bin/mptrain" --data-dir "$data_dir" \
-  --seed 1 --metrics-json "$out/runs/traced-mlp-amp-fp16.json" --model mlp --image-size 32 --hidden 4096 \
-  --batch-size 256 --train-subset $((256 * steps)) --test-subset 256 --precision amp-fp16 \
-  --loss-scale dynamic --device cuda > "$out/runs/traced-mlp-amp-fp16.txt" 2>&1 ||
-  fail "fpscope run (see $out/runs/traced-mlp-amp-fp16.txt)"
+# [6] tracing overhead (the same MLP run, amp-fp16, under fpscope run): untraced, launches recorded
+# but no tensor measured, basic statistics, full statistics; in turn, REPS times
+log "tracing overhead by mode ($reps runs of each, in turn)"
+mlp=(--data-dir "$data_dir" --seed 1 --model mlp --image-size 32 --hidden 4096 --batch-size 256
+     --train-subset $((256 * steps)) --test-subset 256 --precision amp-fp16 --loss-scale dynamic --device cuda)
+for ((r = 1; r <= reps; ++r)); do
+  for mode in plain launches basic full; do
+    name="overhead-$mode-$r"
+    case $mode in
+      plain) command=("$bin/mptrain") ;;
+      launches) command=("$bin/fpscope" run --force -q --ops zzz -o "$out/runs/overhead.sqlite" -- "$bin/mptrain") ;;
+      basic) command=("$bin/fpscope" run --force -q --stats basic -o "$out/runs/overhead.sqlite" -- "$bin/mptrain") ;;
+      full) command=("$bin/fpscope" run --force -q -o "$out/runs/traced-mlp.sqlite" -- "$bin/mptrain") ;;
+    esac
+    "${command[@]}" "${mlp[@]}" --metrics-json "$out/runs/$name.json" > "$out/runs/$name.txt" 2>&1 ||
+      fail "$name (see $out/runs/$name.txt)"
+  done
+done
+rm -f "$out/runs/overhead.sqlite"
+"$python" "$here/check_gpu_trace.py" --loss-scale "$out/runs/traced-mlp.sqlite" > "$out/loss_scale_check.md" 2>&1 ||
+  fail "loss-scale events of the traced MLP (see $out/loss_scale_check.md)"
 for device in cpu cuda; do
   "$bin/fpscope" run --force -q -o "$out/runs/traced-cnn-$device.sqlite" -- "$bin/mptrain" \
     --data-dir "$data_dir" --seed 1 --model cnn --precision fp32 --batch-size 32 --train-subset 128 \
@@ -132,6 +151,27 @@ if "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else
     > "$out/torch_anchor.txt" 2>&1 || fail "torch_anchor.py (see $out/torch_anchor.txt)"
 else
   echo "PyTorch with CUDA not importable by $python: anchor not run" | tee -a "$out/log.txt"
+fi
+
+# [8] the PyTorch front end on CUDA tensors: the example CNN traced on the GPU against the same
+# program traced on the CPU, and its GradScaler's loss-scale events under amp-fp16
+log "PyTorch front end on the GPU"
+if "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
+  example="$root/injector/torch/examples/fashion_cnn.py"
+  for device in cpu cuda; do
+    "$bin/fpscope" run --force -q -o "$out/runs/torch-$device.sqlite" -- "$python" "$example" \
+      --data-dir "$data_dir" --images 128 --device "$device" > "$out/runs/torch-$device.txt" 2>&1 ||
+      fail "fashion_cnn.py on $device (see $out/runs/torch-$device.txt)"
+  done
+  "$python" "$here/check_gpu_trace.py" "$out/runs/torch-cuda.sqlite" "$out/runs/torch-cpu.sqlite" \
+    > "$out/torch_trace_check.md" 2>&1 || fail "the PyTorch GPU trace's checks (see $out/torch_trace_check.md)"
+  "$bin/fpscope" run --force -q -o "$out/runs/torch-amp-fp16.sqlite" -- "$python" "$example" \
+    --data-dir "$data_dir" --images 512 --device cuda --precision amp-fp16 > "$out/runs/torch-amp-fp16.txt" 2>&1 ||
+    fail "fashion_cnn.py amp-fp16 (see $out/runs/torch-amp-fp16.txt)"
+  "$python" "$here/check_gpu_trace.py" --loss-scale "$out/runs/torch-amp-fp16.sqlite" \
+    >> "$out/torch_trace_check.md" 2>&1 || fail "GradScaler's loss-scale events (see $out/torch_trace_check.md)"
+else
+  echo "PyTorch with CUDA not importable by $python: the front end's GPU check not run" | tee -a "$out/log.txt"
 fi
 
 "$python" "$here/summarize_gpu_checks.py" "$out" > "$out/summary.md" || fail "summary"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Turns the raw outputs of gpu-checks.sh into summary.md: test counts, accuracy per precision
 mode (GPU against CPU), step times with ratios to fp32, tracing overhead, the check of a GPU
-trace against a CPU one, the PyTorch anchor and the benchmark tables. Only numbers found in the
-results folder are printed; a missing run shows as "not run"."""
+trace against a CPU one, the PyTorch anchor, the PyTorch front end on the GPU and the benchmark
+tables. Only numbers found in the results folder are printed; a missing run shows as "not run"."""
 import json
 import os
 import sys
@@ -67,21 +67,44 @@ def step_times(out):
 
 
 def tracing(out):
-    plain, traced = run(out, "steptime-mlp-amp-fp16"), run(out, "traced-mlp-amp-fp16")
-    a, b = plain and plain.get("step_time_ms"), traced and traced.get("step_time_ms")
-    ratio = b / a if a and b else None
-    return ["## Tracing overhead (mlp amp-fp16)", "", "| run | step ms |", "|---|---|",
-            f"| plain | {fmt(a, '{:.3f}')} |", f"| under fpscope run | {fmt(b, '{:.3f}')} |",
-            f"| ratio | {fmt(ratio)} |"]
+    import statistics
+    lines = ["## Tracing overhead (mlp amp-fp16, runs of each mode in turn)", "",
+             "| mode | step ms, median | min-max | vs untraced |", "|---|---|---|---|"]
+    medians = {}
+    for mode, label in (("plain", "untraced"), ("launches", "launches only (`--ops zzz`)"),
+                        ("basic", "basic statistics"), ("full", "full statistics")):
+        times, r = [], 1
+        while (j := run(out, f"overhead-{mode}-{r}")) is not None or r == 1:
+            if j and j.get("step_time_ms"):
+                times.append(j["step_time_ms"])
+            r += 1
+        if not times:
+            lines.append(f"| {label} | not run | | |")
+            continue
+        medians[mode] = statistics.median(times)
+        base = medians.get("plain")
+        lines.append(f"| {label} | {medians[mode]:.3f} | {min(times):.3f}-{max(times):.3f} | "
+                     f"{fmt(medians[mode] / base if base else None)} |")
+    return lines + [""] + section_file(out, "loss_scale_check.md", "Loss-scale events of the traced run")
 
 
-def trace_check(out):
-    lines = ["## A traced run on the GPU against the same run on the CPU (check_gpu_trace.py)", ""]
+def section_file(out, name, title):
+    lines = [f"### {title}", ""]
     try:
-        with open(os.path.join(out, "trace_check.md")) as f:
+        with open(os.path.join(out, name)) as f:
             return lines + [f.read().rstrip()]
     except OSError:
         return lines + ["not run"]
+
+
+def trace_check(out):
+    return ["## A traced run on the GPU against the same run on the CPU (check_gpu_trace.py)", ""] + \
+        section_file(out, "trace_check.md", "mptrain, CNN fp32")[2:]
+
+
+def torch_front_end(out):
+    return ["## The PyTorch front end on CUDA tensors (fashion_cnn.py)", ""] + \
+        section_file(out, "torch_trace_check.md", "traced on the GPU against on the CPU; GradScaler")[2:]
 
 
 def torch_anchor(out):
@@ -128,7 +151,7 @@ def main():
     except OSError:
         pass
     parts = [["# GPU checks", "", "```", env, "```"], tests(out), accuracy(out), step_times(out),
-             tracing(out), trace_check(out), torch_anchor(out), benchmarks(out)]
+             tracing(out), trace_check(out), torch_anchor(out), torch_front_end(out), benchmarks(out)]
     print("\n\n".join("\n".join(p) for p in parts))
 
 
