@@ -198,6 +198,25 @@ TEST(GpuStatsDevice, FirstNonfiniteIsTheSmallestIndexAcrossBlocks) {
   }
 }
 
+/* read() copies device bytes back once the stream's earlier work has run. */
+TEST(GpuStatsDevice, ReadReturnsWhatTheStreamWrote) {
+  if (!gpu_present()) GTEST_SKIP() << "skipped: no GPU";
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 8), cudaSuccess);
+  const float values[2] = {65536.0f, 1.0f};
+  ASSERT_EQ(cudaMemcpyAsync(device, values, sizeof values, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  float got[2] = {0, 0};
+  ASSERT_EQ(api->read(got, device, sizeof got, stream), 0) << api->last_error();
+  EXPECT_EQ(got[0], 65536.0f);
+  EXPECT_EQ(got[1], 1.0f);
+  cudaFree(device);
+  cudaStreamDestroy(stream);
+}
+
 TEST(GpuStatsDevice, RejectsHostMemoryAndBadArguments) {
   if (!gpu_present()) GTEST_SKIP() << "skipped: no GPU";
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();

@@ -88,5 +88,18 @@ TEST(EmulatedGpuStats, RefusesMoreElementsThanOneScanTakes) {
   EXPECT_TRUE(got.empty());
 }
 
+/* read() copies a few bytes back (the loss scaler's scalars); bad arguments are refused. */
+TEST(EmulatedGpuStats, ReadCopiesBytesBack) {
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  ASSERT_EQ(api->version, uint32_t{FPSCOPE_GPU_API_VERSION});
+  const float scale = 65536.0f;
+  float got = 0.0f;
+  ASSERT_EQ(api->read(&got, &scale, sizeof got, nullptr), 0) << api->last_error();
+  EXPECT_EQ(got, scale);
+  EXPECT_NE(api->read(nullptr, &scale, sizeof got, nullptr), 0);
+  EXPECT_NE(std::string(api->last_error()).find("read"), std::string::npos) << api->last_error();
+}
+
 }  // namespace
 }  // namespace fpscope_gpu_test
