@@ -154,7 +154,7 @@ __global__ void unscale_check_kernel(const float* scale, Flat g, float* found_in
   float inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale));
   MPT_FOR_EACH(i, g.n) {
     float v = load_float(g.data, g.dtype, i);
-    if (!isfinite(v)) *found_inf = 1.0f;
+    if (!isfinite(v)) atomicExch(found_inf, 1.0f);  // many threads may set it: one atomic store each
     float unscaled = inv_scale == 1.0f ? v
                      : isnan(v)        ? __uint_as_float(__float_as_uint(v) | 0x00400000u)
                                        : v * inv_scale;

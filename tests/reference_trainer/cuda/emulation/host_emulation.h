@@ -188,6 +188,11 @@ T atomicAdd(T* address, T value) {
   return std::atomic_ref<T>(*address).fetch_add(value);
 }
 
+template <typename T>
+T atomicExch(T* address, T value) {
+  return std::atomic_ref<T>(*address).exchange(value);
+}
+
 inline float __int_as_float(int v) { return __builtin_bit_cast(float, v); }
 inline float __uint_as_float(unsigned v) { return __builtin_bit_cast(float, v); }
 inline unsigned __float_as_uint(float v) { return __builtin_bit_cast(unsigned, v); }
