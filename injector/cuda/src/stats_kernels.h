@@ -26,8 +26,10 @@ struct StatsResult {
 inline constexpr int kScanThreads = 256;
 inline constexpr int kMaxScanBlocks = 512;
 /* The most elements one scan takes: a block's histogram and a thread's counts are 32-bit, so a
- * block must see fewer than 2^32 elements (about 2^41 in all, far beyond any device's memory). */
-inline constexpr uint64_t kMaxScanElements = uint64_t{kMaxScanBlocks} * ((uint64_t{1} << 32) - 2 * kScanThreads);
+ * block must see fewer than 2^32 elements (about 2^41 in all, far beyond any device's memory). A
+ * block sees at most n / blocks elements plus one round of words (kScanThreads x 8 elements) plus
+ * the last partial word's 7: the margin below covers both. */
+inline constexpr uint64_t kMaxScanElements = uint64_t{kMaxScanBlocks} * ((uint64_t{1} << 32) - 16 * kScanThreads);
 
 /* Blocks the scan uses for n elements (the partials buffer must hold this many). */
 int scan_blocks(size_t n);

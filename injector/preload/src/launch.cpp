@@ -162,8 +162,9 @@ bool Session::read_scalar(const mpt_tensor& t, void* stream, T* out) {
   const fpscope_gpu_api* api = gpu();
   if (api == nullptr || api->read == nullptr) return false;
   if (api->read(out, t.data, sizeof *out, stream) == 0) return true;
-  std::fprintf(stderr, "fpscope: cannot read %s from the device: %s\n", t.name ? t.name : "a loss-scaler scalar",
-               api->last_error ? api->last_error() : "unknown error");
+  if (!scalar_read_failed_.exchange(true))  // said once: after a CUDA error every step would fail
+    std::fprintf(stderr, "fpscope: cannot read %s from the device (%s); loss-scale events are not recorded\n",
+                 t.name ? t.name : "a loss-scaler scalar", api->last_error ? api->last_error() : "unknown error");
   return false;
 }
 
@@ -508,6 +509,23 @@ void Session::raise_trap(const std::string& message) {
 // later (names, tensor descriptions, the attribution's names), since the caller's memory and the
 // range stack may change in between.
 
+namespace {
+
+// Host float inputs of a device launch (copies from the host): all finite?
+bool host_inputs_finite(const mpt_launch_desc* d) {
+  for (int i = 0; i < d->n_inputs; ++i) {
+    const mpt_tensor& in = d->inputs[i];
+    if (measurable_on_host(in) && !all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
+  }
+  return true;
+}
+
+bool on_device(const mpt_tensor& t) {
+  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && float_type(t.dtype).has_value();
+}
+
+}  // namespace
+
 struct Session::ForeignOp {
   LaunchState state;
   std::string kernel, layer, phase;
@@ -605,12 +623,26 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
   // (a fresh output may sit where a freed tensor the front end never saw go was remembered).
   if (p.memo)
     for (const mpt_tensor& t : op->outputs) tensor_written(t);
+  // With --trap, an op on device tensors waits for its statistics, so that the front end raises
+  // at the op that made a NaN/Inf rather than at a later one.
   if (p.device == MPT_DEVICE_CUDA && p.sampled) {
-    after_device_kernel(&d, &op->state);  // a trap on its outputs fires when their results arrive
-    return 0;
+    after_device_kernel(&d, &op->state);
+    return front_end_device_trap(trapped);
+  }
+  // Host inputs, device outputs (a factory op on the device, a copy to it): the outputs go to the
+  // GPU library, the rest as on the host.
+  bool device_outputs = false;
+  if (p.sampled && p.outputs)
+    for (const mpt_tensor& t : op->outputs) device_outputs |= on_device(t);
+  device_outputs = device_outputs && gpu() != nullptr;
+  if (device_outputs) {
+    p.device = MPT_DEVICE_CUDA;
+    device_launch_begins(p.seq, p.kernel, op->state.where);
+    submit_device(&d, p, wire::Role::Output, true);
   }
   std::string message = after_kernel(&d, &op->state);
-  if (message.empty()) return 0;
+  if (device_outputs) device_launch_written(p.seq, inputs_finite(&d, p, op->state.measured));
+  if (message.empty()) return device_outputs ? front_end_device_trap(trapped) : 0;
   if (trapped) *trapped = std::move(message);
   return FPSCOPE_TRAPPED;
 }
@@ -628,27 +660,10 @@ const fpscope_gpu_api* Session::gpu() {
   return gpu_;
 }
 
-namespace {
-
-// Host float inputs of a device launch (copies from the host): all finite?
-bool host_inputs_finite(const mpt_launch_desc* d) {
-  for (int i = 0; i < d->n_inputs; ++i) {
-    const mpt_tensor& in = d->inputs[i];
-    if (measurable_on_host(in) && !all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
-  }
-  return true;
-}
-
-bool on_device(const mpt_tensor& t) {
-  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && float_type(t.dtype).has_value();
-}
-
-}  // namespace
 
 // Device tensors are queued on the GPU: inputs before the kernel, outputs after it, all on the
-// launch's stream. Host tensors of a mixed launch (a copy from or to the host) are not measured;
-// host inputs are only checked for finiteness, for the origin of the device outputs. Dumps and
-// the loss scaler's device tensors are not read on the device yet.
+// launch's stream. Host tensors of a mixed launch (a copy from or to the host) are measured on the
+// host. Dumps of device tensors are not written.
 int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, LaunchFn real) {
   before_device_kernel(d, s);
   s->p.status = real(d);
@@ -660,13 +675,11 @@ int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, LaunchFn
 void Session::before_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
   poll_device(false);
-  {
-    std::lock_guard lock(mutex_);
-    PendingLaunch& pending = pending_launches_[p.seq];
-    pending.kernel = p.kernel;
-    pending.where = place_of(s->where);
-  }
-  s->in_place_finite = p.outputs ? host_inputs_finite(d) : true;  // the host inputs' part of the origin
+  device_launch_begins(p.seq, p.kernel, s->where);
+  s->measured.clear();
+  if (p.inputs) measure(d, p, wire::Role::Input, &s->measured);  // host inputs: a copy from the host
+  // The host inputs' part of the origin (the device inputs' part arrives with their results).
+  s->in_place_finite = !p.outputs || (p.inputs ? inputs_finite(d, p, s->measured) : host_inputs_finite(d));
   // Inputs are needed for the outputs' origin even when only outputs are recorded.
   if (p.inputs || p.outputs) submit_device(d, p, wire::Role::Input, p.inputs);
   probe_loss_scale_before(d, p, &s->probe);
@@ -676,18 +689,43 @@ void Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
   if (p.outputs) submit_device(d, p, wire::Role::Output, true);
   probe_loss_scale_after(d, p, &s->probe);
-  const std::vector<Measurement> none;
-  write_launch_records(d, p, s->where, none, false, s->probe);
-  {
-    std::lock_guard lock(mutex_);
-    PendingLaunch& pending = pending_launches_[p.seq];
-    pending.launch_written = true;
-    pending.inputs_finite = pending.inputs_finite && s->in_place_finite;
-    auto early = std::move(pending.early);
-    for (auto& [tensor, stats] : early) device_result_locked(std::move(tensor), stats);
-    auto it = pending_launches_.find(p.seq);
-    if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
-  }
+  const size_t first_output = s->measured.size();
+  if (p.outputs) measure(d, p, wire::Role::Output, &s->measured);  // host outputs: a copy to the host
+  bool finite_in = s->in_place_finite;
+  bool host_nonfinite = false;
+  for (size_t i = first_output; i < s->measured.size(); ++i) host_nonfinite |= s->measured[i].stats.nonfinite() > 0;
+  // A host output holding NaN/Inf: whether it was made here depends on the device inputs too.
+  if (host_nonfinite && finite_in) finite_in = device_inputs_finite(p.seq);
+  write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
+  device_launch_written(p.seq, s->in_place_finite);
+}
+
+void Session::device_launch_begins(uint64_t seq, const char* kernel, const Attribution& where) {
+  std::lock_guard lock(mutex_);
+  PendingLaunch& pending = pending_launches_[seq];
+  pending.kernel = kernel;
+  pending.where = place_of(where);
+}
+
+void Session::device_launch_written(uint64_t seq, bool host_inputs_finite) {
+  std::lock_guard lock(mutex_);
+  PendingLaunch& pending = pending_launches_[seq];
+  pending.launch_written = true;
+  pending.inputs_finite = pending.inputs_finite && host_inputs_finite;
+  auto early = std::move(pending.early);
+  for (auto& [tensor, stats] : early) device_result_locked(std::move(tensor), stats);
+  auto it = pending_launches_.find(seq);
+  if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
+}
+
+bool Session::device_inputs_finite(uint64_t seq) {
+  poll_device(true);
+  std::lock_guard lock(mutex_);
+  auto it = pending_launches_.find(seq);
+  if (it == pending_launches_.end()) return true;
+  for (const auto& [tensor, stats] : it->second.early)
+    if (tensor.role == wire::Role::Input && stats.nonfinite() > 0) return false;
+  return true;
 }
 
 void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded) {
@@ -724,16 +762,28 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
 }
 
 void Session::poll_device(bool wait) {
-  if (gpu_ == nullptr) return;
+  uint64_t seq = 0;
+  const std::string message = collect_device(wait, &seq);
+  if (!message.empty()) trap(seq, message);
+}
+
+std::string Session::collect_device(bool wait, uint64_t* seq) {
+  if (gpu_ == nullptr) return {};
   gpu_->poll(wait ? 1 : 0, &Session::on_device_result, this);
   std::string message;
+  std::lock_guard lock(mutex_);
+  message.swap(trap_message_);
+  *seq = trap_seq_;
+  return message;
+}
+
+int Session::front_end_device_trap(std::string* trapped) {
+  if (options_.trap == TrapKind::None) return 0;
   uint64_t seq = 0;
-  {
-    std::lock_guard lock(mutex_);
-    message.swap(trap_message_);
-    seq = trap_seq_;
-  }
-  if (!message.empty()) trap(seq, message);
+  std::string message = collect_device(true, &seq);
+  if (message.empty() || !record_trap(seq, message)) return 0;
+  if (trapped) *trapped = std::move(message);
+  return FPSCOPE_TRAPPED;
 }
 
 void Session::on_device_result(uint64_t token, const TensorStats* stats, void* session) {

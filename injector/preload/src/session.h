@@ -217,6 +217,18 @@ class Session {
   // statistics when their results arrive.
   void before_device_kernel(const mpt_launch_desc* d, LaunchState* state);
   void after_device_kernel(const mpt_launch_desc* d, LaunchState* state);
+  // A launch with device results to come: its place for a trap message; then, once its Launch
+  // record is written, the results that came early are written too.
+  void device_launch_begins(uint64_t seq, const char* kernel, const Attribution& where);
+  void device_launch_written(uint64_t seq, bool host_inputs_finite);
+  // Waits for the device results queued so far; false if an input of launch `seq` holds NaN/Inf.
+  bool device_inputs_finite(uint64_t seq);
+  // Collects finished device results; returns the trap message one raised (and its launch)
+  // instead of trapping. poll_device() traps with it.
+  std::string collect_device(bool wait, uint64_t* seq);
+  // For a front end's op: with --trap, waits for the results and returns FPSCOPE_TRAPPED with the
+  // message when one trapped, so that the front end raises in the program; else 0.
+  int front_end_device_trap(std::string* trapped);
   void submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded);
   static void on_device_result(uint64_t token, const TensorStats* stats, void* session);
   void device_result_locked(PendingTensor t, const TensorStats& stats);
@@ -241,6 +253,7 @@ class Session {
   GpuLoader gpu_loader_ = load_gpu_library;
   std::once_flag gpu_once_;
   const fpscope_gpu_api* gpu_ = nullptr;
+  std::atomic<bool> scalar_read_failed_{false};  // a device scalar could not be read (said once)
   // Under mutex_:
   std::unordered_map<uint64_t, PendingTensor> pending_tensors_;  // by token
   std::unordered_map<uint64_t, PendingLaunch> pending_launches_; // by seq

@@ -101,7 +101,9 @@ def main():
     amp_dtype = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(args.precision)
     autocast = (torch.autocast(args.device, dtype=amp_dtype) if amp_dtype is not None
                 else contextlib.nullcontext())
-    scaler = torch.cuda.amp.GradScaler() if args.precision == "amp-fp16" else None
+    scaler = None
+    if args.precision == "amp-fp16":  # torch.amp.GradScaler from torch 2.3, torch.cuda.amp's before
+        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
     steps = len(x) // args.batch_size
     for step in range(steps):
         batch = slice(step * args.batch_size, (step + 1) * args.batch_size)

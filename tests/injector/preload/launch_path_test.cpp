@@ -12,12 +12,14 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fpscope/inject_api.h"
 #include "launch_path_fixture.h"
 
 namespace fpscope::inject {
@@ -600,6 +602,27 @@ class DeviceLossScale : public LaunchPath {
 TEST_F(DeviceLossScale, MeasuredLaunchesReadTheirScalarsThroughTheGpuLibrary) { run(true); }
 TEST_F(DeviceLossScale, UnselectedLaunchesReadTheirScalarsThroughTheGpuLibrary) { run(false); }
 
+/* A device read that fails (a CUDA error) leaves the update without its event, nothing else. */
+TEST_F(LaunchPath, AFailedDeviceReadLeavesOutTheLossScaleEventOnly) {
+  start(Options{});
+  static constexpr fpscope_gpu_api failing{FPSCOPE_GPU_API_VERSION, FakeGpu::submit, FakeGpu::poll,
+                                           [] { return "cudaErrorIllegalAddress"; },
+                                           [](void*, const void*, size_t, void*) { return 1; }};
+  session_->set_gpu_loader([](std::string*) { return &failing; });
+  float scale = 1024, found_inf = 0;
+  int32_t tracker = 0;
+  launch("amp_update_scale",
+         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
+          device_tensor(&found_inf, {1}, "found_inf")},
+         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
+         update_scale);
+  session_->poll_device(true);
+  const DecodedTrace& t = drain();
+  EXPECT_EQ(t.count(RecordType::Launch), 1u);
+  EXPECT_EQ(t.count(RecordType::LossScale), 0u);
+  EXPECT_EQ(t.count(RecordType::TensorStats), 3u);  // the float tensors were still measured
+}
+
 /* Without the GPU library the device scaler's launches are still recorded, without events. */
 TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLossScaleEventsAreLeftOut) {
   start(Options{});
@@ -668,6 +691,91 @@ TEST_F(LaunchPath, FrontEndOpsOnDeviceTensorsAreMeasuredThroughTheGpuLibrary) {
   EXPECT_EQ(ls[0].scale_after, 512.0);
   EXPECT_EQ(ls[0].found_inf, 1);
   EXPECT_EQ(ls[0].growth_tracker, 0);
+}
+
+/* An op with no device input but device outputs (torch.full(..., device="cuda"), a copy to the
+ * device) has its outputs measured through the GPU library and is recorded as a device launch. */
+TEST_F(LaunchPath, FrontEndOpsWithDeviceOutputsOnlyAreMeasuredOnTheDevice) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float host[3] = {1, 2, 3}, y[4];
+  enter(0, "forward", "fc1");
+  const mpt_tensor no_inputs{};
+  auto* op = session_->begin_op("full", &no_inputs, 0, nullptr, true);
+  for (float& v : y) v = 0.5f;
+  const mpt_tensor out = device_tensor(y, {4}, "y");
+  std::string trapped;
+  EXPECT_EQ(session_->end_op(op, &out, 1, 0, &trapped), 0);
+  const mpt_tensor in = tensor(host, MPT_DTYPE_F32, {3}, "h");
+  op = session_->begin_op("_to_copy", &in, 1, nullptr, true);  // host to device
+  const mpt_tensor copied = device_tensor(host, {3}, "d");
+  EXPECT_EQ(session_->end_op(op, &copied, 1, 0, &trapped), 0);
+  leave();
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].device, MPT_DEVICE_CUDA);
+  EXPECT_EQ(launches[1].device, MPT_DEVICE_CUDA);
+  // Host statistics are written at once, device ones when their results arrive.
+  std::map<std::string, wire::TensorStatsRecord> by_name;
+  for (const auto& r : t.all<wire::TensorStatsRecord>(RecordType::TensorStats)) by_name[t.text(r.name)] = r;
+  ASSERT_EQ(by_name.size(), 3u);
+  EXPECT_EQ(by_name["y"].seq, launches[0].seq);
+  EXPECT_EQ(by_name["y"].count, 4u);
+  EXPECT_EQ(by_name["y"].max, 0.5);
+  EXPECT_EQ(by_name["h"].seq, launches[1].seq);
+  EXPECT_EQ(by_name["h"].role, wire::Role::Input);
+  EXPECT_EQ(by_name["d"].seq, launches[1].seq);
+  EXPECT_EQ(by_name["d"].role, wire::Role::Output);
+  EXPECT_EQ(by_name["d"].max, 3.0);
+}
+
+/* A copy from the device to the host (.cpu()): the host output is measured on the host, and a NaN
+ * it holds came in through the device input (origin 0) or was made here (origin 1). */
+TEST_F(LaunchPath, HostOutputsOfDeviceLaunchesAreMeasuredOnTheHost) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float x[4] = {1, nan, 3, 4}, y[4], z[4] = {1, 2, 3, 4}, w[4];
+  launch("copy", {device_tensor(x, {4}, "x")}, {tensor(y, MPT_DTYPE_F32, {4}, "y")}, copy_with_nan, {{"index", 1}});
+  launch("copy", {device_tensor(z, {4}, "z")}, {tensor(w, MPT_DTYPE_F32, {4}, "w")}, copy_with_nan, {{"index", 3}});
+  session_->poll_device(true);
+  const DecodedTrace& t = drain();
+  std::map<std::string, wire::TensorStatsRecord> by_name;
+  for (const auto& r : t.all<wire::TensorStatsRecord>(RecordType::TensorStats)) by_name[t.text(r.name)] = r;
+  ASSERT_EQ(by_name.size(), 4u);
+  EXPECT_EQ(by_name["y"].role, wire::Role::Output);
+  EXPECT_EQ(by_name["y"].nan, 1u);
+  EXPECT_EQ(by_name["y"].max, 4.0);
+  EXPECT_EQ(by_name["w"].nan, 1u);
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  std::map<uint64_t, int> origin_by_seq;
+  for (const auto& r : nf) origin_by_seq[r.seq] = r.origin;
+  ASSERT_EQ(origin_by_seq.count(1), 1u);
+  ASSERT_EQ(origin_by_seq.count(2), 1u);
+  EXPECT_EQ(origin_by_seq[1], 0) << "the NaN came from the device input";
+  EXPECT_EQ(origin_by_seq[2], 1) << "the device input was finite";
+}
+
+/* With --trap, a front end's op on device tensors waits for its results, and end_op hands the
+ * trap back, so that the front end raises in the program at this op. */
+TEST_F(LaunchPath, FrontEndDeviceTrapComesBackFromEndOp) {
+  Options o;
+  o.trap = TrapKind::Nonfinite;
+  start(o);
+  consumer_->mark_collector_gone();
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[4] = {1, 2, 3, 4};
+  const mpt_tensor in = device_tensor(x, {4}, "x");
+  enter(3, "forward", "attn");
+  auto* op = session_->begin_op("div", &in, 1, nullptr, true);
+  float y[4] = {1, 2, std::numeric_limits<float>::quiet_NaN(), 4};
+  const mpt_tensor out = device_tensor(y, {4}, "scores");
+  std::string trapped;
+  EXPECT_EQ(session_->end_op(op, &out, 1, 0, &trapped), FPSCOPE_TRAPPED);
+  EXPECT_NE(trapped.find("first NaN made by div (layer attn, step 3, phase forward) in scores at index 2"),
+            std::string::npos) << trapped;
+  leave();
 }
 
 TEST_F(LaunchPath, DeviceTensorsAreMeasuredThroughTheGpuLibrary) {

@@ -3,8 +3,10 @@
 mode (GPU against CPU), step times with ratios to fp32, tracing overhead, the check of a GPU
 trace against a CPU one, the PyTorch anchor, the PyTorch front end on the GPU and the benchmark
 tables. Only numbers found in the results folder are printed; a missing run shows as "not run"."""
+import glob
 import json
 import os
+import statistics
 import sys
 
 
@@ -67,17 +69,16 @@ def step_times(out):
 
 
 def tracing(out):
-    import statistics
     lines = ["## Tracing overhead (mlp amp-fp16, runs of each mode in turn)", "",
              "| mode | step ms, median | min-max | vs untraced |", "|---|---|---|---|"]
     medians = {}
     for mode, label in (("plain", "untraced"), ("launches", "launches only (`--ops zzz`)"),
                         ("basic", "basic statistics"), ("full", "full statistics")):
-        times, r = [], 1
-        while (j := run(out, f"overhead-{mode}-{r}")) is not None or r == 1:
+        times = []
+        for path in sorted(glob.glob(os.path.join(out, "runs", f"overhead-{mode}-*.json"))):
+            j = load(path)
             if j and j.get("step_time_ms"):
                 times.append(j["step_time_ms"])
-            r += 1
         if not times:
             lines.append(f"| {label} | not run | | |")
             continue
