@@ -580,11 +580,8 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   p.start_ns = monotonic_ns();
   p.memo = memo_on_.load(std::memory_order_relaxed);
   // An op on device tensors: measured on its (the default) stream by the GPU library, as a launch.
-  if (p.device == MPT_DEVICE_CUDA && p.sampled) {
-    before_device_kernel(&d, &op->state);
-    return op;
-  }
-  before_kernel(&d, written, &op->state);
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) before_device_kernel(&d, &op->state);
+  else before_kernel(&d, written, &op->state);
   // After the inputs were measured: an input the op overwrites is still unchanged then.
   if (p.memo && written != nullptr) {
     for (int32_t i = 0; i < d.n_inputs; ++i)
