@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "built_paths.h"
 #include "fpscope/cupti_forwarder.h"
 
 namespace fpscope_gpu_test {
@@ -97,7 +98,7 @@ TEST(CuptiForwarder, StartWithoutADeviceFailsWithCuptisReason) {
   }
   fpscope::gpu::GpuLibrary gpu;
   std::string error;
-  ASSERT_TRUE(fpscope::gpu::load_gpu_library(FPSCOPE_GPU_LIBRARY_DIR "/", &gpu, &error)) << error;
+  ASSERT_TRUE(fpscope::gpu::load_gpu_library(gpu_library_dir(), &gpu, &error)) << error;
   FakeRing ring;
   fpscope::gpu::CuptiForwarder forwarder;
   EXPECT_FALSE(forwarder.start(gpu, {publish, intern, &ring, 1}, &error));

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "built_paths.h"
 #include "fpscope/gpu_loader.h"
 
 namespace fpscope_gpu_test {
@@ -20,7 +21,7 @@ bool gpu_present() {
 TEST(GpuLoader, LoadsTheBuiltLibraryAndResolvesEveryEntryPoint) {
   fpscope::gpu::GpuLibrary gpu;
   std::string error;
-  ASSERT_TRUE(fpscope::gpu::load_gpu_library(FPSCOPE_GPU_LIBRARY_DIR "/", &gpu, &error)) << error;
+  ASSERT_TRUE(fpscope::gpu::load_gpu_library(gpu_library_dir(), &gpu, &error)) << error;
   ASSERT_NE(gpu.api_v1, nullptr);
   const fpscope_gpu_api* api = gpu.api_v1();
   EXPECT_EQ(api != nullptr, gpu_present());

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -25,8 +26,11 @@ TEST(CudaComparisonCases, EveryCaseIsAValidCpuLaunch) {
 }
 
 TEST(CudaComparisonCases, CoverEveryKernelOfTheCatalogue) {
-  std::ifstream doc(MPT_KERNELS_DOC);
-  ASSERT_TRUE(doc) << "cannot read " << MPT_KERNELS_DOC;
+  // The source tree's docs/kernels.md; MPT_TEST_KERNELS_DOC names it for a build moved elsewhere.
+  const char* moved = std::getenv("MPT_TEST_KERNELS_DOC");
+  const std::string path = moved && *moved ? moved : MPT_KERNELS_DOC;
+  std::ifstream doc(path);
+  ASSERT_TRUE(doc) << "cannot read " << path;
   std::stringstream text;
   text << doc.rdbuf();
   std::set<std::string> documented, covered;

@@ -23,8 +23,8 @@
 # Environment: STEPS (training steps of a timing run, default 60), REPS (runs of each tracing mode,
 # default 3), THREADS (CPU threads for the CPU runs, default all), DATA_DIR (default
 # /usr/share/datasets/fashion-mnist), PYTHON (python3), NO_BUILD=1 (use the binaries already in
-# BUILD_DIR, built elsewhere with FPSCOPE_CUDA=ON: for a GPU machine without the development
-# packages).
+# BUILD_DIR). A GPU machine without the development packages runs them from a pack that
+# gpu-checks-pack.sh makes on a machine with them.
 # Exit status: 0 when every check ran and passed, 1 when a check failed, 2 when it cannot start.
 set -uo pipefail
 
@@ -49,20 +49,20 @@ fail() { echo "FAILED: $*" | tee -a "$out/log.txt"; failures=$((failures + 1)); 
 
 log "environment"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
-  nvcc --version 2>/dev/null | tail -2; git -C "$root" rev-parse HEAD; } > "$out/environment.txt" 2>&1
+  nvcc --version 2>/dev/null | tail -2
+  git -C "$root" rev-parse HEAD 2>/dev/null || cat "$root/COMMIT"; } > "$out/environment.txt" 2>&1
 
 # [1] build
-targets=(mpt_cuda_tests fpscope_gpu_tests cuda_kernels_benchmark gpu_stats_benchmark mptrain fpscope)
+source "$here/gpu_build.sh"
 if [[ "${NO_BUILD:-0}" == 1 ]]; then
   log "using the binaries in $build (NO_BUILD=1)"
-  for t in "${targets[@]}"; do
-    [[ -x "$build/bin/$t" ]] || { echo "gpu-checks: NO_BUILD=1 but $build/bin/$t is missing" >&2; exit 2; }
+  for t in "${gpu_targets[@]}"; do
+    [[ "$t" == fpscope_torch_front_end || -x "$build/bin/$t" ]] ||
+      { echo "gpu-checks: NO_BUILD=1 but $build/bin/$t is missing" >&2; exit 2; }
   done
 else
   log "build in $build"
-  if ! cmake -S "$root" -B "$build" -DFPSCOPE_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-         -DFPSCOPE_BUILD_GUI=OFF > "$out/configure.txt" 2>&1 ||
-     ! cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" > "$out/build.txt" 2>&1; then
+  if ! gpu_build "$root" "$build" "$out"; then
     echo "gpu-checks: the build failed; see $out/configure.txt and $out/build.txt" >&2
     exit 2
   fi
