@@ -27,6 +27,7 @@
 # gpu-checks-pack.sh makes on a machine with them.
 # Exit status: 0 when every check ran and passed, 1 when a check failed, 2 when it cannot start.
 set -uo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then sed -n '2,30p' "$0" | sed -n '/^#/!q;p' | sed 's/^# \{0,1\}//'; exit 0; fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
