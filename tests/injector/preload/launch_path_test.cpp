@@ -554,6 +554,14 @@ mpt_tensor device_tensor(void* data, std::vector<int64_t> shape, const char* nam
  * is measured (the device path) or not (--ops selects nothing). */
 class DeviceLossScale : public LaunchPath {
  protected:
+  // amp_update_scale on device tensors (host memory the launch calls device memory).
+  void update_scale_on_device(float* scale, int32_t* tracker, float* found_inf) {
+    launch("amp_update_scale",
+           {device_tensor(scale, {1}, "scale"), device_tensor(tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
+            device_tensor(found_inf, {1}, "found_inf")},
+           {device_tensor(scale, {1}, "scale"), device_tensor(tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
+           update_scale);
+  }
   void run(bool measured) {
     Options o;
     if (!measured) o.ops = {"nothing-matches"};
@@ -561,13 +569,7 @@ class DeviceLossScale : public LaunchPath {
     session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
     float scale = 1024, found_inf = 0;
     int32_t tracker = 1;
-    auto update = [&] {
-      launch("amp_update_scale",
-             {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
-              device_tensor(&found_inf, {1}, "found_inf")},
-             {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
-             update_scale);
-    };
+    auto update = [&] { update_scale_on_device(&scale, &tracker, &found_inf); };
     const int reads_before = FakeGpu::reads;
     enter(0, "optimizer", "scaler");
     update();  // the second clean step of the interval: growth to 2048
@@ -603,7 +605,7 @@ TEST_F(DeviceLossScale, MeasuredLaunchesReadTheirScalarsThroughTheGpuLibrary) { 
 TEST_F(DeviceLossScale, UnselectedLaunchesReadTheirScalarsThroughTheGpuLibrary) { run(false); }
 
 /* A device read that fails (a CUDA error) leaves the update without its event, nothing else. */
-TEST_F(LaunchPath, AFailedDeviceReadLeavesOutTheLossScaleEventOnly) {
+TEST_F(DeviceLossScale, AFailedReadLeavesOutTheEventOnly) {
   start(Options{});
   static constexpr fpscope_gpu_api failing{FPSCOPE_GPU_API_VERSION, FakeGpu::submit, FakeGpu::poll,
                                            [] { return "cudaErrorIllegalAddress"; },
@@ -611,11 +613,7 @@ TEST_F(LaunchPath, AFailedDeviceReadLeavesOutTheLossScaleEventOnly) {
   session_->set_gpu_loader([](std::string*) { return &failing; });
   float scale = 1024, found_inf = 0;
   int32_t tracker = 0;
-  launch("amp_update_scale",
-         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
-          device_tensor(&found_inf, {1}, "found_inf")},
-         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
-         update_scale);
+  update_scale_on_device(&scale, &tracker, &found_inf);
   session_->poll_device(true);
   const DecodedTrace& t = drain();
   EXPECT_EQ(t.count(RecordType::Launch), 1u);
@@ -624,7 +622,7 @@ TEST_F(LaunchPath, AFailedDeviceReadLeavesOutTheLossScaleEventOnly) {
 }
 
 /* Without the GPU library the device scaler's launches are still recorded, without events. */
-TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLossScaleEventsAreLeftOut) {
+TEST_F(DeviceLossScale, WithoutTheGpuLibraryTheEventsAreLeftOut) {
   start(Options{});
   session_->set_gpu_loader([](std::string* why) -> const fpscope_gpu_api* {
     *why = "no usable CUDA device";
@@ -632,11 +630,7 @@ TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLossScaleEventsAreLeftOut) {
   });
   float scale = 1024, found_inf = 0;
   int32_t tracker = 0;
-  launch("amp_update_scale",
-         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32),
-          device_tensor(&found_inf, {1}, "found_inf")},
-         {device_tensor(&scale, {1}, "scale"), device_tensor(&tracker, {1}, "growth_tracker", MPT_DTYPE_I32)},
-         update_scale);
+  update_scale_on_device(&scale, &tracker, &found_inf);
   const DecodedTrace& t = drain();
   EXPECT_EQ(t.count(RecordType::Launch), 1u);
   EXPECT_EQ(t.count(RecordType::LossScale), 0u);
