@@ -164,10 +164,10 @@ void api_poll(int wait, void (*done)(uint64_t, const TensorStats*, void*), void*
 const char* api_last_error() { return t_last_error.c_str(); }
 
 int api_read(void* host, const void* device_data, size_t bytes, void* stream) {
-  if (bytes == 0) return 0;
-  if (!host || !device_data) return fail("read: no data"), 1;
+  if (bytes > 0 && (!host || !device_data)) return fail("read: no data"), 1;
   auto s = static_cast<cudaStream_t>(stream);
-  bool ok = check(cudaMemcpyAsync(host, device_data, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (read)") &&
+  bool ok = (bytes == 0 || check(cudaMemcpyAsync(host, device_data, bytes, cudaMemcpyDeviceToHost, s),
+                                 "cudaMemcpyAsync (read)")) &&
             check(cudaStreamSynchronize(s), "cudaStreamSynchronize (read)");
   return ok ? 0 : 1;
 }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "fpscope/contract/allow_rules.h"
 #include "fpscope/contract/loss_scaler.h"
@@ -48,6 +49,9 @@ struct Session::LaunchState {
   std::vector<Measurement> measured;
   bool in_place_finite = true;
   LossScaleProbe probe;
+  bool front_end = false;          // a front end's op: a trap goes back through end_op
+  std::string trap_message;        // ... held for it: a device result that trapped meanwhile
+  uint64_t trap_seq = 0;
 };
 
 namespace {
@@ -251,8 +255,10 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
     }
   }
   probe_loss_scale_after(d, p, &s->probe);
-  // Origin is only needed for outputs that hold NaN/Inf, so inputs are looked at only then.
-  const bool finite_in = outputs_nonfinite && s->in_place_finite && inputs_finite(d, p, s->measured);
+  // Origin is only needed for outputs that hold NaN/Inf, so inputs are looked at only then (a
+  // device launch's host outputs: its device inputs' results too, which this waits for).
+  const bool finite_in = outputs_nonfinite && s->in_place_finite && inputs_finite(d, p, s->measured) &&
+                         (p.device != MPT_DEVICE_CUDA || device_inputs_finite(s));
   write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
   if (!(outputs_unintended && finite_in && options_.trap != TrapKind::None)) return {};
   std::string message = trap_message(p, s->where, s->measured);
@@ -579,6 +585,7 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.start_ns = monotonic_ns();
   p.memo = memo_on_.load(std::memory_order_relaxed);
+  op->state.front_end = true;
   // An op on device tensors: measured on its (the default) stream by the GPU library, as a launch.
   if (p.device == MPT_DEVICE_CUDA && p.sampled) before_device_kernel(&d, &op->state);
   else before_kernel(&d, written, &op->state);
@@ -620,26 +627,27 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
   // (a fresh output may sit where a freed tensor the front end never saw go was remembered).
   if (p.memo)
     for (const mpt_tensor& t : op->outputs) tensor_written(t);
-  // With --trap, an op on device tensors waits for its statistics, so that the front end raises
-  // at the op that made a NaN/Inf rather than at a later one.
+  std::string message;
   if (p.device == MPT_DEVICE_CUDA && p.sampled) {
-    after_device_kernel(&d, &op->state);
-    return front_end_device_trap(trapped);
+    message = after_device_kernel(&d, &op->state);
+  } else {
+    // Host inputs, device outputs (a factory op on the device, a copy to it): a device launch,
+    // its outputs measured by the GPU library, the rest as on the host.
+    bool device_outputs = false;
+    for (const mpt_tensor& t : op->outputs) device_outputs |= t.device == MPT_DEVICE_CUDA;
+    if (device_outputs) p.device = MPT_DEVICE_CUDA;
+    const bool submit = device_outputs && p.sampled && p.outputs && gpu() != nullptr;
+    if (submit) {
+      device_launch_begins(p.seq, p.kernel, op->state.where);
+      submit_device(&d, p, wire::Role::Output, true);
+    }
+    message = after_kernel(&d, &op->state);
+    if (submit) device_launch_written(p.seq, op->state.in_place_finite && inputs_finite(&d, p, op->state.measured));
+    else if (message.empty()) return 0;
   }
-  // Host inputs, device outputs (a factory op on the device, a copy to it): the outputs go to the
-  // GPU library, the rest as on the host.
-  bool device_outputs = false;
-  if (p.sampled && p.outputs)
-    for (const mpt_tensor& t : op->outputs) device_outputs |= on_device(t);
-  device_outputs = device_outputs && gpu() != nullptr;
-  if (device_outputs) {
-    p.device = MPT_DEVICE_CUDA;
-    device_launch_begins(p.seq, p.kernel, op->state.where);
-    submit_device(&d, p, wire::Role::Output, true);
-  }
-  std::string message = after_kernel(&d, &op->state);
-  if (device_outputs) device_launch_written(p.seq, inputs_finite(&d, p, op->state.measured));
-  if (message.empty()) return device_outputs ? front_end_device_trap(trapped) : 0;
+  // With --trap, an op with device results waits for them, so that the front end raises at the op
+  // that made a NaN/Inf rather than at a later one.
+  if (message.empty()) return front_end_device_trap(&op->state, trapped);
   if (trapped) *trapped = std::move(message);
   return FPSCOPE_TRAPPED;
 }
@@ -665,13 +673,14 @@ int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, LaunchFn
   before_device_kernel(d, s);
   s->p.status = real(d);
   s->p.end_ns = monotonic_ns();
-  after_device_kernel(d, s);
+  const std::string trapped = after_device_kernel(d, s);
+  if (!trapped.empty()) raise_trap(trapped);
   return s->p.status;
 }
 
 void Session::before_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
-  poll_device(false);
+  poll_device(false, s);
   device_launch_begins(p.seq, p.kernel, s->where);
   s->measured.clear();
   if (p.inputs) measure(d, p, wire::Role::Input, &s->measured);  // host inputs: a copy from the host
@@ -682,19 +691,22 @@ void Session::before_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
   probe_loss_scale_before(d, p, &s->probe);
 }
 
-void Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
+std::string Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
-  if (p.outputs) submit_device(d, p, wire::Role::Output, true);
-  probe_loss_scale_after(d, p, &s->probe);
-  const size_t first_output = s->measured.size();
-  if (p.outputs) measure(d, p, wire::Role::Output, &s->measured);  // host outputs: a copy to the host
-  bool finite_in = s->in_place_finite;
-  bool host_nonfinite = false;
-  for (size_t i = first_output; i < s->measured.size(); ++i) host_nonfinite |= s->measured[i].stats.nonfinite() > 0;
-  // A host output holding NaN/Inf: whether it was made here depends on the device inputs too.
-  if (host_nonfinite && finite_in) finite_in = device_inputs_finite(p.seq);
-  write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
+  if (p.outputs) {
+    submit_device(d, p, wire::Role::Output, true);
+    // A copy to the host may still be on its way (into pinned memory): wait for the stream
+    // before its host outputs are read.
+    for (int i = 0; i < d->n_outputs; ++i) {
+      if (!measurable_on_host(d->outputs[i])) continue;
+      if (gpu_->read(nullptr, nullptr, 0, d->stream) != 0) p.outputs = false;  // then not measured
+      break;
+    }
+  }
+  // Host tensors, their origin, the allow rules, the trap and the records: as for a host launch.
+  std::string message = after_kernel(d, s);
   device_launch_written(p.seq, s->in_place_finite);
+  return message;
 }
 
 void Session::device_launch_begins(uint64_t seq, const char* kernel, const Attribution& where) {
@@ -715,14 +727,24 @@ void Session::device_launch_written(uint64_t seq, bool host_inputs_finite) {
   if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
 }
 
-bool Session::device_inputs_finite(uint64_t seq) {
-  poll_device(true);
-  std::lock_guard lock(mutex_);
-  auto it = pending_launches_.find(seq);
-  if (it == pending_launches_.end()) return true;
-  for (const auto& [tensor, stats] : it->second.early)
-    if (tensor.role == wire::Role::Input && stats.nonfinite() > 0) return false;
-  return true;
+bool Session::device_inputs_finite(LaunchState* s) {
+  poll_device(true, s);
+  const uint8_t intended = contract::allowed_kinds(options_.allow);
+  for (int round = 0;; ++round) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = pending_launches_.find(s->p.seq);
+      if (it == pending_launches_.end()) return true;
+      for (const auto& [tensor, stats] : it->second.early)
+        if (tensor.role == wire::Role::Input && (kinds_of(stats) & ~intended) != 0) return false;
+      // Results another thread has taken from the library but not handed over yet.
+      bool in_flight = false;
+      for (const auto& [token, tensor] : pending_tensors_)
+        in_flight |= tensor.seq == s->p.seq && tensor.role == wire::Role::Input;
+      if (!in_flight || round == 1000) return true;
+    }
+    std::this_thread::yield();
+  }
 }
 
 void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded) {
@@ -758,10 +780,17 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
   }
 }
 
-void Session::poll_device(bool wait) {
+void Session::poll_device(bool wait) { poll_device(wait, nullptr); }
+
+void Session::poll_device(bool wait, LaunchState* s) {
   uint64_t seq = 0;
-  const std::string message = collect_device(wait, &seq);
-  if (!message.empty()) trap(seq, message);
+  std::string message = collect_device(wait, &seq);
+  if (message.empty()) return;
+  if (s != nullptr && s->front_end) {  // the front end raises it when its op ends
+    if (s->trap_message.empty()) s->trap_message = std::move(message), s->trap_seq = seq;
+    return;
+  }
+  trap(seq, message);
 }
 
 std::string Session::collect_device(bool wait, uint64_t* seq) {
@@ -774,10 +803,10 @@ std::string Session::collect_device(bool wait, uint64_t* seq) {
   return message;
 }
 
-int Session::front_end_device_trap(std::string* trapped) {
-  if (options_.trap == TrapKind::None) return 0;
-  uint64_t seq = 0;
-  std::string message = collect_device(true, &seq);
+int Session::front_end_device_trap(LaunchState* s, std::string* trapped) {
+  std::string message = std::move(s->trap_message);
+  uint64_t seq = s->trap_seq;
+  if (message.empty() && options_.trap != TrapKind::None) message = collect_device(true, &seq);
   if (message.empty() || !record_trap(seq, message)) return 0;
   if (trapped) *trapped = std::move(message);
   return FPSCOPE_TRAPPED;

@@ -143,6 +143,7 @@ class Session {
   // Replaces how libfpscope_gpu.so is found (tests hand in a fake one).
   void set_gpu_loader(GpuLoader loader) { gpu_loader_ = std::move(loader); }
   // Hands every finished device measurement to the ring; with wait, first waits for all.
+  // Collects finished device results; one that trapped stops the program.
   void poll_device(bool wait);
 
  private:
@@ -216,19 +217,24 @@ class Session {
   // stream for the GPU library before and after it; the records are written after it, the
   // statistics when their results arrive.
   void before_device_kernel(const mpt_launch_desc* d, LaunchState* state);
-  void after_device_kernel(const mpt_launch_desc* d, LaunchState* state);
+  // As poll_device(); during a front end's op a result that trapped is held in `state` for the
+  // op's end to hand back.
+  void poll_device(bool wait, LaunchState* state);
+  // Returns the trap message when this launch trapped on a host output (its record is written).
+  std::string after_device_kernel(const mpt_launch_desc* d, LaunchState* state);
   // A launch with device results to come: its place for a trap message; then, once its Launch
   // record is written, the results that came early are written too.
   void device_launch_begins(uint64_t seq, const char* kernel, const Attribution& where);
   void device_launch_written(uint64_t seq, bool host_inputs_finite);
-  // Waits for the device results queued so far; false if an input of launch `seq` holds NaN/Inf.
-  bool device_inputs_finite(uint64_t seq);
+  // Waits for the device results queued so far; false if a device input of the launch holds a
+  // NaN/Inf of a kind no allow rule permits.
+  bool device_inputs_finite(LaunchState* state);
   // Collects finished device results; returns the trap message one raised (and its launch)
   // instead of trapping. poll_device() traps with it.
   std::string collect_device(bool wait, uint64_t* seq);
-  // For a front end's op: with --trap, waits for the results and returns FPSCOPE_TRAPPED with the
-  // message when one trapped, so that the front end raises in the program; else 0.
-  int front_end_device_trap(std::string* trapped);
+  // For a front end's op: a trap held for it, or, with --trap, the one its results raise (it waits
+  // for them): FPSCOPE_TRAPPED with the message, so that the front end raises in the program; else 0.
+  int front_end_device_trap(LaunchState* state, std::string* trapped);
   void submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded);
   static void on_device_result(uint64_t token, const TensorStats* stats, void* session);
   void device_result_locked(PendingTensor t, const TensorStats& stats);

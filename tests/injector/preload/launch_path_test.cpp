@@ -538,7 +538,7 @@ struct FakeGpu {
   static inline int reads = 0;
   static int read(void* host, const void* data, size_t bytes, void*) {
     ++reads;
-    std::memcpy(host, data, bytes);
+    if (bytes > 0) std::memcpy(host, data, bytes);  // 0 bytes: a wait for the stream only
     return 0;
   }
   static constexpr fpscope_gpu_api api{FPSCOPE_GPU_API_VERSION, submit, poll, last_error, read};
@@ -742,13 +742,43 @@ TEST_F(LaunchPath, HostOutputsOfDeviceLaunchesAreMeasuredOnTheHost) {
   EXPECT_EQ(by_name["y"].nan, 1u);
   EXPECT_EQ(by_name["y"].max, 4.0);
   EXPECT_EQ(by_name["w"].nan, 1u);
-  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
   std::map<uint64_t, int> origin_by_seq;
-  for (const auto& r : nf) origin_by_seq[r.seq] = r.origin;
-  ASSERT_EQ(origin_by_seq.count(1), 1u);
-  ASSERT_EQ(origin_by_seq.count(2), 1u);
-  EXPECT_EQ(origin_by_seq[1], 0) << "the NaN came from the device input";
-  EXPECT_EQ(origin_by_seq[2], 1) << "the device input was finite";
+  for (const auto& r : t.all<wire::NonfiniteRecord>(RecordType::Nonfinite)) origin_by_seq[r.seq] = r.origin;
+  ASSERT_EQ(origin_by_seq.size(), 2u);
+  EXPECT_EQ(origin_by_seq[launches[0].seq], 0) << "the NaN came from the device input";
+  EXPECT_EQ(origin_by_seq[launches[1].seq], 1) << "the device input was finite";
+}
+
+/* A device launch's host outputs are judged as a host launch's: allow rules, and the trap. */
+TEST_F(LaunchPath, HostOutputsOfDeviceLaunchesFollowAllowRulesAndTheTrap) {
+  Options o;
+  o.trap = TrapKind::Nonfinite;
+  std::string error;
+  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+  start(o);
+  consumer_->mark_collector_gone();
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8];
+  EXPECT_EXIT(
+      {
+        // An intended -inf copied to the host: recorded as allowed, no trap.
+        launch("mask_fill", {device_tensor(x, {8}, "x")}, {tensor(y, MPT_DTYPE_F32, {8}, "mask")}, copy_with_neg_inf,
+               {{"index", 4}});
+        // A NaN a device launch makes in a host output: the trap.
+        launch("copy_with_nan", {device_tensor(x, {8}, "x")}, {tensor(z, MPT_DTYPE_F32, {8}, "z")}, copy_with_nan,
+               {{"index", 2}});
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTRAP), "first NaN made by copy_with_nan in z at index 2");
+  const DecodedTrace& t = drain();
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].allowed, 1);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[1].allowed, 0);
+  EXPECT_EQ(nf[1].origin, 1);
 }
 
 /* With --trap, a front end's op on device tensors waits for its results, and end_op hands the

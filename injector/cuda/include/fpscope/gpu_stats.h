@@ -35,8 +35,8 @@ struct fpscope_gpu_api {
                void* user);
   const char* (*last_error)(void);
   // Copies `bytes` from device_data into host memory once the work queued on `stream` before it
-  // has run, and waits for that (a few scalars, such as the loss scaler's). Returns 0, or nonzero
-  // on failure (last_error() says why).
+  // has run, and waits for that (a few scalars, such as the loss scaler's); with bytes 0, only
+  // waits for the stream. Returns 0, or nonzero on failure (last_error() says why).
   int (*read)(void* host, const void* device_data, size_t bytes, void* stream);
 };
 

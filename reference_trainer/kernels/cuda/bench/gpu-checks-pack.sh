@@ -8,7 +8,8 @@
 # Builds as gpu-checks.sh does (unless NO_BUILD=1), then writes PACK with the built programs and
 # libraries, the shared libraries they need beyond glibc, libstdc++ and CUDA's, the PyTorch front
 # end, the check scripts, docs/kernels.md (a test reads it), the commit, and the first 16384
-# training and 2000 test images of FashionMNIST (DATA_DIR, default /usr/share/datasets/fashion-mnist).
+# training and 2000 test images of FashionMNIST (DATA_DIR, default /usr/share/datasets/fashion-mnist:
+# enough for gpu-checks.sh's runs with STEPS up to 64).
 # On the GPU machine (glibc 2.36 or newer, GCC 12's libstdc++ or newer):
 #
 #   tar xf fpscope-gpu-checks.tar.xz && fpscope-gpu-checks/run-gpu-checks.sh [RESULTS_DIR]
@@ -54,10 +55,20 @@ cp "$root/docs/kernels.md" "$top/docs/"
 git -C "$root" rev-parse HEAD > "$top/COMMIT" 2>/dev/null || echo unknown > "$top/COMMIT"
 
 # The shared libraries the programs need that a GPU machine need not have: all but glibc's,
-# libstdc++/libgcc (the machine's own, which its PyTorch needs too), CUDA's and our own.
-ldd "$top"/build/bin/* "$top"/build/lib/*.so 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so|/libcu[a-zA-Z]*\.so|/libnv[a-zA-Z]*\.so|/libfpscope_|/libmpt_' |
-  while read -r lib; do cp -L "$lib" "$top/deps/"; done
+# libstdc++/libgcc (the machine's own, which its PyTorch needs too), CUDA's and our own. The
+# GPU machine's run-gpu-checks.sh uses only those it lacks.
+linked="$(ldd "$top"/build/bin/* "$top"/build/lib/*.so)" ||
+  { echo "gpu-checks-pack: ldd failed on the built programs" >&2; exit 2; }
+if grep -q "not found" <<< "$linked"; then
+  echo "gpu-checks-pack: the built programs miss libraries here:" >&2
+  grep "not found" <<< "$linked" | sort -u >&2
+  exit 2
+fi
+system='/(libc|libm|libmvec|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
+ours='/libcu[a-zA-Z]*\.so|/libnv[a-zA-Z]*\.so|/libfpscope_|/libmpt_'
+for lib in $(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<< "$linked" | sort -u); do
+  [[ "$lib" =~ $system || "$lib" =~ $ours ]] || cp -L "$lib" "$top/deps/"
+done
 
 # The first images of FashionMNIST, as IDX files of their own (the header's count made to match).
 python3 - "$data_dir" "$top/data" <<'PY'

@@ -27,7 +27,14 @@ for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13; do
   fi
   [[ -n "$found" ]] && cuda_dirs="$cuda_dirs:$(dirname "$found")"
 done
-export LD_LIBRARY_PATH="$root/build/lib:$root/deps$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Of the pack's libraries, only those this machine lacks: its own stay first for everything else
+# (its Python's sqlite3 and zlib, say).
+lacking="$(mktemp -d)"
+trap 'rm -rf "$lacking"' EXIT
+for lib in "$root"/deps/*; do
+  ldconfig -p 2>/dev/null | grep -q "^\s*${lib##*/} " || ln -s "$lib" "$lacking/"
+done
+export LD_LIBRARY_PATH="$root/build/lib:$lacking$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The tests read these from the folders of the build they were compiled in, unless told.
 export FPSCOPE_TEST_GPU_LIBRARY_DIR="$root/build/lib" MPT_TEST_KERNELS_DOC="$root/docs/kernels.md"
 
@@ -38,4 +45,4 @@ if [[ -n "$missing" ]]; then
   exit 2
 fi
 NO_BUILD=1 DATA_DIR="$root/data" PYTHON="$python" \
-  exec bash "$root/reference_trainer/kernels/cuda/bench/gpu-checks.sh" "$root/build" "$results"
+  bash "$root/reference_trainer/kernels/cuda/bench/gpu-checks.sh" "$root/build" "$results"

@@ -51,7 +51,7 @@ fail() { echo "FAILED: $*" | tee -a "$out/log.txt"; failures=$((failures + 1)); 
 log "environment"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
   nvcc --version 2>/dev/null | tail -2
-  git -C "$root" rev-parse HEAD 2>/dev/null || cat "$root/COMMIT"; } > "$out/environment.txt" 2>&1
+  cat "$root/COMMIT" 2>/dev/null || git -C "$root" rev-parse HEAD; } > "$out/environment.txt" 2>&1
 
 # [1] build
 source "$here/gpu_build.sh"
