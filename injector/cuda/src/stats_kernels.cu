@@ -1,8 +1,8 @@
 // Device side of the GPU tensor statistics: a one-pass scan in which every block reduces its
 // grid-stride share of the tensor into a GpuPartial (its histogram counted in shared memory, then
 // added to the result with integer atomics), and a one-block combine that merges the partials in
-// block order, so the sums are the same on every run for a given device and size. No host
-// synchronisation: both kernels are queued on the caller's stream.
+// block order, so the sums are the same on every run for a given device, size and alignment. No
+// host synchronisation: both kernels are queued on the caller's stream.
 #include "stats_kernels.h"
 
 namespace fpscope::gpu {

@@ -11,6 +11,7 @@
 // Launches with device tensors take launch_on_device() instead (end of this file).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,10 +150,9 @@ Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& w
   p.sampled = (selected || p.dump) && (p.device == MPT_DEVICE_CPU || gpu() != nullptr);
   p.inputs = p.sampled && options_.measures_inputs();
   p.outputs = p.sampled && options_.measures_outputs();
-  p.loss_scale = d->kernel != nullptr && loss_scale_inputs_readable(d, false);
-  if (!p.loss_scale && d->kernel != nullptr && contract::is_scale_update_kernel(d->kernel) &&
-      loss_scale_inputs_readable(d, true))
-    p.loss_scale = gpu() != nullptr && gpu()->read != nullptr;
+  // The loss scaler's scalars: read on the host, or through the GPU library for device tensors.
+  p.loss_scale = d->kernel != nullptr && loss_scale_inputs_readable(d, true) &&
+                 (loss_scale_inputs_readable(d, false) || gpu() != nullptr);
   return p;
 }
 
@@ -628,28 +628,29 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
   if (p.memo)
     for (const mpt_tensor& t : op->outputs) tensor_written(t);
   std::string message;
-  if (p.device == MPT_DEVICE_CUDA && p.sampled) {
+  bool device_results = p.device == MPT_DEVICE_CUDA && p.sampled;
+  if (device_results) {
     message = after_device_kernel(&d, &op->state);
   } else {
     // Host inputs, device outputs (a factory op on the device, a copy to it): a device launch,
     // its outputs measured by the GPU library, the rest as on the host.
-    bool device_outputs = false;
-    for (const mpt_tensor& t : op->outputs) device_outputs |= t.device == MPT_DEVICE_CUDA;
-    if (device_outputs) p.device = MPT_DEVICE_CUDA;
-    const bool submit = device_outputs && p.sampled && p.outputs && gpu() != nullptr;
-    if (submit) {
+    p.device = launch_device(&d);
+    device_results = p.device == MPT_DEVICE_CUDA && p.sampled && p.outputs && gpu() != nullptr;
+    if (device_results) {
       device_launch_begins(p.seq, p.kernel, op->state.where);
       submit_device(&d, p, wire::Role::Output, true);
     }
     message = after_kernel(&d, &op->state);
-    if (submit) device_launch_written(p.seq, op->state.in_place_finite && inputs_finite(&d, p, op->state.measured));
-    else if (message.empty()) return 0;
+    if (device_results)
+      device_launch_written(p.seq, op->state.in_place_finite && inputs_finite(&d, p, op->state.measured));
+  }
+  if (!message.empty()) {
+    if (trapped) *trapped = std::move(message);
+    return FPSCOPE_TRAPPED;
   }
   // With --trap, an op with device results waits for them, so that the front end raises at the op
   // that made a NaN/Inf rather than at a later one.
-  if (message.empty()) return front_end_device_trap(&op->state, trapped);
-  if (trapped) *trapped = std::move(message);
-  return FPSCOPE_TRAPPED;
+  return device_results ? front_end_device_trap(&op->state, trapped) : 0;
 }
 
 // [SECTION] Device tensors ---------------------------------------------------------------------
@@ -664,7 +665,6 @@ const fpscope_gpu_api* Session::gpu() {
   });
   return gpu_;
 }
-
 
 // Device tensors are queued on the GPU: inputs before the kernel, outputs after it, all on the
 // launch's stream. Host tensors of a mixed launch (a copy from or to the host) are measured on the
@@ -696,12 +696,9 @@ std::string Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* 
   if (p.outputs) {
     submit_device(d, p, wire::Role::Output, true);
     // A copy to the host may still be on its way (into pinned memory): wait for the stream
-    // before its host outputs are read.
-    for (int i = 0; i < d->n_outputs; ++i) {
-      if (!measurable_on_host(d->outputs[i])) continue;
-      if (gpu_->read(nullptr, nullptr, 0, d->stream) != 0) p.outputs = false;  // then not measured
-      break;
-    }
+    // before its host outputs are read (not measured if the wait fails).
+    const bool host_outputs = std::any_of(d->outputs, d->outputs + d->n_outputs, measurable_on_host);
+    if (host_outputs && gpu_->read(nullptr, nullptr, 0, d->stream) != 0) p.outputs = false;
   }
   // Host tensors, their origin, the allow rules, the trap and the records: as for a host launch.
   std::string message = after_kernel(d, s);

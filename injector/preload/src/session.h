@@ -142,8 +142,8 @@ class Session {
 
   // Replaces how libfpscope_gpu.so is found (tests hand in a fake one).
   void set_gpu_loader(GpuLoader loader) { gpu_loader_ = std::move(loader); }
-  // Hands every finished device measurement to the ring; with wait, first waits for all.
-  // Collects finished device results; one that trapped stops the program.
+  // Hands every finished device measurement to the ring; with wait, first waits for all. A
+  // result that trapped stops the program.
   void poll_device(bool wait);
 
  private:

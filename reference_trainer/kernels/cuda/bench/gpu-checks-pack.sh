@@ -30,9 +30,8 @@ if [[ "${NO_BUILD:-0}" != 1 ]]; then
   gpu_build "$root" "$build" "$build" ||
     { echo "gpu-checks-pack: the build failed; see $build/configure.txt and $build/build.txt" >&2; exit 2; }
 fi
-programs=(mpt_cuda_tests fpscope_gpu_tests cuda_kernels_benchmark gpu_stats_benchmark mptrain fpscope)
 libraries=(libfpscope_inject.so libfpscope_gpu.so libmpt_kernels.so)
-for f in "${programs[@]/#/bin/}" "${libraries[@]/#/lib/}" share/fpscope/python/sitecustomize.py; do
+for f in "${gpu_programs[@]/#/bin/}" "${libraries[@]/#/lib/}" share/fpscope/python/sitecustomize.py; do
   [[ -e "$build/$f" ]] || { echo "gpu-checks-pack: $build/$f is missing (build with CUDA first)" >&2; exit 2; }
 done
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
@@ -44,7 +43,7 @@ trap 'rm -rf "$stage"' EXIT
 top="$stage/fpscope-gpu-checks"
 mkdir -p "$top/build/bin" "$top/build/lib" "$top/build/share/fpscope" "$top/deps" "$top/data" "$top/docs" \
          "$top/injector/torch/examples" "$top/reference_trainer/kernels/cuda/bench"
-for p in "${programs[@]}"; do cp "$build/bin/$p" "$top/build/bin/"; done
+for p in "${gpu_programs[@]}"; do cp "$build/bin/$p" "$top/build/bin/"; done
 for l in "${libraries[@]}"; do cp "$build/lib/$l" "$top/build/lib/"; done
 cp -r "$build/share/fpscope/python" "$top/build/share/fpscope/"
 cp "$here"/{gpu-checks.sh,gpu_build.sh,check_gpu_trace.py,summarize_gpu_checks.py,torch_anchor.py} \

@@ -57,9 +57,8 @@ log "environment"
 source "$here/gpu_build.sh"
 if [[ "${NO_BUILD:-0}" == 1 ]]; then
   log "using the binaries in $build (NO_BUILD=1)"
-  for t in "${gpu_targets[@]}"; do
-    [[ "$t" == fpscope_torch_front_end || -x "$build/bin/$t" ]] ||
-      { echo "gpu-checks: NO_BUILD=1 but $build/bin/$t is missing" >&2; exit 2; }
+  for t in "${gpu_programs[@]}"; do
+    [[ -x "$build/bin/$t" ]] || { echo "gpu-checks: NO_BUILD=1 but $build/bin/$t is missing" >&2; exit 2; }
   done
 else
   log "build in $build"

@@ -2,8 +2,8 @@
 #   gpu_build ROOT BUILD_DIR LOG_DIR   configures with CUDA (Release, no GUI) and builds the targets;
 #                                      the logs go to LOG_DIR/configure.txt and LOG_DIR/build.txt
 
-gpu_targets=(mpt_cuda_tests fpscope_gpu_tests cuda_kernels_benchmark gpu_stats_benchmark mptrain fpscope
-             fpscope_torch_front_end)
+gpu_programs=(mpt_cuda_tests fpscope_gpu_tests cuda_kernels_benchmark gpu_stats_benchmark mptrain fpscope)
+gpu_targets=("${gpu_programs[@]}" fpscope_torch_front_end)  # the programs and the PyTorch front end
 
 gpu_build() {
   local root="$1" build="$2" logs="$3"
