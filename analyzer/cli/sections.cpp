@@ -51,6 +51,13 @@ Section summary_section(const Trace& trace) {
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
   if (s.ranks > 1) add("ranks", Cell(fmt::format("{} (see the Ranks section)", s.ranks), s.ranks));
   add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
+  if (s.tracing_own_ms) {
+    const double ms = *s.tracing_own_ms;
+    std::string text = fmt::format("{:.1f} ms on the program's threads around launches", ms);
+    if (s.start_ns && s.end_ns && *s.end_ns > *s.start_ns)
+      text += fmt::format(" ({:.1f}% of the duration)", 100.0 * ms * 1e6 / static_cast<double>(*s.end_ns - *s.start_ns));
+    add(s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time", Cell(text, ms));
+  }
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));
   if (s.allowed_nonfinite_tensors > 0) add("intended non-finite outputs (--allow)", int_cell(s.allowed_nonfinite_tensors));

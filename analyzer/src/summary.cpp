@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 namespace fpscope::analysis {
 
 
@@ -14,6 +17,16 @@ std::optional<int64_t> parse_int(const std::optional<std::string>& text) {
     size_t used = 0;
     int64_t value = std::stoll(*text, &used);
     if (used == text->size()) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::optional<double> parse_double(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(value) && value >= 0) return value;
   } catch (const std::exception&) {
   }
   return std::nullopt;
@@ -76,6 +89,10 @@ RunSummary summary(const Trace& trace) {
   s.command = command_text(trace.meta_value("command").value_or(""));
   for (const auto& [key, value] : trace.meta()) {
     if (key.rfind("config.", 0) == 0) s.config.emplace_back(key.substr(7), value);
+    // One per traced process: injector.own_time_ms, then injector.own_time_ms.process<N>.
+    if (key == "injector.own_time_ms" || key.rfind("injector.own_time_ms.process", 0) == 0) {
+      if (auto ms = parse_double(value)) s.tracing_own_ms = std::max(s.tracing_own_ms.value_or(0.0), *ms);
+    }
   }
   s.precision = trace.meta_value("config.precision").value_or("");
   s.state = trace.state();

@@ -122,6 +122,19 @@ TEST(Analysis, SummaryMatchesSql) {
   EXPECT_EQ(s.state, RunEnd::ExitedOk);
 }
 
+// The injector's own time: the busiest process's, from meta; absent or malformed values give none.
+TEST(Analysis, TracingOwnTimeIsTheBusiestProcesss) {
+  const auto path = make_trace("own_time", nan_run());
+  EXPECT_FALSE(summary(*Trace::open(path)).tracing_own_ms);
+  sql_exec(path, "INSERT INTO meta(key, value) VALUES ('injector.own_time_ms', '12.500'), "
+                 "('injector.own_time_ms.process1', '40.250'), ('injector.own_time_ms.process2', 'n/a')");
+  EXPECT_EQ(summary(*Trace::open(path)).tracing_own_ms, 40.25);
+  sql_exec(path, "DELETE FROM meta WHERE key = 'injector.own_time_ms.process1'");
+  EXPECT_EQ(summary(*Trace::open(path)).tracing_own_ms, 12.5);
+  sql_exec(path, "UPDATE meta SET value = '-3' WHERE key = 'injector.own_time_ms'");
+  EXPECT_FALSE(summary(*Trace::open(path)).tracing_own_ms);
+}
+
 // A loss that turned +-Inf (stored as itself, unlike a NaN) ends the run's finite losses too.
 TEST(Analysis, AnInfiniteLossIsNotTheFinalLoss) {
   auto o = nan_run();

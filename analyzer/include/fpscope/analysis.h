@@ -200,6 +200,9 @@ struct RunSummary {
   std::optional<int64_t> first_nonfinite_loss_step;
   std::optional<double> final_train_accuracy;                // last 'train_accuracy' (percent, as mptrain logs it)
   std::optional<double> test_accuracy;                       // last 'test_accuracy' (percent)
+  // Milliseconds the program's threads spent in the injector around launches and ops (meta
+  // injector.own_time_ms): of the process that spent the most, in a trace of several.
+  std::optional<double> tracing_own_ms;
 };
 RunSummary summary(const Trace& trace);
 

@@ -192,23 +192,25 @@ void Session::probe_loss_scale_after(const mpt_launch_desc* d, const LaunchPlan&
 
 int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
   if (d == nullptr || d->kernel == nullptr || d->n_inputs < 0 || d->n_outputs < 0) return real(d);
+  const int64_t entered = monotonic_ns();
   thread_local LaunchState state;
   state.where = this_thread_ranges().attribution();
   LaunchPlan& p = state.p;
   p = plan(d, state.where);
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-  p.start_ns = monotonic_ns();
   p.memo = memo_on_.load(std::memory_order_relaxed);
   if (p.device == MPT_DEVICE_CUDA && p.sampled) {
     outputs_written(d);
-    return launch_on_device(d, &state, real);
+    return launch_on_device(d, &state, entered, real);
   }
 
   before_kernel(d, nullptr, &state);
   outputs_written(d);  // after the inputs were measured: an in-place input is still unchanged then
+  p.start_ns = monotonic_ns();
   p.status = real(d);
   p.end_ns = monotonic_ns();
   const std::string trapped = after_kernel(d, &state);
+  add_own_time((p.start_ns - entered) + (monotonic_ns() - p.end_ns));
   if (!trapped.empty()) raise_trap(trapped);
   return p.status;
 }
@@ -563,6 +565,7 @@ int Session::plan_op(const char* kernel) {
 
 Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
                                       const uint8_t* written, bool measure) {
+  const int64_t entered = monotonic_ns();
   // A front end that does not report the writes its ops' tensors do not show gets no reuse.
   if (!front_end_reports_writes_.load(std::memory_order_relaxed)) memo_on_.store(false, std::memory_order_relaxed);
   auto* op = new ForeignOp;
@@ -583,7 +586,6 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   p.kernel = op->kernel.c_str();
   if (!measure || inputs == nullptr) p.sampled = p.inputs = p.outputs = p.dump = p.loss_scale = false;
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-  p.start_ns = monotonic_ns();
   p.memo = memo_on_.load(std::memory_order_relaxed);
   op->state.front_end = true;
   // An op on device tensors: measured on its (the default) stream by the GPU library, as a launch.
@@ -594,6 +596,8 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
     for (int32_t i = 0; i < d.n_inputs; ++i)
       if (written[i]) tensor_written(op->inputs[i]);
   }
+  p.start_ns = monotonic_ns();  // the op runs once this returns
+  add_own_time(p.start_ns - entered);
   return op;
 }
 
@@ -602,6 +606,11 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
   std::unique_ptr<ForeignOp> owned(op);
   LaunchPlan& p = op->state.p;
   p.end_ns = monotonic_ns();
+  struct OwnTime {
+    Session* session;
+    int64_t since;
+    ~OwnTime() { session->add_own_time(monotonic_ns() - since); }
+  } own_time{this, p.end_ns};
   p.status = status;
   if (n_outputs < 0) n_outputs = 0;
   if (outputs != nullptr) copy_tensors(outputs, n_outputs, &op->outputs, &op->output_names);
@@ -669,13 +678,16 @@ const fpscope_gpu_api* Session::gpu() {
 // Device tensors are queued on the GPU: inputs before the kernel, outputs after it, all on the
 // launch's stream. Host tensors of a mixed launch (a copy from or to the host) are measured on the
 // host. Dumps of device tensors are not written.
-int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, LaunchFn real) {
+int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, int64_t entered, LaunchFn real) {
+  LaunchPlan& p = s->p;
   before_device_kernel(d, s);
-  s->p.status = real(d);
-  s->p.end_ns = monotonic_ns();
+  p.start_ns = monotonic_ns();
+  p.status = real(d);
+  p.end_ns = monotonic_ns();
   const std::string trapped = after_device_kernel(d, s);
+  add_own_time((p.start_ns - entered) + (monotonic_ns() - p.end_ns));
   if (!trapped.empty()) raise_trap(trapped);
-  return s->p.status;
+  return p.status;
 }
 
 void Session::before_device_kernel(const mpt_launch_desc* d, LaunchState* s) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 
 #include "fpscope/contract/launcher_rank.h"
 
@@ -87,6 +88,11 @@ void Session::exiting() {
   if (const uint64_t lent = stats_workers_.lent_scans()) injector_status("scans_on_program_threads", std::to_string(lent));
   if (const uint64_t helped = stats_workers_.helped_scans())
     injector_status("scans_on_helper_threads", std::to_string(helped));
+  if (launches() > 0) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", static_cast<double>(own_ns()) / 1e6);
+    injector_status("own_time_ms", ms);
+  }
   wire::ProcessExitRecord r{};
   r.t_ns = monotonic_ns();
   std::lock_guard lock(mutex_);

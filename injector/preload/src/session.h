@@ -137,6 +137,9 @@ class Session {
   void publish_framed(const wire::RecordHeader* record);
 
   uint64_t launches() const { return next_seq_.load(std::memory_order_relaxed) - 1; }
+  // Nanoseconds the program's threads spent in the injector around their launches and a front
+  // end's ops (measuring tensors, the loss scale, writing the records): what tracing held them up.
+  uint64_t own_ns() const { return own_ns_.load(std::memory_order_relaxed); }
   // Inputs that took an earlier output's statistics instead of a scan (output_memo.h).
   uint64_t reused_inputs() const { return memo_.hits(); }
 
@@ -212,7 +215,7 @@ class Session {
 
   // Device tensors (the end of launch.cpp).
   const fpscope_gpu_api* gpu();
-  int launch_on_device(const mpt_launch_desc* d, LaunchState* state, LaunchFn real);
+  int launch_on_device(const mpt_launch_desc* d, LaunchState* state, int64_t entered, LaunchFn real);
   // Around a kernel (or a front end's op) on device tensors: its tensors are queued on the launch's
   // stream for the GPU library before and after it; the records are written after it, the
   // statistics when their results arrive.
@@ -252,6 +255,8 @@ class Session {
   RecordWriter writer_;
   std::unordered_map<const void*, Allocation> live_;
   std::atomic<uint64_t> next_seq_{1};
+  std::atomic<uint64_t> own_ns_{0};  // own_ns()
+  void add_own_time(int64_t ns) { own_ns_.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed); }
   // Ids of allocations a front end reports; far above any id the kernel library hands out.
   std::atomic<uint64_t> next_seen_id_{uint64_t{1} << 48};
   std::atomic<bool> trapped_{false};

@@ -163,6 +163,18 @@ TEST_F(FpscopeRun, ScansSharedWithTheProgramsPoolEqualScansOnOneThread) {
   EXPECT_LE(std::stoll(shared_count[0][0]), std::stoll(large[0][0]));
   EXPECT_TRUE(query(alone, lent).empty());
   EXPECT_TRUE(query(shared, "select value from meta where key = 'injector.scans_on_helper_threads'").empty());
+  // The injector's own time on the trainer's threads: some, and with the launching thread's kernel
+  // spans (the kernels' own, one after another) it fits in the process's life.
+  for (const fs::path& trace : {shared, alone}) {
+    const auto own = query(trace, "select value from meta where key = 'injector.own_time_ms'");
+    ASSERT_EQ(own.size(), 1u);
+    const double own_ms = std::stod(own[0][0]);
+    const auto life = query(trace, "select (exit_ns - monotonic_ns) / 1e6 from processes");
+    const auto kernels = query(trace, "select sum(end_ns - start_ns) / 1e6 from kernels "
+                                      "where thread = (select thread from kernels where id = 1)");
+    EXPECT_GT(own_ms, 0.0);
+    EXPECT_LE(own_ms + std::stod(kernels[0][0]), std::stod(life[0][0]));
+  }
 }
 
 TEST_F(FpscopeRun, FirstNonfiniteIsThePlantedFault) {

@@ -135,6 +135,63 @@ TEST_F(LaunchPath, RecordsComeInOrderAfterTheirStrings) {
   EXPECT_EQ(launches[0].layer, 0u);
 }
 
+// A launch's span is its kernel's alone: measuring its tensors and writing its records happen
+// outside [start_ns, end_ns] and are counted as the injector's own time instead. Exact inequalities
+// of clock readings, whatever the machine's speed: the kernel notes when it ran, the test when the
+// call began and returned.
+int64_t g_kernel_entered = 0, g_kernel_left = 0;
+int timed_scale2(const mpt_launch_desc* d) {
+  g_kernel_entered = monotonic_ns();
+  const int status = scale2(d);
+  g_kernel_left = monotonic_ns();
+  return status;
+}
+
+TEST_F(LaunchPath, TheLaunchsSpanHoldsTheKernelAndTheRestIsTheInjectorsOwnTime) {
+  start(Options{});
+  std::vector<float> x(1 << 20, 0.5f), y(x.size());  // a scan of a million elements before and after
+  uint64_t own_before = session_->own_ns();
+  const int64_t called = monotonic_ns();
+  ASSERT_EQ(launch("scale2", {tensor(x.data(), MPT_DTYPE_F32, {int64_t(x.size())}, "x")},
+                   {tensor(y.data(), MPT_DTYPE_F32, {int64_t(y.size())}, "y")}, timed_scale2),
+            MPT_OK);
+  const int64_t returned = monotonic_ns();
+  const uint64_t own = session_->own_ns() - own_before;
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 1u);
+  const auto& l = launches[0];
+  EXPECT_LE(called, l.start_ns);
+  EXPECT_LE(l.start_ns, g_kernel_entered);
+  EXPECT_LE(g_kernel_left, l.end_ns);
+  EXPECT_LE(l.end_ns, returned);
+  EXPECT_GT(own, 0u);
+  // The own time and the span do not overlap: together they fit in the call.
+  EXPECT_LE(own + static_cast<uint64_t>(l.end_ns - l.start_ns), static_cast<uint64_t>(returned - called));
+  EXPECT_EQ(t.count(RecordType::TensorStats), 2u);
+
+  // A front end's op: its span runs from begin_op's return to end_op's call.
+  own_before = session_->own_ns();
+  const int64_t begun = monotonic_ns();
+  const mpt_tensor in = tensor(x.data(), MPT_DTYPE_F32, {int64_t(x.size())}, "x");
+  Session::ForeignOp* op = session_->begin_op("scale2", &in, 1, nullptr, true);
+  const int64_t op_runs = monotonic_ns();
+  const int64_t op_done = monotonic_ns();
+  const mpt_tensor out = tensor(y.data(), MPT_DTYPE_F32, {int64_t(y.size())}, "y");
+  ASSERT_EQ(session_->end_op(op, &out, 1, MPT_OK, nullptr), 0);
+  const int64_t ended = monotonic_ns();
+  const uint64_t op_own = session_->own_ns() - own_before;
+  launches = drain().all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 2u);
+  const auto& o = launches[1];
+  EXPECT_LE(begun, o.start_ns);
+  EXPECT_LE(o.start_ns, op_runs);
+  EXPECT_LE(op_done, o.end_ns);
+  EXPECT_LE(o.end_ns, ended);
+  EXPECT_GT(op_own, 0u);
+  EXPECT_LE(op_own + static_cast<uint64_t>(o.end_ns - o.start_ns), static_cast<uint64_t>(ended - begun));
+}
+
 TEST_F(LaunchPath, UnselectedLaunchIsRecordedUnsampled) {
   Options o;
   o.ops = {"conv*"};
