@@ -54,10 +54,12 @@ Section summary_section(const Trace& trace) {
   if (s.tracing_own_ms) {
     const double ms = *s.tracing_own_ms;
     std::string text = fmt::format("{:.1f} ms on the program's threads around launches", ms);
-    if (s.start_ns && s.end_ns && *s.end_ns > *s.start_ns)
+    // A share only of a duration that spans the launches (a trace of one launch has none).
+    if (s.start_ns && s.end_ns && static_cast<double>(*s.end_ns - *s.start_ns) > ms * 1e6)
       text += fmt::format(" ({:.1f}% of the duration)", 100.0 * ms * 1e6 / static_cast<double>(*s.end_ns - *s.start_ns));
     add(s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time", Cell(text, ms));
   }
+  if (!s.tracing_failure.empty()) add("tracing stopped early", Cell(s.tracing_failure));
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));
   if (s.allowed_nonfinite_tensors > 0) add("intended non-finite outputs (--allow)", int_cell(s.allowed_nonfinite_tensors));
@@ -69,6 +71,10 @@ Section summary_section(const Trace& trace) {
     sec.notes.push_back("NOTE: this trace is still being written: the numbers cover what it holds so far.");
   } else if (s.state == RunEnd::CollectorLost) {
     sec.notes.push_back("NOTE: the fpscope run that wrote this trace died before the program ended: the numbers cover what it wrote until then.");
+  }
+  if (!s.tracing_failure.empty()) {
+    sec.notes.push_back("NOTE: tracing stopped early after a failure inside the injector (" + s.tracing_failure +
+                        "); the program went on untraced, and the trace holds what came before.");
   }
   sec.extra["in_progress"] = s.state == RunEnd::Running;
   sec.extra["summaries_precomputed"] = trace.summaries_precomputed();

@@ -93,6 +93,8 @@ RunSummary summary(const Trace& trace) {
     if (key == "injector.own_time_ms" || key.rfind("injector.own_time_ms.process", 0) == 0) {
       if (auto ms = parse_double(value)) s.tracing_own_ms = std::max(s.tracing_own_ms.value_or(0.0), *ms);
     }
+    if (s.tracing_failure.empty() && (key == "injector.failure" || key.rfind("injector.failure.process", 0) == 0))
+      s.tracing_failure = value;
   }
   s.precision = trace.meta_value("config.precision").value_or("");
   s.state = trace.state();

@@ -135,6 +135,14 @@ TEST(Analysis, TracingOwnTimeIsTheBusiestProcesss) {
   EXPECT_FALSE(summary(*Trace::open(path)).tracing_own_ms);
 }
 
+// A process whose tracing stopped after a failure inside the injector says so in the summary.
+TEST(Analysis, TracingFailureIsReported) {
+  const auto path = make_trace("failure", nan_run());
+  EXPECT_EQ(summary(*Trace::open(path)).tracing_failure, "");
+  sql_exec(path, "INSERT INTO meta(key, value) VALUES ('injector.failure.process1', 'mpt_launch: std::bad_alloc')");
+  EXPECT_EQ(summary(*Trace::open(path)).tracing_failure, "mpt_launch: std::bad_alloc");
+}
+
 // A loss that turned +-Inf (stored as itself, unlike a NaN) ends the run's finite losses too.
 TEST(Analysis, AnInfiniteLossIsNotTheFinalLoss) {
   auto o = nan_run();

@@ -1,6 +1,7 @@
 // The exported C API for front ends that run operations themselves (fpscope/inject_api.h). Each
 // call finds the session as the hooks do (HookCall: started on first use when this process can
-// claim the ring, null when it only forwards) and hands the call to it.
+// claim the ring, null when it only forwards) and hands the call to it. An exception inside the
+// injector stops tracing (runtime.h, guarded) and the call returns what an untraced one would.
 #include <string>
 
 #include "fpscope/contract/nvtx.h"
@@ -11,6 +12,7 @@
 
 namespace {
 
+using fpscope::inject::guarded;
 using fpscope::inject::HookCall;
 using fpscope::inject::NvtxDomainInfo;
 using fpscope::inject::RangeEvent;
@@ -36,7 +38,7 @@ FPSCOPE_EXPORT int fpscope_tracing(void) {
 
 FPSCOPE_EXPORT int fpscope_step_watched(int64_t step) {
   HookCall call;
-  return call.session() && call.session()->watches_step(step) ? 1 : 0;
+  return call.session() && guarded("fpscope_step_watched", false, [&] { return call.session()->watches_step(step); }) ? 1 : 0;
 }
 
 FPSCOPE_EXPORT int fpscope_range_push(int32_t category, const char* message, int64_t step) {
@@ -49,36 +51,40 @@ FPSCOPE_EXPORT int fpscope_range_push(int32_t category, const char* message, int
     e.payload_kind = 1;
     e.payload_i = step;
   }
-  return call.session()->range_push(&front_end_domain(), e);
+  return guarded("fpscope_range_push", -1, [&] { return call.session()->range_push(&front_end_domain(), e); });
 }
 
 FPSCOPE_EXPORT int fpscope_range_pop(void) {
   HookCall call;
   if (!call.session()) return -1;
-  return call.session()->range_pop(&front_end_domain());
+  return guarded("fpscope_range_pop", -1, [&] { return call.session()->range_pop(&front_end_domain()); });
 }
 
 FPSCOPE_EXPORT int fpscope_op_plan(const char* kernel) {
   HookCall call;
-  return call.session() ? call.session()->plan_op(kernel) : 0;
+  return call.session() ? guarded("fpscope_op_plan", 0, [&] { return call.session()->plan_op(kernel); }) : 0;
 }
 
 FPSCOPE_EXPORT fpscope_op* fpscope_op_begin(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
                                             const uint8_t* written, int32_t measure) {
   HookCall call;
   if (!call.session()) return nullptr;
-  return reinterpret_cast<fpscope_op*>(call.session()->begin_op(kernel, inputs, n_inputs, written, measure != 0));
+  return guarded("fpscope_op_begin", static_cast<fpscope_op*>(nullptr), [&] {
+    return reinterpret_cast<fpscope_op*>(call.session()->begin_op(kernel, inputs, n_inputs, written, measure != 0));
+  });
 }
 
 FPSCOPE_EXPORT int fpscope_op_end(fpscope_op* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status) {
   if (op == nullptr) return 0;
   HookCall call;
   if (!call.session()) return 0;
-  std::string message;
-  const int result = call.session()->end_op(reinterpret_cast<fpscope::inject::Session::ForeignOp*>(op),
-                                            outputs, n_outputs, status, &message);
-  if (result == FPSCOPE_TRAPPED) t_trap_message = std::move(message);
-  return result;
+  return guarded("fpscope_op_end", 0, [&] {
+    std::string message;
+    const int result = call.session()->end_op(reinterpret_cast<fpscope::inject::Session::ForeignOp*>(op),
+                                              outputs, n_outputs, status, &message);
+    if (result == FPSCOPE_TRAPPED) t_trap_message = std::move(message);
+    return result;
+  });
 }
 
 FPSCOPE_EXPORT const char* fpscope_trap_message(void) { return t_trap_message.c_str(); }
@@ -87,42 +93,47 @@ FPSCOPE_EXPORT uint64_t fpscope_alloc_seen(const void* ptr, uint64_t bytes, int3
                                            const char* name) {
   HookCall call;
   if (!call.session() || ptr == nullptr) return 0;
-  return call.session()->allocation_seen(ptr, bytes, device, category, name);
+  return guarded("fpscope_alloc_seen", uint64_t{0},
+                 [&] { return call.session()->allocation_seen(ptr, bytes, device, category, name); });
 }
 
 FPSCOPE_EXPORT void fpscope_free_seen(const void* ptr) {
   HookCall call;
-  if (call.session() && ptr) call.session()->freed(const_cast<void*>(ptr));
+  if (call.session() && ptr) guarded("fpscope_free_seen", [&] { call.session()->freed(const_cast<void*>(ptr)); });
 }
 
 FPSCOPE_EXPORT void fpscope_relabel(uint64_t id, int32_t category, const char* name) {
   HookCall call;
-  if (call.session() && id != 0) call.session()->relabel(id, category, name);
+  if (call.session() && id != 0) guarded("fpscope_relabel", [&] { call.session()->relabel(id, category, name); });
 }
 
 FPSCOPE_EXPORT int fpscope_report_writes(void) {
   HookCall call;
-  return call.session() && call.session()->front_end_reports_writes() ? 1 : 0;
+  return call.session() && guarded("fpscope_report_writes", false, [&] { return call.session()->front_end_reports_writes(); })
+             ? 1
+             : 0;
 }
 
 FPSCOPE_EXPORT void fpscope_memory_written(const void* ptr, uint64_t bytes) {
   HookCall call;
   if (!call.session()) return;
-  if (ptr == nullptr) call.session()->written_anywhere();
-  else call.session()->host_written(ptr, bytes);
+  guarded("fpscope_memory_written", [&] {
+    if (ptr == nullptr) call.session()->written_anywhere();
+    else call.session()->host_written(ptr, bytes);
+  });
 }
 
 FPSCOPE_EXPORT void fpscope_stop_reuse(void) {
   HookCall call;
-  if (call.session()) call.session()->stop_reuse();
+  if (call.session()) guarded("fpscope_stop_reuse", [&] { call.session()->stop_reuse(); });
 }
 
 FPSCOPE_EXPORT void fpscope_log_scalar(const char* name, double value, int64_t step) {
   HookCall call;
-  if (call.session()) call.session()->log_scalar(name, value, step);
+  if (call.session()) guarded("fpscope_log_scalar", [&] { call.session()->log_scalar(name, value, step); });
 }
 
 FPSCOPE_EXPORT void fpscope_log_text(const char* key, const char* value) {
   HookCall call;
-  if (call.session()) call.session()->log_text(key, value);
+  if (call.session()) guarded("fpscope_log_text", [&] { call.session()->log_text(key, value); });
 }

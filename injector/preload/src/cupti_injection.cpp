@@ -35,12 +35,14 @@ std::mutex g_stop_mutex;
 
 void publish_to_ring(const wire::RecordHeader* record, void* user) {
   auto* d = static_cast<CuptiDestination*>(user);
-  d->session->publish_framed(record);
+  if (session_for_entry_point() == nullptr) return;  // tracing stopped (tracing_failed) or torn down
+  guarded("CUPTI's activity delivery", [&] { d->session->publish_framed(record); });
 }
 
 uint32_t intern_in_ring(const char* text, void* user) {
   auto* d = static_cast<CuptiDestination*>(user);
-  return d->session->intern_string(text ? text : "", d->thread);
+  return guarded("CUPTI's activity delivery", uint32_t{0},
+                 [&] { return d->session->intern_string(text ? text : "", d->thread); });
 }
 
 void report_unavailable(Session* session, const std::string& why) {
@@ -90,6 +92,6 @@ void stop_device_activity() {
 // on whatever happened to collection.
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   static std::once_flag once;
-  std::call_once(once, fpscope::inject::start_device_activity);
+  std::call_once(once, [] { fpscope::inject::guarded("InitializeInjection", fpscope::inject::start_device_activity); });
   return 1;
 }

@@ -1,12 +1,15 @@
 // The exported hooks of libfpscope_inject.so: the kernel library's six calls, interposed through
 // LD_PRELOAD. Each hook finds the real function once (dlsym RTLD_NEXT, cached), forwards when
 // HookCall says the call is not traced, and otherwise lets the session do the work around the
-// real call. The NVTX entry point is in nvtx_injection.cpp.
+// real call. An exception inside the injector never reaches the program: tracing stops instead
+// (runtime.h, tracing_failed). The NVTX entry point is in nvtx_injection.cpp.
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <utility>
 
 #include "fpscope/contract/contract.h"
 #include "mpt/abi.h"
@@ -31,6 +34,7 @@ static_assert(MPT_CAT_WEIGHT == int(contract::MemoryCategory::Weight) &&
 
 namespace {
 
+using fpscope::inject::guarded;
 using fpscope::inject::HookCall;
 
 enum Hook { kLaunch, kAlloc, kFree, kHostWritten, kLogScalar, kLogText, kHookCount };
@@ -60,13 +64,48 @@ Fn real(Hook hook) {
   return reinterpret_cast<Fn>(address);
 }
 
+// The real kernel of the launch this thread is in, called through run_real_kernel so that the
+// hook knows whether it ran (and what it returned) when the session throws around it. Launches
+// nest (a kernel may launch kernels), each hook keeping its own.
+struct RealKernel {
+  int (*fn)(const mpt_launch_desc*);
+  bool ran = false;
+  int status = 0;
+  std::exception_ptr thrown;  // the kernel's own exception, for the program as it would be untraced
+};
+thread_local RealKernel* t_real_kernel = nullptr;
+
+int run_real_kernel(const mpt_launch_desc* launch) {
+  RealKernel& k = *t_real_kernel;
+  k.ran = true;
+  try {
+    k.status = k.fn(launch);
+  } catch (...) {
+    k.thrown = std::current_exception();
+    throw;
+  }
+  return k.status;
+}
+
 }  // namespace
 
 FPSCOPE_HOOK int mpt_launch(const mpt_launch_desc* launch) {
   auto real_launch = real<int (*)(const mpt_launch_desc*)>(kLaunch);
   HookCall call;
   if (!call.session()) return real_launch(launch);
-  return call.session()->launch(launch, real_launch);
+  RealKernel kernel{real_launch, false, 0, nullptr};
+  RealKernel* const outer = std::exchange(t_real_kernel, &kernel);
+  int status = 0;
+  try {
+    status = call.session()->launch(launch, run_real_kernel);
+  } catch (...) {
+    t_real_kernel = outer;
+    if (kernel.thrown) throw;  // the kernel's, not the injector's
+    fpscope::inject::tracing_failed("mpt_launch");
+    return kernel.ran ? kernel.status : real_launch(launch);  // the kernel runs once either way
+  }
+  t_real_kernel = outer;
+  return status;
 }
 
 FPSCOPE_HOOK void* mpt_alloc(size_t bytes, int32_t device, int32_t category, const char* name,
@@ -77,7 +116,7 @@ FPSCOPE_HOOK void* mpt_alloc(size_t bytes, int32_t device, int32_t category, con
   uint64_t id = 0;
   void* ptr = real_alloc(bytes, device, category, name, &id);
   if (id_out) *id_out = id;
-  if (ptr) call.session()->allocated(ptr, bytes, device, category, name, id);
+  if (ptr) guarded("mpt_alloc", [&] { call.session()->allocated(ptr, bytes, device, category, name, id); });
   return ptr;
 }
 
@@ -85,14 +124,14 @@ FPSCOPE_HOOK void mpt_free(void* ptr, int32_t device) {
   auto real_free = real<void (*)(void*, int32_t)>(kFree);
   HookCall call(HookCall::Inside::Nested);
   // Reported before the real free: once freed, the address may be handed out again at once.
-  if (call.session() && ptr) call.session()->freed(ptr);
+  if (call.session() && ptr) guarded("mpt_free", [&] { call.session()->freed(ptr); });
   real_free(ptr, device);
 }
 
 FPSCOPE_HOOK void mpt_host_written(const void* data, size_t bytes) {
   auto real_written = real<void (*)(const void*, size_t)>(kHostWritten);
   HookCall call(HookCall::Inside::Nested);
-  if (call.session() && data) call.session()->host_written(data, bytes);
+  if (call.session() && data) guarded("mpt_host_written", [&] { call.session()->host_written(data, bytes); });
   real_written(data, bytes);
 }
 
@@ -100,12 +139,12 @@ FPSCOPE_HOOK void mpt_log_scalar(const char* name, double value, int64_t step) {
   auto real_log = real<void (*)(const char*, double, int64_t)>(kLogScalar);
   HookCall call;
   real_log(name, value, step);
-  if (call.session()) call.session()->log_scalar(name, value, step);
+  if (call.session()) guarded("mpt_log_scalar", [&] { call.session()->log_scalar(name, value, step); });
 }
 
 FPSCOPE_HOOK void mpt_log_text(const char* key, const char* value) {
   auto real_log = real<void (*)(const char*, const char*)>(kLogText);
   HookCall call;
   real_log(key, value);
-  if (call.session()) call.session()->log_text(key, value);
+  if (call.session()) guarded("mpt_log_text", [&] { call.session()->log_text(key, value); });
 }

@@ -13,6 +13,7 @@
 
 namespace {
 
+using fpscope::inject::guarded;
 using fpscope::inject::HookCall;
 using fpscope::inject::NvtxDomainInfo;
 using fpscope::inject::RangeEvent;
@@ -83,69 +84,86 @@ const NvtxDomainInfo* info_of(nvtxDomainHandle_t domain) {
 int domain_push(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
   HookCall call;
   if (!call.session()) return 0;
-  std::string storage;
-  return call.session()->range_push(info_of(domain), decode(attributes, &storage));
+  return guarded("nvtxDomainRangePushEx", 0, [&] {
+    std::string storage;
+    return call.session()->range_push(info_of(domain), decode(attributes, &storage));
+  });
 }
 
 int domain_pop(nvtxDomainHandle_t domain) {
   HookCall call;
-  return call.session() ? call.session()->range_pop(info_of(domain)) : 0;
+  return call.session() ? guarded("nvtxRangePop", 0, [&] { return call.session()->range_pop(info_of(domain)); }) : 0;
 }
 
 void domain_mark(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
   HookCall call;
   if (!call.session()) return;
-  std::string storage;
-  call.session()->mark(info_of(domain), decode(attributes, &storage));
+  guarded("nvtxDomainMarkEx", [&] {
+    std::string storage;
+    call.session()->mark(info_of(domain), decode(attributes, &storage));
+  });
 }
 
 int push_ex(const nvtxEventAttributes_t* attributes) { return domain_push(nullptr, attributes); }
 int push_a(const char* message) {
   HookCall call;
   if (!call.session()) return 0;
-  RangeEvent e;
-  e.message = message ? message : "";
-  return call.session()->range_push(nullptr, e);
+  return guarded("nvtxRangePushA", 0, [&] {
+    RangeEvent e;
+    e.message = message ? message : "";
+    return call.session()->range_push(nullptr, e);
+  });
 }
 int push_w(const wchar_t* message) {
   HookCall call;
   if (!call.session()) return 0;
-  const std::string text = utf8_of(message);
-  RangeEvent e;
-  e.message = text;
-  return call.session()->range_push(nullptr, e);
+  return guarded("nvtxRangePushW", 0, [&] {
+    const std::string text = utf8_of(message);
+    RangeEvent e;
+    e.message = text;
+    return call.session()->range_push(nullptr, e);
+  });
 }
 int pop() { return domain_pop(nullptr); }
 void mark_ex(const nvtxEventAttributes_t* attributes) { domain_mark(nullptr, attributes); }
 void mark_a(const char* message) {
   HookCall call;
   if (!call.session()) return;
-  RangeEvent e;
-  e.message = message ? message : "";
-  call.session()->mark(nullptr, e);
+  guarded("nvtxMarkA", [&] {
+    RangeEvent e;
+    e.message = message ? message : "";
+    call.session()->mark(nullptr, e);
+  });
 }
 
 // Domains and registered strings are handed out even when this process is not traced: the
 // program keeps the handles and passes them back.
 nvtxDomainHandle_t domain_create(const char* name) {
-  const std::string key = name ? name : "";
-  std::lock_guard lock(g_handles_mutex);
-  NvtxDomainInfo*& info = domains()[key];
-  if (info == nullptr) info = new NvtxDomainInfo{key, key == fpscope::inject::kTrainerDomain};
-  return reinterpret_cast<nvtxDomainHandle_t>(info);
+  return guarded("nvtxDomainCreateA", nvtxDomainHandle_t{}, [&] {
+    const std::string key = name ? name : "";
+    std::lock_guard lock(g_handles_mutex);
+    NvtxDomainInfo*& info = domains()[key];
+    if (info == nullptr) info = new NvtxDomainInfo{key, key == fpscope::inject::kTrainerDomain};
+    return reinterpret_cast<nvtxDomainHandle_t>(info);
+  });
 }
-nvtxDomainHandle_t domain_create_w(const wchar_t* name) { return domain_create(utf8_of(name).c_str()); }
+nvtxDomainHandle_t domain_create_w(const wchar_t* name) {
+  return guarded("nvtxDomainCreateW", nvtxDomainHandle_t{}, [&] { return domain_create(utf8_of(name).c_str()); });
+}
 void domain_destroy(nvtxDomainHandle_t) {}  // kept alive: open ranges may still refer to it
 
 nvtxStringHandle_t register_string(nvtxDomainHandle_t, const char* text) {
-  const std::string key = text ? text : "";
-  std::lock_guard lock(g_handles_mutex);
-  std::string*& stored = registered_strings()[key];
-  if (stored == nullptr) stored = new std::string(key);
-  return reinterpret_cast<nvtxStringHandle_t>(stored);
+  return guarded("nvtxDomainRegisterStringA", nvtxStringHandle_t{}, [&] {
+    const std::string key = text ? text : "";
+    std::lock_guard lock(g_handles_mutex);
+    std::string*& stored = registered_strings()[key];
+    if (stored == nullptr) stored = new std::string(key);
+    return reinterpret_cast<nvtxStringHandle_t>(stored);
+  });
 }
 nvtxStringHandle_t register_string_w(nvtxDomainHandle_t domain, const wchar_t* text) {
-  return register_string(domain, utf8_of(text).c_str());
+  return guarded("nvtxDomainRegisterStringW", nvtxStringHandle_t{},
+                 [&] { return register_string(domain, utf8_of(text).c_str()); });
 }
 void initialize(const void*) {}
 

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
+#include <string>
 
 #include "fpscope/contract/launcher_rank.h"
 #include "ring_sink.h"
@@ -15,7 +17,9 @@
 namespace fpscope::inject {
 namespace {
 
-enum class State : int { Unstarted, Tracing, Forwarding };
+// Failed: tracing stopped after an exception inside the injector (tracing_failed); the session
+// still says the process exits.
+enum class State : int { Unstarted, Tracing, Forwarding, Failed };
 
 std::atomic<State> g_state{State::Unstarted};
 std::atomic<bool> g_torn_down{false};
@@ -64,7 +68,7 @@ Session* start_session() {
 Session* current_session() {
   State s = g_state.load(std::memory_order_acquire);
   if (s == State::Tracing) return g_session;
-  if (s == State::Forwarding) return nullptr;
+  if (s != State::Unstarted) return nullptr;
   static std::mutex start_mutex;
   std::lock_guard lock(start_mutex);
   s = g_state.load(std::memory_order_acquire);
@@ -86,13 +90,44 @@ __attribute__((constructor)) void on_load() { pthread_atfork(nullptr, nullptr, o
 __attribute__((destructor)) void on_unload() {
   stop_device_activity();
   // The process exits normally: its last record says so (a killed process never gets here).
-  if (g_state.load(std::memory_order_acquire) == State::Tracing && g_session != nullptr) g_session->exiting();
+  const State s = g_state.load(std::memory_order_acquire);
+  if ((s == State::Tracing || s == State::Failed) && g_session != nullptr) {
+    try {
+      g_session->exiting();
+    } catch (...) {  // nothing more can be said: the collector sees the process vanish
+    }
+  }
   g_torn_down.store(true, std::memory_order_release);
+}
+
+// What the exception being handled says.
+std::string what_was_thrown() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
 }
 
 }  // namespace
 
 bool torn_down() { return g_torn_down.load(std::memory_order_acquire); }
+
+void tracing_failed(const char* where) noexcept {
+  State tracing = State::Tracing;
+  if (!g_state.compare_exchange_strong(tracing, State::Failed, std::memory_order_acq_rel)) return;  // said once
+  try {
+    const std::string what = what_was_thrown();
+    std::fprintf(stderr,
+                 "fpscope: tracing stopped in process %d: %s failed inside the injector (%s); the program "
+                 "goes on untraced, the trace keeps what came before\n",
+                 static_cast<int>(getpid()), where, what.c_str());
+    g_session->injector_status("failure", std::string(where) + ": " + what);
+  } catch (...) {  // out of memory even for the message: stderr has it, or nothing can
+  }
+}
 
 Session* session_for_entry_point() {
   if (torn_down()) return nullptr;

@@ -33,6 +33,33 @@ class HookCall {
 // True once the library's destructor has run; hooks then only forward.
 bool torn_down();
 
+// Called from a catch block at the program's boundary (a hook, the C API, an NVTX callback): an
+// exception inside the injector stops tracing in this process instead of reaching the program. It
+// is said once on stderr and, if the ring still takes it, in the trace (meta injector.failure);
+// the program goes on untraced, the trace keeps what came before. `where` names the call.
+void tracing_failed(const char* where) noexcept;
+
+// Runs `body` (a call's use of the session) at the program's boundary: if it throws, tracing
+// stops (tracing_failed) and `fallback` is returned in its place.
+template <typename R, typename Body>
+R guarded(const char* where, R fallback, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    tracing_failed(where);
+  }
+  return fallback;
+}
+
+template <typename Body>
+void guarded(const char* where, Body&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+    tracing_failed(where);
+  }
+}
+
 // The session for an entry point that a library calls on its own (CUDA's InitializeInjection),
 // possibly from inside a hooked call: started if this process can claim the ring, null when it
 // only forwards. Unlike HookCall it does not mark the thread as inside a hook.

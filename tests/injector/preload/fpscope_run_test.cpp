@@ -177,6 +177,30 @@ TEST_F(FpscopeRun, ScansSharedWithTheProgramsPoolEqualScansOnOneThread) {
   }
 }
 
+// An exception inside the injector (here std::bad_alloc, under an address-space limit) stops tracing
+// in that process; the program carries on, the trace keeps what came before and says why it stops.
+TEST_F(FpscopeRun, AFailureInsideTheInjectorStopsTracingAndTheProgramGoesOn) {
+  int wait_status = 0;
+  std::string err;
+  ASSERT_TRUE(spawn_and_wait({FPSCOPE_CLI, "run", "-q", "-o", trace_.string(), "--", FPSCOPE_FAILURE_TARGET},
+                             environment_with({}), [] {}, &wait_status, &err));
+  ASSERT_TRUE(WIFEXITED(wait_status));
+  EXPECT_EQ(WEXITSTATUS(wait_status), 0) << err;
+  EXPECT_NE(err.find("tracing stopped in process"), std::string::npos) << err;
+  EXPECT_NE(err.find("fpscope_op_begin failed inside the injector"), std::string::npos) << err;
+  const auto failure = query(trace_, "select value from meta where key = 'injector.failure'");
+  ASSERT_EQ(failure.size(), 1u);
+  EXPECT_EQ(failure[0][0].rfind("fpscope_op_begin: ", 0), 0u) << failure[0][0];
+  EXPECT_NE(failure[0][0].find("bad_alloc"), std::string::npos) << failure[0][0];
+  // The op before the failure is there; what the program did after it is not.
+  EXPECT_EQ(query(trace_, "select s.value from kernels k join strings s on s.id = k.name_id"),
+            (std::vector<std::vector<std::string>>{{"small"}}));
+  EXPECT_EQ(query(trace_, "select value from meta where key = 'config.who'"),
+            (std::vector<std::vector<std::string>>{{"before"}}));
+  // The process still said it exits.
+  EXPECT_EQ(query(trace_, "select ended from processes"), (std::vector<std::vector<std::string>>{{"exited"}}));
+}
+
 TEST_F(FpscopeRun, FirstNonfiniteIsThePlantedFault) {
   const RunResult r = trace_run({}, {"--fault", "nan@fc1:3:17"});
   ASSERT_EQ(r.status, 0) << r.stderr_text;
