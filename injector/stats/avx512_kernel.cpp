@@ -317,13 +317,14 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
     st.max_key = _mm512_max_epi32(st.max_key, key);
     const __m512i am1 = _mm512_sub_epi32(a[k], one);
     st.min_nz_m1 = _mm512_min_epu32(st.min_nz_m1, am1);
-    const __mmask16 zero = _mm512_cmpeq_epi32_mask(a[k], _mm512_setzero_si512());
-    c.zero = _mm512_mask_add_epi32(c.zero, zero, c.zero, one);
     if constexpr (kFull) {
+      // Zeros are the fields of 0 (subnormals took the scalar path): counted from the fields.
       _mm_storeu_si128(reinterpret_cast<__m128i*>(field + 16 * k),
                        _mm512_cvtepi32_epi8(_mm512_srli_epi32(a[k], 23)));
       c.power_of_two = _mm512_max_epi32(c.power_of_two, _mm512_and_si512(am1, probe_mask));
     } else {
+      const __mmask16 zero = _mm512_cmpeq_epi32_mask(a[k], _mm512_setzero_si512());
+      c.zero = _mm512_mask_add_epi32(c.zero, zero, c.zero, one);
       const __mmask16 sub = _mm512_cmplt_epu32_mask(am1, min_normal_m1);
       c.subnormal = _mm512_mask_add_epi32(c.subnormal, sub, c.subnormal, one);
     }
@@ -378,10 +379,11 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
       const bool powers_of_two =
           _mm512_reduce_max_epi32(c.power_of_two) == kPowerOfTwoProbeHit;
-      fold_block_fields<kThresholdsF32>(
+      const uint64_t nonzero = fold_block_fields<kThresholdsF32>(
           h, first, last, powers_of_two, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
             count_at_least<false>(block, groups, special_groups, t, k, counts);
           });
+      acc.zero += buffered - nonzero;
     }
   }
   const uint32_t min_nz_m1 = uint32_t(_mm512_reduce_min_epu32(st.min_nz_m1));
@@ -462,8 +464,10 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
     st.max_key = _mm512_max_epi16(st.max_key, key);
     const __m512i am1 = _mm512_sub_epi16(a[k], one);
     st.min_nz_m1 = _mm512_min_epu16(st.min_nz_m1, am1);
-    const __mmask32 zero = _mm512_cmpeq_epi16_mask(a[k], _mm512_setzero_si512());
-    zero_count = _mm512_mask_add_epi16(zero_count, zero, zero_count, one);
+    if constexpr (!kFull) {  // at the Full level zeros are the fields of 0, counted from them
+      const __mmask32 zero = _mm512_cmpeq_epi16_mask(a[k], _mm512_setzero_si512());
+      zero_count = _mm512_mask_add_epi16(zero_count, zero, zero_count, one);
+    }
     if constexpr (!(kFull && kType == ElementType::BF16)) {  // else no subnormal gets here
       const __mmask32 sub = _mm512_cmplt_epu16_mask(am1, min_normal_m1);
       sub_count = _mm512_mask_add_epi16(sub_count, sub, sub_count, one);
@@ -536,10 +540,11 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
       const unsigned char* block = base + 2 * block_begin;
       const std::size_t groups = (block_end - block_begin) / kGroupElements;
       // Taken to hold a power of two (vector_common.h).
-      fold_block_fields<T>(h, first, last, true, acc,
-                           [&](const uint32_t* t, int k, uint64_t* counts) {
-                             count_at_least<true>(block, groups, special_groups, t, k, counts);
-                           });
+      const uint64_t nonzero = fold_block_fields<T>(h, first, last, true, acc,
+                                                    [&](const uint32_t* t, int k, uint64_t* counts) {
+                                                      count_at_least<true>(block, groups, special_groups, t, k, counts);
+                                                    });
+      acc.zero += buffered - nonzero;
     }
   }
   const __m512i min_lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(st.min_key));

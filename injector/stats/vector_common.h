@@ -63,10 +63,11 @@ inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[
 // `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's
 // fast elements. `powers_of_two` says whether the block's fast values may include an exact power
 // of two (the first value of a binade); when they do not, a threshold one step above a binade's
-// first value is decided by the histogram too.
+// first value is decided by the histogram too. Returns how many fields it counted (the block's
+// fast values with a nonzero field).
 template <const ThresholdTable& T, typename CountAtLeast>
-inline void fold_block_fields(uint32_t h[256], int first, int last, bool powers_of_two,
-                              Accumulator& acc, CountAtLeast count_at_least) {
+inline uint64_t fold_block_fields(uint32_t h[256], int first, int last, bool powers_of_two,
+                                  Accumulator& acc, CountAtLeast count_at_least) {
   uint64_t suffix[257];  // suffix[f]: fast values with first <= f' field, f <= f' <= last
   uint64_t total = 0;
   for (int f = last; f >= first; --f) {
@@ -93,10 +94,11 @@ inline void fold_block_fields(uint32_t h[256], int first, int last, bool powers_
     }
   }
   for (int f = first; f <= last; ++f) h[f] = 0;
-  if (k == 0) return;
+  if (k == 0) return total;
   uint64_t counts[kMaxThresholds];
   count_at_least(pending, k, counts);
   for (int i = 0; i < k; ++i) acc.at_least[pending_index[i]] += counts[i];
+  return total;
 }
 
 // The scalar path for `count` elements starting at element `first` of the array.
