@@ -723,6 +723,7 @@ void Session::device_launch_begins(uint64_t seq, const char* kernel, const Attri
   PendingLaunch& pending = pending_launches_[seq];
   pending.kernel = kernel;
   pending.where = place_of(where);
+  if (where.layer) pending.layer = where.layer;
 }
 
 void Session::device_launch_written(uint64_t seq, bool host_inputs_finite) {
@@ -840,7 +841,14 @@ void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
     launch.early.emplace_back(std::move(t), stats);
     return;
   }
-  if (t.role == wire::Role::Input && stats.nonfinite() > 0) launch.inputs_finite = false;
+  // As on the host: values of a kind some allow rule permits pass through as intended values, and
+  // an output whose NaN/Inf a rule covers is flagged and kept from the trap.
+  const uint8_t kinds = kinds_of(stats);
+  if (t.role == wire::Role::Input && (kinds & ~contract::allowed_kinds(options_.allow)) != 0)
+    launch.inputs_finite = false;
+  const bool allowed = t.role == wire::Role::Output && kinds != 0 &&
+                       contract::allowed_by(options_.allow, launch.kernel.c_str(),
+                                            launch.layer ? launch.layer->c_str() : nullptr, kinds);
   if (t.recorded) {
     t.meta.name = t.name.c_str();
     Measurement m;
@@ -848,9 +856,10 @@ void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
     m.role = t.role;
     m.slot = t.slot;
     m.stats = stats;
+    m.allowed = allowed;
     write_tensor_records(t.seq, m, launch.inputs_finite);
   }
-  if (t.role == wire::Role::Output && launch.inputs_finite && trap_wants(options_.trap, stats) &&
+  if (t.role == wire::Role::Output && !allowed && launch.inputs_finite && trap_wants(options_.trap, stats) &&
       trap_message_.empty() && !trapped_.load()) {
     const ElementType type = *float_type(t.meta.dtype);
     const wire::NonfiniteKind first = nonfinite_kind(type, stats.first_nonfinite_bits);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -170,7 +171,8 @@ class Session {
     bool launch_written = false;  // results that come earlier wait in `early`
     bool inputs_finite = true;
     int outstanding = 0;
-    std::string kernel, where;    // for a trap message
+    std::string kernel, where;    // for allow rules and a trap message
+    std::optional<std::string> layer;  // for allow rules
     std::vector<std::pair<PendingTensor, TensorStats>> early;
   };
 

@@ -911,6 +911,40 @@ TEST_F(LaunchPath, DeviceOriginWithOutputsOnlyStillLooksAtInputs) {
   EXPECT_EQ(nf[0].first_index, 0u);  // the Inf copied over comes first
 }
 
+// Allow rules judge device results as they judge host ones: an intended -inf is flagged and kept
+// from the trap, and passes through the next launch as intended, not as damage.
+TEST_F(LaunchPath, AllowRulesJudgeDeviceResultsToo) {
+  Options o;
+  o.trap = TrapKind::Nonfinite;
+  std::string error;
+  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+  start(o);
+  consumer_->mark_collector_gone();
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8];
+  EXPECT_EXIT(
+      {
+        enter(4, "forward", "attn");
+        launch("mask_fill", {device_tensor(x, {8}, "x")}, {device_tensor(y, {8}, "scores")}, copy_with_neg_inf,
+               {{"index", 4}});
+        launch("copy_with_nan", {device_tensor(y, {8}, "scores")}, {device_tensor(z, {8}, "p")}, copy_with_nan,
+               {{"index", 1}});
+        leave();
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTRAP), "first NaN made by copy_with_nan \\(layer attn, step 4, phase forward\\) in p at index 1");
+  const DecodedTrace& t = drain();
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].allowed, 1);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].origin, 1);  // its only non-finite input was intended
+  EXPECT_EQ(nf[1].allowed, 0);
+}
+
 TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLaunchesAreRecordedUnmeasured) {
   start(Options{});
   session_->set_gpu_loader([](std::string* why) -> const fpscope_gpu_api* {
