@@ -60,7 +60,8 @@ def load():
     if os.environ.get(DISPATCH_MODE_ENV):
         return None, "asked for the dispatch mode"
     if not os.path.exists(LIBRARY):
-        return None, "%s was not built (needs libtorch-dev)" % LIBRARY
+        return None, ("%s is not there (a build makes it where libtorch-dev is installed; a copied "
+                      "build may have left it out)" % LIBRARY)
     # The library links one libtorch; a process running another (a torch from elsewhere) must not
     # load it, or it would bring a second libtorch in.
     running = _mapped("libtorch_cpu.so")
