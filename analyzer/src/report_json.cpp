@@ -35,6 +35,8 @@ json run_json(const RunSummary& s) {
       {"duration_ns", s.start_ns && s.end_ns ? json(*s.end_ns - *s.start_ns) : json(nullptr)},
       {"kernels", s.kernels},
       {"measured_kernels", s.sampled_kernels},
+      {"tracing_own_ms", opt(s.tracing_own_ms)},
+      {"tracing_failure", s.tracing_failure.empty() ? json(nullptr) : json(s.tracing_failure)},
       {"tensors", s.tensors},
       {"nonfinite_tensors", s.nonfinite_tensors},
       {"allowed_nonfinite_tensors", s.allowed_nonfinite_tensors},

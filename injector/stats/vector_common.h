@@ -6,7 +6,8 @@
 // - The array is read in groups of 64 elements. A group without special values takes the fast
 //   path: min/max as integer total-order keys, smallest nonzero magnitude as min(|x| bits - 1)
 //   (zero wraps to the largest value), zero/subnormal counts as per-lane counters incremented under
-//   compare masks, sums converted to double.
+//   compare masks (the AVX-512 kernel's zeros at the Full level: fast elements less the nonzero
+//   fields fold_block_fields counted), sums converted to double.
 // - A group holding a NaN or an Inf (at the Full level also an fp32 or bf16 subnormal) is handed
 //   element by element to add_element(), the scalar kernel's own routine, in order, so the first
 //   NaN/Inf is found exactly.

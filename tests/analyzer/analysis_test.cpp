@@ -123,7 +123,7 @@ TEST(Analysis, SummaryMatchesSql) {
 }
 
 // The injector's own time: the busiest process's, from meta; absent or malformed values give none.
-TEST(Analysis, TracingOwnTimeIsTheBusiestProcesss) {
+TEST(Analysis, TracingOwnTimeIsThatOfTheBusiestProcess) {
   const auto path = make_trace("own_time", nan_run());
   EXPECT_FALSE(summary(*Trace::open(path)).tracing_own_ms);
   sql_exec(path, "INSERT INTO meta(key, value) VALUES ('injector.own_time_ms', '12.500'), "

@@ -77,7 +77,10 @@ FPSCOPE_EXPORT fpscope_op* fpscope_op_begin(const char* kernel, const mpt_tensor
 FPSCOPE_EXPORT int fpscope_op_end(fpscope_op* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status) {
   if (op == nullptr) return 0;
   HookCall call;
-  if (!call.session()) return 0;
+  if (!call.session()) {  // tracing stopped since the op began: it ends untraced, freed all the same
+    fpscope::inject::Session::discard_op(reinterpret_cast<fpscope::inject::Session::ForeignOp*>(op));
+    return 0;
+  }
   return guarded("fpscope_op_end", 0, [&] {
     std::string message;
     const int result = call.session()->end_op(reinterpret_cast<fpscope::inject::Session::ForeignOp*>(op),

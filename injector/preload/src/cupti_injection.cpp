@@ -41,6 +41,7 @@ void publish_to_ring(const wire::RecordHeader* record, void* user) {
 
 uint32_t intern_in_ring(const char* text, void* user) {
   auto* d = static_cast<CuptiDestination*>(user);
+  if (session_for_entry_point() == nullptr) return 0;  // tracing stopped (tracing_failed) or torn down
   return guarded("CUPTI's activity delivery", uint32_t{0},
                  [&] { return d->session->intern_string(text ? text : "", d->thread); });
 }

@@ -65,15 +65,16 @@ Fn real(Hook hook) {
 }
 
 // The real kernel of the launch this thread is in, called through run_real_kernel so that the
-// hook knows whether it ran (and what it returned) when the session throws around it. Launches
-// nest (a kernel may launch kernels), each hook keeping its own.
+// hook knows whether it ran (and what it returned) when the session throws around it. A launch
+// from inside a kernel is forwarded by HookCall before it gets here, so one is set at a time.
 struct RealKernel {
   int (*fn)(const mpt_launch_desc*);
   bool ran = false;
   int status = 0;
   std::exception_ptr thrown;  // the kernel's own exception, for the program as it would be untraced
 };
-thread_local RealKernel* t_real_kernel = nullptr;
+// initial-exec: the preloaded library's TLS is static, and its access is then a plain load.
+__attribute__((tls_model("initial-exec"))) thread_local RealKernel* t_real_kernel = nullptr;
 
 int run_real_kernel(const mpt_launch_desc* launch) {
   RealKernel& k = *t_real_kernel;
@@ -100,7 +101,7 @@ FPSCOPE_HOOK int mpt_launch(const mpt_launch_desc* launch) {
     status = call.session()->launch(launch, run_real_kernel);
   } catch (...) {
     t_real_kernel = outer;
-    if (kernel.thrown) throw;  // the kernel's, not the injector's
+    if (kernel.thrown) std::rethrow_exception(kernel.thrown);  // the kernel's, not the injector's
     fpscope::inject::tracing_failed("mpt_launch");
     return kernel.ran ? kernel.status : real_launch(launch);  // the kernel runs once either way
   }

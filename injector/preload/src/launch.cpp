@@ -568,7 +568,8 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   const int64_t entered = monotonic_ns();
   // A front end that does not report the writes its ops' tensors do not show gets no reuse.
   if (!front_end_reports_writes_.load(std::memory_order_relaxed)) memo_on_.store(false, std::memory_order_relaxed);
-  auto* op = new ForeignOp;
+  auto owned = std::make_unique<ForeignOp>();  // the caller's once this returns
+  ForeignOp* op = owned.get();
   op->kernel = kernel ? kernel : "";
   op->n_inputs = n_inputs < 0 ? 0 : n_inputs;
   if (inputs != nullptr) copy_tensors(inputs, op->n_inputs, &op->inputs, &op->input_names);
@@ -598,8 +599,10 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   }
   p.start_ns = monotonic_ns();  // the op runs once this returns
   add_own_time(p.start_ns - entered);
-  return op;
+  return owned.release();
 }
+
+void Session::discard_op(ForeignOp* op) { delete op; }
 
 int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status,
                     std::string* trapped) {
@@ -682,7 +685,13 @@ int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, int64_t 
   LaunchPlan& p = s->p;
   before_device_kernel(d, s);
   p.start_ns = monotonic_ns();
-  p.status = real(d);
+  try {
+    p.status = real(d);
+  } catch (...) {  // the kernel's own exception, on its way to the program: the launch is given up
+    std::lock_guard lock(mutex_);
+    pending_launches_.erase(p.seq);  // its queued results are dropped as they arrive
+    throw;
+  }
   p.end_ns = monotonic_ns();
   const std::string trapped = after_device_kernel(d, s);
   add_own_time((p.start_ns - entered) + (monotonic_ns() - p.end_ns));

@@ -65,6 +65,17 @@ Session* start_session() {
   return session;
 }
 
+// What the exception being handled says.
+std::string what_was_thrown() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 Session* current_session() {
   State s = g_state.load(std::memory_order_acquire);
   if (s == State::Tracing) return g_session;
@@ -74,7 +85,16 @@ Session* current_session() {
   s = g_state.load(std::memory_order_acquire);
   if (s != State::Unstarted) return s == State::Tracing ? g_session : nullptr;
   t_inside_hook = true;  // calls made while starting (none expected) are forwarded
-  g_session = start_session();
+  try {
+    g_session = start_session();
+  } catch (...) {  // out of memory, most likely: this process runs untraced, the program unharmed
+    g_session = nullptr;
+    try {
+      std::fprintf(stderr, "fpscope: tracing could not start in process %d (%s); the program runs untraced\n",
+                   static_cast<int>(getpid()), what_was_thrown().c_str());
+    } catch (...) {
+    }
+  }
   t_inside_hook = false;
   g_state.store(g_session ? State::Tracing : State::Forwarding, std::memory_order_release);
   return g_session;
@@ -100,16 +120,6 @@ __attribute__((destructor)) void on_unload() {
   g_torn_down.store(true, std::memory_order_release);
 }
 
-// What the exception being handled says.
-std::string what_was_thrown() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 }  // namespace
 

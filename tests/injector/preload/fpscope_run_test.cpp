@@ -163,19 +163,26 @@ TEST_F(FpscopeRun, ScansSharedWithTheProgramsPoolEqualScansOnOneThread) {
   EXPECT_LE(std::stoll(shared_count[0][0]), std::stoll(large[0][0]));
   EXPECT_TRUE(query(alone, lent).empty());
   EXPECT_TRUE(query(shared, "select value from meta where key = 'injector.scans_on_helper_threads'").empty());
-  // The injector's own time on the trainer's threads: some, and with the launching thread's kernel
-  // spans (the kernels' own, one after another) it fits in the process's life.
-  for (const fs::path& trace : {shared, alone}) {
-    const auto own = query(trace, "select value from meta where key = 'injector.own_time_ms'");
-    ASSERT_EQ(own.size(), 1u);
-    const double own_ms = std::stod(own[0][0]);
-    const auto life = query(trace, "select (exit_ns - monotonic_ns) / 1e6 from processes");
-    const auto kernels = query(trace, "select sum(end_ns - start_ns) / 1e6 from kernels "
-                                      "where thread = (select thread from kernels where id = 1)");
-    EXPECT_GT(own_ms, 0.0);
-    EXPECT_LE(own_ms + std::stod(kernels[0][0]), std::stod(life[0][0]));
-  }
 }
+
+// The injector's own time on the trainer's threads: some, and with the launching thread's kernel
+// spans (the kernels' own, one after another, outside the injector's work) it fits in the
+// process's life. mptrain launches from one thread only, so the two sums are of that thread.
+TEST_F(FpscopeRun, OwnTimeAndKernelSpansFitInTheProcesssLife) {
+  const RunResult r = trace_run({}, {"--threads", "2"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  ASSERT_EQ(query(trace_, "select count(distinct thread) from kernels"), (std::vector<std::vector<std::string>>{{"1"}}));
+  const auto own = query(trace_, "select value from meta where key = 'injector.own_time_ms'");
+  ASSERT_EQ(own.size(), 1u);
+  const double own_ms = std::stod(own[0][0]);
+  const auto life = query(trace_, "select (exit_ns - monotonic_ns) / 1e6 from processes");
+  const auto kernels = query(trace_, "select sum(end_ns - start_ns) / 1e6 from kernels");
+  EXPECT_GT(own_ms, 0.0);
+  EXPECT_LE(own_ms + std::stod(kernels[0][0]), std::stod(life[0][0]));
+}
+
+// failure_target.cpp's exit status when it cannot lower its address-space limit.
+constexpr int kFailureTargetCannotLimit = 6;
 
 // An exception inside the injector (here std::bad_alloc, under an address-space limit) stops tracing
 // in that process; the program carries on, the trace keeps what came before and says why it stops.
@@ -185,6 +192,8 @@ TEST_F(FpscopeRun, AFailureInsideTheInjectorStopsTracingAndTheProgramGoesOn) {
   ASSERT_TRUE(spawn_and_wait({FPSCOPE_CLI, "run", "-q", "-o", trace_.string(), "--", FPSCOPE_FAILURE_TARGET},
                              environment_with({}), [] {}, &wait_status, &err));
   ASSERT_TRUE(WIFEXITED(wait_status));
+  if (WEXITSTATUS(wait_status) == kFailureTargetCannotLimit)
+    GTEST_SKIP() << "the address-space limit cannot be set here (a hard limit, ulimit -v, is below it)";
   EXPECT_EQ(WEXITSTATUS(wait_status), 0) << err;
   EXPECT_NE(err.find("tracing stopped in process"), std::string::npos) << err;
   EXPECT_NE(err.find("fpscope_op_begin failed inside the injector"), std::string::npos) << err;
