@@ -455,6 +455,20 @@ TEST_F(LaunchPath, TrapStopsAtTheFirstOriginWithSigtrap) {
   EXPECT_EQ(t.count(RecordType::Launch), 2u);  // nothing ran after the trap
 }
 
+// The records of a mask_fill launch whose -inf an allow rule covers, followed by a launch that
+// reads it and makes a NaN of its own: the -inf flagged intended, the NaN this launch's origin.
+void expect_intended_mask_then_own_nan(const DecodedTrace& t) {
+  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].allowed, 1);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].origin, 1);  // its only non-finite input was intended
+  EXPECT_EQ(nf[1].allowed, 0);
+}
+
 TEST_F(LaunchPath, AllowedValuesAreFlaggedKeptFromTheTrapAndPassThroughAsIntended) {
   Options o;
   o.trap = TrapKind::Nonfinite;
@@ -474,16 +488,7 @@ TEST_F(LaunchPath, AllowedValuesAreFlaggedKeptFromTheTrapAndPassThroughAsIntende
         std::exit(0);
       },
       ::testing::KilledBySignal(SIGTRAP), "first NaN made by copy_with_nan in p at index 1");
-  const DecodedTrace& t = drain();
-  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
-  ASSERT_EQ(nf.size(), 2u);
-  EXPECT_EQ(nf[0].seq, 1u);
-  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
-  EXPECT_EQ(nf[0].origin, 1);
-  EXPECT_EQ(nf[0].allowed, 1);
-  EXPECT_EQ(nf[1].seq, 2u);
-  EXPECT_EQ(nf[1].origin, 1);  // its only non-finite input was intended
-  EXPECT_EQ(nf[1].allowed, 0);
+  expect_intended_mask_then_own_nan(drain());
   // A rule covers only its kinds: a NaN from a masking kernel is not intended.
   EXPECT_FALSE(contract::allowed_by(o.allow, "mask_fill", nullptr, contract::nonfinite_kinds(1, 0, 1)));
   EXPECT_TRUE(contract::allowed_by(o.allow, "other", "mask_layer", contract::nonfinite_kinds(0, 0, 3)));
@@ -933,16 +938,7 @@ TEST_F(LaunchPath, AllowRulesJudgeDeviceResultsToo) {
         std::exit(0);
       },
       ::testing::KilledBySignal(SIGTRAP), "first NaN made by copy_with_nan \\(layer attn, step 4, phase forward\\) in p at index 1");
-  const DecodedTrace& t = drain();
-  auto nf = t.all<wire::NonfiniteRecord>(RecordType::Nonfinite);
-  ASSERT_EQ(nf.size(), 2u);
-  EXPECT_EQ(nf[0].seq, 1u);
-  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
-  EXPECT_EQ(nf[0].origin, 1);
-  EXPECT_EQ(nf[0].allowed, 1);
-  EXPECT_EQ(nf[1].seq, 2u);
-  EXPECT_EQ(nf[1].origin, 1);  // its only non-finite input was intended
-  EXPECT_EQ(nf[1].allowed, 0);
+  expect_intended_mask_then_own_nan(drain());
 }
 
 TEST_F(LaunchPath, WithoutTheGpuLibraryDeviceLaunchesAreRecordedUnmeasured) {
