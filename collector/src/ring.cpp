@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -34,6 +35,8 @@ void sleep_for(std::chrono::nanoseconds d) {
 }
 
 bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+constexpr uint64_t kSlotsPerPage = 4096 / wire::kSlotBytes;
 
 // Maps an open shared-memory descriptor read-write.
 std::unique_ptr<RingMapping> map_ring(int fd, std::size_t bytes, const std::string& name,
@@ -161,6 +164,7 @@ RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(ma
   head_ = h->head.load(std::memory_order_acquire);
   pending_head_ = head_;
   tail_seen_ = h->tail.load(std::memory_order_acquire);
+  warm_slots_ = std::min(kWarmRingSlots, (mask_ + 1) / 2);
 }
 
 bool RingProducer::claim() {
@@ -213,17 +217,29 @@ void* RingProducer::reserve(uint16_t slots) {
   const uint64_t capacity = mask_ + 1;
   const uint64_t pos = head_ & mask_;
   // A record never wraps: if it does not fit before the end, a Pad fills the end first.
-  const uint64_t pad = pos + slots > capacity ? capacity - pos : 0;
+  uint64_t pad = pos + slots > capacity ? capacity - pos : 0;
+  // Past the warm part, back to the start early once the collector has drained the warm part of
+  // this lap (it then has room for at least that much before it meets the collector). The tail is
+  // read at most once a page of slots, so the collector's line is not pulled over for every record.
+  if (pad == 0 && pos >= warm_slots_ && head_ >= next_wrap_look_) {
+    tail_seen_ = map_->header()->tail.load(std::memory_order_acquire);
+    if (tail_seen_ >= head_ - pos + warm_slots_) pad = capacity - pos;
+    else next_wrap_look_ = head_ + kSlotsPerPage;
+  }
   if (!wait_for_space(pad + slots)) {
     map_->header()->dropped_records.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
   stalled_at_tail_ = UINT64_MAX;
-  if (pad != 0) {
-    auto* filler = reinterpret_cast<wire::RecordHeader*>(map_->slot(pos));
+  // A Pad's slot count is 16 bits: a long stretch takes several, each skipped by the collector
+  // after reading its first slot only.
+  for (uint64_t done = 0; done < pad;) {
+    const uint64_t n = std::min<uint64_t>(pad - done, UINT16_MAX);
+    auto* filler = reinterpret_cast<wire::RecordHeader*>(map_->slot((head_ + done) & mask_));
     filler->type = wire::RecordType::Pad;
-    filler->slots = static_cast<uint16_t>(pad);
+    filler->slots = static_cast<uint16_t>(n);
     filler->thread = 0;
+    done += n;
   }
   pending_head_ = head_ + pad + slots;
   return map_->slot((head_ + pad) & mask_);

@@ -3,7 +3,9 @@
 //
 // The collector creates the ring as a POSIX shared-memory object before it starts the program and
 // passes its name in the environment (FPSCOPE_RING). The ring holds slots of wire::kSlotBytes; a
-// record occupies consecutive slots and never wraps (a Pad record fills the end instead). The
+// record occupies consecutive slots and never wraps (a Pad record fills the end instead; a producer
+// the collector keeps up with goes back to the start early, past the ring's first 4 MiB, so that it
+// writes into memory already mapped: RingProducer::reserve). The
 // producer publishes a record with one release store of `head`; the consumer frees slots with a
 // release store of `tail`. Whatever the producer published before it died, SIGKILL included, is in
 // the shared mapping and reaches the trace. A full ring makes the producer wait; after
@@ -37,6 +39,9 @@ inline constexpr auto kProducerWaitLimit = std::chrono::seconds(30);
 // The largest record a producer may reserve, in slots. A ring must hold at least a few of them.
 inline constexpr uint16_t kMaxRecordSlots = 256;
 inline constexpr uint64_t kMinRingSlots = 1024;
+// The part of a ring a producer goes round while the collector keeps up (RingProducer::reserve):
+// 4 MiB of slots, or half the ring if that is less.
+inline constexpr uint64_t kWarmRingSlots = (uint64_t{4} << 20) / wire::kSlotBytes;
 
 // Rings of one run, the first included: one per traced process. A process beyond them runs
 // untraced and is counted (RingHeader::rings_refused).
@@ -106,8 +111,12 @@ class RingProducer {
   // it already was; false if another process owns it.
   bool claim();
 
-  // Reserves `slots` contiguous slots (1..kMaxRecordSlots) and returns their start. Waits while the
-  // ring is full. Returns nullptr and counts a dropped record when the collector is gone
+  // Reserves `slots` contiguous slots (1..kMaxRecordSlots) and returns their start. Past the ring's
+  // warm part (kWarmRingSlots), once the collector has drained that part, it goes back to the
+  // ring's start over Pad records to its end: a producer the collector keeps up with writes into
+  // the same few MiB, pages already mapped and in cache, instead of faulting in a new page every
+  // 64 slots on its way round the whole ring; one the collector lags behind goes on into the rest.
+  // Waits while the ring is full. Returns nullptr and counts a dropped record when the collector is gone
   // (collector_alive == 0) or made no progress for the wait limit. The caller fills the record
   // (its RecordHeader included) and calls publish() before the next reserve().
   void* reserve(uint16_t slots);
@@ -133,6 +142,8 @@ class RingProducer {
   uint64_t head_;              // our copy of header->head (we are its only writer)
   uint64_t tail_seen_;         // last tail read from the collector
   uint64_t pending_head_;      // head after the reserved record, published by publish()
+  uint64_t warm_slots_;        // kWarmRingSlots, or half the ring
+  uint64_t next_wrap_look_ = 0;  // head at which reserve() next reads the tail to go back early
   uint64_t stalled_at_tail_ = UINT64_MAX;  // tail when we last gave up: drop at once until it moves
   std::chrono::nanoseconds wait_limit_ = kProducerWaitLimit;
 };
