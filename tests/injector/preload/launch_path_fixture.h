@@ -136,4 +136,28 @@ class LaunchPath : public ::testing::Test {
   DecodedTrace trace_;
 };
 
+// The records of a mask_fill launch whose -inf an allow rule covers, followed by a launch that
+// reads it and makes a NaN of its own: the -inf flagged intended, the NaN this launch's origin.
+inline void expect_intended_mask_then_own_nan(const DecodedTrace& t) {
+  auto nf = t.all<wire::NonfiniteRecord>(wire::RecordType::Nonfinite);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].seq, 1u);
+  EXPECT_EQ(nf[0].kind, wire::NonfiniteKind::NegInf);
+  EXPECT_EQ(nf[0].origin, 1);
+  EXPECT_EQ(nf[0].allowed, 1);
+  EXPECT_EQ(nf[1].seq, 2u);
+  EXPECT_EQ(nf[1].origin, 1);  // its only non-finite input was intended
+  EXPECT_EQ(nf[1].allowed, 0);
+}
+
+// A LossScale record's event, its scale before and after, whether it found an Inf, and its step.
+inline void expect_scale_event(const wire::LossScaleRecord& r, wire::ScaleEvent event, double before, double after,
+                               int found_inf, int64_t step) {
+  EXPECT_EQ(r.event, event);
+  EXPECT_EQ(r.scale_before, before);
+  EXPECT_EQ(r.scale_after, after);
+  EXPECT_EQ(r.found_inf, found_inf);
+  EXPECT_EQ(r.step, step);
+}
+
 }  // namespace fpscope::inject
