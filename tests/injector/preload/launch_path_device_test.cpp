@@ -244,12 +244,7 @@ TEST_F(LaunchPath, HostOutputsOfDeviceLaunchesAreMeasuredOnTheHost) {
 
 /* A device launch's host outputs are judged as a host launch's: allow rules, and the trap. */
 TEST_F(LaunchPath, HostOutputsOfDeviceLaunchesFollowAllowRulesAndTheTrap) {
-  Options o;
-  o.trap = TrapKind::Nonfinite;
-  std::string error;
-  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
-  start(o);
-  consumer_->mark_collector_gone();
+  ASSERT_NO_FATAL_FAILURE(start_trapping_with_mask_rule());
   session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8];
   EXPECT_EXIT(
@@ -348,12 +343,7 @@ TEST_F(LaunchPath, DeviceOriginWithOutputsOnlyStillLooksAtInputs) {
 // Allow rules judge device results as they judge host ones: an intended -inf is flagged and kept
 // from the trap, and passes through the next launch as intended, not as damage.
 TEST_F(LaunchPath, AllowRulesJudgeDeviceResultsToo) {
-  Options o;
-  o.trap = TrapKind::Nonfinite;
-  std::string error;
-  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
-  start(o);
-  consumer_->mark_collector_gone();
+  ASSERT_NO_FATAL_FAILURE(start_trapping_with_mask_rule());
   session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8];
   EXPECT_EXIT(

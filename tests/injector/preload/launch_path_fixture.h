@@ -116,6 +116,16 @@ class LaunchPath : public ::testing::Test {
   void leave() {
     for (int i = 0; i < 3; ++i) session_->range_pop(&trainer_);
   }
+  // A session that traps at the first NaN/Inf a launch makes, where -inf from kernels or layers
+  // named mask_* is intended; its ring's reader is marked gone, for tests that die by the trap.
+  void start_trapping_with_mask_rule() {
+    Options o;
+    o.trap = TrapKind::Nonfinite;
+    std::string error;
+    ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+    start(o);
+    consumer_->mark_collector_gone();
+  }
   int launch(const char* kernel, std::vector<mpt_tensor> in, std::vector<mpt_tensor> out, LaunchFn fn,
              std::vector<mpt_scalar> scalars = {}) {
     mpt_launch_desc d{};
