@@ -73,7 +73,7 @@ Section summary_section(const Trace& trace) {
     sec.notes.push_back("NOTE: the fpscope run that wrote this trace died before the program ended: the numbers cover what it wrote until then.");
   }
   if (!s.tracing_failure.empty()) {
-    sec.notes.push_back("NOTE: tracing stopped early after a failure inside the injector (" + s.tracing_failure +
+    sec.notes.push_back("NOTE: tracing stopped early after a failure of the tracer itself (" + s.tracing_failure +
                         "); the program went on untraced, and the trace holds what came before.");
   }
   sec.extra["in_progress"] = s.state == RunEnd::Running;

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FPSCOPE_INJECT_API_VERSION 2
+#define FPSCOPE_INJECT_API_VERSION 3
 
 /* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
 #define FPSCOPE_MEASURE_INPUTS 1
@@ -97,6 +97,11 @@ MPT_API void fpscope_stop_reuse(void);
 /* A per-step value ("loss") and an item of configuration, as mpt_log_scalar()/mpt_log_text(). */
 MPT_API void fpscope_log_scalar(const char* name, double value, int64_t step);
 MPT_API void fpscope_log_text(const char* key, const char* value);
+
+/* The front end itself failed (an error of its own, not the op's): tracing stops in this process,
+ * said once on stderr and in the trace's meta `injector.failure` as "<front_end>: <what>"; the
+ * program goes on untraced and the trace keeps what came before. */
+MPT_API void fpscope_front_end_failed(const char* front_end, const char* what);
 
 #ifdef __cplusplus
 }

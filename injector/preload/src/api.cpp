@@ -140,3 +140,9 @@ FPSCOPE_EXPORT void fpscope_log_text(const char* key, const char* value) {
   HookCall call;
   if (call.session()) guarded("fpscope_log_text", [&] { call.session()->log_text(key, value); });
 }
+
+FPSCOPE_EXPORT void fpscope_front_end_failed(const char* front_end, const char* what) {
+  HookCall call;
+  if (call.session())
+    fpscope::inject::tracing_failed(front_end ? front_end : "a front end", what ? what : "", "");
+}

@@ -126,14 +126,22 @@ __attribute__((destructor)) void on_unload() {
 bool torn_down() { return g_torn_down.load(std::memory_order_acquire); }
 
 void tracing_failed(const char* where) noexcept {
+  std::string what;
+  try {
+    what = what_was_thrown();
+  } catch (...) {  // no memory even for the message
+  }
+  tracing_failed(where, what.c_str(), "inside the injector");
+}
+
+void tracing_failed(const char* where, const char* what, const char* inside) noexcept {
   State tracing = State::Tracing;
   if (!g_state.compare_exchange_strong(tracing, State::Failed, std::memory_order_acq_rel)) return;  // said once
   try {
-    const std::string what = what_was_thrown();
     std::fprintf(stderr,
-                 "fpscope: tracing stopped in process %d: %s failed inside the injector (%s); the program "
-                 "goes on untraced, the trace keeps what came before\n",
-                 static_cast<int>(getpid()), where, what.c_str());
+                 "fpscope: tracing stopped in process %d: %s failed%s%s (%s); the program goes on untraced, "
+                 "the trace keeps what came before\n",
+                 static_cast<int>(getpid()), where, *inside ? " " : "", inside, what);
     g_session->injector_status("failure", std::string(where) + ": " + what);
   } catch (...) {  // out of memory even for the message: stderr has it, or nothing can
   }

@@ -38,6 +38,9 @@ bool torn_down();
 // is said once on stderr and, if the ring still takes it, in the trace (meta injector.failure);
 // the program goes on untraced, the trace keeps what came before. `where` names the call.
 void tracing_failed(const char* where) noexcept;
+// The same for a failure the caller describes (`what`), said as "<where> failed <inside> (<what>)";
+// a front end's own error has an empty `inside`.
+void tracing_failed(const char* where, const char* what, const char* inside) noexcept;
 
 // Runs `body` (a call's use of the session) at the program's boundary: if it throws, tracing
 // stops (tracing_failed) and `fallback` is returned in its place.

@@ -44,6 +44,13 @@ def load(data_dir, images):
     return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y)
 
 
+def cpu_autocast_on():
+    # torch.is_autocast_enabled("cpu") from torch 2.4, torch.is_autocast_cpu_enabled() before
+    if hasattr(torch, "get_autocast_dtype"):
+        return torch.is_autocast_enabled("cpu")
+    return torch.is_autocast_cpu_enabled()
+
+
 class Cnn(nn.Module):
     def __init__(self):
         super().__init__()
@@ -58,7 +65,7 @@ class Cnn(nn.Module):
         x = F.relu(self.conv2(x))
         # torch 1.13's CPU autocast leaves group_norm out of its fp32 list, and group_norm then
         # refuses bf16 input with fp32 weights: under autocast it runs in fp32, as on the GPU.
-        if torch.is_autocast_cpu_enabled():
+        if cpu_autocast_on():
             with torch.autocast("cpu", enabled=False):
                 x = self.norm(x.float())
         else:

@@ -99,7 +99,7 @@ TEST(GpuStatsApi, TableIsAvailableExactlyWhenAGpuIs) {
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();
   if (gpu_present()) {
     ASSERT_NE(api, nullptr);
-    EXPECT_EQ(api->version, 1u);
+    EXPECT_EQ(api->version, uint32_t{FPSCOPE_GPU_API_VERSION});
   } else {
     EXPECT_EQ(api, nullptr);
     std::string reason = fpscope_gpu_unavailable_reason();

@@ -97,6 +97,35 @@ for step in range(4):
 dist.destroy_process_group()
 """
 
+# The seed program with an error planted in the front end from step 2 on, when argv[1] names the
+# part to break: fault injection, the program reaching into the front end as no real one would.
+PLANTED = """
+import sys
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+""" + NET + """
+def plant(part):
+    from fpscope_torch import _front_end
+    front = _front_end._front
+    def broken(*args, **kwargs):
+        raise RuntimeError("planted in " + part)
+    setattr(front.ranges if part == "push" else front, part, broken)
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+x = torch.randn(8, 1, 14, 14)
+y = torch.randint(0, 10, (8,))
+for step in range(4):
+    if step == 2 and len(sys.argv) > 1:
+        plant(sys.argv[1])
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+"""
+
 
 def run(args, cwd, env=None, check=True):
     full_env = dict(os.environ)
@@ -151,6 +180,30 @@ class FrontEndTest(unittest.TestCase):
         recorded = [v for (v,) in self.query(trace, "SELECT s.value FROM scalars s JOIN strings n ON n.id = s.name_id"
                                              " WHERE n.value = 'loss' ORDER BY step")]
         self.assertEqual(recorded, losses(plain.stdout))
+
+    def test_a_failure_of_the_front_end_stops_tracing_and_the_program_goes_on(self):
+        script = self.write("planted.py", PLANTED)
+        plain = run([PYTHON, script], self.dir)
+        self.assertEqual(len(losses(plain.stdout)), 4)
+        # Before an operator runs (its plan), after it ran (its outputs), and in a module hook (a
+        # range pushed): the dispatch mode meets the first two, both ways meet the third.
+        parts = ["push"] if OPERATORS == "observer" else ["plan", "outputs_of", "push"]
+        for part in parts:
+            with self.subTest(part=part):
+                trace, traced = self.trace(script, args=[part])
+                # Every operator ran exactly once: the program computed what it computes untraced.
+                self.assertEqual(losses(traced.stdout), losses(plain.stdout))
+                self.assertIn("tracing stopped in process", traced.stderr)
+                self.assertIn("the PyTorch front end failed (RuntimeError: planted in %s" % part, traced.stderr)
+                failure = self.query(trace, "SELECT value FROM meta WHERE key = 'injector.failure'")
+                self.assertEqual(len(failure), 1, traced.stderr)
+                self.assertTrue(failure[0][0].startswith("the PyTorch front end: RuntimeError: planted in %s (" % part),
+                                failure[0][0])
+                # The trace keeps what came before the failure, and nothing after it.
+                steps = self.query(trace, "SELECT DISTINCT step FROM v_kernels WHERE kernel = 'convolution'")
+                self.assertEqual({s for (s,) in steps}, {0, 1})
+                ended = dict(self.query(trace, "SELECT key, value FROM meta WHERE key IN ('end_reason', 'exit_code')"))
+                self.assertEqual(ended, {"end_reason": "exited", "exit_code": "0"})
 
     def test_operators_layers_phases_and_steps(self):
         trace, _ = self.trace(self.cnn(), args=[os.path.join(self.dir, "out.npy")])

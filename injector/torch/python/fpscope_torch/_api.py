@@ -55,3 +55,4 @@ class Library:
         self.stop_reuse = bind("fpscope_stop_reuse", None)
         self.log_scalar = bind("fpscope_log_scalar", None, ctypes.c_char_p, ctypes.c_double, ctypes.c_int64)
         self.log_text = bind("fpscope_log_text", None, ctypes.c_char_p, ctypes.c_char_p)
+        self.front_end_failed = bind("fpscope_front_end_failed", None, ctypes.c_char_p, ctypes.c_char_p)

@@ -20,6 +20,7 @@ import os
 import struct
 import sys
 import threading
+import traceback
 import types
 import weakref
 
@@ -45,6 +46,36 @@ _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 _PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 # Modules that wrap the model for data parallelism (torch.nn.parallel).
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
+# A tensor's untyped storage: untyped_storage() from torch 2.0, _storage() in torch 1.13.
+_untyped_storage = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+
+
+def _autocast_dtype(device):
+    """The dtype autocast runs in on `device` ("cpu", "cuda"), or None when it is off there."""
+    if hasattr(torch, "get_autocast_dtype"):  # torch 2.4 on: one function for every device type
+        return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    if device == "cuda":
+        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
+    if device == "cpu":
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return None
+
+
+def _guarded(method):
+    """A front-end method the program calls into (a hook, a wrapper's own part): an error of the
+    front end's stops tracing in this process (FrontEnd.fail) instead of reaching the program, and
+    the method then returns None. After a failure it does nothing."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if self.failed:
+            self.stand_down()
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as error:
+            self.fail(error)
+            return None
+    return guarded
 
 
 class _OpInfo:
@@ -144,7 +175,7 @@ class _Memory:
         if t.layout != torch.strided or t.is_meta:
             return None
         try:
-            storage = t._storage()  # the untyped storage (storage() wraps it in a TypedStorage)
+            storage = _untyped_storage(t)  # storage() would wrap it in a TypedStorage
             address, nbytes = storage.data_ptr(), storage.nbytes()
         except (RuntimeError, NotImplementedError):
             return None
@@ -188,7 +219,7 @@ class _Memory:
         if id(t) in self._users:
             return True
         try:
-            return t._storage().data_ptr() in self._live
+            return _untyped_storage(t).data_ptr() in self._live
         except (RuntimeError, NotImplementedError):
             return False
 
@@ -273,13 +304,44 @@ class _Ranges:
         self._changed()
 
 
+class _Call:
+    """What became of one operator call in the dispatch mode: whether the operator ran (and what it
+    returned or raised) and whether the front end raised the trap, so that an error of the front
+    end's own is told from the operator's."""
+
+    __slots__ = ("ran", "result", "error", "trapped")
+
+    def __init__(self):
+        self.ran = False
+        self.result = None
+        self.error = None
+        self.trapped = False
+
+
 class _Mode(TorchDispatchMode):
     def __init__(self, front):
         super().__init__()
         self._front = front
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self._front.dispatch(func, args, kwargs or {})
+        front = self._front
+        kwargs = kwargs or {}
+        if front.failed:  # tracing stopped inside an operator: the mode goes at the next hook
+            return func(*args, **kwargs)
+        call = _Call()
+        try:
+            return front.dispatch(func, args, kwargs, call)
+        except Exception as error:
+            if call.trapped or error is call.error:
+                raise  # the trap, or the operator's own error
+            # The front end's own: tracing stops; the operator runs exactly once all the same, and
+            # an error of its own is the one the program sees.
+            front.fail(error, in_operator=True)
+            if call.error is not None:
+                raise call.error
+            if call.ran:
+                return call.result
+            return func(*args, **kwargs)
 
 
 class FrontEnd:
@@ -307,6 +369,8 @@ class FrontEnd:
         self.keep = []  # contiguous copies measured for the operator in flight
         self.configured = False
         self.main_thread = None
+        self.failed = False  # the front end itself failed: tracing stopped in this process
+        self.stood_down = False  # and its hooks and operator watching are off
         # The front end reports every write the operators' tensors do not show, so the injector
         # may reuse an output's statistics for an unchanged input (fpscope/inject_api.h).
         self.reports_writes = bool(lib.report_writes())
@@ -371,7 +435,7 @@ class FrontEnd:
             plan = self.plans[key] = self.lib.op_plan(info.name)
         return plan
 
-    def dispatch(self, func, args, kwargs):
+    def dispatch(self, func, args, kwargs, call):
         lib = self.lib
         info = self.ops.get(func)
         if info is None:
@@ -394,13 +458,15 @@ class FrontEnd:
             op = lib.op_begin(info.name, None, len(inputs), None, 0)
             try:
                 result = func(*args, **kwargs)
-            except BaseException:
+            except BaseException as error:
+                call.error = error
                 if self.reports_writes:
                     for t, w in inputs:
                         if w:
                             self.report_written(t)
                 lib.op_end(op, None, 0, 1)
                 raise
+            call.ran, call.result = True, result
             if info.unmeasured and not isinstance(result, (torch.Tensor, list, tuple)) and result is not None:
                 # A view of a wrapped number (a Python scalar PyTorch holds as a 0-dim tensor, as
                 # autograd detaches one to save it) comes back to Python as a number; the view is
@@ -429,9 +495,11 @@ class FrontEnd:
             op = lib.op_begin(info.name, descriptors.address, n, descriptors.flags_address, 1)
             try:
                 result = func(*args, **kwargs)
-            except BaseException:
+            except BaseException as error:
+                call.error = error
                 lib.op_end(op, None, 0, 1)
                 raise
+            call.ran, call.result = True, result
             outputs = self.outputs_of(inputs, result)
             m = len(outputs)
             descriptors = self.outputs
@@ -447,6 +515,7 @@ class FrontEnd:
             self.keep.clear()
         if trapped == _api.TRAPPED:
             message = lib.trap_message().decode(errors="replace")
+            call.trapped = True
             raise FloatingPointError(message.replace("fpscope: trap: ", "fpscope: ", 1))
         return result
 
@@ -507,6 +576,10 @@ class FrontEnd:
                 handle.remove()
             self.module_hooks = None
 
+    @_guarded
+    def process_group_coming(self):
+        self.writes_unseen()
+
     def check_process_group(self):
         """A process group made without the wrapped init_process_group (a module that imported it
         before the front end was installed) stops reuse all the same, before any collective."""
@@ -519,6 +592,36 @@ class FrontEnd:
             self.lib.stop_reuse()
             self.reports_writes = False
             self.memory.reports_writes(0)
+
+    def fail(self, error, in_operator=False):
+        """An error of the front end's own (not the program's): tracing stops in this process, said
+        once on stderr and in the trace (meta injector.failure); the program goes on untraced.
+        Inside an operator the dispatch mode stays on the stack (it cannot leave it from there) and
+        passes operators through until the next hook takes it off."""
+        if self.failed:
+            return
+        self.failed = True
+        frames = traceback.extract_tb(error.__traceback__)
+        where = " (%s:%d)" % (os.path.basename(frames[-1].filename), frames[-1].lineno) if frames else ""
+        what = "%s: %s%s" % (type(error).__name__, error, where)
+        try:
+            self.lib.front_end_failed(b"the PyTorch front end", what.encode(errors="replace"))
+        except Exception:
+            sys.stderr.write("fpscope: the PyTorch front end failed (%s); the program goes on untraced\n" % what)
+        if not in_operator:
+            self.stand_down()
+
+    def stand_down(self):
+        """After a failure, outside any operator: no module hook, no dispatch mode, no observer.
+        Each part is tried on its own."""
+        if self.stood_down:
+            return
+        self.stood_down = True
+        for part in (lambda: self.watch(False), lambda: self.follow_modules(False)):
+            try:
+                part()
+            except Exception:
+                pass
 
     # [SECTION] Modules ---------------------------------------------------------------------------
 
@@ -537,6 +640,7 @@ class FrontEnd:
         if not self.configured:
             self.configure(root)
 
+    @_guarded
     def forward_pre_hook(self, module, inputs):
         if threading_ident() != self.main_thread:
             return None
@@ -561,6 +665,7 @@ class FrontEnd:
                     t.register_hook(self.backward_layer_end(name))
         return None
 
+    @_guarded
     def forward_hook(self, module, inputs, output):
         if threading_ident() != self.main_thread:
             return None
@@ -581,26 +686,38 @@ class FrontEnd:
         return None
 
     def backward_layer_hook(self, name):
-        def hook(grad):
-            if (threading_ident() == self.main_thread
-                    and self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD):
-                self.ranges.close(_api.RANGE_LAYER)
-                self.ranges.push(_api.RANGE_LAYER, name)
-            return None
-        return hook
+        return lambda grad: self.backward_layer_begins(name)
 
     def backward_layer_end(self, name):
-        def hook(grad):
-            if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_LAYER) == name:
-                self.ranges.close(_api.RANGE_LAYER)
-            return None
-        return hook
+        return lambda grad: self.backward_layer_ends(name)
+
+    @_guarded
+    def backward_layer_begins(self, name):
+        if (threading_ident() == self.main_thread
+                and self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD):
+            self.ranges.close(_api.RANGE_LAYER)
+            self.ranges.push(_api.RANGE_LAYER, name)
+
+    @_guarded
+    def backward_layer_ends(self, name):
+        if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_LAYER) == name:
+            self.ranges.close(_api.RANGE_LAYER)
 
     # [SECTION] Backward and optimizer steps --------------------------------------------------------
 
     def backward(self, original, tensors, *args, **kwargs):
-        if threading_ident() != self.main_thread:
+        opened = self.backward_begins(tensors)
+        try:
             return original(tensors, *args, **kwargs)
+        finally:
+            if opened:
+                self.backward_ends()
+
+    @_guarded
+    def backward_begins(self, tensors):
+        """Before backward() on the program's thread: the loss, and the backward phase (True)."""
+        if threading_ident() != self.main_thread:
+            return False
         single = tensors if isinstance(tensors, torch.Tensor) else (
             tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else None)
         if isinstance(single, torch.Tensor) and single.numel() == 1:
@@ -610,14 +727,26 @@ class FrontEnd:
         self.check_process_group()
         self.ranges.close(_api.RANGE_PHASE)
         self.ranges.push(_api.RANGE_PHASE, _api.PHASE_BACKWARD)
-        try:
-            return original(tensors, *args, **kwargs)
-        finally:
-            self.ranges.close(_api.RANGE_PHASE)
+        return True
+
+    @_guarded
+    def backward_ends(self):
+        self.ranges.close(_api.RANGE_PHASE)
 
     def optimizer_step(self, optimizer, original, *args, **kwargs):
-        if threading_ident() != self.main_thread:
+        watched = self.optimizer_step_begins(optimizer)
+        try:
             return original(*args, **kwargs)
+        finally:
+            if watched is not None:
+                self.optimizer_step_ends(optimizer, watched)
+
+    @_guarded
+    def optimizer_step_begins(self, optimizer):
+        """Before optimizer.step() on the program's thread: whether the step is watched; None on
+        another thread."""
+        if threading_ident() != self.main_thread:
+            return None
         self.check_process_group()
         self.ranges.close(_api.RANGE_PHASE)
         # Labels matter for storages the operators of a watched step met; in a step no filter
@@ -626,13 +755,18 @@ class FrontEnd:
         if watched:
             self.label_gradients(optimizer)
         self.ranges.push(_api.RANGE_PHASE, _api.PHASE_OPTIMIZER)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            self.ranges.close(_api.RANGE_PHASE)
-            if watched:
-                self.label_state(optimizer)
-            self.next_step()
+        return watched
+
+    @_guarded
+    def optimizer_step_ends(self, optimizer, watched):
+        self.ranges.close(_api.RANGE_PHASE)
+        if watched:
+            self.label_state(optimizer)
+        self.next_step()
+
+    @_guarded
+    def label_parameter(self, p):
+        self.memory.label(p, _api.CAT_WEIGHT, b"")
 
     def label_gradients(self, optimizer):
         for group in optimizer.param_groups:
@@ -663,6 +797,7 @@ class FrontEnd:
         self.follow_modules(watched or not self.configured)  # the first forward names the model
         self.watch(watched)
 
+    @_guarded
     def optimizer_created(self, optimizer):
         original = optimizer.step
         front = self
@@ -692,11 +827,7 @@ class FrontEnd:
         log(b"parameters", str(sum(p.numel() for p in params)).encode())
         device = params[0].device.type if params else "cpu"
         log(b"device", device.encode())
-        autocast = None
-        if device == "cuda" and torch.is_autocast_enabled():
-            autocast = torch.get_autocast_gpu_dtype()
-        elif device == "cpu" and torch.is_autocast_cpu_enabled():
-            autocast = torch.get_autocast_cpu_dtype()
+        autocast = _autocast_dtype(device)
         if autocast is not None:
             log(b"autocast", _PRECISION_WORDS.get(autocast, str(autocast)).encode())
             log(b"precision", ("amp-" + _PRECISION_WORDS.get(autocast, str(autocast))).encode())
@@ -707,10 +838,14 @@ class FrontEnd:
     # [SECTION] Saved tensors -----------------------------------------------------------------------
 
     def pack(self, t):
+        self.count_saved(t)
+        return t
+
+    @_guarded
+    def count_saved(self, t):
         # Autograd keeps its own handle on a saved output; count it as a user of the storage.
         if self.memory.seen(t):
             self.memory.adopt(t, _api.CAT_ACTIVATION)
-        return t
 
     @staticmethod
     def unpack(t):
@@ -752,7 +887,18 @@ def _started_by_multiprocessing():
 
 
 def install():
-    """Installs the front end in this process; does nothing when it does not trace."""
+    """Installs the front end in this process; does nothing when it does not trace. An error while
+    installing leaves the program untraced, never stopped."""
+    try:
+        _install()
+    except Exception as error:
+        if _front is not None:
+            _front.fail(error)
+        else:
+            sys.stderr.write("fpscope: the PyTorch front end is off: %s: %s\n" % (type(error).__name__, error))
+
+
+def _install():
     global _front
     if _front is not None:
         return
@@ -801,7 +947,7 @@ def install():
 
     def parameter_new(cls, data=None, requires_grad=True):
         p = original_new(cls, data, requires_grad)
-        front.memory.label(p, _api.CAT_WEIGHT, b"")
+        front.label_parameter(p)
         return p
 
     torch.nn.Parameter.__new__ = parameter_new
@@ -814,7 +960,7 @@ def install():
 
         @functools.wraps(original_init_group)
         def init_process_group(*args, **kwargs):
-            front.writes_unseen()
+            front.process_group_coming()
             return original_init_group(*args, **kwargs)
 
         c10d.init_process_group = init_process_group
@@ -835,13 +981,15 @@ def _forget_in_child():
     """A forked child (a DataLoader worker) is not traced: it stops watching operators."""
     global _front
     if _front is not None:
-        _front.watch(False)
-        _front.follow_modules(False)
-        _front.main_thread = None
-        _front = None
+        front, _front = _front, None
+        front.main_thread = None
+        front.stand_down()
 
 
 def _finish():
-    if _front is not None:
-        _front.watch(False)
-        _front.ranges.close_all()
+    if _front is not None and not _front.failed:
+        try:
+            _front.watch(False)
+            _front.ranges.close_all()
+        except Exception as error:
+            _front.fail(error)

@@ -55,8 +55,12 @@ def _install_front_end():
     for finder in list(sys.meta_path):
         if isinstance(finder, _TorchFinder):
             sys.meta_path.remove(finder)
-    from fpscope_torch import _front_end
-    _front_end.install()
+    try:
+        from fpscope_torch import _front_end
+    except Exception as error:  # the program's `import torch` must not fail for fpscope's sake
+        sys.stderr.write("fpscope: the PyTorch front end is not installed: %s: %s\n" % (type(error).__name__, error))
+        return
+    _front_end.install()  # never raises
 
 
 def install():
