@@ -126,6 +126,36 @@ for step in range(4):
     print("loss", step, loss.item().hex())
 """
 
+# A GradScaler's steps: the first skipped (its gradients infinite), a marker op between step() and
+# update(). torch 2.3 on has an enabled scaler on the CPU, which skips step 1 itself and backs off;
+# torch 1.13 has none there: a disabled one, and the program skips step 1 as the scaler would.
+SCALED = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+""" + NET + """
+try:
+    scaler, enabled = torch.amp.GradScaler("cpu"), True
+except (AttributeError, TypeError, RuntimeError):
+    scaler, enabled = torch.cuda.amp.GradScaler(enabled=False), False
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(8, 1, 14, 14)
+y = torch.randint(0, 10, (8,))
+for step in range(4):
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    if step == 1:
+        loss = loss * float("inf")
+    print("loss", step, loss.item().hex())
+    scaler.scale(loss).backward()
+    if enabled or step != 1:
+        scaler.step(opt)
+    torch.ones(2).neg()  # the marker
+    scaler.update()
+print("enabled", enabled)
+"""
+
 
 def run(args, cwd, env=None, check=True):
     full_env = dict(os.environ)
@@ -268,7 +298,10 @@ class FrontEndTest(unittest.TestCase):
                                    math.sqrt(squares * tiny * tiny / n)))
 
     def test_memory_by_category(self):
-        script = self.cnn()
+        # Gradients kept from step to step (zero_grad(set_to_none=False), torch 1.13's default): at
+        # the peak every parameter has its gradient.
+        script = self.write("kept.py", CNN.replace("STEPS", "3").replace("opt.zero_grad()",
+                                                                         "opt.zero_grad(set_to_none=False)"))
         trace, p = self.trace(script, args=[os.path.join(self.dir, "out.npy")])
         parameters = int(p.stdout.split("parameters")[1].split()[0])
         peak = dict(self.query(trace, "SELECT category, bytes FROM v_memory_peak"))
@@ -297,6 +330,16 @@ class FrontEndTest(unittest.TestCase):
         for table in tables:
             rows = "SELECT rowid, * FROM " + table + " ORDER BY rowid"
             self.assertEqual(self.query(trace, rows), self.query(copy, rows), table)
+
+        # Gradients set to None at zero_grad (torch 2's default): each step's is an allocation of its
+        # own, made in backward and freed at the next step's zero_grad. (The last is freed at exit,
+        # which the dispatch mode may see after the trace has closed.)
+        script = self.write("fresh.py", CNN.replace("STEPS", "3").replace("opt.zero_grad()",
+                                                                          "opt.zero_grad(set_to_none=True)"))
+        trace, _ = self.trace(script, args=[os.path.join(self.dir, "out.npy")])
+        events = self.query(trace, "SELECT m.kind, m.step FROM memory_events m JOIN strings s ON s.id = m.name_id"
+                                   " WHERE s.value = 'conv1.weight.grad' ORDER BY m.t_ns, m.id")
+        self.assertEqual(events[:5], [("alloc", 0), ("free", 1), ("alloc", 1), ("free", 2), ("alloc", 2)])
 
     def test_the_observer_and_the_dispatch_mode_measure_the_same_tensors(self):
         """The two ways of watching operators see the same measured operators, in the same layers,
@@ -541,6 +584,27 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual([e for *_, e in events], ["backoff", "unchanged", "growth", "backoff"])
         self.assertEqual(self.query(trace, "SELECT growth_tracker FROM loss_scale ORDER BY t_ns"),
                          [(int(t),) for *_, t in expected])
+
+    def test_a_step_with_grad_scaler_ends_at_its_update_skipped_or_not(self):
+        # The step runs from the end of one update() to the end of the next, the marker op between
+        # step() and update() included, whether the scaler skipped optimizer.step() or not.
+        script = self.write("scaled.py", SCALED)
+        trace, p = self.trace(script)
+        enabled = "enabled True" in p.stdout
+        def steps(kernel, phase="%"):
+            return [s for (s,) in self.query(trace, "SELECT step FROM v_kernels WHERE kernel = ? AND ifnull(phase, '')"
+                                                    " LIKE ? ORDER BY id", kernel, phase)]
+        self.assertEqual(steps("convolution"), [0, 1, 2, 3])
+        self.assertEqual(steps("neg"), [0, 1, 2, 3])
+        self.assertEqual(steps("add_", "optimizer"), [0, 0, 0, 0, 2, 2, 2, 2, 3, 3, 3, 3])  # SGD, four parameters
+        # The loss of each step is the value the program scaled, not the scaled one.
+        recorded = self.query(trace, "SELECT s.step, s.value FROM scalars s JOIN strings n ON n.id = s.name_id"
+                                     " WHERE n.value = 'loss' ORDER BY s.step")
+        self.assertEqual(recorded, list(enumerate(losses(p.stdout))))
+        if enabled:
+            events = self.query(trace, "SELECT step, event, found_inf, skipped FROM loss_scale ORDER BY t_ns")
+            self.assertEqual(events, [(0, "unchanged", 0, 0), (1, "backoff", 1, 1), (2, "unchanged", 0, 0),
+                                      (3, "unchanged", 0, 0)])
 
     def test_compare_aligns_mptrain_and_pytorch_layers_by_name(self):
         if not (MPTRAIN and DATA_DIR):

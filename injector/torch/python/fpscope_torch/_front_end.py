@@ -353,6 +353,10 @@ class FrontEnd:
         self.memory = observer if observer is not None else _Memory(lib)
         self.ranges = _Ranges(lib, self.ranges_changed)
         self.step = 0
+        # A GradScaler scaled a loss in this step: the step ends at the scaler's update(), not at
+        # optimizer.step() (which a step the scaler skips never calls).
+        self.scaled_in_step = False
+        self.scaled = None  # (weak reference to the scaled loss, the loss it was scaled from)
         self.ops = {}
         self.module_names = weakref.WeakKeyDictionary()
         self.param_names = {}  # id(parameter) -> qualified name, for parameters of named models
@@ -720,6 +724,12 @@ class FrontEnd:
             return False
         single = tensors if isinstance(tensors, torch.Tensor) else (
             tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else None)
+        if self.scaled is not None:
+            # A loss GradScaler scaled: the step's loss is the value before scaling.
+            scaled, unscaled = self.scaled
+            self.scaled = None
+            if scaled() is single:
+                single = unscaled
         if isinstance(single, torch.Tensor) and single.numel() == 1:
             with self.paused():
                 loss = single.detach().item()
@@ -762,7 +772,24 @@ class FrontEnd:
         self.ranges.close(_api.RANGE_PHASE)
         if watched:
             self.label_state(optimizer)
-        self.next_step()
+        if not self.scaled_in_step:
+            self.next_step()
+
+    @_guarded
+    def loss_scaled(self, outputs, scaled):
+        """GradScaler.scale(outputs) returned `scaled`."""
+        if threading_ident() != self.main_thread:
+            return
+        self.scaled_in_step = True
+        if isinstance(outputs, torch.Tensor) and isinstance(scaled, torch.Tensor):
+            self.scaled = (weakref.ref(scaled), outputs)
+
+    @_guarded
+    def scale_updated(self):
+        """GradScaler.update() returned: a step whose loss it scaled ends here."""
+        if threading_ident() == self.main_thread and self.scaled_in_step:
+            self.ranges.close(_api.RANGE_PHASE)
+            self.next_step()
 
     @_guarded
     def label_parameter(self, p):
@@ -789,6 +816,7 @@ class FrontEnd:
     def next_step(self):
         self.ranges.close_all()
         self.step += 1
+        self.scaled_in_step = False
         self.plans.clear()
         if self.observer is not None:
             self.observer.new_step()
@@ -952,6 +980,8 @@ def _install():
 
     torch.nn.Parameter.__new__ = parameter_new
 
+    _follow_grad_scalers(front)
+
     if torch.distributed.is_available():
         # Collectives (DDP's all-reduce of the gradient buckets, dist.all_reduce) write tensors on
         # the process group's own threads, below the dispatcher: the front end cannot follow them.
@@ -975,6 +1005,37 @@ def _install():
     front.watch(watched)
     os.register_at_fork(after_in_child=_forget_in_child)
     atexit.register(_finish)
+
+
+def _follow_grad_scalers(front):
+    """Wraps GradScaler's scale() and update() (torch.amp's from torch 2.3, torch.cuda.amp's before;
+    a class that inherits them is wrapped through its base)."""
+    classes = []
+    for owner in (getattr(torch, "amp", None), getattr(getattr(torch, "cuda", None), "amp", None)):
+        cls = getattr(owner, "GradScaler", None)
+        if isinstance(cls, type) and cls not in classes:
+            classes.append(cls)
+    for cls in classes:
+        original_scale = cls.__dict__.get("scale")
+        original_update = cls.__dict__.get("update")
+        if original_scale is None or original_update is None:
+            continue
+
+        def scale(self, outputs, _original=original_scale):
+            scaled = _original(self, outputs)
+            front.loss_scaled(outputs, scaled)
+            return scaled
+
+        def update(self, *args, _original=original_update, **kwargs):
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                front.scale_updated()
+
+        functools.update_wrapper(scale, original_scale)
+        functools.update_wrapper(update, original_update)
+        cls.scale = scale
+        cls.update = update
 
 
 def _forget_in_child():
