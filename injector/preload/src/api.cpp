@@ -51,13 +51,13 @@ FPSCOPE_EXPORT int fpscope_range_push(int32_t category, const char* message, int
     e.payload_kind = 1;
     e.payload_i = step;
   }
-  return guarded("fpscope_range_push", -1, [&] { return call.session()->range_push(&front_end_domain(), e); });
+  return guarded("fpscope_range_push", -1, [&] { return call.session()->front_end_range_push(&front_end_domain(), e); });
 }
 
 FPSCOPE_EXPORT int fpscope_range_pop(void) {
   HookCall call;
   if (!call.session()) return -1;
-  return guarded("fpscope_range_pop", -1, [&] { return call.session()->range_pop(&front_end_domain()); });
+  return guarded("fpscope_range_pop", -1, [&] { return call.session()->front_end_range_pop(&front_end_domain()); });
 }
 
 FPSCOPE_EXPORT int fpscope_op_plan(const char* kernel) {

@@ -559,7 +559,8 @@ void copy_tensors(const mpt_tensor* from, int32_t n, std::vector<mpt_tensor>* to
 int Session::plan_op(const char* kernel) {
   mpt_launch_desc d{};
   d.kernel = kernel;
-  const LaunchPlan p = plan(&d, this_thread_ranges().attribution());
+  thread_local std::string phase, layer;  // reused: no allocation per op
+  const LaunchPlan p = plan(&d, front_end_attribution(&phase, &layer));
   return (p.inputs ? FPSCOPE_MEASURE_INPUTS : 0) | (p.outputs ? FPSCOPE_MEASURE_OUTPUTS : 0);
 }
 
@@ -574,9 +575,7 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   op->n_inputs = n_inputs < 0 ? 0 : n_inputs;
   if (inputs != nullptr) copy_tensors(inputs, op->n_inputs, &op->inputs, &op->input_names);
   Attribution& where = op->state.where;
-  where = this_thread_ranges().attribution();
-  if (where.layer) where.layer = (op->layer = where.layer).c_str();
-  if (where.phase) where.phase = (op->phase = where.phase).c_str();
+  where = front_end_attribution(&op->phase, &op->layer);
 
   mpt_launch_desc d{};
   d.kernel = op->kernel.c_str();

@@ -208,6 +208,50 @@ uint32_t Session::domain_id_locked(const NvtxDomainInfo* domain) {
 }
 
 int Session::range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
+  return push_range(this_thread_ranges(), this_thread_number(), domain, event);
+}
+
+int Session::range_pop(const NvtxDomainInfo* domain) {
+  bool collect = false;
+  const int depth = pop_range(this_thread_ranges(), this_thread_number(), domain, &collect);
+  if (collect) poll_device(true);
+  return depth;
+}
+
+int Session::front_end_range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
+  std::lock_guard lock(front_end_mutex_);
+  if (front_end_thread_ == 0) front_end_thread_ = this_thread_number();
+  return push_range(front_end_ranges_, front_end_thread_, domain, event);
+}
+
+int Session::front_end_range_pop(const NvtxDomainInfo* domain) {
+  bool collect = false;
+  int depth;
+  {
+    std::lock_guard lock(front_end_mutex_);
+    depth = pop_range(front_end_ranges_, front_end_thread_, domain, &collect);
+  }
+  if (collect) poll_device(true);
+  return depth;
+}
+
+Attribution Session::front_end_attribution(std::string* phase, std::string* layer) {
+  {
+    std::lock_guard lock(front_end_mutex_);
+    if (front_end_ranges_.depth() > 0) {
+      Attribution where = front_end_ranges_.attribution();
+      if (where.phase) where.phase = (*phase = where.phase).c_str();
+      if (where.layer) where.layer = (*layer = where.layer).c_str();
+      return where;
+    }
+  }
+  Attribution where = this_thread_ranges().attribution();
+  if (where.phase) where.phase = (*phase = where.phase).c_str();
+  if (where.layer) where.layer = (*layer = where.layer).c_str();
+  return where;
+}
+
+int Session::push_range(RangeStack& stack, uint32_t thread, const NvtxDomainInfo* domain, const RangeEvent& event) {
   wire::NvtxPushRecord r{};
   r.t_ns = monotonic_ns();
   r.category = event.category;
@@ -218,7 +262,7 @@ int Session::range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
     std::lock_guard lock(mutex_);
     r.message = intern_locked(event.message);
     r.domain = domain_id_locked(domain);
-    writer_.put(r, this_thread_number());
+    writer_.put(r, thread);
   }
   OpenRange range;
   range.domain = domain;
@@ -228,23 +272,22 @@ int Session::range_push(const NvtxDomainInfo* domain, const RangeEvent& event) {
   else if (event.payload_kind == 2) range.step = static_cast<int64_t>(event.payload_f);
   range.message_id = r.message;
   range.message = std::string(event.message);
-  return this_thread_ranges().push(std::move(range));
+  return stack.push(std::move(range));
 }
 
-int Session::range_pop(const NvtxDomainInfo* domain) {
+int Session::pop_range(RangeStack& stack, uint32_t thread, const NvtxDomainInfo* domain, bool* collect) {
   OpenRange closed;
-  const int depth = this_thread_ranges().pop(domain, &closed);
+  const int depth = stack.pop(domain, &closed);
   if (depth < 0) return depth;  // unbalanced pop: nothing was open in that domain
   wire::NvtxPopRecord r{};
   r.t_ns = monotonic_ns();
   {
     std::lock_guard lock(mutex_);
     r.domain = domain_id_locked(domain);
-    writer_.put(r, this_thread_number());
+    writer_.put(r, thread);
   }
   // The end of a step or phase collects the device measurements queued in it.
-  if (closed.trainer_domain && (closed.category == kStepCategory || closed.category == kPhaseCategory))
-    poll_device(true);
+  *collect = closed.trainer_domain && (closed.category == kStepCategory || closed.category == kPhaseCategory);
   return depth;
 }
 

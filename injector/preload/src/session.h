@@ -131,6 +131,13 @@ class Session {
   int range_push(const NvtxDomainInfo* domain, const RangeEvent& event);
   int range_pop(const NvtxDomainInfo* domain);
   void mark(const NvtxDomainInfo* domain, const RangeEvent& event);
+  // A front end's ranges (fpscope_range_push) describe the program, not one thread: its ops may
+  // run on threads working for the program's (the autograd engine's device threads in backward),
+  // so they share one stack, recorded as the ranges of the thread that opened the first. A front
+  // end's op takes its step, phase and layer from that stack while it holds any range, else from
+  // the calling thread's NVTX ranges.
+  int front_end_range_push(const NvtxDomainInfo* domain, const RangeEvent& event);
+  int front_end_range_pop(const NvtxDomainInfo* domain);
 
   // A Text record "injector.<name>" = value: how the injector itself fared (meta, see schema.md).
   void injector_status(const std::string& name, const std::string& value);
@@ -257,6 +264,14 @@ class Session {
   std::atomic<bool> front_end_reports_writes_{false};  // fpscope_report_writes was called
   std::mutex mutex_;
   RecordWriter writer_;
+  // The front end's ranges (front_end_range_push); its mutex is taken before mutex_, never after.
+  std::mutex front_end_mutex_;
+  RangeStack front_end_ranges_;
+  uint32_t front_end_thread_ = 0;  // the thread number its range records carry
+  // The attribution of a front end's op begun now, its names copied into *phase and *layer.
+  Attribution front_end_attribution(std::string* phase, std::string* layer);
+  int push_range(RangeStack& stack, uint32_t thread, const NvtxDomainInfo* domain, const RangeEvent& event);
+  int pop_range(RangeStack& stack, uint32_t thread, const NvtxDomainInfo* domain, bool* collect);
   std::unordered_map<const void*, Allocation> live_;
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<uint64_t> own_ns_{0};  // own_ns()

@@ -192,6 +192,45 @@ TEST_F(LaunchPath, TheLaunchsSpanHoldsTheKernelAndTheRestIsTheInjectorsOwnTime) 
   EXPECT_LE(op_own + static_cast<uint64_t>(o.end_ns - o.start_ns), static_cast<uint64_t>(ended - begun));
 }
 
+// A front end's ranges belong to the program: an op begun on a thread working for it (the autograd
+// engine's device thread in backward) takes the step, phase and layer open now, a range that thread
+// opens joins the same stack, and every range is recorded as the first opener's.
+TEST_F(LaunchPath, AFrontEndsOpOnAnotherThreadTakesTheFrontEndsRanges) {
+  start(Options{});
+  RangeEvent step{"step 4", kStepCategory};
+  step.payload_kind = 1;
+  step.payload_i = 4;
+  EXPECT_EQ(session_->front_end_range_push(&trainer_, step), 0);
+  EXPECT_EQ(session_->front_end_range_push(&trainer_, RangeEvent{"backward", kPhaseCategory}), 1);
+  std::vector<float> x{1, 2}, y(2);
+  std::thread helper([&] {
+    EXPECT_EQ(session_->front_end_range_push(&trainer_, RangeEvent{"conv1", kLayerCategory}), 2);
+    const mpt_tensor in = tensor(x.data(), MPT_DTYPE_F32, {2}, "x");
+    Session::ForeignOp* op = session_->begin_op("convolution_backward", &in, 1, nullptr, true);
+    const mpt_tensor out = tensor(y.data(), MPT_DTYPE_F32, {2}, "y");
+    EXPECT_EQ(session_->end_op(op, &out, 1, MPT_OK, nullptr), 0);
+  });
+  helper.join();
+  // The program's thread closes what the helper opened.
+  EXPECT_EQ(session_->front_end_range_pop(&trainer_), 2);
+  EXPECT_EQ(session_->front_end_range_pop(&trainer_), 1);
+  EXPECT_EQ(session_->front_end_range_pop(&trainer_), 0);
+  EXPECT_EQ(session_->front_end_range_pop(&trainer_), -1);
+  const DecodedTrace& t = drain();
+  auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].step, 4);
+  EXPECT_EQ(t.text(launches[0].phase), "backward");
+  EXPECT_EQ(t.text(launches[0].layer), "conv1");
+  auto pushes = t.all<wire::NvtxPushRecord>(RecordType::NvtxPush);
+  auto pops = t.all<wire::NvtxPopRecord>(RecordType::NvtxPop);
+  ASSERT_EQ(pushes.size(), 3u);
+  ASSERT_EQ(pops.size(), 3u);
+  for (const auto& p : pushes) EXPECT_EQ(p.h.thread, pushes[0].h.thread);
+  for (const auto& p : pops) EXPECT_EQ(p.h.thread, pushes[0].h.thread);
+  EXPECT_NE(launches[0].h.thread, pushes[0].h.thread);  // the op is the helper's
+}
+
 TEST_F(LaunchPath, UnselectedLaunchIsRecordedUnsampled) {
   Options o;
   o.ops = {"conv*"};

@@ -695,16 +695,18 @@ class FrontEnd:
     def backward_layer_end(self, name):
         return lambda grad: self.backward_layer_ends(name)
 
+    # Gradient hooks run on the thread that runs backward: the program's for CPU tensors, the
+    # autograd engine's device thread for CUDA ones, while the program's thread waits in backward().
     @_guarded
     def backward_layer_begins(self, name):
-        if (threading_ident() == self.main_thread
-                and self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD):
+        if self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD:
             self.ranges.close(_api.RANGE_LAYER)
             self.ranges.push(_api.RANGE_LAYER, name)
 
     @_guarded
     def backward_layer_ends(self, name):
-        if threading_ident() == self.main_thread and self.ranges.innermost(_api.RANGE_LAYER) == name:
+        if (self.ranges.innermost(_api.RANGE_PHASE) == _api.PHASE_BACKWARD
+                and self.ranges.innermost(_api.RANGE_LAYER) == name):
             self.ranges.close(_api.RANGE_LAYER)
 
     # [SECTION] Backward and optimizer steps --------------------------------------------------------
