@@ -48,11 +48,14 @@ MPT_API int fpscope_tracing(void);
  * --dump), else 0: a front end may skip watching the ops of steps that answer 0. */
 MPT_API int fpscope_step_watched(int64_t step);
 
-/* Opens a range of the trainer's convention on the calling thread: `category` is 1 (step, `step`
+/* Opens a range of the trainer's convention: `category` is 1 (step, `step`
  * is the optimizer step), 2 (phase: "forward", "backward", "optimizer", "eval") or 3 (layer).
  * Returns the depth of the new range, or -1 when not tracing. */
 MPT_API int fpscope_range_push(int32_t category, const char* message, int64_t step);
-/* Closes the innermost range opened by fpscope_range_push() on this thread. */
+/* Closes the innermost range opened by fpscope_range_push(). A front end's ranges are the
+ * program's, not a thread's: they form one stack whichever thread opens or closes them, and an op
+ * begun on any thread (a helper working for the program's, as the autograd engine's device thread)
+ * takes the step, phase and layer open then. */
 MPT_API int fpscope_range_pop(void);
 
 MPT_API int fpscope_op_plan(const char* kernel);
