@@ -535,17 +535,16 @@ std::mutex& operators_mutex() {
 }
 
 // Runs `work`; an exception in it must not reach PyTorch (which would log and drop it) or ctypes
-// (which would end the program): the first such error is said once, and the caller cleans up.
+// (which would end the program): tracing stops in the process, said once by the injector (meta
+// injector.failure), the operators go on untraced, and the caller cleans up.
 template <typename Work>
 void guarded(Work&& work) {
-  static bool said = false;
   try {
     work();
   } catch (const std::exception& e) {
-    if (!std::exchange(said, true))
-      std::fprintf(stderr, "fpscope: the PyTorch operator observer failed (%s); operators go on\n", e.what());
+    fpscope_front_end_failed("the PyTorch operator observer", e.what());
   } catch (...) {
-    if (!std::exchange(said, true)) std::fprintf(stderr, "fpscope: the PyTorch operator observer failed; operators go on\n");
+    fpscope_front_end_failed("the PyTorch operator observer", "an exception that is not a std::exception");
   }
 }
 

@@ -116,19 +116,23 @@ net = Net()
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 x = torch.randn(8, 1, 14, 14)
 y = torch.randint(0, 10, (8,))
+counter = torch.zeros(1)
 for step in range(4):
     if step == 2 and len(sys.argv) > 1:
         plant(sys.argv[1])
+    counter.add_(1)  # the first operator after the plant: it must run exactly once
     opt.zero_grad()
     loss = F.cross_entropy(net(x), y)
     loss.backward()
     opt.step()
     print("loss", step, loss.item().hex())
+print("counter", counter.item())
+print("dispatch modes", torch._C._len_torch_dispatch_stack())
 """
 
-# A GradScaler's steps: the first skipped (its gradients infinite), a marker op between step() and
-# update(). torch 2.3 on has an enabled scaler on the CPU, which skips step 1 itself and backs off;
-# torch 1.13 has none there: a disabled one, and the program skips step 1 as the scaler would.
+# A GradScaler's steps, a marker op between step() and update(). torch 2.3 on has an enabled scaler
+# on the CPU, which skips step 1 (its gradients infinite) and backs off; torch 1.13 has none there:
+# a disabled one, which never skips.
 SCALED = """
 import torch, torch.nn as nn, torch.nn.functional as F
 torch.manual_seed(0)
@@ -145,12 +149,11 @@ y = torch.randint(0, 10, (8,))
 for step in range(4):
     opt.zero_grad()
     loss = F.cross_entropy(net(x), y)
-    if step == 1:
+    if enabled and step == 1:
         loss = loss * float("inf")
     print("loss", step, loss.item().hex())
     scaler.scale(loss).backward()
-    if enabled or step != 1:
-        scaler.step(opt)
+    scaler.step(opt)
     torch.ones(2).neg()  # the marker
     scaler.update()
 print("enabled", enabled)
@@ -221,8 +224,11 @@ class FrontEndTest(unittest.TestCase):
         for part in parts:
             with self.subTest(part=part):
                 trace, traced = self.trace(script, args=[part])
-                # Every operator ran exactly once: the program computed what it computes untraced.
+                # Every operator ran exactly once: the program computed what it computes untraced,
+                # and the front end's dispatch mode is off.
                 self.assertEqual(losses(traced.stdout), losses(plain.stdout))
+                self.assertIn("counter 4.0", traced.stdout)
+                self.assertIn("dispatch modes 0", traced.stdout)
                 self.assertIn("tracing stopped in process", traced.stderr)
                 self.assertIn("the PyTorch front end failed (RuntimeError: planted in %s" % part, traced.stderr)
                 failure = self.query(trace, "SELECT value FROM meta WHERE key = 'injector.failure'")
@@ -586,8 +592,10 @@ class FrontEndTest(unittest.TestCase):
                          [(int(t),) for *_, t in expected])
 
     def test_a_step_with_grad_scaler_ends_at_its_update_skipped_or_not(self):
-        # The step runs from the end of one update() to the end of the next, the marker op between
-        # step() and update() included, whether the scaler skipped optimizer.step() or not.
+        # An enabled scaler's step runs from the end of one update() to the end of the next, the
+        # marker op between step() and update() included, whether the scaler skipped
+        # optimizer.step() or not. A disabled one leaves the rule as without it: the step ends at
+        # optimizer.step().
         script = self.write("scaled.py", SCALED)
         trace, p = self.trace(script)
         enabled = "enabled True" in p.stdout
@@ -595,8 +603,12 @@ class FrontEndTest(unittest.TestCase):
             return [s for (s,) in self.query(trace, "SELECT step FROM v_kernels WHERE kernel = ? AND ifnull(phase, '')"
                                                     " LIKE ? ORDER BY id", kernel, phase)]
         self.assertEqual(steps("convolution"), [0, 1, 2, 3])
-        self.assertEqual(steps("neg"), [0, 1, 2, 3])
-        self.assertEqual(steps("add_", "optimizer"), [0, 0, 0, 0, 2, 2, 2, 2, 3, 3, 3, 3])  # SGD, four parameters
+        if enabled:
+            self.assertEqual(steps("neg"), [0, 1, 2, 3])
+            self.assertEqual(steps("add_", "optimizer"), [0] * 4 + [2] * 4 + [3] * 4)  # SGD, four parameters
+        else:
+            self.assertEqual(steps("neg"), [1, 2, 3, 4])
+            self.assertEqual(steps("add_", "optimizer"), [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4)
         # The loss of each step is the value the program scaled, not the scaled one.
         recorded = self.query(trace, "SELECT s.step, s.value FROM scalars s JOIN strings n ON n.id = s.name_id"
                                      " WHERE n.value = 'loss' ORDER BY s.step")

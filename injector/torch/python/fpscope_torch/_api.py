@@ -4,6 +4,7 @@ The library is already in the process: `fpscope run` preloads it, so its symbols
 program's global namespace.
 """
 import ctypes
+import sys
 
 # The constants of mpt/abi.h, fpscope/inject_api.h and fpscope/contract/nvtx.h, as the build
 # wrote them from those headers.
@@ -56,3 +57,20 @@ class Library:
         self.log_scalar = bind("fpscope_log_scalar", None, ctypes.c_char_p, ctypes.c_double, ctypes.c_int64)
         self.log_text = bind("fpscope_log_text", None, ctypes.c_char_p, ctypes.c_char_p)
         self.front_end_failed = bind("fpscope_front_end_failed", None, ctypes.c_char_p, ctypes.c_char_p)
+
+
+def front_end_failed(what):
+    """Says that the front end failed before it was up (`what`: the error): tracing stops in this
+    process if the injector is in it (meta injector.failure), else stderr has it. Never raises."""
+    message = "fpscope: the PyTorch front end is off: %s\n" % what
+    try:
+        report = ctypes.CDLL(None).fpscope_front_end_failed
+    except (AttributeError, OSError):
+        sys.stderr.write(message)
+        return
+    try:
+        report.restype = None
+        report.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        report(b"the PyTorch front end", what.encode(errors="replace"))
+    except Exception:
+        sys.stderr.write(message)

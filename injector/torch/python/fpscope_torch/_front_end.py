@@ -5,9 +5,11 @@ What it records and how it names things is documented in docs/pytorch.md. In sho
     view and metadata operators are counted, not measured; inputs are measured before the
     operator runs, outputs after, by the injector's C++ code on the tensors' memory;
   - steps, phases and layers are ranges of the trainer's convention: step N runs from the end of
-    optimizer step N-1 to the end of optimizer step N; phases forward, backward, optimizer (eval for
-    a module called in eval mode); a layer is the qualified name of the innermost module;
-  - the value backward() was called on is the step's `loss`;
+    step N-1 to the end of optimizer step N, or to the end of GradScaler.update() for a step whose
+    loss an enabled GradScaler scaled; phases forward, backward, optimizer (eval for a module called
+    in eval mode); a layer is the qualified name of the innermost module;
+  - the value backward() was called on is the step's `loss` (for a loss GradScaler scaled, the value
+    before scaling);
   - memory: each tensor storage the operators make is an allocation from first sight to the death
     of the last tensor known to use it; parameters are `weight`, their .grad `gradient`, optimizer
     state `optimizer_state`, the rest `activation`.
@@ -61,6 +63,16 @@ def _autocast_dtype(device):
     return None
 
 
+def _describe(error):
+    """'Type: message (file:line)' of an exception, where it was raised; never raises."""
+    try:
+        frames = traceback.extract_tb(error.__traceback__)
+        where = " (%s:%d)" % (os.path.basename(frames[-1].filename), frames[-1].lineno) if frames else ""
+        return "%s: %s%s" % (type(error).__name__, error, where)
+    except Exception:
+        return "an error the front end cannot describe"
+
+
 def _guarded(method):
     """A front-end method the program calls into (a hook, a wrapper's own part): an error of the
     front end's stops tracing in this process (FrontEnd.fail) instead of reaching the program, and
@@ -72,6 +84,8 @@ def _guarded(method):
             return None
         try:
             return method(self, *args, **kwargs)
+        except _Trapped:
+            raise  # the observer's trap, raised in this thread whatever it was running
         except Exception as error:
             self.fail(error)
             return None
@@ -95,6 +109,15 @@ class _OpInfo:
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments) if "Tensor" in str(a.type)]
+
+
+def _returned(info, args, result):
+    """What the dispatch mode hands back for an operator's result. A view of a wrapped number (a
+    Python scalar PyTorch holds as a 0-dim tensor, as autograd detaches one to save it) comes back
+    to Python as a number; the view is the tensor itself, which no gradient touches."""
+    if info.unmeasured and result is not None and not isinstance(result, (torch.Tensor, list, tuple)):
+        return args[0]
+    return result
 
 
 def _tensors_in(value, written, out):
@@ -267,29 +290,34 @@ class _Descriptors:
 
 
 class _Ranges:
-    """The ranges the front end opened on the main thread, mirrored so they close in order.
-    `changed` is called after every push and pop."""
+    """The ranges the front end opened, mirrored so they close in order. `changed` is called after
+    every push and pop. Gradient hooks may push and pop on the autograd engine's threads while the
+    program's thread waits in backward(), and a ctypes call lets go of the GIL: a lock keeps the
+    injector's stack and the mirror in the same order."""
 
     def __init__(self, lib, changed):
         self._lib = lib
         self._open = []  # (category, message)
         self._changed = changed
+        self._lock = threading.RLock()
 
     def push(self, category, message, step=-1):
-        self._lib.range_push(category, message.encode(), step)
-        self._open.append((category, message))
-        self._changed()
+        with self._lock:
+            self._lib.range_push(category, message.encode(), step)
+            self._open.append((category, message))
+            self._changed()
 
     def close(self, category):
         """Closes the innermost open range of `category` and any opened inside it."""
-        if not any(c == category for c, _ in self._open):
-            return
-        while self._open:
-            c, _ = self._open.pop()
-            self._lib.range_pop()
-            if c == category:
-                break
-        self._changed()
+        with self._lock:
+            if not any(c == category for c, _ in self._open):
+                return
+            while self._open:
+                c, _ = self._open.pop()
+                self._lib.range_pop()
+                if c == category:
+                    break
+            self._changed()
 
     def innermost(self, category):
         for c, m in reversed(self._open):
@@ -298,10 +326,11 @@ class _Ranges:
         return None
 
     def close_all(self):
-        while self._open:
-            self._open.pop()
-            self._lib.range_pop()
-        self._changed()
+        with self._lock:
+            while self._open:
+                self._open.pop()
+                self._lib.range_pop()
+            self._changed()
 
 
 class _Call:
@@ -309,13 +338,14 @@ class _Call:
     returned or raised) and whether the front end raised the trap, so that an error of the front
     end's own is told from the operator's."""
 
-    __slots__ = ("ran", "result", "error", "trapped")
+    __slots__ = ("ran", "result", "error", "trapped", "op")
 
     def __init__(self):
         self.ran = False
         self.result = None
         self.error = None
         self.trapped = False
+        self.op = None  # the injector's op while it is begun and not ended
 
 
 class _Mode(TorchDispatchMode):
@@ -327,7 +357,7 @@ class _Mode(TorchDispatchMode):
         front = self._front
         kwargs = kwargs or {}
         if front.failed:  # tracing stopped inside an operator: the mode goes at the next hook
-            return func(*args, **kwargs)
+            return front.untraced(func, args, kwargs)
         call = _Call()
         try:
             return front.dispatch(func, args, kwargs, call)
@@ -337,11 +367,13 @@ class _Mode(TorchDispatchMode):
             # The front end's own: tracing stops; the operator runs exactly once all the same, and
             # an error of its own is the one the program sees.
             front.fail(error, in_operator=True)
+            if call.op is not None:  # tracing has stopped: ending it only frees it
+                front.lib.op_end(call.op, None, 0, 1)
             if call.error is not None:
                 raise call.error
             if call.ran:
                 return call.result
-            return func(*args, **kwargs)
+            return front.untraced(func, args, kwargs)
 
 
 class FrontEnd:
@@ -459,23 +491,19 @@ class FrontEnd:
             made_by = self.made_by[(self.layer, info.name)] = (self.layer + "." if self.layer else "").encode() + info.name
         plan = 0 if info.unmeasured else self.plan(info)
         if plan == 0:
-            op = lib.op_begin(info.name, None, len(inputs), None, 0)
+            op = call.op = lib.op_begin(info.name, None, len(inputs), None, 0)
             try:
-                result = func(*args, **kwargs)
+                result = _returned(info, args, func(*args, **kwargs))
             except BaseException as error:
                 call.error = error
                 if self.reports_writes:
                     for t, w in inputs:
                         if w:
                             self.report_written(t)
+                call.op = None
                 lib.op_end(op, None, 0, 1)
                 raise
             call.ran, call.result = True, result
-            if info.unmeasured and not isinstance(result, (torch.Tensor, list, tuple)) and result is not None:
-                # A view of a wrapped number (a Python scalar PyTorch holds as a 0-dim tensor, as
-                # autograd detaches one to save it) comes back to Python as a number; the view is
-                # the tensor itself, which no gradient touches.
-                result = args[0]
             outputs = self.outputs_of(inputs, result)
             category = self.output_category
             for t in outputs:
@@ -486,6 +514,7 @@ class FrontEnd:
                     # Its tensors are not handed over: what it wrote is reported instead.
                     if self.reports_writes:
                         self.report_written(t)
+            call.op = None
             lib.op_end(op, None, len(outputs), 0)
             return result
 
@@ -496,11 +525,12 @@ class FrontEnd:
             for i, (t, w) in enumerate(inputs):
                 self.describe(descriptors, i, t, entries[i], w)
                 descriptors.flags[i] = w
-            op = lib.op_begin(info.name, descriptors.address, n, descriptors.flags_address, 1)
+            op = call.op = lib.op_begin(info.name, descriptors.address, n, descriptors.flags_address, 1)
             try:
-                result = func(*args, **kwargs)
+                result = _returned(info, args, func(*args, **kwargs))
             except BaseException as error:
                 call.error = error
+                call.op = None
                 lib.op_end(op, None, 0, 1)
                 raise
             call.ran, call.result = True, result
@@ -514,6 +544,7 @@ class FrontEnd:
                 if entry is not None:
                     entry.uninitialized = False  # the operator wrote it
                 self.describe(descriptors, i, t, entry, True)
+            call.op = None
             trapped = lib.op_end(op, descriptors.address, m, 0)
         finally:
             self.keep.clear()
@@ -522,6 +553,13 @@ class FrontEnd:
             call.trapped = True
             raise FloatingPointError(message.replace("fpscope: trap: ", "fpscope: ", 1))
         return result
+
+    def untraced(self, func, args, kwargs):
+        """Runs an operator with nothing recorded (tracing stopped while the mode is still on)."""
+        info = self.ops.get(func)
+        if info is None:
+            info = self.ops[func] = _OpInfo(func)
+        return _returned(info, args, func(*args, **kwargs))
 
     @staticmethod
     def outputs_of(inputs, result):
@@ -605,9 +643,7 @@ class FrontEnd:
         if self.failed:
             return
         self.failed = True
-        frames = traceback.extract_tb(error.__traceback__)
-        where = " (%s:%d)" % (os.path.basename(frames[-1].filename), frames[-1].lineno) if frames else ""
-        what = "%s: %s%s" % (type(error).__name__, error, where)
+        what = _describe(error)
         try:
             self.lib.front_end_failed(b"the PyTorch front end", what.encode(errors="replace"))
         except Exception:
@@ -617,11 +653,16 @@ class FrontEnd:
 
     def stand_down(self):
         """After a failure, outside any operator: no module hook, no dispatch mode, no observer.
-        Each part is tried on its own."""
+        Each part is tried on its own. The dispatch mode and the observer's callback belong to the
+        program's thread: another (the autograd engine's, running a gradient hook) takes the module
+        hooks off only, and the program's thread finishes at its next call into the front end."""
         if self.stood_down:
             return
-        self.stood_down = True
-        for part in (lambda: self.watch(False), lambda: self.follow_modules(False)):
+        parts = [lambda: self.follow_modules(False)]
+        if threading_ident() == self.main_thread:
+            self.stood_down = True
+            parts.append(lambda: self.watch(False))
+        for part in parts:
             try:
                 part()
             except Exception:
@@ -778,9 +819,10 @@ class FrontEnd:
             self.next_step()
 
     @_guarded
-    def loss_scaled(self, outputs, scaled):
-        """GradScaler.scale(outputs) returned `scaled`."""
-        if threading_ident() != self.main_thread:
+    def loss_scaled(self, scaler, outputs, scaled):
+        """GradScaler.scale(outputs) returned `scaled`. A disabled scaler never skips a step: the
+        step then ends at optimizer.step() as without one."""
+        if threading_ident() != self.main_thread or not scaler.is_enabled():
             return
         self.scaled_in_step = True
         if isinstance(outputs, torch.Tensor) and isinstance(scaled, torch.Tensor):
@@ -819,6 +861,7 @@ class FrontEnd:
         self.ranges.close_all()
         self.step += 1
         self.scaled_in_step = False
+        self.scaled = None
         self.plans.clear()
         if self.observer is not None:
             self.observer.new_step()
@@ -925,7 +968,7 @@ def install():
         if _front is not None:
             _front.fail(error)
         else:
-            sys.stderr.write("fpscope: the PyTorch front end is off: %s: %s\n" % (type(error).__name__, error))
+            _api.front_end_failed(_describe(error))
 
 
 def _install():
@@ -1025,7 +1068,7 @@ def _follow_grad_scalers(front):
 
         def scale(self, outputs, _original=original_scale):
             scaled = _original(self, outputs)
-            front.loss_scaled(outputs, scaled)
+            front.loss_scaled(self, outputs, scaled)
             return scaled
 
         def update(self, *args, _original=original_update, **kwargs):

@@ -58,7 +58,11 @@ def _install_front_end():
     try:
         from fpscope_torch import _front_end
     except Exception as error:  # the program's `import torch` must not fail for fpscope's sake
-        sys.stderr.write("fpscope: the PyTorch front end is not installed: %s: %s\n" % (type(error).__name__, error))
+        try:
+            from fpscope_torch import _api
+            _api.front_end_failed("%s: %s" % (type(error).__name__, error))
+        except Exception:
+            sys.stderr.write("fpscope: the PyTorch front end is not installed: %s: %s\n" % (type(error).__name__, error))
         return
     _front_end.install()  # never raises
 
