@@ -14,7 +14,6 @@ What it records and how it names things is documented in docs/pytorch.md. In sho
     of the last tensor known to use it; parameters are `weight`, their .grad `gradient`, optimizer
     state `optimizer_state`, the rest `activation`.
 """
-import atexit
 import contextlib
 import ctypes
 import functools
@@ -29,7 +28,8 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _api, _observer
+from . import _api
+from ._memory import Memory
 
 _DTYPES = {
     torch.float32: _api.DTYPE_F32,
@@ -48,8 +48,6 @@ _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 _PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 # Modules that wrap the model for data parallelism (torch.nn.parallel).
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
-# A tensor's untyped storage: untyped_storage() from torch 2.0, _storage() in torch 1.13.
-_untyped_storage = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
 
 
 def _autocast_dtype(device):
@@ -148,122 +146,6 @@ def _tensor_list(value):
     out = []
     _returned_tensors(value, out)
     return out
-
-
-class _Memory:
-    """Tensor storages as allocations: first sight to the death of the last tensor known to use it.
-
-    A storage's users are the tensor objects the front end has seen on it (operator outputs, views,
-    parameters, what autograd saved); each is counted once, and its death (a weak reference's
-    callback) ends its use. The storage is freed when no user is left.
-    """
-
-    def __init__(self, lib):
-        self._lib = lib
-        self._live = {}   # storage address -> _Allocation
-        self._users = {}  # id(tensor) -> _Allocation, for tensors alive
-        self._refs = {}   # weak reference -> (id(tensor), storage address)
-        self._user_refs = {}  # id(tensor) -> its weak reference
-        self.report_writes = None  # (address, bytes) -> None, when the injector reuses statistics
-
-    def _release(self, ref):
-        user, address = self._refs.pop(ref, (None, None))
-        self._users.pop(user, None)
-        if self._user_refs.get(user) is ref:
-            del self._user_refs[user]
-        entry = self._live.get(address)
-        if entry is None:
-            return
-        entry.users -= 1
-        if entry.users <= 0:
-            del self._live[address]
-            self._lib.free_seen(address)
-
-    def adopt(self, t, category, name=b"", name_of=None, unknown_writes=False):
-        """Counts `t` as a user of its storage (once); returns its _Allocation, or None. A storage
-        seen for the first time is named `name`, or name_of(t) when that is given. With
-        `unknown_writes`, a tensor seen for the first time on memory already known (an input no
-        watched operator made) has that memory reported written: it may be another storage now at
-        the same address, or have been filled where the front end could not see."""
-        entry = self._users.get(id(t))
-        if entry is not None:
-            # The same tensor on the same storage; `p.data = ...`, set_() or a growing resize_()
-            # moves a tensor to another storage: it stops using the old one.
-            try:
-                if t.data_ptr() - t.storage_offset() * t.element_size() == entry.address:
-                    return entry
-            except (RuntimeError, NotImplementedError):
-                return entry
-            self._release(self._user_refs.get(id(t)))
-        if t.layout != torch.strided or t.is_meta:
-            return None
-        try:
-            storage = _untyped_storage(t)  # storage() would wrap it in a TypedStorage
-            address, nbytes = storage.data_ptr(), storage.nbytes()
-        except (RuntimeError, NotImplementedError):
-            return None
-        if address == 0:
-            return None
-        entry = self._live.get(address)
-        if entry is not None and unknown_writes and self.report_writes is not None:
-            self.report_writes(address, nbytes)
-        if entry is None:
-            device = _api.DEVICE_CUDA if t.is_cuda else _api.DEVICE_CPU
-            if name_of is not None:
-                name = name_of(t)
-            ident = self._lib.alloc_seen(address, nbytes, device, category, name)
-            if ident == 0:
-                return None
-            entry = self._live[address] = _Allocation(ident, category, name, address)
-        entry.users += 1
-        self._users[id(t)] = entry
-        ref = weakref.ref(t, self._release)
-        self._refs[ref] = (id(t), address)
-        self._user_refs[id(t)] = ref
-        return entry
-
-    def reports_writes(self, on):
-        """The injector reuses statistics (on): writes to memory first seen as data are reported."""
-        self.report_writes = self._lib.memory_written if on else None
-
-    def label(self, t, category, name):
-        """Says what a tensor's storage holds (relabels it when it was first seen as something else)."""
-        entry = self.adopt(t, category, name)
-        if entry is not None and (entry.category != category or entry.name != name):
-            entry.category = category
-            entry.set_name(name)
-            self._lib.relabel(entry.ident, category, name)
-
-    def initialized_all(self):
-        for entry in self._live.values():
-            entry.uninitialized = False
-
-    def seen(self, t):
-        if id(t) in self._users:
-            return True
-        try:
-            return _untyped_storage(t).data_ptr() in self._live
-        except (RuntimeError, NotImplementedError):
-            return False
-
-
-class _Allocation:
-    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer", "uninitialized", "address")
-
-    def __init__(self, ident, category, name, address):
-        self.ident = ident
-        self.address = address
-        self.users = 0
-        self.category = category
-        self.set_name(name)
-        # Made by torch.empty and kin and not written by any operator since: what it holds is
-        # whatever the memory held before, so it is never measured.
-        self.uninitialized = False
-
-    def set_name(self, name):
-        self.name = name
-        self._name_buffer = ctypes.create_string_buffer(name) if name else None
-        self.name_address = ctypes.addressof(self._name_buffer) if name else 0
 
 
 class _Descriptors:
@@ -382,7 +264,7 @@ class FrontEnd:
         # Operators are watched by the C++ observer when it is there (it follows storages itself),
         # else by the Python dispatch mode below; `memory` is either, with the same methods.
         self.observer = observer
-        self.memory = observer if observer is not None else _Memory(lib)
+        self.memory = observer if observer is not None else Memory(lib)
         self.ranges = _Ranges(lib, self.ranges_changed)
         self.step = 0
         # A GradScaler scaled a loss in this step: the step ends at the scaler's update(), not at
@@ -948,154 +830,3 @@ threading_ident = threading.get_ident
 
 def _distributed_initialized():
     return torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
-def _started_by_multiprocessing():
-    try:
-        with open("/proc/self/cmdline", "rb") as f:
-            arguments = f.read().split(b"\0")
-    except OSError:
-        return False
-    return b"--multiprocessing-fork" in arguments or any(b"multiprocessing.forkserver" in a for a in arguments)
-
-
-def install():
-    """Installs the front end in this process; does nothing when it does not trace. An error while
-    installing leaves the program untraced, never stopped."""
-    try:
-        _install()
-    except Exception as error:
-        if _front is not None:
-            _front.fail(error)
-        else:
-            _api.front_end_failed(_describe(error))
-
-
-def _install():
-    global _front
-    if _front is not None:
-        return
-    # A worker multiprocessing started (a DataLoader worker under the "spawn" or "forkserver" start
-    # method, or the fork server itself) is not the program: it is not traced, as a forked worker is
-    # not. Its command line tells it: torch is imported while the child prepares, before
-    # parent_process() is set, and after sys.argv was given the parent's.
-    import multiprocessing
-    if multiprocessing.parent_process() is not None or _started_by_multiprocessing():
-        return
-    try:
-        lib = _api.Library()
-    except RuntimeError as error:
-        sys.stderr.write("fpscope: the PyTorch front end is off: %s\n" % error)
-        return
-    if not lib.tracing():
-        return
-    observer, why_not = _observer.load()
-    if observer is None and not os.environ.get(_observer.DISPATCH_MODE_ENV):
-        sys.stderr.write("fpscope: operators are watched by the slower Python dispatch mode: %s\n" % why_not)
-    front = _front = FrontEnd(lib, observer)
-    lib.log_text(b"torch_operators", b"observer" if observer is not None else b"dispatch-mode")
-    if observer is not None:
-        observer.trap_exception(_Trapped)
-    front.main_thread = threading_ident()
-
-    original_backward = torch.autograd.backward
-
-    def backward(tensors, *args, **kwargs):
-        return front.backward(original_backward, tensors, *args, **kwargs)
-
-    backward.__wrapped__ = original_backward
-    backward.__doc__ = original_backward.__doc__
-    torch.autograd.backward = backward
-
-    original_init = torch.optim.Optimizer.__init__
-
-    def optimizer_init(self, params, defaults):
-        original_init(self, params, defaults)
-        front.optimizer_created(self)
-
-    optimizer_init.__wrapped__ = original_init
-    torch.optim.Optimizer.__init__ = optimizer_init
-
-    original_new = torch.nn.Parameter.__new__
-
-    def parameter_new(cls, data=None, requires_grad=True):
-        p = original_new(cls, data, requires_grad)
-        front.label_parameter(p)
-        return p
-
-    torch.nn.Parameter.__new__ = parameter_new
-
-    _follow_grad_scalers(front)
-
-    if torch.distributed.is_available():
-        # Collectives (DDP's all-reduce of the gradient buckets, dist.all_reduce) write tensors on
-        # the process group's own threads, below the dispatcher: the front end cannot follow them.
-        import torch.distributed.distributed_c10d as c10d
-        original_init_group = c10d.init_process_group
-
-        @functools.wraps(original_init_group)
-        def init_process_group(*args, **kwargs):
-            front.process_group_coming()
-            return original_init_group(*args, **kwargs)
-
-        c10d.init_process_group = init_process_group
-        torch.distributed.init_process_group = init_process_group
-
-    if observer is None:  # the observer follows storages to their free
-        torch.autograd.graph.saved_tensors_hooks(front.pack, front.unpack).__enter__()
-
-    front.ranges.push(_api.RANGE_STEP, "step 0", 0)
-    watched = bool(lib.step_watched(0))
-    front.follow_modules(True)  # until the first forward has named the model
-    front.watch(watched)
-    os.register_at_fork(after_in_child=_forget_in_child)
-    atexit.register(_finish)
-
-
-def _follow_grad_scalers(front):
-    """Wraps GradScaler's scale() and update() (torch.amp's from torch 2.3, torch.cuda.amp's before;
-    a class that inherits them is wrapped through its base)."""
-    classes = []
-    for owner in (getattr(torch, "amp", None), getattr(getattr(torch, "cuda", None), "amp", None)):
-        cls = getattr(owner, "GradScaler", None)
-        if isinstance(cls, type) and cls not in classes:
-            classes.append(cls)
-    for cls in classes:
-        original_scale = cls.__dict__.get("scale")
-        original_update = cls.__dict__.get("update")
-        if original_scale is None or original_update is None:
-            continue
-
-        def scale(self, outputs, _original=original_scale):
-            scaled = _original(self, outputs)
-            front.loss_scaled(self, outputs, scaled)
-            return scaled
-
-        def update(self, *args, _original=original_update, **kwargs):
-            try:
-                return _original(self, *args, **kwargs)
-            finally:
-                front.scale_updated()
-
-        functools.update_wrapper(scale, original_scale)
-        functools.update_wrapper(update, original_update)
-        cls.scale = scale
-        cls.update = update
-
-
-def _forget_in_child():
-    """A forked child (a DataLoader worker) is not traced: it stops watching operators."""
-    global _front
-    if _front is not None:
-        front, _front = _front, None
-        front.main_thread = None
-        front.stand_down()
-
-
-def _finish():
-    if _front is not None and not _front.failed:
-        try:
-            _front.watch(False)
-            _front.ranges.close_all()
-        except Exception as error:
-            _front.fail(error)

@@ -56,7 +56,7 @@ def _install_front_end():
         if isinstance(finder, _TorchFinder):
             sys.meta_path.remove(finder)
     try:
-        from fpscope_torch import _front_end
+        from fpscope_torch import _install
     except Exception as error:  # the program's `import torch` must not fail for fpscope's sake
         try:
             from fpscope_torch import _api
@@ -64,7 +64,7 @@ def _install_front_end():
         except Exception:
             sys.stderr.write("fpscope: the PyTorch front end is not installed: %s: %s\n" % (type(error).__name__, error))
         return
-    _front_end.install()  # never raises
+    _install.install()  # never raises
 
 
 def install():

@@ -1,0 +1,162 @@
+"""Installs the PyTorch front end in a process that traces: wraps backward(), optimizers,
+parameters, GradScaler and init_process_group, and starts watching operators (the C++ observer
+when it is there, else the dispatch mode). An error while installing leaves the program untraced,
+never stopped."""
+import atexit
+import functools
+import os
+import sys
+
+import torch
+
+from . import _api, _front_end, _observer
+from ._front_end import FrontEnd, _describe, _Trapped, threading_ident
+
+
+def _started_by_multiprocessing():
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            arguments = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"--multiprocessing-fork" in arguments or any(b"multiprocessing.forkserver" in a for a in arguments)
+
+
+def install():
+    """Installs the front end in this process; does nothing when it does not trace."""
+    try:
+        _install()
+    except Exception as error:
+        if _front_end._front is not None:
+            _front_end._front.fail(error)
+        else:
+            _api.front_end_failed(_describe(error))
+
+
+def _install():
+    if _front_end._front is not None:
+        return
+    # A worker multiprocessing started (a DataLoader worker under the "spawn" or "forkserver" start
+    # method, or the fork server itself) is not the program: it is not traced, as a forked worker is
+    # not. Its command line tells it: torch is imported while the child prepares, before
+    # parent_process() is set, and after sys.argv was given the parent's.
+    import multiprocessing
+    if multiprocessing.parent_process() is not None or _started_by_multiprocessing():
+        return
+    try:
+        lib = _api.Library()
+    except RuntimeError as error:
+        sys.stderr.write("fpscope: the PyTorch front end is off: %s\n" % error)
+        return
+    if not lib.tracing():
+        return
+    observer, why_not = _observer.load()
+    if observer is None and not os.environ.get(_observer.DISPATCH_MODE_ENV):
+        sys.stderr.write("fpscope: operators are watched by the slower Python dispatch mode: %s\n" % why_not)
+    front = _front_end._front = FrontEnd(lib, observer)
+    lib.log_text(b"torch_operators", b"observer" if observer is not None else b"dispatch-mode")
+    if observer is not None:
+        observer.trap_exception(_Trapped)
+    front.main_thread = threading_ident()
+
+    original_backward = torch.autograd.backward
+
+    def backward(tensors, *args, **kwargs):
+        return front.backward(original_backward, tensors, *args, **kwargs)
+
+    backward.__wrapped__ = original_backward
+    backward.__doc__ = original_backward.__doc__
+    torch.autograd.backward = backward
+
+    original_init = torch.optim.Optimizer.__init__
+
+    def optimizer_init(self, params, defaults):
+        original_init(self, params, defaults)
+        front.optimizer_created(self)
+
+    optimizer_init.__wrapped__ = original_init
+    torch.optim.Optimizer.__init__ = optimizer_init
+
+    original_new = torch.nn.Parameter.__new__
+
+    def parameter_new(cls, data=None, requires_grad=True):
+        p = original_new(cls, data, requires_grad)
+        front.label_parameter(p)
+        return p
+
+    torch.nn.Parameter.__new__ = parameter_new
+
+    _follow_grad_scalers(front)
+
+    if torch.distributed.is_available():
+        # Collectives (DDP's all-reduce of the gradient buckets, dist.all_reduce) write tensors on
+        # the process group's own threads, below the dispatcher: the front end cannot follow them.
+        import torch.distributed.distributed_c10d as c10d
+        original_init_group = c10d.init_process_group
+
+        @functools.wraps(original_init_group)
+        def init_process_group(*args, **kwargs):
+            front.process_group_coming()
+            return original_init_group(*args, **kwargs)
+
+        c10d.init_process_group = init_process_group
+        torch.distributed.init_process_group = init_process_group
+
+    if observer is None:  # the observer follows storages to their free
+        torch.autograd.graph.saved_tensors_hooks(front.pack, front.unpack).__enter__()
+
+    front.ranges.push(_api.RANGE_STEP, "step 0", 0)
+    watched = bool(lib.step_watched(0))
+    front.follow_modules(True)  # until the first forward has named the model
+    front.watch(watched)
+    os.register_at_fork(after_in_child=_forget_in_child)
+    atexit.register(_finish)
+
+
+def _follow_grad_scalers(front):
+    """Wraps GradScaler's scale() and update() (torch.amp's from torch 2.3, torch.cuda.amp's before;
+    a class that inherits them is wrapped through its base)."""
+    classes = []
+    for owner in (getattr(torch, "amp", None), getattr(getattr(torch, "cuda", None), "amp", None)):
+        cls = getattr(owner, "GradScaler", None)
+        if isinstance(cls, type) and cls not in classes:
+            classes.append(cls)
+    for cls in classes:
+        original_scale = cls.__dict__.get("scale")
+        original_update = cls.__dict__.get("update")
+        if original_scale is None or original_update is None:
+            continue
+
+        def scale(self, outputs, _original=original_scale):
+            scaled = _original(self, outputs)
+            front.loss_scaled(self, outputs, scaled)
+            return scaled
+
+        def update(self, *args, _original=original_update, **kwargs):
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                front.scale_updated()
+
+        functools.update_wrapper(scale, original_scale)
+        functools.update_wrapper(update, original_update)
+        cls.scale = scale
+        cls.update = update
+
+
+def _forget_in_child():
+    """A forked child (a DataLoader worker) is not traced: it stops watching operators."""
+    front, _front_end._front = _front_end._front, None
+    if front is not None:
+        front.main_thread = None
+        front.stand_down()
+
+
+def _finish():
+    front = _front_end._front
+    if front is not None and not front.failed:
+        try:
+            front.watch(False)
+            front.ranges.close_all()
+        except Exception as error:
+            front.fail(error)
