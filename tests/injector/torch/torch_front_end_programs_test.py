@@ -278,7 +278,9 @@ class FrontEndTest(support.FrontEndCase):
             from torch.utils.data import DataLoader, TensorDataset
             torch.manual_seed(0)
             data = TensorDataset(torch.randn(96, 10), torch.randint(0, 3, (96,)))
-            loader = DataLoader(data, batch_size=16, shuffle=True, num_workers=2)
+            def untraced(worker):  # a forked worker is not traced: nothing of the program's tracing left on
+                assert torch._C._len_torch_dispatch_stack() == 0
+            loader = DataLoader(data, batch_size=16, shuffle=True, num_workers=2, worker_init_fn=untraced)
             net = nn.Sequential(nn.Linear(10, 32), nn.Dropout(0.1), nn.ReLU(), nn.Linear(32, 3))
             opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
             sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=6)

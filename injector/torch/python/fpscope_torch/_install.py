@@ -148,8 +148,9 @@ def _forget_in_child():
     """A forked child (a DataLoader worker) is not traced: it stops watching operators."""
     front, _front_end._front = _front_end._front, None
     if front is not None:
-        front.main_thread = None
+        front.main_thread = threading_ident()  # the child's one thread: it takes everything off
         front.stand_down()
+        front.main_thread = None
 
 
 def _finish():
