@@ -317,9 +317,8 @@ bool Session::inputs_finite(const mpt_launch_desc* d, const LaunchPlan& p,
                             const std::vector<Measurement>& measured) const {
   if (p.inputs) {
     // Values of a kind some allow rule permits pass through as intended values, not as damage.
-    const uint8_t intended = contract::allowed_kinds(options_.allow);
     for (const Measurement& m : measured)
-      if (m.role == wire::Role::Input && (kinds_of(m.stats) & ~intended) != 0) return false;
+      if (m.role == wire::Role::Input && (kinds_of(m.stats) & ~intended_kinds_) != 0) return false;
     return true;
   }
   for (int i = 0; i < d->n_inputs; ++i) {
@@ -747,14 +746,13 @@ void Session::device_launch_written(uint64_t seq, bool host_inputs_finite) {
 
 bool Session::device_inputs_finite(LaunchState* s) {
   poll_device(true, s);
-  const uint8_t intended = contract::allowed_kinds(options_.allow);
   for (int round = 0;; ++round) {
     {
       std::lock_guard lock(mutex_);
       auto it = pending_launches_.find(s->p.seq);
       if (it == pending_launches_.end()) return true;
       for (const auto& [tensor, stats] : it->second.early)
-        if (tensor.role == wire::Role::Input && (kinds_of(stats) & ~intended) != 0) return false;
+        if (tensor.role == wire::Role::Input && (kinds_of(stats) & ~intended_kinds_) != 0) return false;
       // Results another thread has taken from the library but not handed over yet.
       bool in_flight = false;
       for (const auto& [token, tensor] : pending_tensors_)
@@ -852,7 +850,7 @@ void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
   // As on the host: values of a kind some allow rule permits pass through as intended values, and
   // an output whose NaN/Inf a rule covers is flagged and kept from the trap.
   const uint8_t kinds = kinds_of(stats);
-  if (t.role == wire::Role::Input && (kinds & ~contract::allowed_kinds(options_.allow)) != 0)
+  if (t.role == wire::Role::Input && (kinds & ~intended_kinds_) != 0)
     launch.inputs_finite = false;
   const bool allowed = t.role == wire::Role::Output && kinds != 0 &&
                        contract::allowed_by(options_.allow, launch.kernel.c_str(),

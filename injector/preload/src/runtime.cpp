@@ -120,7 +120,6 @@ __attribute__((destructor)) void on_unload() {
   g_torn_down.store(true, std::memory_order_release);
 }
 
-
 }  // namespace
 
 bool torn_down() { return g_torn_down.load(std::memory_order_acquire); }

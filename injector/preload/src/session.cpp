@@ -52,6 +52,7 @@ std::string host_name() {
 
 Session::Session(Options options, std::unique_ptr<RecordSink> sink)
     : options_(std::move(options)),
+      intended_kinds_(contract::allowed_kinds(options_.allow)),
       sink_(std::move(sink)),
       stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads(),
                      options_.stats_threads == 0),
@@ -236,16 +237,9 @@ int Session::front_end_range_pop(const NvtxDomainInfo* domain) {
 }
 
 Attribution Session::front_end_attribution(std::string* phase, std::string* layer) {
-  {
-    std::lock_guard lock(front_end_mutex_);
-    if (front_end_ranges_.depth() > 0) {
-      Attribution where = front_end_ranges_.attribution();
-      if (where.phase) where.phase = (*phase = where.phase).c_str();
-      if (where.layer) where.layer = (*layer = where.layer).c_str();
-      return where;
-    }
-  }
-  Attribution where = this_thread_ranges().attribution();
+  std::lock_guard lock(front_end_mutex_);
+  const RangeStack& stack = front_end_ranges_.depth() > 0 ? front_end_ranges_ : this_thread_ranges();
+  Attribution where = stack.attribution();
   if (where.phase) where.phase = (*phase = where.phase).c_str();
   if (where.layer) where.layer = (*layer = where.layer).c_str();
   return where;

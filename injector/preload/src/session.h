@@ -254,6 +254,9 @@ class Session {
   void device_result_locked(PendingTensor t, const TensorStats& stats);
 
   Options options_;
+  // The kinds some allow rule permits anywhere (contract::allowed_kinds): values of only these
+  // kinds pass through a kernel as intended values, not as non-finite input.
+  uint8_t intended_kinds_ = 0;
   std::string dump_prefix_;
   std::unique_ptr<RecordSink> sink_;
   StatsWorkers stats_workers_;  // share large tensors' scans (FPSCOPE_STATS_THREADS)

@@ -147,6 +147,19 @@ int timed_scale2(const mpt_launch_desc* d) {
   return status;
 }
 
+// The launch record `l` of a call that began at `called` and returned at `returned`: its span
+// holds [kernel_entered, kernel_left] and lies in the call, and the injector's own time in the
+// call (`own`) fits beside the span.
+void expect_span_in_call(const wire::LaunchRecord& l, int64_t called, int64_t kernel_entered, int64_t kernel_left,
+                         int64_t returned, uint64_t own) {
+  EXPECT_LE(called, l.start_ns);
+  EXPECT_LE(l.start_ns, kernel_entered);
+  EXPECT_LE(kernel_left, l.end_ns);
+  EXPECT_LE(l.end_ns, returned);
+  EXPECT_GT(own, 0u);
+  EXPECT_LE(own + static_cast<uint64_t>(l.end_ns - l.start_ns), static_cast<uint64_t>(returned - called));
+}
+
 TEST_F(LaunchPath, TheLaunchsSpanHoldsTheKernelAndTheRestIsTheInjectorsOwnTime) {
   start(Options{});
   std::vector<float> x(1 << 20, 0.5f), y(x.size());  // a scan of a million elements before and after
@@ -160,14 +173,7 @@ TEST_F(LaunchPath, TheLaunchsSpanHoldsTheKernelAndTheRestIsTheInjectorsOwnTime) 
   const DecodedTrace& t = drain();
   auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
   ASSERT_EQ(launches.size(), 1u);
-  const auto& l = launches[0];
-  EXPECT_LE(called, l.start_ns);
-  EXPECT_LE(l.start_ns, g_kernel_entered);
-  EXPECT_LE(g_kernel_left, l.end_ns);
-  EXPECT_LE(l.end_ns, returned);
-  EXPECT_GT(own, 0u);
-  // The own time and the span do not overlap: together they fit in the call.
-  EXPECT_LE(own + static_cast<uint64_t>(l.end_ns - l.start_ns), static_cast<uint64_t>(returned - called));
+  expect_span_in_call(launches[0], called, g_kernel_entered, g_kernel_left, returned, own);
   EXPECT_EQ(t.count(RecordType::TensorStats), 2u);
 
   // A front end's op: its span runs from begin_op's return to end_op's call.
@@ -183,13 +189,7 @@ TEST_F(LaunchPath, TheLaunchsSpanHoldsTheKernelAndTheRestIsTheInjectorsOwnTime) 
   const uint64_t op_own = session_->own_ns() - own_before;
   launches = drain().all<wire::LaunchRecord>(RecordType::Launch);
   ASSERT_EQ(launches.size(), 2u);
-  const auto& o = launches[1];
-  EXPECT_LE(begun, o.start_ns);
-  EXPECT_LE(o.start_ns, op_runs);
-  EXPECT_LE(op_done, o.end_ns);
-  EXPECT_LE(o.end_ns, ended);
-  EXPECT_GT(op_own, 0u);
-  EXPECT_LE(op_own + static_cast<uint64_t>(o.end_ns - o.start_ns), static_cast<uint64_t>(ended - begun));
+  expect_span_in_call(launches[1], begun, op_runs, op_done, ended, op_own);
 }
 
 // A front end's ranges belong to the program: an op begun on a thread working for it (the autograd

@@ -355,9 +355,7 @@ class FrontEnd:
 
     def dispatch(self, func, args, kwargs, call):
         lib = self.lib
-        info = self.ops.get(func)
-        if info is None:
-            info = self.ops[func] = _OpInfo(func)
+        info = self.op_info(func)
         inputs = []
         for position, keyword, written in info.arguments:
             if position < len(args):
@@ -438,10 +436,13 @@ class FrontEnd:
 
     def untraced(self, func, args, kwargs):
         """Runs an operator with nothing recorded (tracing stopped while the mode is still on)."""
+        return _returned(self.op_info(func), args, func(*args, **kwargs))
+
+    def op_info(self, func):
         info = self.ops.get(func)
         if info is None:
             info = self.ops[func] = _OpInfo(func)
-        return _returned(info, args, func(*args, **kwargs))
+        return info
 
     @staticmethod
     def outputs_of(inputs, result):
