@@ -286,7 +286,7 @@ std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings,
       *all_said_exit = true;
       return std::nullopt;
     }
-    writer.commit_if_due();  // readers of the live trace see what arrived, 50 ms late at most
+    writer.commit_if_due();  // readers of the live trace see what arrived, 250 ms late at most
     nap();
   }
   return std::nullopt;
