@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -169,6 +170,56 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
     for (std::size_t n : {std::size_t(1000), 2 * stats::kBlockElements + 100}) {
       stats::compute_stats_with(k, t.bytes.data(), type, n, StatsLevel::Full, &vs);
       stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, n, StatsLevel::Full, &ss);
+      expect_same_stats(vs, ss);
+    }
+  }
+}
+
+// The cast thresholds that fall inside a binade (compared value by value, not read off the exponent
+// histogram): blocks of values of [1, 2) holding, for each such threshold, values at it, one step
+// below and one above it and others of its binade, a few each (a sparse binade, as the fp8 and
+// fp16 subnormal boundaries are in real tensors) or many; fp16's include subnormals (the groups
+// whose fields come from widened floats), one block a NaN's group.
+TEST_P(VectorKernelTest, MatchesScalarKernelAtThresholdsInsideABinade) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  std::mt19937_64 rng(2024);
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    const stats::ThresholdTable& table = type == ElementType::F32   ? stats::kThresholdsF32
+                                         : type == ElementType::F16 ? stats::kThresholdsF16
+                                                                    : stats::kThresholdsBF16;
+    std::vector<uint32_t> inside;  // thresholds a binade's values must be compared with
+    for (int t = 0; t < table.count; ++t)
+      if (!table.starts_binade[t] && !table.follows_binade_start[t] && table.field[t] != 0) inside.push_back(table.value[t]);
+    ASSERT_FALSE(inside.empty()) << type_name(type);
+    TestTensor t{std::string("sparse_binades_") + type_name(type), type, {}};
+    const uint32_t sign = type == ElementType::F32 ? 0x80000000u : 0x8000u;
+    const uint32_t mantissa = type == ElementType::F32 ? 0x7FFFFFu : type == ElementType::F16 ? 0x3FFu : 0x7Fu;
+    constexpr int kBlocks = 4;
+    for (int block = 0; block < kBlocks; ++block) {
+      std::vector<uint32_t> bits(stats::kBlockElements);
+      for (uint32_t& b : bits) b = nearest_bits(type, 1.0 + double(rng() % 1000) / 1000.0) | ((rng() & 1) ? sign : 0);
+      const std::size_t per_threshold = block == 2 ? 600 : 6;  // block 2: the binades are not few
+      for (uint32_t v : inside) {
+        for (std::size_t j = 0; j < per_threshold; ++j) {
+          uint32_t b = j % 4 == 0 ? v : j % 4 == 1 ? v - 1 : j % 4 == 2 ? v + 1 : (v & ~mantissa) | uint32_t(rng() & mantissa);
+          if ((b & ~sign & ~mantissa) != (v & ~mantissa)) b = v;  // stay in the binade
+          bits[rng() % bits.size()] = b | ((rng() & 1) ? sign : 0);
+        }
+      }
+      if (block == 3) bits[1000] = nearest_bits(type, NAN);  // a group goes scalar
+      for (uint32_t b : bits) t.push_bits(b);
+    }
+    SCOPED_TRACE(t.name);
+    TensorStats vs, ss;
+    stats::compute_stats_with(k, t.bytes.data(), type, t.size(), StatsLevel::Full, &vs);
+    stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), StatsLevel::Full, &ss);
+    expect_same_stats(vs, ss);
+    for (int b = 0; b < kBlocks; ++b) {
+      SCOPED_TRACE("block " + std::to_string(b));
+      const unsigned char* p = t.bytes.data() + b * stats::kBlockElements * t.element_size();
+      stats::compute_stats_with(k, p, type, stats::kBlockElements, StatsLevel::Full, &vs);
+      stats::compute_stats_with(Kernel::Scalar, p, type, stats::kBlockElements, StatsLevel::Full, &ss);
       expect_same_stats(vs, ss);
     }
   }
