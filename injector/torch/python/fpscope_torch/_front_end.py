@@ -61,6 +61,12 @@ def _autocast_dtype(device):
     return None
 
 
+def _trap_text(lib):
+    """The injector's message of the trap just raised, as the program's FloatingPointError says it
+    (the exception's type already says it is a trap)."""
+    return lib.trap_message().decode(errors="replace").replace("fpscope: trap: ", "fpscope: ", 1)
+
+
 def _describe(error):
     """'Type: message (file:line)' of an exception, where it was raised; never raises."""
     try:
@@ -429,9 +435,8 @@ class FrontEnd:
         finally:
             self.keep.clear()
         if trapped == _api.TRAPPED:
-            message = lib.trap_message().decode(errors="replace")
             call.trapped = True
-            raise FloatingPointError(message.replace("fpscope: trap: ", "fpscope: ", 1))
+            raise FloatingPointError(_trap_text(lib))
         return result
 
     def untraced(self, func, args, kwargs):
@@ -817,8 +822,7 @@ class _Trapped(FloatingPointError):
 
     def __init__(self, *args):
         if not args and _front is not None:
-            message = _front.lib.trap_message().decode(errors="replace")
-            args = (message.replace("fpscope: trap: ", "fpscope: ", 1),)
+            args = (_trap_text(_front.lib),)
         super().__init__(*args)
 
 
