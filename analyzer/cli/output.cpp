@@ -64,6 +64,17 @@ std::string machine_text(const Cell& c) {
   return c.value.dump();
 }
 
+// Calls f(row) for each row a person reads.
+template <typename F>
+void for_rows_for_people(const Table& t, F f) {
+  if (!t.rows_for_people) {
+    for (const auto& row : t.rows) f(row);
+    return;
+  }
+  for (size_t i : *t.rows_for_people)
+    if (i < t.rows.size()) f(t.rows[i]);
+}
+
 void render_csv(const std::vector<Section>& sections, std::ostream& out) {
   bool first = true;
   for (const auto& s : sections) {
@@ -91,7 +102,7 @@ void render_markdown(const std::vector<Section>& sections, std::ostream& out) {
       out << "\n|";
       for (size_t i = 0; i < t.columns.size(); ++i) out << "---|";
       out << "\n";
-      for (const auto& row : t.rows) {
+      for_rows_for_people(t, [&](const std::vector<Cell>& row) {
         out << "|";
         for (const auto& c : row) {
           std::string text = c.text;
@@ -99,7 +110,7 @@ void render_markdown(const std::vector<Section>& sections, std::ostream& out) {
           out << " " << text << " |";
         }
         out << "\n";
-      }
+      });
       out << "\n";
     }
   }
@@ -129,9 +140,9 @@ void render_json(const std::vector<Section>& sections, std::ostream& out) {
 void render_table_text(const Table& t, std::ostream& out, const std::string& indent) {
   std::vector<size_t> widths(t.columns.size());
   for (size_t i = 0; i < t.columns.size(); ++i) widths[i] = width(t.columns[i]);
-  for (const auto& row : t.rows) {
+  for_rows_for_people(t, [&](const std::vector<Cell>& row) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], width(row[i].text));
-  }
+  });
   auto line = [&](auto cell_text, auto right) {
     std::string s = indent;
     for (size_t i = 0; i < widths.size(); ++i) {
@@ -147,10 +158,10 @@ void render_table_text(const Table& t, std::ostream& out, const std::string& ind
   };
   line([&](size_t i) { return t.columns[i]; }, numeric_column);
   line([&](size_t i) { return std::string(widths[i], '-'); }, [](size_t) { return false; });
-  for (const auto& row : t.rows) {
+  for_rows_for_people(t, [&](const std::vector<Cell>& row) {
     line([&](size_t i) { return i < row.size() ? row[i].text : std::string(); },
          [&](size_t i) { return i < row.size() && row[i].numeric; });
-  }
+  });
 }
 
 void render(const std::vector<Section>& sections, Format format, std::ostream& out) {

@@ -35,6 +35,9 @@ struct Table {
   std::string name;                 // machine name: "ranges"
   std::vector<std::string> columns;
   std::vector<std::vector<Cell>> rows;
+  // Where set, the rows a person reads (text and Markdown), by index; CSV and JSON keep them all.
+  // The section's notes say what was left out.
+  std::optional<std::vector<size_t>> rows_for_people = std::nullopt;
 };
 
 struct Section {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 namespace fpscope::cli {
 
@@ -340,7 +342,12 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   rt.rows.push_back({Cell("precision"), Cell(c.a.precision.empty() ? "-" : c.a.precision),
                      Cell(c.b.precision.empty() ? "-" : c.b.precision), Cell("")});
   rt.rows.push_back({Cell("steps"), int_cell(c.a_steps), int_cell(c.b_steps), Cell("")});
-  rt.rows.push_back({Cell("final loss"), opt(c.a.final_loss), opt(c.b.final_loss), opt(c.final_loss_delta)});
+  // A run whose loss went NaN/Inf says so beside its last finite loss (and there is no change to show).
+  auto final_loss = [&](const RunSummary& s) {
+    if (s.nonfinite_loss_steps == 0) return opt(s.final_loss);
+    return Cell(final_loss_text(s), s.final_loss ? nlohmann::json(*s.final_loss) : nlohmann::json());
+  };
+  rt.rows.push_back({Cell("final loss"), final_loss(c.a), final_loss(c.b), opt(c.final_loss_delta)});
   auto acc = [](const RunSummary& s) { return s.test_accuracy ? s.test_accuracy : s.final_train_accuracy; };
   rt.rows.push_back({Cell(c.a.test_accuracy && c.b.test_accuracy ? "test accuracy" : "train accuracy"), accuracy_cell(acc(c.a)),
                      accuracy_cell(acc(c.b)),
@@ -374,11 +381,27 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   Section loss{"loss", "Loss curves", {}, {}, {}};
   loss.notes.push_back(fmt::format("Aligned on the {} step numbers present in both runs (A has {} steps, B has {}).",
                                    c.loss_curve.size(), c.a_steps, c.b_steps));
+  const auto mismatch = std::find_if(c.loss_curve.begin(), c.loss_curve.end(),
+                                     [](const LossPoint& p) { return p.nonfinite_mismatch; });
+  const size_t mismatch_index = static_cast<size_t>(mismatch - c.loss_curve.begin());
   if (c.first_divergent_step) {
     loss.notes.push_back(fmt::format("The curves first part by more than {} (relative) at step {}.",
                                      human_percent(c.loss_tolerance), *c.first_divergent_step));
   } else if (!c.loss_curve.empty()) {
     loss.notes.push_back(fmt::format("The curves stay within {} (relative) at every common step.", human_percent(c.loss_tolerance)));
+  }
+  if (mismatch != c.loss_curve.end()) {
+    const bool a_finite = mismatch->a && std::isfinite(*mismatch->a);
+    loss.notes.push_back(fmt::format("At step {} the loss is {} in A and {} in B.", mismatch->step,
+                                     human_number(mismatch->a.value_or(0)), human_number(mismatch->b.value_or(0))) +
+                         (a_finite || (mismatch->b && std::isfinite(*mismatch->b))
+                              ? fmt::format(" {} loss stays non-finite at {} of the common steps after it.",
+                                            a_finite ? "B's" : "A's",
+                                            std::count_if(mismatch + 1, c.loss_curve.end(), [&](const LossPoint& p) {
+                                              const auto& v = a_finite ? p.b : p.a;
+                                              return v && !std::isfinite(*v);
+                                            }))
+                              : std::string()));
   }
   double worst = 0;
   for (const auto& p : c.loss_curve) worst = std::max(worst, p.relative_difference.value_or(0));
@@ -386,11 +409,25 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   loss.extra["first_divergent_step"] = c.first_divergent_step ? nlohmann::json(*c.first_divergent_step) : nlohmann::json();
   loss.extra["tolerance"] = c.loss_tolerance;
   loss.extra["max_relative_difference"] = worst;
-  Table lt{"samples", {"step", "loss A", "loss B", "relative difference"}, {}};
-  const size_t n = c.loss_curve.size(), samples = std::min<size_t>(n, 10);
-  for (size_t i = 0; i < samples; ++i) {
-    const auto& p = c.loss_curve[samples > 1 ? i * (n - 1) / (samples - 1) : 0];
-    lt.rows.push_back({int_cell(p.step), opt(p.a), opt(p.b), percent_cell(p.relative_difference)});
+  // Every common step for CSV and JSON; a person reads all of up to 20, else 10 spread evenly plus
+  // the steps the notes name.
+  Table lt{"steps", {"step", "loss A", "loss B", "relative difference"}, {}};
+  for (const auto& p : c.loss_curve) {
+    Cell difference = percent_cell(p.relative_difference);
+    if (p.nonfinite_mismatch) difference = Cell("finite against NaN/Inf", nullptr, false);
+    lt.rows.push_back({int_cell(p.step), opt(p.a), opt(p.b), std::move(difference)});
+  }
+  const size_t n = c.loss_curve.size();
+  if (n > 20) {
+    std::set<size_t> shown;
+    for (size_t i = 0; i < 10; ++i) shown.insert(i * (n - 1) / 9);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& p = c.loss_curve[i];
+      if ((c.first_divergent_step && p.step == *c.first_divergent_step) || i == mismatch_index) shown.insert(i);
+    }
+    lt.rows_for_people.emplace(shown.begin(), shown.end());
+    loss.notes.push_back(fmt::format("{} of the {} common steps shown; --format csv or json lists every one.",
+                                     shown.size(), n));
   }
   if (!lt.rows.empty()) loss.tables.push_back(std::move(lt));
   out.push_back(std::move(loss));

@@ -4,6 +4,7 @@
 #include "report_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -36,16 +37,28 @@ void compare_memory(const Trace& a, const Trace& b, Comparison& c) {
   }
 }
 
+// Steps present in both runs, a NaN loss (stored NULL) included: a run whose loss went NaN or
+// infinite parts from one that stayed finite at that step, whatever the tolerance.
 void compare_loss(const Trace& a, const Trace& b, double tolerance, Comparison& c) {
-  const auto la = scalar_by_step(a, "loss"), lb = scalar_by_step(b, "loss");
+  const auto la = scalar_by_step_with_nan(a, "loss"), lb = scalar_by_step_with_nan(b, "loss");
   c.loss_tolerance = tolerance;
   for (const auto& [step, va] : la) {
     auto it = lb.find(step);
     if (it == lb.end()) continue;
-    LossPoint p{step, va, it->second, std::nullopt};
-    const double scale = std::max(std::fabs(va), std::fabs(it->second));
-    p.relative_difference = scale > 0 ? std::fabs(va - it->second) / scale : 0.0;
-    if (!c.first_divergent_step && *p.relative_difference > tolerance) c.first_divergent_step = step;
+    const double vb = it->second;
+    LossPoint p{step, va, vb, std::nullopt, false};
+    bool parted = false;
+    if (std::isfinite(va) && std::isfinite(vb)) {
+      const double scale = std::max(std::fabs(va), std::fabs(vb));
+      p.relative_difference = scale > 0 ? std::fabs(va - vb) / scale : 0.0;
+      parted = *p.relative_difference > tolerance;
+    } else {
+      // Both NaN, or the same infinity, agree; anything else is a finite value against a
+      // non-finite one, or opposite infinities.
+      const bool same = (std::isnan(va) && std::isnan(vb)) || va == vb;
+      p.nonfinite_mismatch = parted = !same;
+    }
+    if (!c.first_divergent_step && parted) c.first_divergent_step = step;
     c.loss_curve.push_back(p);
   }
 }
@@ -140,7 +153,10 @@ Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options
   } else if (c.a.final_train_accuracy && c.b.final_train_accuracy) {
     c.accuracy_delta = *c.b.final_train_accuracy - *c.a.final_train_accuracy;
   }
-  if (c.a.final_loss && c.b.final_loss) c.final_loss_delta = *c.b.final_loss - *c.a.final_loss;
+  // The last finite losses are no final losses to subtract when either run's loss went NaN/Inf
+  // after them.
+  if (c.a.final_loss && c.b.final_loss && c.a.nonfinite_loss_steps == 0 && c.b.nonfinite_loss_steps == 0)
+    c.final_loss_delta = *c.b.final_loss - *c.a.final_loss;
   compare_loss(a, b, options.loss_tolerance, c);
   compare_layers(a, b, options.exponent_shift, c);
   compare_events(a, b, c);

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 namespace fpscope::analysis {
 namespace {
 
@@ -229,6 +231,17 @@ std::string compare_json(const Comparison& c) {
     for (const auto& e : v) out.push_back({{"kind", e.kind}, {"step", opt(e.step)}, {"detail", e.detail}});
     return out;
   };
+  // A NaN loss is null, as in the trace; an infinite one "+Inf" or "-Inf".
+  auto loss_value = [](const std::optional<double>& v) -> json {
+    if (!v || std::isnan(*v)) return nullptr;
+    if (std::isinf(*v)) return *v > 0 ? "+Inf" : "-Inf";
+    return *v;
+  };
+  json loss = json::array();
+  for (const auto& p : c.loss_curve) {
+    loss.push_back({{"step", p.step}, {"source", loss_value(p.a)}, {"target", loss_value(p.b)},
+                    {"relative_difference", opt(p.relative_difference)}, {"nonfinite_mismatch", p.nonfinite_mismatch}});
+  }
   json doc = {{"fpscope_compare", kReportJsonVersion},
               {"source", {{"trace", c.a.path}, {"run", run_json(c.a)}}},
               {"target", {{"trace", c.b.path}, {"run", run_json(c.b)}}},
@@ -240,6 +253,7 @@ std::string compare_json(const Comparison& c) {
               {"source_steps", c.a_steps},
               {"target_steps", c.b_steps},
               {"first_divergent_step", opt(c.first_divergent_step)},
+              {"loss", loss},
               {"layers", layers},
               {"only_in_source", events(c.only_in_a)},
               {"only_in_target", events(c.only_in_b)}};

@@ -24,6 +24,8 @@ std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace
 
 // The last value of one scalar ("loss", "train_accuracy", ...) at each step (lowest rank, as above).
 std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name);
+// The same with the steps whose last value is NaN (stored NULL) kept, as a quiet NaN.
+std::map<int64_t, double> scalar_by_step_with_nan(const Trace& trace, std::string_view name);
 
 // SQL: `value` is a finite number. A NaN is stored as NULL, an infinity as itself; SQLite reads
 // 9e999 as +Inf, and a comparison with NULL is not true.

@@ -3,21 +3,35 @@
 #include "report_util.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace fpscope::analysis {
 
 
 // Last value per step of one scalar.
-std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name) {
+namespace {
+
+std::map<int64_t, double> scalar_rows(const Trace& trace, std::string_view name, bool keep_nan) {
   sql::Statement st(detail::db(trace),
           "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
           "SELECT step, value FROM named WHERE rank = (SELECT min(rank) FROM named) "
-          "AND step IS NOT NULL AND value IS NOT NULL ORDER BY step, id");
+          "AND step IS NOT NULL AND (?2 OR value IS NOT NULL) ORDER BY step, id");
   st.bind(1, name);
+  st.bind(2, int64_t{keep_nan});
   std::map<int64_t, double> values;
-  while (st.step()) values[st.i64(0)] = st.f64(1);
+  while (st.step()) values[st.i64(0)] = st.is_null(1) ? std::numeric_limits<double>::quiet_NaN() : st.f64(1);
   return values;
+}
+
+}  // namespace
+
+std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name) {
+  return scalar_rows(trace, name, false);
+}
+
+std::map<int64_t, double> scalar_by_step_with_nan(const Trace& trace, std::string_view name) {
+  return scalar_rows(trace, name, true);
 }
 
 namespace {

@@ -253,6 +253,58 @@ TEST(Analysis, CompareFp32WithFp16HalvesWeightsAndActivations) {
   EXPECT_EQ(c.loss_curve.size(), 4u);
 }
 
+// A loss that went NaN (stored NULL) or infinite stays in the aligned curve: finite against
+// non-finite parts the curves whatever the tolerance, and the last finite losses are not
+// subtracted as if they were the final ones.
+TEST(Analysis, CompareKeepsNonFiniteLosses) {
+  fpscope::synthetic::Options o;
+  o.steps = 6;
+  const auto a_path = make_trace("cmp_loss_a", o);
+  const auto b_path = make_trace("cmp_loss_b", o);
+  const std::string loss_rows = "name_id = (SELECT id FROM strings WHERE value = 'loss')";
+  sql_exec(b_path, "UPDATE scalars SET value = NULL WHERE " + loss_rows + " AND step >= 3");
+  sql_exec(b_path, "UPDATE scalars SET value = 9e999 WHERE " + loss_rows + " AND step = 5");
+  sql_exec(a_path, "UPDATE scalars SET value = NULL WHERE " + loss_rows + " AND step = 4");
+  auto a = Trace::open(a_path);
+  auto b = Trace::open(b_path);
+  const Comparison c = compare(*a, *b, CompareOptions{1.0, 1});  // a tolerance no finite pair exceeds
+  ASSERT_EQ(c.loss_curve.size(), 6u);
+  EXPECT_EQ(c.first_divergent_step, 3);
+  for (const LossPoint& p : c.loss_curve) {
+    SCOPED_TRACE(p.step);
+    ASSERT_TRUE(p.a && p.b);
+    if (p.step < 3) {
+      EXPECT_TRUE(std::isfinite(*p.a) && std::isfinite(*p.b));
+      EXPECT_EQ(*p.a, *p.b);
+      EXPECT_EQ(p.relative_difference, 0.0);
+      EXPECT_FALSE(p.nonfinite_mismatch);
+      continue;
+    }
+    EXPECT_FALSE(p.relative_difference);
+    if (p.step == 4) {  // NaN in both: they agree
+      EXPECT_TRUE(std::isnan(*p.a) && std::isnan(*p.b));
+      EXPECT_FALSE(p.nonfinite_mismatch);
+    } else if (p.step == 5) {
+      EXPECT_TRUE(std::isfinite(*p.a));
+      EXPECT_EQ(*p.b, INFINITY);
+      EXPECT_TRUE(p.nonfinite_mismatch);
+    } else {
+      EXPECT_TRUE(std::isfinite(*p.a) && std::isnan(*p.b));
+      EXPECT_TRUE(p.nonfinite_mismatch);
+    }
+  }
+  EXPECT_EQ(c.b.nonfinite_loss_steps, 3);
+  EXPECT_FALSE(c.final_loss_delta);
+  // Without the non-finite losses the final losses subtract again.
+  sql_exec(b_path, "UPDATE scalars SET value = 1.0 WHERE " + loss_rows + " AND step >= 3");
+  sql_exec(a_path, "UPDATE scalars SET value = 1.0 WHERE " + loss_rows + " AND step = 4");
+  auto a2 = Trace::open(a_path);
+  auto b2 = Trace::open(b_path);
+  const Comparison c2 = compare(*a2, *b2);
+  ASSERT_TRUE(c2.final_loss_delta);
+  EXPECT_EQ(*c2.final_loss_delta, *c2.b.final_loss - *c2.a.final_loss);
+}
+
 TEST(Analysis, QueryRefusesWrites) {
   const auto path = make_trace("query", nan_run());
   auto t = Trace::open(path);

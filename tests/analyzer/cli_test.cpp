@@ -134,6 +134,42 @@ TEST(Cli, CompareAndExports) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/advice/fp32_ops.txt"));
 }
 
+// The loss table lists every common step in CSV; a person reads all of up to 20 steps, else ten
+// spread evenly plus the first step where the curves part, and is told so. A NaN loss shows.
+TEST(Cli, CompareLossStepsAndNaN) {
+  fpscope::synthetic::Options o;
+  o.steps = 25;
+  const auto a = make_trace("cli_loss_a", o);
+  const auto b = make_trace("cli_loss_b", o);
+  sql_exec(b, "UPDATE scalars SET value = NULL WHERE step >= 12 AND name_id = (SELECT id FROM strings WHERE value = 'loss')");
+  const Result csv = run("compare " + a + " " + b + " --format csv");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  const size_t from = csv.out.find("# loss/steps\n");
+  ASSERT_NE(from, std::string::npos) << csv.out;
+  std::istringstream lines(csv.out.substr(from));
+  std::string line;
+  std::getline(lines, line);  // the table's name
+  std::getline(lines, line);  // its columns
+  int rows = 0;
+  while (std::getline(lines, line) && !line.empty()) {
+    EXPECT_EQ(line.rfind(std::to_string(rows) + ",", 0), 0u) << line;
+    EXPECT_EQ(line.find(",NaN,") != std::string::npos, rows >= 12) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 25);
+  const Result text = run("compare " + a + " " + b);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("The curves first part by more than 5.00% (relative) at step 12."), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("11 of the 25 common steps shown"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("then NaN/Inf from step 12 on (13 steps)"), std::string::npos) << text.out;
+  const auto doc = nlohmann::json::parse(run("compare " + a + " " + b + " --format json").out);
+  ASSERT_EQ(doc["loss"].size(), 25u);
+  EXPECT_TRUE(doc["loss"][12]["target"].is_null());
+  EXPECT_TRUE(doc["loss"][12]["nonfinite_mismatch"].get<bool>());
+  EXPECT_TRUE(doc["final_loss_delta"].is_null());
+  EXPECT_EQ(doc["first_divergent_step"], 12);
+}
+
 TEST(Cli, QueryRefusesWrites) {
   const auto path = make_trace("cli_query", small_run());
   const Result w = run("query " + path + " \"delete from kernels\"");

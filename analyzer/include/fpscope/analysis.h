@@ -638,8 +638,9 @@ std::string change_text(const MemoryDelta& d);
 
 struct LossPoint {
   int64_t step = 0;
-  std::optional<double> a, b;
-  std::optional<double> relative_difference;
+  std::optional<double> a, b;                // NaN where the run logged a NaN loss
+  std::optional<double> relative_difference;  // both losses finite only
+  bool nonfinite_mismatch = false;            // one loss finite and the other not, or opposite infinities
 };
 
 struct LayerShift {
@@ -661,11 +662,11 @@ struct Comparison {
   std::vector<MemoryDelta> memory;       // "peak" first, then each category at its run's peak
   std::vector<MemoryDelta> memory_max_live;  // each category's own maximum
   std::optional<double> accuracy_delta;  // b - a in percentage points: test accuracy if both have it, else train
-  std::optional<double> final_loss_delta;
+  std::optional<double> final_loss_delta;  // unset where a run's loss went NaN/Inf after its last finite one
   double loss_tolerance = 0;
-  std::vector<LossPoint> loss_curve;     // steps present in both runs, ascending
+  std::vector<LossPoint> loss_curve;     // steps present in both runs, ascending, NaN losses included
   int64_t a_steps = 0, b_steps = 0;
-  std::optional<int64_t> first_divergent_step;
+  std::optional<int64_t> first_divergent_step;  // beyond the tolerance, or finite against NaN/Inf
   std::vector<LayerShift> layers;        // every layer of either run
   std::vector<RunEvent> only_in_a, only_in_b;  // matched on (kind, step)
 };
