@@ -27,11 +27,13 @@ struct Row {
   std::optional<int64_t> uid;
   std::optional<double> absmax, min_nonzero;
   int64_t zero = 0, count = 0, nonfinite = 0;
+  std::optional<double> min, max;  // finite values only
+  int64_t slot = 0;
 };
 
 constexpr const char* kRowColumns =
     "SELECT t.id, t.kernel_id, t.role, s.value, d.name, t.tensor_uid, t.absmax, t.min_nonzero, t.zero, t.count, "
-    "       t.nan + t.pos_inf + t.neg_inf "
+    "       t.nan + t.pos_inf + t.neg_inf, t.min, t.max, t.slot "
     "FROM tensors t JOIN strings s ON s.id = t.name_id JOIN dtypes d ON d.id = t.dtype ";
 
 Row read_row(const sql::Statement& st) {
@@ -47,6 +49,9 @@ Row read_row(const sql::Statement& st) {
   r.zero = st.i64(8);
   r.count = st.i64(9);
   r.nonfinite = st.i64(10);
+  r.min = st.opt_f64(11);
+  r.max = st.opt_f64(12);
+  r.slot = st.i64(13);
   return r;
 }
 
@@ -419,6 +424,37 @@ std::optional<double> optimizer_epsilon(const Trace& trace) {
   }
 }
 
+// An op defined on part of the real line, given an input holding values outside that part: the
+// first input of sqrt, log, acos, ... (PyTorch's names, in place or not), where a NaN is the
+// mathematics, not the precision. The values outside are read off the input's measured range.
+struct DomainBreach {
+  std::string what;  // "values below 0 (down to -1000)"
+  std::string rule;  // "the square root of a negative number is NaN"
+};
+
+std::optional<DomainBreach> outside_domain(std::string kernel, const Row& in) {
+  if (!kernel.empty() && kernel.back() == '_') kernel.pop_back();
+  if (in.slot != 0 || !in.min || !in.max) return std::nullopt;
+  const double lo = *in.min, hi = *in.max;
+  auto below = [&](double bound, const char* rule) -> std::optional<DomainBreach> {
+    if (!(lo < bound)) return std::nullopt;
+    return DomainBreach{fmt::format("values below {} (down to {})", human_number(bound), human_number(lo)), rule};
+  };
+  auto beyond_one = [&](const char* rule) -> std::optional<DomainBreach> {
+    if (!(lo < -1 || hi > 1)) return std::nullopt;
+    return DomainBreach{fmt::format("values outside [-1, 1] (from {} to {})", human_number(lo), human_number(hi)), rule};
+  };
+  if (kernel == "sqrt" || kernel == "rsqrt") return below(0, "the square root of a negative number is NaN");
+  if (kernel == "log" || kernel == "log2" || kernel == "log10") return below(0, "the logarithm of a negative number is NaN");
+  if (kernel == "log1p") return below(-1, "log1p of a number below -1 is NaN");
+  if (kernel == "acosh") return below(1, "acosh of a number below 1 is NaN");
+  if (kernel == "acos" || kernel == "asin") return beyond_one("acos and asin of a number outside [-1, 1] are NaN");
+  if (kernel == "atanh") return beyond_one("atanh of a number outside [-1, 1] is NaN");
+  if (kernel == "pow" || kernel == "float_power")
+    return below(0, "a negative number to a power that is not an integer is NaN");
+  return std::nullopt;
+}
+
 bool divides_or_logs(const std::string& kernel) {
   if (name_has(kernel, {"softmax"})) return false;
   return name_has(kernel, {"div", "log", "sqrt", "reciprocal", "norm", "pow"});
@@ -436,6 +472,7 @@ const char* cause_label(CauseKind kind) {
     case CauseKind::SkippedStep: return "skipped step";
     case CauseKind::NotMeasured: return "not measured";
     case CauseKind::RangeJump: return "range jump";
+    case CauseKind::OutsideDomain: return "input outside the op's domain";
   }
   return "unknown";
 }
@@ -450,6 +487,7 @@ const char* cause_kind_name(CauseKind kind) {
     case CauseKind::SkippedStep: return "skipped_step";
     case CauseKind::NotMeasured: return "not_measured";
     case CauseKind::RangeJump: return "range_jump";
+    case CauseKind::OutsideDomain: return "outside_domain";
   }
   return "unknown";
 }
@@ -501,6 +539,30 @@ WhyReport why(const Trace& trace) {
           first.summary += fmt::format(". Optimizer steps also blew up {} more parameter{}: {}", blown.size() - 1,
                                        blown.size() == 2 ? "" : "s", others);
         report.causes.push_back(std::move(first));
+      }
+      if (report.causes.empty() && o.kind == "nan") {
+        for (const Row& in : w.rows(o.kernel_id, "in")) {
+          if (!is_float(in.dtype)) continue;
+          const auto breach = outside_domain(o.kernel, in);
+          if (!breach) continue;
+          Cause c;
+          c.kind = CauseKind::OutsideDomain;
+          c.kernel_id = o.kernel_id;
+          c.tensor_id = in.id;
+          c.step = o.step;
+          c.subject = in.name;
+          c.summary = fmt::format("{} read {} holding {}: {}", where_text(o.kernel, o.layer), in.name, breach->what,
+                                  breach->rule);
+          if (const auto written = in.uid ? w.writer(*in.uid, o.kernel_id) : std::nullopt) {
+            const Launch writer = w.launch(written->kernel_id);
+            c.summary += fmt::format("; {} wrote it at {} (launch {})", where_text(writer.kernel, writer.layer),
+                                     step_word(writer.step), human_launch(writer.id));
+          }
+          c.advice = "a model bug, not a precision problem: find why the input left the domain (the chain below), "
+                     "or keep it inside (clamp, abs, or an epsilon that keeps it positive)";
+          report.causes.push_back(std::move(c));
+          break;
+        }
       }
       if (report.causes.empty() && divides_or_logs(o.kernel)) {
         for (const Row& in : w.rows(o.kernel_id, "in")) {

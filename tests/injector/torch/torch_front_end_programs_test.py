@@ -163,13 +163,21 @@ class FrontEndTest(support.FrontEndCase):
         trace, _ = self.trace(script)
         self.assertEqual(self.query(trace, "SELECT kernel, layer, phase, step FROM v_first_nonfinite"),
                          [("sqrt", "act", "forward", 3)])
-        # Why: the analyzer walks back to the subtraction whose output jumped at step 3.
+        # Why: sqrt read negative values, which the subtraction wrote at step 3, its output's range
+        # jumping there.
         why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace], self.dir).stdout)["why"]
         cause = why["causes"][0]
-        self.assertEqual(cause["kind"], "range_jump")
+        self.assertEqual(cause["kind"], "outside_domain")
         self.assertEqual(cause["step"], 3)
         self.assertEqual(self.query(trace, "SELECT kernel, layer FROM v_kernels WHERE id = ?", cause["kernel_id"]),
+                         [("sqrt", "act")])
+        self.assertEqual(self.query(trace, "SELECT role, min < -9e5 FROM tensors WHERE id = ?", cause["tensor_id"]),
+                         [("in", 1)])
+        self.assertIn("the square root of a negative number is NaN; sub (act) wrote it at step 3", cause["summary"])
+        link = why["chain"][0]
+        self.assertEqual(self.query(trace, "SELECT kernel, layer FROM v_kernels WHERE id = ?", link["writer_kernel_id"]),
                          [("sub", "act")])
+        self.assertGreaterEqual(link["jump_log2"], 4)
         trace, p = self.trace(script, "--trap", "nan", check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("FloatingPointError: fpscope: first NaN made by sqrt (layer act, step 3, phase forward)",
@@ -177,6 +185,37 @@ class FrontEndTest(support.FrontEndCase):
         self.assertIn("NaN once amount exceeds 1", p.stderr)
         # The trace holds everything up to the trap, and nothing of the steps after it.
         self.assertEqual(self.query(trace, "SELECT max(step) FROM v_kernels"), [(3,)])
+
+    def test_why_names_a_function_given_values_outside_its_domain(self):
+        script = self.write("domain.py", """
+            import sys, torch, torch.nn as nn
+            torch.manual_seed(0)
+            function = getattr(torch, sys.argv[1])
+            class Squash(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.shift = 0.0
+                def forward(self, x):
+                    return function(torch.sigmoid(x) * 0.5 + 0.25 - self.shift)  # inside (0, 1) unless shifted
+            net = nn.Sequential(nn.Linear(4, 4), Squash(), nn.Linear(4, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.01)
+            x = torch.randn(3, 4)
+            for step in range(4):
+                net[1].shift = 2.0 if step == 2 else 0.0
+                opt.zero_grad()
+                net(x).sum().backward()
+                opt.step()
+        """)
+        for function, rule in (("log", "the logarithm of a negative number is NaN"),
+                               ("acos", "acos and asin of a number outside [-1, 1] are NaN")):
+            trace, _ = self.trace(script, args=(function,))
+            self.assertEqual(self.query(trace, "SELECT kernel, layer, step FROM v_first_nonfinite"), [(function, "1", 2)])
+            why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace],
+                                 self.dir).stdout)["why"]
+            cause = why["causes"][0]
+            self.assertEqual(cause["kind"], "outside_domain", function)
+            self.assertIn(rule, cause["summary"])
+            self.assertIn("sub (1) wrote it at step 2", cause["summary"])
 
     ATTENTION = """
         import sys, torch, torch.nn as nn, torch.nn.functional as F

@@ -418,9 +418,10 @@ class FrontEndTest(support.FrontEndCase):
         trace, _ = self.trace(script, "--every", "2")
         self.assertEqual(self.query(trace, "SELECT kernel, layer, step FROM v_first_nonfinite"), [("sqrt", "1", 2)])
         why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace], self.dir).stdout)["why"]
-        self.assertEqual(why["causes"][0]["kind"], "range_jump")
+        self.assertEqual(why["causes"][0]["kind"], "outside_domain")
+        self.assertIn("sub (1) wrote it at step 2", why["causes"][0]["summary"])
         self.assertFalse([l for l in why["chain"] if "unmeasured" in l["note"]], why["chain"])
-        self.assertEqual(self.query(trace, "SELECT kernel FROM v_kernels WHERE id = ?", why["causes"][0]["kernel_id"]),
+        self.assertEqual(self.query(trace, "SELECT kernel FROM v_kernels WHERE id = ?", why["chain"][0]["writer_kernel_id"]),
                          [("sub",)])
 
     def test_dumped_tensors_match_numpy_field_by_field(self):
