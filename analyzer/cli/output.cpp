@@ -176,8 +176,11 @@ void render(const std::vector<Section>& sections, Format format, std::ostream& o
     if (k) out << "\n";
     out << s.title << "\n" << std::string(width(s.title), '=') << "\n";
     for (const auto& n : s.notes) out << "  " << n << "\n";
+    bool first_table = true;
     for (const auto& t : s.tables) {
-      if (!s.notes.empty() || &t != &s.tables.front()) out << "\n";
+      if (t.rows.empty()) continue;  // a header over nothing says nothing to a person (CSV and JSON keep it)
+      if (!s.notes.empty() || !first_table) out << "\n";
+      first_table = false;
       render_table_text(t, out);
     }
   }

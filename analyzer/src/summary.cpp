@@ -103,6 +103,7 @@ RunSummary summary(const Trace& trace) {
   if (!s.exit_status) s.exit_status = parse_int(trace.meta_value("exit_code"));
   s.signal = parse_int(trace.meta_value("signal_number"));
   s.signal_name = trace.meta_value("signal").value_or("");
+  s.trap = trace.meta_value("trap.message").value_or("");
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));
   s.steps = impl.count("steps").value_or(0);
   s.ranks = std::max<int64_t>(1, impl.count("ranks").value_or(1));
@@ -133,6 +134,13 @@ std::string ending_text(const RunSummary& s) {
   if (s.signal || !s.signal_name.empty()) {
     text += " (signal " + (s.signal_name.empty() ? std::string("?") : s.signal_name) +
             (s.signal ? ", " + std::to_string(*s.signal) : "") + ")";
+  }
+  if (!s.trap.empty()) {
+    // "fpscope: trap: first NaN made by ..." as the program printed it; the report says it was the trap.
+    std::string_view what = s.trap;
+    for (std::string_view prefix : {"fpscope: ", "trap: "})
+      if (what.substr(0, prefix.size()) == prefix) what.remove_prefix(prefix.size());
+    text += fmt::format(", stopped by --trap: {}", what);
   }
   if (s.state == RunEnd::CollectorLost && s.collector_pid) {
     text += ": pid " + std::to_string(*s.collector_pid) + " no longer runs; the trace holds what it wrote until then";

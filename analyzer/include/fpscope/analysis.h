@@ -185,6 +185,7 @@ struct RunSummary {
   std::optional<int64_t> exit_status;                        // meta exit_code
   std::optional<int64_t> signal;                             // meta signal_number
   std::string signal_name;                                   // meta signal ("SIGKILL")
+  std::string trap;                                          // meta trap.message: what --trap stopped the run at
   int64_t steps = 0;                                         // distinct step ranges
   int64_t ranks = 1;                                         // ranks traced (processes of a multi-process run)
   std::optional<int64_t> first_step, last_step;

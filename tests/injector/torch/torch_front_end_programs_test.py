@@ -185,6 +185,12 @@ class FrontEndTest(support.FrontEndCase):
         self.assertIn("NaN once amount exceeds 1", p.stderr)
         # The trace holds everything up to the trap, and nothing of the steps after it.
         self.assertEqual(self.query(trace, "SELECT max(step) FROM v_kernels"), [(3,)])
+        # The report says the trap ended the run.
+        end = json.loads(run([FPSCOPE, "report", "--section", "summary", "--format", "json", trace],
+                             self.dir).stdout)["run"]["end"]
+        self.assertEqual(end["trap"], self.query(trace, "SELECT value FROM meta WHERE key = 'trap.message'")[0][0])
+        self.assertIn("stopped by --trap: first NaN made by sqrt (layer act, step 3, phase forward)",
+                      run([FPSCOPE, "report", "--section", "summary", trace], self.dir).stdout)
 
     def test_why_names_a_function_given_values_outside_its_domain(self):
         script = self.write("domain.py", """
