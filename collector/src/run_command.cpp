@@ -219,7 +219,16 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
     const std::string& m = w.trap().message;  // the injector's message may carry the prefix already
     std::cerr << (m.rfind("fpscope:", 0) == 0 ? "" : "fpscope: trap: ") << m << "\n";
   }
-  if (c.kernels == 0) std::cerr << "fpscope: no kernels were seen — does the program use libmpt_kernels?\n";
+  if (c.kernels == 0) {
+    std::cerr << "fpscope: no kernels were seen: fpscope sees the kernels of programs built on libmpt_kernels (mptrain)"
+                 " and the operators of Python programs that import torch\n";
+  } else if (c.tensors == 0 && (!o.ops.empty() || !o.steps.empty())) {
+    // A selection that measured nothing is a typo or a wrong guess at the names until shown otherwise.
+    std::cerr << fmt::format("fpscope: warning: no tensor was measured: {}{}{} selected none of the run's {} launches;"
+                             " the names to match: fpscope query {} \"SELECT DISTINCT kernel, layer FROM v_kernels\"\n",
+                             o.ops.empty() ? "" : "--ops '" + o.ops + "'", !o.ops.empty() && !o.steps.empty() ? " with " : "",
+                             o.steps.empty() ? "" : "--steps " + o.steps, c.kernels, o.output);
+  }
   if (c.lost_to_storage > 0)
     std::cerr << fmt::format("fpscope: warning: {} records could not be stored: {}\n", c.lost_to_storage, w.error());
   if (rings.dropped_records() > 0)

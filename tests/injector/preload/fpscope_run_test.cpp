@@ -344,6 +344,30 @@ TEST_F(FpscopeRun, EveryTenMeasuresOnlyThoseSteps) {
   EXPECT_EQ(query(trace_, "select count(distinct step) from kernels where step is not null")[0][0], "22");
 }
 
+// A selection that measured nothing says so, with the query that lists the names to match; one that
+// measured something does not.
+TEST_F(FpscopeRun, AnOpsSelectionThatMatchesNothingIsToldOf) {
+  for (const std::string ops : {"nomatch*", "conv*"}) {
+    SCOPED_TRACE(ops);
+    const std::vector<std::string> argv = {FPSCOPE_CLI, "run", "--force", "-o", trace_.string(), "--ops", ops, "--",
+                                           FPSCOPE_MPTRAIN, "--model", "cnn", "--data-dir", FPSCOPE_TEST_DATA_DIR,
+                                           "--train-subset", "64", "--test-subset", "32"};
+    int wait_status = 0;
+    std::string err;
+    ASSERT_TRUE(spawn_and_wait(argv, environment_with({}), [] {}, &wait_status, &err));
+    ASSERT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << err;
+    const std::string tensors = query(trace_, "select count(*) from tensors")[0][0];
+    const bool told = err.find("warning: no tensor was measured: --ops '" + ops + "' selected none of the run's " +
+                               query(trace_, "select count(*) from kernels")[0][0] + " launches") != std::string::npos;
+    EXPECT_EQ(told, tensors == "0") << err;
+    EXPECT_EQ(tensors == "0", ops == "nomatch*");
+    if (told) {
+      EXPECT_NE(err.find("fpscope query " + trace_.string() + " \"SELECT DISTINCT kernel, layer FROM v_kernels\""),
+                std::string::npos) << err;
+    }
+  }
+}
+
 TEST_F(FpscopeRun, DumpsLandBesideTheTraceWithTheirTensorRows) {
   const RunResult r = trace_run({"--dump", "op=linear_forward,step=2"}, {});
   ASSERT_EQ(r.status, 0) << r.stderr_text;
