@@ -91,7 +91,7 @@ Section nonfinite_section(const Trace& trace) {
   sec.extra["neg_inf"] = r.neg_inf;
   sec.extra["tensors"] = r.tensors;
   if (!r.first_origin) {
-    sec.notes.push_back("None: every measured output was finite.");
+    sec.notes.push_back(no_nonfinite_text(summary(trace)));
     return sec;
   }
   const auto& o = *r.first_origin;

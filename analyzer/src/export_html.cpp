@@ -174,7 +174,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
   const NonfiniteReport nf = nonfinite(trace, 16);
   out << "<h2>Non-finite values</h2>\n";
   if (!nf.first_origin) {
-    out << "<p>None: every measured output was finite.</p>\n";
+    out << "<p>" << esc(no_nonfinite_text(s)) << "</p>\n";
   } else {
     const auto& o = *nf.first_origin;
     const char* how = how_it_came_words(how_it_came(o));

@@ -71,6 +71,21 @@ static void count_nonfinite_losses(const Trace& trace, RunSummary* s) {
   s->first_nonfinite_loss_step = st.opt_i64(1);
 }
 
+std::string no_nonfinite_text(const RunSummary& s) {
+  const std::string loss = s.nonfinite_loss_steps > 0 && s.first_nonfinite_loss_step
+                               ? fmt::format("the loss went NaN/Inf from step {} on", *s.first_nonfinite_loss_step)
+                               : std::string();
+  if (s.tensors == 0) {
+    return "Unknown: no tensor was measured (the selection in meta injector_options measured none)" +
+           (loss.empty() ? std::string(".") : ", and " + loss + ".");
+  }
+  if (!loss.empty()) {
+    return "None among the measured outputs, but " + loss +
+           ": a launch that was not measured made it (trace every step: no --every, --steps or --ops).";
+  }
+  return "None: every measured output was finite.";
+}
+
 std::string final_loss_text(const RunSummary& s) {
   std::string text = s.final_loss ? human_number(*s.final_loss) +
                                         (s.final_loss_step ? " (step " + std::to_string(*s.final_loss_step) + ")" : "")
@@ -140,7 +155,7 @@ std::string ending_text(const RunSummary& s) {
     std::string_view what = s.trap;
     for (std::string_view prefix : {"fpscope: ", "trap: "})
       if (what.substr(0, prefix.size()) == prefix) what.remove_prefix(prefix.size());
-    text += fmt::format(", stopped by --trap: {}", what);
+    text += s.state == RunEnd::Trapped ? fmt::format(": {}", what) : fmt::format(", stopped by --trap: {}", what);
   }
   if (s.state == RunEnd::CollectorLost && s.collector_pid) {
     text += ": pid " + std::to_string(*s.collector_pid) + " no longer runs; the trace holds what it wrote until then";

@@ -216,6 +216,9 @@ std::string ending_text(const RunSummary& s);
 // The final loss in words: "0.7743 (step 187)", or when the loss turned NaN/Inf for good,
 // "2.217 (step 2), then NaN/Inf from step 3 on (17 steps)"; "-" when no loss was logged.
 std::string final_loss_text(const RunSummary& s);
+// What the report says when no measured output held NaN/Inf: that none did, or why the trace cannot
+// tell (no tensor was measured; the loss went NaN/Inf where no measured launch did).
+std::string no_nonfinite_text(const RunSummary& s);
 
 // [SECTION] Non-finite values ----------------------------------------------------------------------
 
