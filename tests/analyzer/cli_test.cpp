@@ -170,6 +170,27 @@ TEST(Cli, CompareLossStepsAndNaN) {
   EXPECT_EQ(doc["first_divergent_step"], 12);
 }
 
+// With no NaN/Inf among the measured outputs, the report says when the trace cannot tell.
+TEST(Cli, ReportSaysWhenTheTraceCannotTellWhereNaNAppeared) {
+  fpscope::synthetic::Options o;
+  o.steps = 5;
+  o.finalize = false;  // the summaries are computed from the rows as they are
+  const auto path = make_trace("cli_no_origin", o);
+  auto note = [&] {
+    const Result r = run("report " + path + " --section nonfinite");
+    EXPECT_EQ(r.code, 0) << r.err;
+    const size_t at = r.out.find("\n  ", r.out.find("===="));
+    return r.out.substr(at + 3, r.out.find('\n', at + 1) - at - 3);
+  };
+  EXPECT_EQ(note(), "None: every measured output was finite.");
+  sql_exec(path, "UPDATE scalars SET value = NULL WHERE step >= 3 AND name_id = (SELECT id FROM strings WHERE value = 'loss')");
+  EXPECT_EQ(note(), "None among the measured outputs, but the loss went NaN/Inf from step 3 on: a launch that was not "
+                    "measured made it (trace every step: no --every, --steps or --ops).");
+  sql_exec(path, "DELETE FROM tensors");
+  EXPECT_EQ(note(), "Unknown: no tensor was measured (the selection in meta injector_options measured none), and the "
+                    "loss went NaN/Inf from step 3 on.");
+}
+
 TEST(Cli, QueryRefusesWrites) {
   const auto path = make_trace("cli_query", small_run());
   const Result w = run("query " + path + " \"delete from kernels\"");
