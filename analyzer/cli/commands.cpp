@@ -161,6 +161,19 @@ Action add_advise(CLI::App& app) {
     auto trace = Trace::open(o->trace);
     o->options.target = o->target == "bf16" ? analysis::Format::BF16 : analysis::Format::F16;
     const Advice advice = advise(*trace, o->options);
+    // The op lists name mptrain's ops; a PyTorch program's operators are not mapped to them, so
+    // lists made from its trace would say "not seen" of every op it ran.
+    const std::string framework = trace->meta_value("config.framework").value_or("");
+    if (framework.rfind("torch", 0) == 0) {
+      std::cout << "Loss scaling: " << (advice.loss_scale.needed ? "needed. " : "not needed. ") << advice.loss_scale.reason
+                << "\n";
+      std::cout << fmt::format(
+          "No op lists written: this trace is of a PyTorch program ({}), and the lists (fp32_ops.txt, bf16_ops.txt) name "
+          "mptrain's ops for its --fp32-ops and --bf16-ops. Each layer's and operator's headroom in fp16 and bf16, and "
+          "what a cast would overflow or flush to zero, are in: fpscope report {} --section ranges\n",
+          framework, o->trace);
+      return finish(*trace);
+    }
     namespace fs = std::filesystem;
     std::error_code ec;
     fs::create_directories(o->dir, ec);

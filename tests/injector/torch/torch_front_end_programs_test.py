@@ -178,6 +178,13 @@ class FrontEndTest(support.FrontEndCase):
         self.assertEqual(self.query(trace, "SELECT kernel, layer FROM v_kernels WHERE id = ?", link["writer_kernel_id"]),
                          [("sub", "act")])
         self.assertGreaterEqual(link["jump_log2"], 4)
+        # advise writes mptrain's op lists, which a PyTorch program's operators do not map to: it says
+        # so and writes none.
+        advice = os.path.join(self.dir, "advice")
+        said = run([FPSCOPE, "advise", trace, "-o", advice], self.dir).stdout
+        self.assertIn("No op lists written: this trace is of a PyTorch program", said)
+        self.assertIn("Loss scaling: ", said)
+        self.assertFalse(os.path.exists(os.path.join(advice, "fp32_ops.txt")))
         trace, p = self.trace(script, "--trap", "nan", check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("FloatingPointError: fpscope: first NaN made by sqrt (layer act, step 3, phase forward)",
