@@ -161,12 +161,15 @@ Action add_advise(CLI::App& app) {
     auto trace = Trace::open(o->trace);
     o->options.target = o->target == "bf16" ? analysis::Format::BF16 : analysis::Format::F16;
     const Advice advice = advise(*trace, o->options);
+    auto print_loss_scaling = [&] {
+      std::cout << "Loss scaling: " << (advice.loss_scale.needed ? "needed. " : "not needed. ") << advice.loss_scale.reason
+                << "\n";
+    };
     // The op lists name mptrain's ops; a PyTorch program's operators are not mapped to them, so
     // lists made from its trace would say "not seen" of every op it ran.
     const std::string framework = trace->meta_value("config.framework").value_or("");
     if (framework.rfind("torch", 0) == 0) {
-      std::cout << "Loss scaling: " << (advice.loss_scale.needed ? "needed. " : "not needed. ") << advice.loss_scale.reason
-                << "\n";
+      print_loss_scaling();
       std::cout << fmt::format(
           "No op lists written: this trace is of a PyTorch program ({}), and the lists (fp32_ops.txt, bf16_ops.txt) name "
           "mptrain's ops for its --fp32-ops and --bf16-ops. Each layer's and operator's headroom in fp16 and bf16, and "
@@ -192,7 +195,7 @@ Action add_advise(CLI::App& app) {
     for (const auto& op : advice.ops) {
       std::cout << fmt::format("  {:<12} {:<5} {}\n", op.op, op.placement == OpPlacement::Fp32 ? "fp32" : "16-bit", op.reason);
     }
-    std::cout << "Loss scaling: " << (advice.loss_scale.needed ? "needed. " : "not needed. ") << advice.loss_scale.reason << "\n";
+    print_loss_scaling();
     std::cout << "Wrote " << fp32_path << " and " << low_path << "\nSuggested mptrain flags:\n ";
     for (auto flag : advice.mptrain_flags) {
       if (flag == "fp32_ops.txt") flag = fp32_path;

@@ -333,6 +333,18 @@ Section ranks_section(const Trace& trace) {
   return sec;
 }
 
+namespace {
+
+// Why a step's losses part whatever the tolerance: "finite against NaN", "NaN against finite",
+// "opposite infinities".
+std::string nonfinite_mismatch_text(const LossPoint& p) {
+  const double a = p.a.value_or(0), b = p.b.value_or(0);
+  if (std::isinf(a) && std::isinf(b)) return "opposite infinities";
+  return std::isfinite(a) ? "finite against " + human_number(b) : human_number(a) + " against finite";
+}
+
+}  // namespace
+
 std::vector<Section> comparison_sections(const Comparison& c) {
   std::vector<Section> out;
   Section runs{"runs", "Runs (A = source, B = target)", {}, {}, {}};
@@ -384,24 +396,29 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   const auto mismatch = std::find_if(c.loss_curve.begin(), c.loss_curve.end(),
                                      [](const LossPoint& p) { return p.nonfinite_mismatch; });
   const size_t mismatch_index = static_cast<size_t>(mismatch - c.loss_curve.begin());
-  if (c.first_divergent_step) {
+  if (c.diverged_to_nonfinite && mismatch != c.loss_curve.end()) {
+    loss.notes.push_back(fmt::format("The curves first part at step {}: {}.", *c.first_divergent_step,
+                                     nonfinite_mismatch_text(*mismatch)));
+  } else if (c.first_divergent_step) {
     loss.notes.push_back(fmt::format("The curves first part by more than {} (relative) at step {}.",
                                      human_percent(c.loss_tolerance), *c.first_divergent_step));
   } else if (!c.loss_curve.empty()) {
     loss.notes.push_back(fmt::format("The curves stay within {} (relative) at every common step.", human_percent(c.loss_tolerance)));
   }
   if (mismatch != c.loss_curve.end()) {
-    const bool a_finite = mismatch->a && std::isfinite(*mismatch->a);
-    loss.notes.push_back(fmt::format("At step {} the loss is {} in A and {} in B.", mismatch->step,
-                                     human_number(mismatch->a.value_or(0)), human_number(mismatch->b.value_or(0))) +
-                         (a_finite || (mismatch->b && std::isfinite(*mismatch->b))
-                              ? fmt::format(" {} loss stays non-finite at {} of the common steps after it.",
-                                            a_finite ? "B's" : "A's",
-                                            std::count_if(mismatch + 1, c.loss_curve.end(), [&](const LossPoint& p) {
-                                              const auto& v = a_finite ? p.b : p.a;
-                                              return v && !std::isfinite(*v);
-                                            }))
-                              : std::string()));
+    std::string note = fmt::format("At step {} the loss is {} in A and {} in B.", mismatch->step,
+                                   human_number(mismatch->a.value_or(0)), human_number(mismatch->b.value_or(0)));
+    const bool a_finite = std::isfinite(mismatch->a.value_or(0)), b_finite = std::isfinite(mismatch->b.value_or(0));
+    if (a_finite != b_finite) {
+      const auto after = mismatch + 1;
+      const auto nonfinite_after = std::count_if(after, c.loss_curve.end(), [&](const LossPoint& p) {
+        return !std::isfinite((a_finite ? p.b : p.a).value_or(0));
+      });
+      if (after != c.loss_curve.end())
+        note += fmt::format(" {} loss is non-finite at {} of the {} common steps after it.", a_finite ? "B's" : "A's",
+                            nonfinite_after, c.loss_curve.end() - after);
+    }
+    loss.notes.push_back(std::move(note));
   }
   double worst = 0;
   for (const auto& p : c.loss_curve) worst = std::max(worst, p.relative_difference.value_or(0));
@@ -414,7 +431,7 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   Table lt{"steps", {"step", "loss A", "loss B", "relative difference"}, {}};
   for (const auto& p : c.loss_curve) {
     Cell difference = percent_cell(p.relative_difference);
-    if (p.nonfinite_mismatch) difference = Cell("finite against NaN/Inf", nullptr, false);
+    if (p.nonfinite_mismatch) difference = Cell(nonfinite_mismatch_text(p), nonfinite_mismatch_text(p), false);
     lt.rows.push_back({int_cell(p.step), opt(p.a), opt(p.b), std::move(difference)});
   }
   const size_t n = c.loss_curve.size();

@@ -58,7 +58,10 @@ void compare_loss(const Trace& a, const Trace& b, double tolerance, Comparison& 
       const bool same = (std::isnan(va) && std::isnan(vb)) || va == vb;
       p.nonfinite_mismatch = parted = !same;
     }
-    if (!c.first_divergent_step && parted) c.first_divergent_step = step;
+    if (!c.first_divergent_step && parted) {
+      c.first_divergent_step = step;
+      c.diverged_to_nonfinite = p.nonfinite_mismatch;
+    }
     c.loss_curve.push_back(p);
   }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace fpscope::analysis {
 
@@ -75,13 +76,20 @@ std::string no_nonfinite_text(const RunSummary& s) {
   const std::string loss = s.nonfinite_loss_steps > 0 && s.first_nonfinite_loss_step
                                ? fmt::format("the loss went NaN/Inf from step {} on", *s.first_nonfinite_loss_step)
                                : std::string();
+  const std::string and_loss = loss.empty() ? std::string(".") : ", and " + loss + ".";
+  if (s.kernels == 0) return "Unknown: the trace holds no kernel launch" + and_loss;
   if (s.tensors == 0) {
-    return "Unknown: no tensor was measured (the selection in meta injector_options measured none)" +
-           (loss.empty() ? std::string(".") : ", and " + loss + ".");
+    return (s.measured_a_selection ? "Unknown: no tensor was measured (the selection of --every, --steps or --ops "
+                                     "measured none)"
+                                   : std::string("Unknown: no tensor was measured")) +
+           and_loss;
   }
   if (!loss.empty()) {
     return "None among the measured outputs, but " + loss +
-           ": a launch that was not measured made it (trace every step: no --every, --steps or --ops).";
+           (s.measured_a_selection ? ": a launch that was not measured made it (trace every step: no --every, --steps "
+                                     "or --ops)."
+                                   : ": it came from what fpscope does not measure (a type other than f32, f16 and "
+                                     "bf16, or work outside the traced kernels and operators).");
   }
   return "None: every measured output was finite.";
 }
@@ -119,6 +127,15 @@ RunSummary summary(const Trace& trace) {
   s.signal = parse_int(trace.meta_value("signal_number"));
   s.signal_name = trace.meta_value("signal").value_or("");
   s.trap = trace.meta_value("trap.message").value_or("");
+  // "every=10 steps=all ops=* tensors=both ...": a selection is anything but every step and op.
+  const std::string options = " " + trace.meta_value("injector_options").value_or("") + " ";
+  for (const char* word : {" every=", " steps=", " ops="}) {
+    const size_t at = options.find(word);
+    if (at == std::string::npos) continue;
+    const size_t from = at + std::strlen(word);
+    const std::string value = options.substr(from, options.find(' ', from) - from);
+    if (value != "1" && value != "all" && value != "*") s.measured_a_selection = true;
+  }
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));
   s.steps = impl.count("steps").value_or(0);
   s.ranks = std::max<int64_t>(1, impl.count("ranks").value_or(1));
@@ -155,7 +172,13 @@ std::string ending_text(const RunSummary& s) {
     std::string_view what = s.trap;
     for (std::string_view prefix : {"fpscope: ", "trap: "})
       if (what.substr(0, prefix.size()) == prefix) what.remove_prefix(prefix.size());
-    text += s.state == RunEnd::Trapped ? fmt::format(": {}", what) : fmt::format(", stopped by --trap: {}", what);
+    if (s.state == RunEnd::Trapped) {
+      text += fmt::format(": {}", what);
+    } else if (contract::is_failure(s.state)) {
+      text += fmt::format(", stopped by --trap: {}", what);
+    } else {  // the program caught the trap's exception and went on
+      text += fmt::format("; --trap fired and the program went on: {}", what);
+    }
   }
   if (s.state == RunEnd::CollectorLost && s.collector_pid) {
     text += ": pid " + std::to_string(*s.collector_pid) + " no longer runs; the trace holds what it wrote until then";

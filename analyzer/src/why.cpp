@@ -553,10 +553,17 @@ WhyReport why(const Trace& trace) {
           c.subject = in.name;
           c.summary = fmt::format("{} read {} holding {}: {}", where_text(o.kernel, o.layer), in.name, breach->what,
                                   breach->rule);
+          // Its writer, as the walk found it: the latest measured write, unless launches the run did
+          // not measure came between (then the walk's stop in the chain says which).
           if (const auto written = in.uid ? w.writer(*in.uid, o.kernel_id) : std::nullopt) {
             const Launch writer = w.launch(written->kernel_id);
-            c.summary += fmt::format("; {} wrote it at {} (launch {})", where_text(writer.kernel, writer.layer),
-                                     step_word(writer.step), human_launch(writer.id));
+            if (w.unmeasured_between(written->kernel_id, o.kernel_id).launches == 0) {
+              c.summary += fmt::format("; {} wrote it at {} (launch {})", where_text(writer.kernel, writer.layer),
+                                       step_word(writer.step), human_launch(writer.id));
+            } else {
+              c.summary += fmt::format("; the launch that wrote it was not measured (the last measured write: {} at {})",
+                                       where_text(writer.kernel, writer.layer), step_word(writer.step));
+            }
           }
           c.advice = "a model bug, not a precision problem: find why the input left the domain (the chain below), "
                      "or keep it inside (clamp, abs, or an epsilon that keeps it positive)";

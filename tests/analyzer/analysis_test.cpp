@@ -294,6 +294,8 @@ TEST(Analysis, CompareKeepsNonFiniteLosses) {
     }
   }
   EXPECT_EQ(c.b.nonfinite_loss_steps, 3);
+  EXPECT_EQ(c.a.nonfinite_loss_steps, 0);  // A's NaN at step 4 came before its last finite loss
+  EXPECT_TRUE(c.diverged_to_nonfinite);
   EXPECT_FALSE(c.final_loss_delta);
   // Without the non-finite losses the final losses subtract again.
   sql_exec(b_path, "UPDATE scalars SET value = 1.0 WHERE " + loss_rows + " AND step >= 3");

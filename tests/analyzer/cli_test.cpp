@@ -159,7 +159,8 @@ TEST(Cli, CompareLossStepsAndNaN) {
   EXPECT_EQ(rows, 25);
   const Result text = run("compare " + a + " " + b);
   ASSERT_EQ(text.code, 0) << text.err;
-  EXPECT_NE(text.out.find("The curves first part by more than 5.00% (relative) at step 12."), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("The curves first part at step 12: finite against NaN."), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("B's loss is non-finite at 12 of the 12 common steps after it."), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("11 of the 25 common steps shown"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("then NaN/Inf from step 12 on (13 steps)"), std::string::npos) << text.out;
   const auto doc = nlohmann::json::parse(run("compare " + a + " " + b + " --format json").out);
@@ -184,11 +185,42 @@ TEST(Cli, ReportSaysWhenTheTraceCannotTellWhereNaNAppeared) {
   };
   EXPECT_EQ(note(), "None: every measured output was finite.");
   sql_exec(path, "UPDATE scalars SET value = NULL WHERE step >= 3 AND name_id = (SELECT id FROM strings WHERE value = 'loss')");
+  EXPECT_EQ(note(), "None among the measured outputs, but the loss went NaN/Inf from step 3 on: it came from what "
+                    "fpscope does not measure (a type other than f32, f16 and bf16, or work outside the traced kernels "
+                    "and operators).");
+  sql_exec(path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('injector_options', 'every=10 steps=all ops=*')");
   EXPECT_EQ(note(), "None among the measured outputs, but the loss went NaN/Inf from step 3 on: a launch that was not "
                     "measured made it (trace every step: no --every, --steps or --ops).");
   sql_exec(path, "DELETE FROM tensors");
-  EXPECT_EQ(note(), "Unknown: no tensor was measured (the selection in meta injector_options measured none), and the "
-                    "loss went NaN/Inf from step 3 on.");
+  EXPECT_EQ(note(), "Unknown: no tensor was measured (the selection of --every, --steps or --ops measured none), and "
+                    "the loss went NaN/Inf from step 3 on.");
+  sql_exec(path, "DELETE FROM kernels");
+  EXPECT_EQ(note(), "Unknown: the trace holds no kernel launch, and the loss went NaN/Inf from step 3 on.");
+}
+
+// A table with no rows is left out of the text a person reads, and kept (its header) in CSV.
+TEST(Cli, TextLeavesOutATableWithNoRows) {
+  const auto path = make_trace("cli_empty_table", small_run());
+  sql_exec(path, "DELETE FROM nonfinite WHERE origin = 0");  // nothing passed the NaN on
+  const Result text = run("report " + path + " --section nonfinite");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("kernel"), std::string::npos) << text.out;  // the table by kernel
+  EXPECT_EQ(text.out.find("launch  kernel"), std::string::npos) << text.out;
+  const Result csv = run("report " + path + " --section nonfinite --format csv");
+  EXPECT_NE(csv.out.find("# nonfinite/propagation\nlaunch,kernel,layer,phase,step,tensor,kind\n"), std::string::npos)
+      << csv.out;
+}
+
+// A trap message in a run that ended well: the program caught the trap's exception and went on.
+TEST(Cli, ATrapThatDidNotEndTheRunIsSaidAsSuch) {
+  auto o = small_run();
+  o.nan_at_step.reset();
+  const auto path = make_trace("cli_trap_caught", o);
+  sql_exec(path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('trap.message', 'fpscope: trap: first NaN made by x')");
+  const Result r = run("report " + path + " --section summary");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("exited normally; --trap fired and the program went on: first NaN made by x"), std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, QueryRefusesWrites) {

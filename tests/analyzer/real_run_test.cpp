@@ -287,6 +287,24 @@ TEST_F(RealRun, WhyInventsNoPrecursorForAPlantedNan) {
   EXPECT_TRUE(r.chain.empty());
 }
 
+// The report's ending of a run --trap stopped carries the trap's message, once.
+TEST_F(RealRun, ATrappedRunsEndingCarriesTheTrapsMessage) {
+  const std::string path = fpscope::test::temp_dir() + "/trapped.sqlite";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --trap nan -o " + path + " -- " + MPTRAIN_BIN +
+                          kCommon + " --fault nan@fc1:3 > /dev/null 2>&1";
+  ASSERT_NE(std::system(cmd.c_str()), 0) << cmd;  // the program dies of SIGTRAP
+  auto t = Trace::open(path);
+  const RunSummary s = summary(*t);
+  EXPECT_EQ(s.state, fpscope::contract::RunEnd::Trapped);
+  const auto message = fpscope::test::sql_text(path, "select value from meta where key = 'trap.message'");
+  ASSERT_TRUE(message);
+  EXPECT_EQ(s.trap, *message);
+  const std::string prefix = "fpscope: trap: ";
+  ASSERT_EQ(message->rfind(prefix, 0), 0u) << *message;
+  EXPECT_EQ(ending_text(s), std::string(fpscope::contract::label(s.state)) + " (signal SIGTRAP, 5): " +
+                                message->substr(prefix.size()));
+}
+
 TEST_F(RealRun, WhyStopsWhereTheWriterWasNotMeasured) {
   // --every is fpscope's option, before the program.
   const std::string sampled = fpscope::test::temp_dir() + "/why_every2.sqlite";

@@ -186,6 +186,7 @@ struct RunSummary {
   std::optional<int64_t> signal;                             // meta signal_number
   std::string signal_name;                                   // meta signal ("SIGKILL")
   std::string trap;                                          // meta trap.message: what --trap stopped the run at
+  bool measured_a_selection = false;                         // meta injector_options: --every, --steps or --ops given
   int64_t steps = 0;                                         // distinct step ranges
   int64_t ranks = 1;                                         // ranks traced (processes of a multi-process run)
   std::optional<int64_t> first_step, last_step;
@@ -672,6 +673,7 @@ struct Comparison {
   std::vector<LossPoint> loss_curve;     // steps present in both runs, ascending, NaN losses included
   int64_t a_steps = 0, b_steps = 0;
   std::optional<int64_t> first_divergent_step;  // beyond the tolerance, or finite against NaN/Inf
+  bool diverged_to_nonfinite = false;            // at first_divergent_step one loss is NaN/Inf and the other not
   std::vector<LayerShift> layers;        // every layer of either run
   std::vector<RunEvent> only_in_a, only_in_b;  // matched on (kind, step)
 };

@@ -83,8 +83,13 @@ class LossView final : public View {
       }
     }
     if (const analysis::Comparison* c = ctx.traces.comparison().result(); c && c->first_divergent_step) {
-      ImGui::TextColored(colors::to_vec4(colors::kWarningText), "loss differs by more than %.0f%% from step %lld on",
-                         c->loss_tolerance * 100, static_cast<long long>(*c->first_divergent_step));
+      if (c->diverged_to_nonfinite) {
+        ImGui::TextColored(colors::to_vec4(colors::kWarningText), "one run's loss is NaN/Inf from step %lld",
+                           static_cast<long long>(*c->first_divergent_step));
+      } else {
+        ImGui::TextColored(colors::to_vec4(colors::kWarningText), "loss differs by more than %.0f%% from step %lld on",
+                           c->loss_tolerance * 100, static_cast<long long>(*c->first_divergent_step));
+      }
     }
   }
 

@@ -338,7 +338,11 @@ class SummaryView final : public View {
       ImGui::SameLine(0, 30);
     }
     if (c->first_divergent_step) {
-      ImGui::TextColored(colors::to_vec4(colors::kWarningText), "loss diverges beyond %.0f%% from", c->loss_tolerance * 100);
+      if (c->diverged_to_nonfinite) {
+        ImGui::TextColored(colors::to_vec4(colors::kWarningText), "one run's loss turns NaN/Inf at");
+      } else {
+        ImGui::TextColored(colors::to_vec4(colors::kWarningText), "loss diverges beyond %.0f%% from", c->loss_tolerance * 100);
+      }
       ImGui::SameLine();
       if (link("step " + std::to_string(*c->first_divergent_step))) {
         ctx.selection.select_step(*c->first_divergent_step);
