@@ -228,6 +228,8 @@ class SummaryView final : public View {
       ImGui::TextDisabled("what to change: %s", c.advice.c_str());
       ImGui::PopTextWrapPos();
       if (c.kernel_id) {
+        // On a line of its own: beside a long advice it would be clipped at the window's edge.
+        ImGui::TextDisabled("evidence:");
         ImGui::SameLine();
         if (link("launch " + analysis::human_launch(*c.kernel_id))) {
           ctx.selection.select_kernel(doc.id(), *c.kernel_id, c.step);
