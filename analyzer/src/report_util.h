@@ -27,6 +27,14 @@ std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view na
 // The same with the steps whose last value is NaN (stored NULL) kept, as a quiet NaN.
 std::map<int64_t, double> scalar_by_step_with_nan(const Trace& trace, std::string_view name);
 
+// Which of `fpscope run`'s selections the run measured under (meta `options`, JSON): --ops, a step
+// filter (--every above 1, --steps). A trace without that meta (another writer's) has none.
+struct MeasuredSelection {
+  bool ops = false, steps = false;
+  bool any() const { return ops || steps; }
+};
+MeasuredSelection measured_selection(const Trace& trace);
+
 // SQL: `value` is a finite number. A NaN is stored as NULL, an infinity as itself; SQLite reads
 // 9e999 as +Inf, and a comparison with NULL is not true.
 inline constexpr const char* kFiniteValueSql = "abs(value) < 9e999";

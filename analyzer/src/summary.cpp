@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 namespace fpscope::analysis {
 
@@ -72,6 +71,19 @@ static void count_nonfinite_losses(const Trace& trace, RunSummary* s) {
   s->first_nonfinite_loss_step = st.opt_i64(1);
 }
 
+MeasuredSelection measured_selection(const Trace& trace) {
+  MeasuredSelection m;
+  const auto text = trace.meta_value("options");
+  if (!text) return m;
+  try {
+    const auto j = nlohmann::json::parse(*text);
+    m.ops = !j.value("ops", std::string()).empty();
+    m.steps = j.value("every", 1) > 1 || !j.value("steps", std::string()).empty();
+  } catch (const std::exception&) {
+  }
+  return m;
+}
+
 std::string no_nonfinite_text(const RunSummary& s) {
   const std::string loss = s.nonfinite_loss_steps > 0 && s.first_nonfinite_loss_step
                                ? fmt::format("the loss went NaN/Inf from step {} on", *s.first_nonfinite_loss_step)
@@ -127,15 +139,7 @@ RunSummary summary(const Trace& trace) {
   s.signal = parse_int(trace.meta_value("signal_number"));
   s.signal_name = trace.meta_value("signal").value_or("");
   s.trap = trace.meta_value("trap.message").value_or("");
-  // "every=10 steps=all ops=* tensors=both ...": a selection is anything but every step and op.
-  const std::string options = " " + trace.meta_value("injector_options").value_or("") + " ";
-  for (const char* word : {" every=", " steps=", " ops="}) {
-    const size_t at = options.find(word);
-    if (at == std::string::npos) continue;
-    const size_t from = at + std::strlen(word);
-    const std::string value = options.substr(from, options.find(' ', from) - from);
-    if (value != "1" && value != "all" && value != "*") s.measured_a_selection = true;
-  }
+  s.measured_a_selection = measured_selection(trace).any();
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));
   s.steps = impl.count("steps").value_or(0);
   s.ranks = std::max<int64_t>(1, impl.count("ranks").value_or(1));

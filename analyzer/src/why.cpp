@@ -7,8 +7,6 @@
 // allocation before it (the writer's own input when it updated the tensor in place).
 #include "report_util.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -250,15 +248,9 @@ class Walker {
  private:
   // A step, kernel or layer filter leaves launches unmeasured whose outputs the trace cannot see.
   void read_filters() {
-    const auto text = trace_.meta_value("options");
-    if (!text) return;
-    try {
-      const auto j = nlohmann::json::parse(*text);
-      ops_filtered_ = !j.value("ops", std::string()).empty();
-      filtered_ = ops_filtered_ || j.value("every", 1) > 1 || !j.value("steps", std::string()).empty();
-    } catch (const std::exception&) {
-      return;
-    }
+    const MeasuredSelection selection = measured_selection(trace_);
+    ops_filtered_ = selection.ops;
+    filtered_ = selection.any();
     if (!filtered_) return;
     sql::Statement st(db_, "SELECT DISTINCT step FROM kernels WHERE sampled = 1 AND step IS NOT NULL");
     while (st.step()) measured_steps_.insert(st.i64(0));

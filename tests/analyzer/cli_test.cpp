@@ -188,7 +188,8 @@ TEST(Cli, ReportSaysWhenTheTraceCannotTellWhereNaNAppeared) {
   EXPECT_EQ(note(), "None among the measured outputs, but the loss went NaN/Inf from step 3 on: it came from what "
                     "fpscope does not measure (a type other than f32, f16 and bf16, or work outside the traced kernels "
                     "and operators).");
-  sql_exec(path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('injector_options', 'every=10 steps=all ops=*')");
+  sql_exec(path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('options', '{\"every\": 10, \"steps\": \"\", "
+                 "\"ops\": \"\"}')");
   EXPECT_EQ(note(), "None among the measured outputs, but the loss went NaN/Inf from step 3 on: a launch that was not "
                     "measured made it (trace every step: no --every, --steps or --ops).");
   sql_exec(path, "DELETE FROM tensors");

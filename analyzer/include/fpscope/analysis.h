@@ -186,7 +186,7 @@ struct RunSummary {
   std::optional<int64_t> signal;                             // meta signal_number
   std::string signal_name;                                   // meta signal ("SIGKILL")
   std::string trap;                                          // meta trap.message: what --trap stopped the run at
-  bool measured_a_selection = false;                         // meta injector_options: --every, --steps or --ops given
+  bool measured_a_selection = false;                         // meta options: --every, --steps or --ops given
   int64_t steps = 0;                                         // distinct step ranges
   int64_t ranks = 1;                                         // ranks traced (processes of a multi-process run)
   std::optional<int64_t> first_step, last_step;
