@@ -172,10 +172,10 @@ std::string ending_text(const RunSummary& s) {
             (s.signal ? ", " + std::to_string(*s.signal) : "") + ")";
   }
   if (!s.trap.empty()) {
-    // "fpscope: trap: first NaN made by ..." as the program printed it; the report says it was the trap.
+    // The injector's message without its prefix: the ending says it was the trap.
     std::string_view what = s.trap;
-    for (std::string_view prefix : {"fpscope: ", "trap: "})
-      if (what.substr(0, prefix.size()) == prefix) what.remove_prefix(prefix.size());
+    if (what.substr(0, contract::kTrapMessagePrefix.size()) == contract::kTrapMessagePrefix)
+      what.remove_prefix(contract::kTrapMessagePrefix.size());
     if (s.state == RunEnd::Trapped) {
       text += fmt::format(": {}", what);
     } else if (contract::is_failure(s.state)) {

@@ -217,7 +217,7 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
                              rings.refused_processes(), kMaxRings);
   if (w.trap().seen) {
     const std::string& m = w.trap().message;  // the injector's message may carry the prefix already
-    std::cerr << (m.rfind("fpscope:", 0) == 0 ? "" : "fpscope: trap: ") << m << "\n";
+    std::cerr << (m.rfind("fpscope:", 0) == 0 ? std::string_view() : contract::kTrapMessagePrefix) << m << "\n";
   }
   if (c.kernels == 0) {
     std::cerr << "fpscope: no kernels were seen: fpscope sees the kernels of programs built on libmpt_kernels (mptrain)"

@@ -21,6 +21,7 @@
 
 #include "fpscope/contract/allow_rules.h"
 #include "fpscope/contract/loss_scaler.h"
+#include "fpscope/contract/run_end.h"
 #include "fpscope/inject_api.h"
 #include "npy_writer.h"
 
@@ -469,7 +470,7 @@ std::string Session::trap_message(const LaunchPlan& p, const Attribution& where,
       index = first_of_kind(t.data, type, element_count(t), options_.trap == TrapKind::NaN);
       kind = nonfinite_kind(type, element_bits(t.data, type, static_cast<size_t>(index)));
     }
-    return std::string("fpscope: trap: first ") + nonfinite_word(kind) + " made by " + p.kernel +
+    return std::string(contract::kTrapMessagePrefix) + "first " + nonfinite_word(kind) + " made by " + p.kernel +
            place_of(where) + " in " + (t.name && *t.name ? t.name : "output " + std::to_string(m.slot)) +
            " at index " + std::to_string(index);
   }
@@ -872,7 +873,7 @@ void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
     const char* wanted = options_.trap == TrapKind::NaN ? "NaN" : options_.trap == TrapKind::Inf ? "Inf" : nullptr;
     const bool first_is_wanted = wanted == nullptr || (options_.trap == TrapKind::NaN) == (first == wire::NonfiniteKind::NaN);
     trap_seq_ = t.seq;
-    trap_message_ = std::string("fpscope: trap: first ") + (first_is_wanted ? nonfinite_word(first) : wanted) +
+    trap_message_ = std::string(contract::kTrapMessagePrefix) + "first " + (first_is_wanted ? nonfinite_word(first) : wanted) +
                     " made by " + launch.kernel + launch.where + " in " + t.name +
                     (first_is_wanted ? " at index " + std::to_string(stats.first_nonfinite)
                                      : " (its first non-finite value, " + std::string(nonfinite_word(first)) +

@@ -1,8 +1,8 @@
 // Writes a Python file of the PyTorch front end from its template, replacing each @NAME@ with the
 // value the C and C++ headers give that fact: the kernel ABI's enums and tensor layout
 // (mpt/abi.h), the injector's C API (fpscope/inject_api.h), the NVTX conventions
-// (fpscope/contract/nvtx.h) and the environment `fpscope run` sets
-// (fpscope/contract/environment.h).
+// (fpscope/contract/nvtx.h), the environment `fpscope run` sets
+// (fpscope/contract/environment.h) and how a trap's message begins (fpscope/contract/run_end.h).
 // So each fact is written once, in C or C++, and the Python front end reads the same values.
 //
 //   fpscope_write_contract_py TEMPLATE OUTPUT
@@ -18,6 +18,7 @@
 
 #include "fpscope/contract/environment.h"
 #include "fpscope/contract/nvtx.h"
+#include "fpscope/contract/run_end.h"
 #include "fpscope/inject_api.h"
 #include "mpt/abi.h"
 
@@ -44,6 +45,7 @@ std::map<std::string, std::string> facts() {
       {"MEASURE_INPUTS", n(FPSCOPE_MEASURE_INPUTS)},
       {"MEASURE_OUTPUTS", n(FPSCOPE_MEASURE_OUTPUTS)},
       {"TRAPPED", n(FPSCOPE_TRAPPED)},
+      {"TRAP_MESSAGE_PREFIX", quoted(std::string(contract::kTrapMessagePrefix))},
       {"MAX_DIMS", n(MPT_MAX_DIMS)},
       // data, id, name, shape, ndim, dtype, device, reserved; little-endian, no padding.
       {"TENSOR_FORMAT", quoted("<QQQ" + std::to_string(MPT_MAX_DIMS) + "qiiii")},

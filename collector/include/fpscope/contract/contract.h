@@ -8,7 +8,8 @@
 //   collectives.h       kernels that combine tensors over ranks, and who made a NaN they return
 //   allow_rules.h       rules for intended NaN/Inf (an attention mask's -inf), their syntax and match
 //   environment.h       the variables `fpscope run` sets for the injector
-//   run_end.h           how a run ended, its meta word, its label, whether it is a failure
+//   run_end.h           how a run ended, its meta word, its label, whether it is a failure; how a
+//                       trap's message begins
 //   process_identity.h  which `fpscope run` wrote a trace or owns a ring, and whether it still runs
 //   launcher_rank.h     a process's rank in a multi-process run, from its launcher's environment
 //

@@ -48,6 +48,11 @@ static_assert([] {
   return true;
 }(), "kRunEnds must list the endings in RunEnd order");
 
+// How the injector's message of a trap begins ("fpscope: trap: first NaN made by ..."): the
+// collector prints the message as it is, the report shows it without this prefix (the ending says
+// it was the trap), and the PyTorch front end's FloatingPointError puts "fpscope: " in its place.
+inline constexpr std::string_view kTrapMessagePrefix = "fpscope: trap: ";
+
 constexpr const RunEndInfo& info(RunEnd end) { return kRunEnds[static_cast<int>(end)]; }
 constexpr std::string_view label(RunEnd end) { return info(end).label; }
 constexpr bool is_failure(RunEnd end) { return info(end).failure; }

@@ -64,7 +64,7 @@ def _autocast_dtype(device):
 def _trap_text(lib):
     """The injector's message of the trap just raised, as the program's FloatingPointError says it
     (the exception's type already says it is a trap)."""
-    return lib.trap_message().decode(errors="replace").replace("fpscope: trap: ", "fpscope: ", 1)
+    return lib.trap_message().decode(errors="replace").replace(_api.TRAP_MESSAGE_PREFIX, "fpscope: ", 1)
 
 
 def _describe(error):
