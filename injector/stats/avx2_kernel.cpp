@@ -80,6 +80,22 @@ FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256
   two_sum(squares, _mm256_add_pd(_mm256_add_pd(q[0], q[1]), _mm256_add_pd(q[2], q[3])));
 }
 
+// fp16 values as exact running sums, as in the AVX-512 kernel (add_sums_f16 there): a block gives
+// each of the four lanes at most 1024 values below 2^16, multiples of 2^-24, so plain additions
+// stay exact (below 2^29); the block's lanes join the (hi, lo) pair with one TwoSum.
+static_assert(kBlockElements / 4 <= (std::size_t{1} << 13),
+              "a lane's exact fp16 sum over a block must stay below 2^29");
+FPSCOPE_AVX2 inline void add_sums_f16(__m256d& exact, SumLanes& squares, const __m256d d[8]) {
+  __m256d s[4], q[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    s[k] = _mm256_add_pd(d[2 * k], d[2 * k + 1]);
+    q[k] = _mm256_fmadd_pd(d[2 * k], d[2 * k], _mm256_mul_pd(d[2 * k + 1], d[2 * k + 1]));
+  }
+  exact = _mm256_add_pd(exact, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
+  two_sum(squares, _mm256_add_pd(_mm256_add_pd(q[0], q[1]), _mm256_add_pd(q[2], q[3])));
+}
+
 FPSCOPE_AVX2 inline void flush_sums(const SumLanes& sum, const SumLanes& squares,
                                     Accumulator& acc) {
   alignas(32) double lanes[4][4];
@@ -209,6 +225,7 @@ struct State {
   __m256i zero, subnormal;              // per-block counters
   __m256i power_of_two;                 // fp32, Full: the block's power-of-two probe
   SumLanes sum, squares;
+  __m256d exact;  // fp16: the block's sum so far, exact (add_sums_f16)
 };
 
 template <int kBits>
@@ -223,6 +240,7 @@ FPSCOPE_AVX2 inline void init(State& st) {
   st.min_nz_m1 = _mm256_set1_epi32(-1);
   st.zero = st.subnormal = st.power_of_two = _mm256_setzero_si256();
   st.sum = st.squares = SumLanes{_mm256_setzero_pd(), _mm256_setzero_pd()};
+  st.exact = _mm256_setzero_pd();
 }
 
 // [SECTION] fp32: 8 lanes of 32 bits, a group is 8 vectors.
@@ -390,10 +408,13 @@ FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4],
                         _mm256_packus_epi16(fields[2], fields[3]));
   }
   __m256d d[8];
-  float_doubles(f, d);
-  add_sums(st.sum, st.squares, d);
-  float_doubles(f + 4, d);
-  add_sums(st.sum, st.squares, d);
+  for (int half = 0; half < 2; ++half) {
+    float_doubles(f + 4 * half, d);
+    if constexpr (kType == ElementType::F16)
+      add_sums_f16(st.exact, st.squares, d);
+    else
+      add_sums(st.sum, st.squares, d);
+  }
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
@@ -437,6 +458,10 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
       }
       half_fast_group<kType, S, kFull>(v, a, st, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
+    }
+    if constexpr (kType == ElementType::F16) {
+      two_sum(st.sum, st.exact);
+      st.exact = _mm256_setzero_pd();
     }
     acc.zero += lane_total_u16(st.zero);  // <= 256 per lane per block
     acc.subnormal += lane_total_u16(st.subnormal);

@@ -62,15 +62,42 @@ FPSCOPE_AVX512 inline void float_doubles(const __m512 f[4], __m512d d[8]) {
 
 // Adds 64 finite values: a depth-3 tree of double additions (squares exact, combined with FMA),
 // then one TwoSum per accumulator. Every value passes through at most three roundings.
-FPSCOPE_AVX512 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m512d d[8]) {
-  __m512d s[4], q[4];
-#pragma GCC unroll 16
-  for (int k = 0; k < 4; ++k) {
-    s[k] = _mm512_add_pd(d[2 * k], d[2 * k + 1]);
+FPSCOPE_AVX512 inline void add_squares(SumLanes& squares, const __m512d d[8]) {
+  __m512d q[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
     q[k] = _mm512_fmadd_pd(d[2 * k], d[2 * k], _mm512_mul_pd(d[2 * k + 1], d[2 * k + 1]));
-  }
-  two_sum(sum, _mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3])));
   two_sum(squares, _mm512_add_pd(_mm512_add_pd(q[0], q[1]), _mm512_add_pd(q[2], q[3])));
+}
+
+FPSCOPE_AVX512 inline __m512d tree_sum(const __m512d d[8]) {
+  __m512d s[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) s[k] = _mm512_add_pd(d[2 * k], d[2 * k + 1]);
+  return _mm512_add_pd(_mm512_add_pd(s[0], s[1]), _mm512_add_pd(s[2], s[3]));
+}
+
+FPSCOPE_AVX512 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m512d d[8]) {
+  two_sum(sum, tree_sum(d));
+  add_squares(squares, d);
+}
+
+// fp16 values are whole multiples of 2^-24 below 2^16 in magnitude: as doubles their sums are
+// exact while they stay below 2^53 * 2^-24 = 2^29. A block's 4096 values give each of the eight
+// lanes at most 512 of them (below 2^25), so the block's values are added to `exact` with plain
+// additions and no rounding, and `exact` joins the (hi, lo) pair with one TwoSum per block
+// (flush_exact_sum). Squares need more bits (up to 2^32 in magnitude, multiples of 2^-48): they
+// take the general path.
+static_assert(kBlockElements / 8 <= (std::size_t{1} << 13),
+              "a lane's exact fp16 sum over a block must stay below 2^29");
+FPSCOPE_AVX512 inline void add_sums_f16(__m512d& exact, SumLanes& squares, const __m512d d[8]) {
+  exact = _mm512_add_pd(exact, tree_sum(d));
+  add_squares(squares, d);
+}
+
+FPSCOPE_AVX512 inline void flush_exact_sum(SumLanes& sum, __m512d& exact) {
+  two_sum(sum, exact);
+  exact = _mm512_setzero_pd();
 }
 
 FPSCOPE_AVX512 inline void flush_sums(const SumLanes& sum, const SumLanes& squares,
@@ -399,6 +426,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
 struct HalfState {
   __m512i min_key, max_key, min_nz_m1;
   SumLanes sum, squares;
+  __m512d exact;  // fp16: the block's sum so far, exact (add_sums_f16)
 };
 
 FPSCOPE_AVX512 inline void init(HalfState& st) {
@@ -406,6 +434,7 @@ FPSCOPE_AVX512 inline void init(HalfState& st) {
   st.max_key = _mm512_set1_epi16(INT16_MIN);
   st.min_nz_m1 = _mm512_set1_epi16(-1);
   st.sum = st.squares = SumLanes{_mm512_setzero_pd(), _mm512_setzero_pd()};
+  st.exact = _mm512_setzero_pd();
 }
 
 // The 32 lanes of `v` as two vectors of 16 floats (lane order is irrelevant to sums).
@@ -482,11 +511,13 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
   }
   if constexpr (kFull) half_fields<kType>(v, a, any_sub != 0, f, field);
   __m512d d[8];
-  if constexpr (kType == ElementType::F16)
+  if constexpr (kType == ElementType::F16) {
     f16_doubles(p, d);
-  else
+    add_sums_f16(st.exact, st.squares, d);
+  } else {
     float_doubles(f, d);
-  add_sums(st.sum, st.squares, d);
+    add_sums(st.sum, st.squares, d);
+  }
 }
 
 template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
@@ -532,6 +563,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
                                           field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
+    if constexpr (kType == ElementType::F16) flush_exact_sum(st.sum, st.exact);
     acc.zero += lane_total_u16(zero_count);
     acc.subnormal += lane_total_u16(sub_count);
     if constexpr (kFull) {

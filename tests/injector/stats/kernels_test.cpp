@@ -100,6 +100,35 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnGaussianTensors) {
   }
 }
 
+// fp16 sums need no rounding (docs/statistics.md, "Accuracy of mean and rms"): the mean of any
+// finite fp16 tensor is its exact sum, counted here in whole units of 2^-24, divided by the count
+// with one rounding. Random values of both signs, zeros and subnormals among them, with exponent
+// fields up to 29 (below 2^15), so that the running sums cancel and grow; several blocks, a part
+// block and a tail the scalar routine takes.
+TEST_P(VectorKernelTest, Fp16MeanIsTheExactSumRoundedOnce) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    std::mt19937_64 rng(seed);
+    TestTensor t{"f16", ElementType::F16, {}};
+    int64_t units = 0;  // the exact sum in units of 2^-24
+    for (int i = 0; i < 3 * 4096 + 1500 + 37; ++i) {
+      const uint32_t bits = uint32_t(rng()) & 0xF7FFu;  // exponent field <= 29: |x| < 2^15
+      t.push_bits(bits);
+      units += int64_t(std::ldexp(stats::f16_bits_to_double(uint16_t(bits)), 24));  // exact
+    }
+    ASSERT_LT(std::llabs(units), int64_t{1} << 53);  // a double holds the exact sum
+    const double exact_mean = std::ldexp(double(units), -24) / double(t.size());
+    for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+      for (Kernel kernel : {k, Kernel::Scalar}) {
+        TensorStats st;
+        stats::compute_stats_with(kernel, t.bytes.data(), ElementType::F16, t.size(), level, &st);
+        EXPECT_EQ(st.mean, exact_mean) << stats::kernel_name(kernel) << " seed " << seed;
+      }
+    }
+  }
+}
+
 // Long runs of one kind of value, so that whole blocks take the fast path or the special path.
 TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
   const Kernel k = GetParam();
