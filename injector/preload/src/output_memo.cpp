@@ -2,6 +2,10 @@
 // and the remembered statistics of tensors inside it.
 #include "output_memo.h"
 
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
 namespace fpscope::inject {
 
 namespace {
@@ -10,6 +14,32 @@ uintptr_t begin_of(const OutputMemo::Key& key) { return reinterpret_cast<uintptr
 uintptr_t end_of(const OutputMemo::Key& key) { return begin_of(key) + key.count * element_bytes(key.type); }
 
 }  // namespace
+
+static_assert(std::is_standard_layout_v<TensorStats> && std::is_trivially_copyable_v<TensorStats> &&
+                  offsetof(TensorStats, hist) + sizeof(TensorStats::hist) == sizeof(TensorStats),
+              "an entry keeps a TensorStats as the bytes before its histogram, then the histogram");
+
+void OutputMemo::Entry::store(const TensorStats& stats) {
+  std::memcpy(head, &stats, kStatsHeadBytes);
+  int first = 0, end = kHistBins;
+  while (first < end && stats.hist[first] == 0) ++first;
+  while (end > first && stats.hist[end - 1] == 0) --end;
+  hist_first = static_cast<uint16_t>(first);
+  hist_count = static_cast<uint16_t>(end - first);
+  if (hist_count <= kInlineBins) {
+    wide.clear();
+    std::copy_n(stats.hist.begin() + first, hist_count, bins.begin());
+  } else {
+    wide.assign(stats.hist.begin() + first, stats.hist.begin() + end);
+  }
+}
+
+void OutputMemo::Entry::load(TensorStats* out) const {
+  std::memcpy(static_cast<void*>(out), head, kStatsHeadBytes);
+  out->hist.fill(0);
+  const uint64_t* span = hist_count <= kInlineBins ? bins.data() : wide.data();
+  std::copy_n(span, hist_count, out->hist.begin() + hist_first);
+}
 
 bool OutputMemo::same(const Key& a, const Key& b) {
   return a.data == b.data && a.type == b.type && a.count == b.count;
@@ -74,15 +104,20 @@ void OutputMemo::remember(const Key& key, StatsLevel level, uint64_t generation,
   std::lock_guard lock(mutex_);
   Region* r = holding(begin_of(key), end_of(key));
   if (r == nullptr || r->generation != generation) return;
-  for (Entry& e : r->entries) {
-    if (same(e.key, key)) {
-      e.level = level;
-      e.stats = stats;
-      e.intended = 0;
-      return;
+  Entry* e = nullptr;
+  for (Entry& known : r->entries) {
+    if (same(known.key, key)) {
+      e = &known;
+      break;
     }
   }
-  r->entries.push_back(Entry{key, level, stats, 0});
+  if (e == nullptr) {
+    e = &r->entries.emplace_back();
+    e->key = key;
+  }
+  e->level = level;
+  e->intended = 0;
+  e->store(stats);
 }
 
 void OutputMemo::intended(const Key& key, StatsLevel level, uint8_t kinds) {
@@ -99,7 +134,7 @@ bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out, uint
   if (r == nullptr) return false;
   for (const Entry& e : r->entries) {
     if (same(e.key, key) && e.level == level) {
-      *out = e.stats;
+      e.load(out);
       if (intended) *intended = e.intended;
       ++hits_;
       return true;

@@ -21,6 +21,8 @@
 // a write that lands while the scan runs (another thread's launch) keeps the result out.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -62,16 +64,28 @@ class OutputMemo {
   // as intended values; a later reader passes them on as such. Forgotten with the entry.
   void intended(const Key& key, StatsLevel level, uint8_t kinds);
 
+  // How many histogram bins an entry keeps beside its other numbers; a wider span is kept apart.
+  static constexpr std::size_t kInlineBins = 64;
+
   // Lookups answered from memory, for the run's metadata and the tests.
   uint64_t hits() const;
   size_t entries() const;
 
  private:
+  // An entry holds the statistics with only the populated span of their exponent histogram: it is
+  // read back after the scans of other tensors have pushed it out of the caches, and most tensors
+  // span a few dozen of the histogram's 277 bins, so a recall reads a dozen cache lines, not forty.
+  static constexpr std::size_t kStatsHeadBytes = offsetof(TensorStats, hist);
   struct Entry {
     Key key;
-    StatsLevel level;
-    TensorStats stats;  // by value: a cleared vector keeps its capacity for the next step
+    StatsLevel level = StatsLevel::Basic;
     uint8_t intended = 0;
+    uint16_t hist_first = 0, hist_count = 0;   // hist[hist_first, hist_first + hist_count)
+    alignas(8) unsigned char head[kStatsHeadBytes]{};  // the TensorStats before its histogram
+    std::array<uint64_t, kInlineBins> bins{};          // the span, when it fits
+    std::vector<uint64_t> wide;                        // the span, when it does not
+    void store(const TensorStats& stats);
+    void load(TensorStats* out) const;
   };
   struct Region {
     uint64_t bytes = 0;

@@ -46,6 +46,59 @@ TEST_F(Memo, RecallsExactlyWhatWasRemembered) {
   EXPECT_EQ(memo_.hits(), 1u);
 }
 
+// An entry keeps only the populated span of the histogram (inline when short, apart when wide):
+// whatever the span, a recall gives back every field and every bin as they were, and a tensor
+// measured again replaces its entry whole.
+TEST_F(Memo, RecallsEveryFieldAndBinWhateverTheHistogramsSpan) {
+  const auto filled = [](int first, int end) {
+    TensorStats s{};
+    s.count = 1000;
+    s.nan = 1, s.pos_inf = 2, s.neg_inf = 3, s.zero = 4, s.subnormal = 5;
+    s.min = -2.5, s.max = 7.0, s.absmax = 7.0, s.min_nonzero = 0x1p-30, s.mean = 0.125, s.rms = 1.75;
+    s.first_nonfinite = 17;
+    s.first_nonfinite_bits = 0x7FC00000u;
+    for (int f = 0; f < kCastFormatCount; ++f) s.cast[f] = {uint64_t(f + 10), uint64_t(f + 20), uint64_t(f + 30), uint64_t(f + 40)};
+    for (int b = first; b < end; ++b) s.hist[b] = uint64_t(b % 3 == 1 ? 0 : b + 1);  // zeros inside the span too
+    return s;
+  };
+  const auto expect_same = [](const TensorStats& a, const TensorStats& b) {
+    EXPECT_EQ(a.count, b.count);
+    EXPECT_EQ(a.nan, b.nan);
+    EXPECT_EQ(a.pos_inf, b.pos_inf);
+    EXPECT_EQ(a.neg_inf, b.neg_inf);
+    EXPECT_EQ(a.zero, b.zero);
+    EXPECT_EQ(a.subnormal, b.subnormal);
+    EXPECT_EQ(a.min, b.min);
+    EXPECT_EQ(a.max, b.max);
+    EXPECT_EQ(a.absmax, b.absmax);
+    EXPECT_EQ(a.min_nonzero, b.min_nonzero);
+    EXPECT_EQ(a.mean, b.mean);
+    EXPECT_EQ(a.rms, b.rms);
+    EXPECT_EQ(a.first_nonfinite, b.first_nonfinite);
+    EXPECT_EQ(a.first_nonfinite_bits, b.first_nonfinite_bits);
+    for (int f = 0; f < kCastFormatCount; ++f) {
+      EXPECT_EQ(a.cast[f].overflow, b.cast[f].overflow);
+      EXPECT_EQ(a.cast[f].underflow, b.cast[f].underflow);
+      EXPECT_EQ(a.cast[f].subnormal, b.cast[f].subnormal);
+      EXPECT_EQ(a.cast[f].near_max, b.cast[f].near_max);
+    }
+    EXPECT_EQ(a.hist, b.hist);
+  };
+  const int n = kHistBins;
+  const int inline_bins = int(OutputMemo::kInlineBins);
+  for (auto [first, end] : {std::pair{0, 0}, std::pair{0, 1}, std::pair{n - 1, n}, std::pair{100, 100 + inline_bins},
+                            std::pair{100, 101 + inline_bins}, std::pair{0, n}, std::pair{140, 160}}) {
+    SCOPED_TRACE("bins " + std::to_string(first) + " to " + std::to_string(end));
+    const TensorStats wide = filled(0, n), s = filled(first, end);
+    measure(key(0, 256), wide);  // an entry with a wide span, then the same tensor measured again
+    measure(key(0, 256), s);
+    TensorStats out = filled(0, n);  // a destination holding other numbers
+    ASSERT_TRUE(memo_.recall(key(0, 256), StatsLevel::Full, &out));
+    expect_same(out, s);
+    memo_.written(block_.data(), 4);  // the next round starts from a forgotten entry
+  }
+}
+
 TEST_F(Memo, OtherBytesOrAnotherReadingOfThemAreNotAnswered) {
   measure(key(0, 256), stats_with_count(256));
   EXPECT_FALSE(recalled(key(0, 128)));                    // a view of the first half
