@@ -22,7 +22,21 @@ bool RecordWriter::put_bytes(wire::RecordType type, const void* fixed, size_t fi
 
 uint32_t RecordWriter::intern(std::string_view text, uint32_t thread) {
   text = text.substr(0, std::min<size_t>(text.size(), wire::kMaxStringBytes));
-  if (auto it = ids_.find(text); it != ids_.end()) return it->second;
+  Recent* recent = text.size() <= kRecentTextBytes ? &recent_[recent_slot(text.data())] : nullptr;
+  if (recent && recent->data == text.data() && recent->length == text.size() &&
+      std::memcmp(recent->text, text.data(), text.size()) == 0)
+    return recent->id;
+  const auto remember = [&](uint32_t id) {
+    if (!recent) return;
+    recent->data = text.data();
+    recent->id = id;
+    recent->length = static_cast<uint32_t>(text.size());
+    std::memcpy(recent->text, text.data(), text.size());
+  };
+  if (auto it = ids_.find(text); it != ids_.end()) {
+    remember(it->second);
+    return it->second;
+  }
   const uint32_t id = next_id_++;
   wire::StringRecord fixed{};
   fixed.id = id;
@@ -30,8 +44,10 @@ uint32_t RecordWriter::intern(std::string_view text, uint32_t thread) {
   constexpr size_t kFixedPart = offsetof(wire::StringRecord, bytes);
   // The bytes start inside the struct: only its fixed part goes first. A dropped String (the
   // collector is gone) is not remembered, so a later use sends it again.
-  if (put_bytes(wire::record_type_v<wire::StringRecord>, &fixed, kFixedPart, text.data(), text.size(), thread))
+  if (put_bytes(wire::record_type_v<wire::StringRecord>, &fixed, kFixedPart, text.data(), text.size(), thread)) {
     ids_.emplace(std::string(text), id);
+    remember(id);
+  }
   return id;
 }
 

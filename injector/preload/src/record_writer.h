@@ -5,6 +5,7 @@
 // may use a sink of their own. RecordWriter is not thread-safe: the session's mutex guards it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -64,8 +65,27 @@ class RecordWriter {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
+  // Texts looked up lately, by where they were: a program passes the same kernel and tensor names
+  // from the same places launch after launch, so most lookups end here, on one cache line, and not
+  // in the hash map, whose buckets and nodes the scans between two launches push out of the caches.
+  // The text is compared as well as its address, so a place that holds another text by now is
+  // looked up afresh. Only texts whose String record went out are kept.
+  static constexpr size_t kRecentTextBytes = 48;
+  struct alignas(64) Recent {
+    const char* data = nullptr;
+    uint32_t id = 0;
+    uint32_t length = 0;
+    char text[kRecentTextBytes];
+  };
+  static constexpr size_t kRecentSlots = 128;
+  static size_t recent_slot(const char* data) {
+    const auto a = reinterpret_cast<uintptr_t>(data);
+    return ((a >> 3) ^ (a >> 12)) % kRecentSlots;
+  }
+
   RecordSink* sink_;
   std::unordered_map<std::string, uint32_t, TextHash, std::equal_to<>> ids_;
+  std::array<Recent, kRecentSlots> recent_{};
   uint32_t next_id_ = 1;
 };
 

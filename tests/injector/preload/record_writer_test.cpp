@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
 #include "memory_sink.h"
 
 namespace fpscope::inject {
@@ -67,6 +70,33 @@ TEST(RecordWriter, StringsAreInternedOncePerContent) {
   EXPECT_EQ(t.text(1), "conv2d_forward");
   EXPECT_EQ(t.text(2), "relu_forward");
   EXPECT_EQ(t.text(3), "");
+}
+
+// Lookups are kept by the text's address (RecordWriter::Recent): a buffer that is rewritten with
+// another text, of the same length or not, gets that text's id, and a text seen again at another
+// address keeps its id.
+TEST(RecordWriter, AReusedBufferGetsTheIdOfWhatItHoldsNow) {
+  MemorySink sink;
+  RecordWriter w(&sink);
+  char buffer[64] = "conv1.weight";
+  const uint32_t weight = w.intern(std::string_view(buffer), 1);
+  EXPECT_EQ(w.intern(std::string_view(buffer), 1), weight);
+  std::memcpy(buffer, "conv2", 5);  // same place, same length, other text
+  const uint32_t conv2 = w.intern(std::string_view(buffer), 1);
+  EXPECT_NE(conv2, weight);
+  std::strcpy(buffer, "conv1.bias");  // shorter
+  const uint32_t bias = w.intern(std::string_view(buffer), 1);
+  EXPECT_NE(bias, weight);
+  EXPECT_NE(bias, conv2);
+  std::strcpy(buffer, "conv1.weight");  // back again: the first id, no new String
+  EXPECT_EQ(w.intern(std::string_view(buffer), 1), weight);
+  const std::string elsewhere = "conv2.weight";
+  EXPECT_EQ(w.intern(elsewhere, 1), conv2);
+  const DecodedTrace t = decode(sink);
+  EXPECT_EQ(t.count(wire::RecordType::String), 3u);
+  EXPECT_EQ(t.text(weight), "conv1.weight");
+  EXPECT_EQ(t.text(conv2), "conv2.weight");
+  EXPECT_EQ(t.text(bias), "conv1.bias");
 }
 
 TEST(RecordWriter, LongStringsSpanSlotsAndAreCut) {
