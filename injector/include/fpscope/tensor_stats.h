@@ -59,6 +59,28 @@ struct TensorStats {
   uint64_t nonfinite() const { return nan + pos_inf + neg_inf; }
 };
 
+// The bins of `hist` from its first nonzero one to its last, [first, end); empty (first == end)
+// when every bin is zero. Most tensors span a few dozen of the 277 bins: this looks at whole
+// groups of eight from either end, so that writing or keeping a histogram costs its span.
+struct HistSpan {
+  int first = 0, end = 0;
+};
+inline HistSpan populated_bins(const std::array<uint64_t, kHistBins>& hist) {
+  constexpr int kGroup = 8;
+  const auto any = [&](int g) {  // bins [g, g + 8), all of them inside the histogram
+    const uint64_t* h = &hist[static_cast<std::size_t>(g)];
+    return (h[0] | h[1] | h[2] | h[3] | h[4] | h[5] | h[6] | h[7]) != 0;
+  };
+  int first = 0;
+  while (first + kGroup <= kHistBins && !any(first)) first += kGroup;
+  while (first < kHistBins && hist[static_cast<std::size_t>(first)] == 0) ++first;
+  if (first == kHistBins) return {};
+  int end = kHistBins;
+  while (end - kGroup >= first && !any(end - kGroup)) end -= kGroup;
+  while (hist[static_cast<std::size_t>(end - 1)] == 0) --end;
+  return {first, end};
+}
+
 // Measures `n` elements at `data` (any alignment). Thread-safe; allocates nothing. Picks the
 // fastest kernel the CPU supports (AVX-512, AVX2 or portable); every kernel gives the same counts.
 // An array of more than kStatsChunkElements elements is scanned in chunks of that many, each into

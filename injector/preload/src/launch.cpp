@@ -420,23 +420,15 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
       f.formats[i] = {s.cast[i].overflow, s.cast[i].underflow, s.cast[i].subnormal, s.cast[i].near_max};
     writer_.put(f, thread);
 
-    // The nonzero bins, in order. A tensor's values span a few dozen of the 277 binades: whole
-    // groups of eight empty bins are passed over, and within a group every bin is written and
-    // the next one overwrites it unless it counts, so the loop has no branch to mispredict.
+    // The nonzero bins of the populated span, in order: each bin of the span is written and the
+    // next one overwrites it unless it counts, so the loop has no branch to mispredict.
     wire::HistogramBin bins[kHistBins];
     uint32_t n = 0;
-    const auto take = [&](int b) {
+    const HistSpan span = populated_bins(s.hist);
+    for (int b = span.first; b < span.end; ++b) {
       bins[n] = {b + kHistMinExponent, 0, s.hist[b]};
       n += s.hist[b] != 0 ? 1u : 0u;
-    };
-    constexpr int kGroup = 8;
-    int g = 0;
-    for (; g + kGroup <= kHistBins; g += kGroup) {
-      const uint64_t* h = &s.hist[g];
-      if ((h[0] | h[1] | h[2] | h[3] | h[4] | h[5] | h[6] | h[7]) == 0) continue;
-      for (int b = g; b < g + kGroup; ++b) take(b);
     }
-    for (; g < kHistBins; ++g) take(g);
     wire::TensorHistogramRecord h{};
     h.seq = seq;
     h.role_slot = rs;

@@ -21,9 +21,7 @@ static_assert(std::is_standard_layout_v<TensorStats> && std::is_trivially_copyab
 
 void OutputMemo::Entry::store(const TensorStats& stats) {
   std::memcpy(head, &stats, kStatsHeadBytes);
-  int first = 0, end = kHistBins;
-  while (first < end && stats.hist[first] == 0) ++first;
-  while (end > first && stats.hist[end - 1] == 0) --end;
+  const auto [first, end] = populated_bins(stats.hist);
   hist_first = static_cast<uint16_t>(first);
   hist_count = static_cast<uint16_t>(end - first);
   if (hist_count <= kInlineBins) {

@@ -388,6 +388,35 @@ TEST(StatsLevelTest, BasicLeavesCastCountsAndHistogramZero) {
   }
 }
 
+// populated_bins() against a plain scan from both ends: every single bin, every pair of bins
+// (the span's two ends), an empty and a full histogram.
+TEST(StatsEdgeTest, PopulatedBinsRunFromTheFirstNonzeroBinToTheLast) {
+  const auto plain = [](const std::array<uint64_t, kHistBins>& h) {
+    int first = 0, end = kHistBins;
+    while (first < kHistBins && h[first] == 0) ++first;
+    if (first == kHistBins) return HistSpan{};
+    while (h[end - 1] == 0) --end;
+    return HistSpan{first, end};
+  };
+  const auto check = [&](const std::array<uint64_t, kHistBins>& h) {
+    const HistSpan got = populated_bins(h), want = plain(h);
+    EXPECT_EQ(got.first, want.first);
+    EXPECT_EQ(got.end, want.end);
+  };
+  std::array<uint64_t, kHistBins> h{};
+  check(h);
+  for (int a = 0; a < kHistBins; ++a) {
+    for (int b = a; b < kHistBins; ++b) {
+      h.fill(0);
+      h[a] = 1;
+      h[b] = 7;
+      check(h);
+    }
+  }
+  h.fill(3);
+  check(h);
+}
+
 TEST(StatsEdgeTest, ReportsTheKernelItUses) {
   const std::string name = compute_stats_kernel();
   EXPECT_EQ(name, stats::kernel_name(stats::best_kernel()));
