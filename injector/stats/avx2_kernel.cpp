@@ -69,15 +69,24 @@ FPSCOPE_AVX2 inline void f32_doubles(const unsigned char* p, __m256d d[8]) {
     d[k] = _mm256_cvtps_pd(_mm_loadu_ps(reinterpret_cast<const float*>(p + 16 * k)));
 }
 
-FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256d d[8]) {
-  __m256d s[4], q[4];
+FPSCOPE_AVX2 inline __m256d tree_sum(const __m256d d[8]) {
+  __m256d s[4];
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    s[k] = _mm256_add_pd(d[2 * k], d[2 * k + 1]);
+  for (int k = 0; k < 4; ++k) s[k] = _mm256_add_pd(d[2 * k], d[2 * k + 1]);
+  return _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3]));
+}
+
+FPSCOPE_AVX2 inline void add_squares(SumLanes& squares, const __m256d d[8]) {
+  __m256d q[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
     q[k] = _mm256_fmadd_pd(d[2 * k], d[2 * k], _mm256_mul_pd(d[2 * k + 1], d[2 * k + 1]));
-  }
-  two_sum(sum, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
   two_sum(squares, _mm256_add_pd(_mm256_add_pd(q[0], q[1]), _mm256_add_pd(q[2], q[3])));
+}
+
+FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256d d[8]) {
+  two_sum(sum, tree_sum(d));
+  add_squares(squares, d);
 }
 
 // fp16 values as exact running sums, as in the AVX-512 kernel (add_sums_f16 there): a block gives
@@ -86,14 +95,8 @@ FPSCOPE_AVX2 inline void add_sums(SumLanes& sum, SumLanes& squares, const __m256
 static_assert(kBlockElements / 4 <= (std::size_t{1} << 13),
               "a lane's exact fp16 sum over a block must stay below 2^29");
 FPSCOPE_AVX2 inline void add_sums_f16(__m256d& exact, SumLanes& squares, const __m256d d[8]) {
-  __m256d s[4], q[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    s[k] = _mm256_add_pd(d[2 * k], d[2 * k + 1]);
-    q[k] = _mm256_fmadd_pd(d[2 * k], d[2 * k], _mm256_mul_pd(d[2 * k + 1], d[2 * k + 1]));
-  }
-  exact = _mm256_add_pd(exact, _mm256_add_pd(_mm256_add_pd(s[0], s[1]), _mm256_add_pd(s[2], s[3])));
-  two_sum(squares, _mm256_add_pd(_mm256_add_pd(q[0], q[1]), _mm256_add_pd(q[2], q[3])));
+  exact = _mm256_add_pd(exact, tree_sum(d));
+  add_squares(squares, d);
 }
 
 FPSCOPE_AVX2 inline void flush_sums(const SumLanes& sum, const SumLanes& squares,

@@ -40,6 +40,7 @@ struct CastCounts {
   uint64_t underflow = 0;  // finite and nonzero, and rounds to zero
   uint64_t subnormal = 0;  // finite and nonzero, and rounds to a nonzero subnormal
   uint64_t near_max = 0;   // finite, max_finite/2 <= |x|, and does not overflow
+  friend bool operator==(const CastCounts&, const CastCounts&) = default;
 };
 
 struct TensorStats {
