@@ -22,13 +22,15 @@ bool RecordWriter::put_bytes(wire::RecordType type, const void* fixed, size_t fi
 
 uint32_t RecordWriter::intern(std::string_view text, uint32_t thread) {
   text = text.substr(0, std::min<size_t>(text.size(), wire::kMaxStringBytes));
-  Recent* recent = text.size() <= kRecentTextBytes ? &recent_[recent_slot(text.data())] : nullptr;
-  if (recent && recent->data == text.data() && recent->length == text.size() &&
+  const auto address = reinterpret_cast<uintptr_t>(text.data());
+  Recent* recent =
+      !text.empty() && text.size() <= kRecentTextBytes ? &recent_[recent_slot(address)] : nullptr;
+  if (recent && recent->id != 0 && recent->address == address && recent->length == text.size() &&
       std::memcmp(recent->text, text.data(), text.size()) == 0)
     return recent->id;
   const auto remember = [&](uint32_t id) {
     if (!recent) return;
-    recent->data = text.data();
+    recent->address = address;
     recent->id = id;
     recent->length = static_cast<uint32_t>(text.size());
     std::memcpy(recent->text, text.data(), text.size());

@@ -69,19 +69,17 @@ class RecordWriter {
   // from the same places launch after launch, so most lookups end here, on one cache line, and not
   // in the hash map, whose buckets and nodes the scans between two launches push out of the caches.
   // The text is compared as well as its address, so a place that holds another text by now is
-  // looked up afresh. Only texts whose String record went out are kept.
+  // looked up afresh. Only texts whose String record went out are kept (id != 0); the empty text,
+  // whose address may be null, is not kept.
   static constexpr size_t kRecentTextBytes = 48;
   struct alignas(64) Recent {
-    const char* data = nullptr;
+    uintptr_t address = 0;  // where the text was: compared, never followed
     uint32_t id = 0;
     uint32_t length = 0;
     char text[kRecentTextBytes];
   };
   static constexpr size_t kRecentSlots = 128;
-  static size_t recent_slot(const char* data) {
-    const auto a = reinterpret_cast<uintptr_t>(data);
-    return ((a >> 3) ^ (a >> 12)) % kRecentSlots;
-  }
+  static size_t recent_slot(uintptr_t a) { return ((a >> 3) ^ (a >> 12)) % kRecentSlots; }
 
   RecordSink* sink_;
   std::unordered_map<std::string, uint32_t, TextHash, std::equal_to<>> ids_;

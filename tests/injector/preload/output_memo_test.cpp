@@ -50,15 +50,22 @@ TEST_F(Memo, RecallsExactlyWhatWasRemembered) {
 // whatever the span, a recall gives back every field and every bin as they were, and a tensor
 // measured again replaces its entry whole.
 TEST_F(Memo, RecallsEveryFieldAndBinWhateverTheHistogramsSpan) {
-  const auto filled = [](int first, int end) {
+  // Every field's value depends on `seed`, so that the statistics stored first, the ones stored
+  // over them and the destination all differ; the span's first and last bins count, bins inside
+  // it may not.
+  const auto filled = [](int first, int end, uint64_t seed) {
     TensorStats s{};
-    s.count = 1000;
-    s.nan = 1, s.pos_inf = 2, s.neg_inf = 3, s.zero = 4, s.subnormal = 5;
-    s.min = -2.5, s.max = 7.0, s.absmax = 7.0, s.min_nonzero = 0x1p-30, s.mean = 0.125, s.rms = 1.75;
-    s.first_nonfinite = 17;
-    s.first_nonfinite_bits = 0x7FC00000u;
-    for (int f = 0; f < kCastFormatCount; ++f) s.cast[f] = {uint64_t(f + 10), uint64_t(f + 20), uint64_t(f + 30), uint64_t(f + 40)};
-    for (int b = first; b < end; ++b) s.hist[b] = uint64_t(b % 3 == 1 ? 0 : b + 1);  // zeros inside the span too
+    s.count = 1000 + seed;
+    s.nan = 1 + seed, s.pos_inf = 2 + seed, s.neg_inf = 3 + seed, s.zero = 4 + seed, s.subnormal = 5 + seed;
+    const double d = double(seed);
+    s.min = -2.5 - d, s.max = 7.0 + d, s.absmax = 7.5 + d, s.min_nonzero = 0x1p-30 * (1 + d);
+    s.mean = 0.125 + d, s.rms = 1.75 + d;
+    s.first_nonfinite = 17 + int64_t(seed);
+    s.first_nonfinite_bits = 0x7FC00000u + uint32_t(seed);
+    for (int f = 0; f < kCastFormatCount; ++f)
+      s.cast[f] = {seed + f + 10, seed + f + 20, seed + f + 30, seed + f + 40};
+    for (int b = first; b < end; ++b)
+      s.hist[b] = (b == first || b == end - 1 || b % 3 != 1) ? seed + uint64_t(b) + 1 : 0;
     return s;
   };
   const auto expect_same = [](const TensorStats& a, const TensorStats& b) {
@@ -84,10 +91,10 @@ TEST_F(Memo, RecallsEveryFieldAndBinWhateverTheHistogramsSpan) {
   for (auto [first, end] : {std::pair{0, 0}, std::pair{0, 1}, std::pair{n - 1, n}, std::pair{100, 100 + inline_bins},
                             std::pair{100, 101 + inline_bins}, std::pair{0, n}, std::pair{140, 160}}) {
     SCOPED_TRACE("bins " + std::to_string(first) + " to " + std::to_string(end));
-    const TensorStats wide = filled(0, n), s = filled(first, end);
+    const TensorStats wide = filled(0, n, 7), s = filled(first, end, 1);
     measure(key(0, 256), wide);  // an entry with a wide span, then the same tensor measured again
     measure(key(0, 256), s);
-    TensorStats out = filled(0, n);  // a destination holding other numbers
+    TensorStats out = filled(0, n, 3);  // a destination holding other numbers
     ASSERT_TRUE(memo_.recall(key(0, 256), StatsLevel::Full, &out));
     expect_same(out, s);
     memo_.written(block_.data(), 4);  // the next round starts from a forgotten entry

@@ -90,13 +90,23 @@ TEST(RecordWriter, AReusedBufferGetsTheIdOfWhatItHoldsNow) {
   EXPECT_NE(bias, conv2);
   std::strcpy(buffer, "conv1.weight");  // back again: the first id, no new String
   EXPECT_EQ(w.intern(std::string_view(buffer), 1), weight);
+  buffer[5] = '\0';  // a prefix of what was there: the same bytes, shorter
+  const uint32_t conv1 = w.intern(std::string_view(buffer), 1);
+  EXPECT_NE(conv1, weight);
   const std::string elsewhere = "conv2.weight";
   EXPECT_EQ(w.intern(elsewhere, 1), conv2);
+  // The empty text, from nowhere or from somewhere: a string of its own, sent once (id != 0).
+  const uint32_t empty = w.intern(std::string_view{}, 1);
+  EXPECT_NE(empty, 0u);
+  EXPECT_EQ(w.intern(std::string_view(buffer, 0), 1), empty);
+  EXPECT_EQ(w.intern(std::string_view{}, 1), empty);
   const DecodedTrace t = decode(sink);
-  EXPECT_EQ(t.count(wire::RecordType::String), 3u);
+  EXPECT_EQ(t.count(wire::RecordType::String), 5u);
   EXPECT_EQ(t.text(weight), "conv1.weight");
   EXPECT_EQ(t.text(conv2), "conv2.weight");
   EXPECT_EQ(t.text(bias), "conv1.bias");
+  EXPECT_EQ(t.text(conv1), "conv1");
+  EXPECT_EQ(t.text(empty), "");
 }
 
 TEST(RecordWriter, LongStringsSpanSlotsAndAreCut) {
@@ -116,11 +126,12 @@ TEST(RecordWriter, LongStringsSpanSlotsAndAreCut) {
 TEST(RecordWriter, DroppedStringIsSentAgainOnNextUse) {
   MemorySink sink;
   RecordWriter w(&sink);
+  const char* lost = "lost";  // one address, so that a kept lookup would answer the second time
   sink.full = true;
   EXPECT_FALSE(w.put(wire::FreeRecord{}, 1));
-  w.intern("lost", 1);
+  w.intern(lost, 1);
   sink.full = false;
-  const uint32_t id = w.intern("lost", 1);
+  const uint32_t id = w.intern(lost, 1);
   const DecodedTrace t = decode(sink);
   EXPECT_EQ(t.count(wire::RecordType::String), 1u);
   EXPECT_EQ(t.text(id), "lost");
