@@ -17,7 +17,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -198,6 +200,19 @@ contract::RunEnd run_end(const ChildEnd& end, const TraceWriter& w, int interrup
   return end.exit_code == 0 ? RunEnd::ExitedOk : RunEnd::ExitedError;
 }
 
+// `text` as one word of a command the user may paste into a shell: as it is when it holds nothing
+// a shell would act on, otherwise in single quotes (a quote inside written '\''). `always` quotes
+// it anyway (a glob the shell would expand: --ops 'conv*').
+std::string shell_word(const std::string& text, bool always = false) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("/._-+,:=@%", ch) != nullptr;
+  });
+  if (plain && !always) return text;
+  std::string quoted = "'";
+  for (char ch : text) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
 std::string how_it_ended(const ChildEnd& end, contract::RunEnd reason) {
   if (reason == contract::RunEnd::Trapped) return "was stopped by --trap (SIGTRAP)";
   if (end.signaled) return fmt::format("was killed by {} (signal {})", signal_name(end.signal), end.signal);
@@ -226,8 +241,8 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
     // A selection that measured nothing is a typo or a wrong guess at the names until shown otherwise.
     std::cerr << fmt::format("fpscope: warning: no tensor was measured: {}{}{} selected none of the run's {} launches;"
                              " the names to match: fpscope query {} \"SELECT DISTINCT kernel, layer FROM v_kernels\"\n",
-                             o.ops.empty() ? "" : "--ops '" + o.ops + "'", !o.ops.empty() && !o.steps.empty() ? " with " : "",
-                             o.steps.empty() ? "" : "--steps " + o.steps, c.kernels, o.output);
+                             o.ops.empty() ? "" : "--ops " + shell_word(o.ops, true), !o.ops.empty() && !o.steps.empty() ? " with " : "",
+                             o.steps.empty() ? "" : "--steps " + shell_word(o.steps), c.kernels, shell_word(o.output));
   }
   if (c.lost_to_storage > 0)
     std::cerr << fmt::format("fpscope: warning: {} records could not be stored: {}\n", c.lost_to_storage, w.error());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -371,6 +372,29 @@ TEST_F(FpscopeRun, ASelectionThatMatchesNothingIsToldOf) {
                 std::string::npos) << err;
     }
   }
+}
+
+// The command it suggests can be pasted into a shell whatever the trace's name: quoted when the
+// name holds a space or a quote, as it is otherwise.
+TEST_F(FpscopeRun, TheSuggestedCommandQuotesATracePathAShellWouldSplit) {
+  const fs::path odd = dir_ / "it's a trace.sqlite";
+  const std::vector<std::string> argv = {FPSCOPE_CLI, "run", "--force", "-o", odd.string(), "--ops", "nomatch",
+                                         "--", FPSCOPE_MPTRAIN, "--model", "cnn", "--data-dir", FPSCOPE_TEST_DATA_DIR,
+                                         "--train-subset", "64", "--test-subset", "32"};
+  int wait_status = 0;
+  std::string err;
+  ASSERT_TRUE(spawn_and_wait(argv, environment_with({}), [] {}, &wait_status, &err));
+  ASSERT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << err;
+  const std::string quoted = "'" + dir_.string() + "/it'\\''s a trace.sqlite'";
+  EXPECT_NE(err.find("--ops 'nomatch' selected none"), std::string::npos) << err;
+  EXPECT_NE(err.find("fpscope query " + quoted + " \"SELECT"), std::string::npos) << err;
+  // What a shell makes of that word is the trace's path.
+  FILE* shell = popen(("printf %s " + quoted).c_str(), "r");
+  ASSERT_NE(shell, nullptr);
+  std::string word;
+  for (int ch; (ch = std::fgetc(shell)) != EOF;) word += static_cast<char>(ch);
+  pclose(shell);
+  EXPECT_EQ(word, odd.string());
 }
 
 TEST_F(FpscopeRun, DumpsLandBesideTheTraceWithTheirTensorRows) {
