@@ -11,7 +11,7 @@ import os
 import socket
 
 import torch_test_support as support
-from torch_test_support import DDP_PROGRAM, PLANTED, PYTHON, SCALED, losses, run
+from torch_test_support import DDP_PROGRAM, OUTSIDE_DOMAIN, PLANTED, PYTHON, SCALED, losses, run
 
 FPSCOPE = OPERATORS = MPTRAIN = DATA_DIR = None
 
@@ -200,28 +200,10 @@ class FrontEndTest(support.FrontEndCase):
                       run([FPSCOPE, "report", "--section", "summary", trace], self.dir).stdout)
 
     def test_why_names_a_function_given_values_outside_its_domain(self):
-        script = self.write("domain.py", """
-            import sys, torch, torch.nn as nn
-            torch.manual_seed(0)
-            function = getattr(torch, sys.argv[1])
-            class Squash(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.shift = 0.0
-                def forward(self, x):
-                    return function(torch.sigmoid(x) * 0.5 + 0.25 - self.shift)  # inside (0, 1) unless shifted
-            net = nn.Sequential(nn.Linear(4, 4), Squash(), nn.Linear(4, 1))
-            opt = torch.optim.SGD(net.parameters(), lr=0.01)
-            x = torch.randn(3, 4)
-            for step in range(4):
-                net[1].shift = 2.0 if step == 2 else 0.0
-                opt.zero_grad()
-                net(x).sum().backward()
-                opt.step()
-        """)
+        script = self.write("domain.py", OUTSIDE_DOMAIN)
         for function, rule in (("log", "the logarithm of a negative number is NaN"),
                                ("acos", "acos and asin of a number outside [-1, 1] are NaN")):
-            trace, _ = self.trace(script, args=(function,))
+            trace, _ = self.trace(script, args=(function, "2"))
             self.assertEqual(self.query(trace, "SELECT kernel, layer, step FROM v_first_nonfinite"), [(function, "1", 2)])
             why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace],
                                  self.dir).stdout)["why"]

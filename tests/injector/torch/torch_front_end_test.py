@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 
 import torch_test_support as support
-from torch_test_support import CNN, EXAMPLE, FINALIZE_SQL, NET, PYTHON, TENSORS, losses, run
+from torch_test_support import CNN, EXAMPLE, FINALIZE_SQL, NET, OUTSIDE_DOMAIN, PYTHON, TENSORS, losses, run
 
 FPSCOPE = OPERATORS = MPTRAIN = DATA_DIR = None
 
@@ -396,26 +396,8 @@ class FrontEndTest(support.FrontEndCase):
     def test_why_walks_through_views_in_a_sampled_run(self):
         # With --every 2, whole steps go unmeasured; inside a measured step a view is unmeasured too
         # but writes nothing, so the walk back goes on through it.
-        script = self.write("viewed.py", """
-            import torch, torch.nn as nn
-            torch.manual_seed(0)
-            class Shift(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.amount = 0.0
-                def forward(self, x):
-                    z = x * x + 1.0 - self.amount
-                    return torch.sqrt(z.view(-1, 8))  # the sqrt reads z through a view
-            net = nn.Sequential(nn.Linear(8, 8), Shift(), nn.Linear(8, 2))
-            opt = torch.optim.SGD(net.parameters(), lr=0.01)
-            x = torch.randn(4, 8)
-            for step in range(4):
-                net[1].amount = 1e6 if step == 2 else 0.0
-                opt.zero_grad()
-                net(x).square().mean().backward()
-                opt.step()
-        """)
-        trace, _ = self.trace(script, "--every", "2")
+        script = self.write("viewed.py", OUTSIDE_DOMAIN)
+        trace, _ = self.trace(script, "--every", "2", args=("sqrt", "1e6", "view"))
         self.assertEqual(self.query(trace, "SELECT kernel, layer, step FROM v_first_nonfinite"), [("sqrt", "1", 2)])
         why = json.loads(run([FPSCOPE, "report", "--section", "why", "--format", "json", trace], self.dir).stdout)["why"]
         self.assertEqual(why["causes"][0]["kind"], "outside_domain")

@@ -120,6 +120,32 @@ print("counter", counter.item())
 print("dispatch modes", torch._C._len_torch_dispatch_stack())
 """
 
+# A function given values outside its domain at step 2 only: `python3 OUTSIDE_DOMAIN FUNCTION
+# SHIFT [view]`. Layer "1" computes z = sigmoid(x) / 2 + 1/4 - shift, inside (0, 1) when the shift
+# is 0, as at every step but step 2; its last op is the `sub` that writes z. The function
+# (torch.sqrt, torch.log, torch.acos, ...) reads z, or with "view" a view of it. A large SHIFT
+# makes z's range jump as well.
+OUTSIDE_DOMAIN = """
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+function, shift, through_view = getattr(torch, sys.argv[1]), float(sys.argv[2]), sys.argv[3:] == ["view"]
+class Shift(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shift = 0.0
+    def forward(self, x):
+        z = torch.sigmoid(x) * 0.5 + 0.25 - self.shift
+        return function(z.view(-1, 8) if through_view else z)
+net = nn.Sequential(nn.Linear(8, 8), Shift(), nn.Linear(8, 2))
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+x = torch.randn(4, 8)
+for step in range(4):
+    net[1].shift = shift if step == 2 else 0.0
+    opt.zero_grad()
+    net(x).square().mean().backward()
+    opt.step()
+"""
+
 # A GradScaler's steps, a marker op between step() and update(). torch 2.3 on has an enabled scaler
 # on the CPU, which skips step 1 (its gradients infinite) and backs off; torch 1.13 has none there:
 # a disabled one, which never skips.
