@@ -207,47 +207,83 @@ FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t group
 }
 
 // [SECTION] Exponent histogram: counts a block's buffer of exponent fields (vector_common.h).
-// A block's values usually span a few dozen binades at most: for each field between the block's
-// smallest and largest, one compare and one masked add per 64 fields, byte counters summed with
-// SAD. A block spanning more binades than that pays off for goes to the scalar counter.
+// A block's values usually span a few dozen binades at most: with GFNI, all of them in one pass
+// (count_windows); without, one compare and a mask popcount per 64 fields and binade between the
+// block's smallest field and its largest. A block spanning more binades than that pays off for
+// goes to the scalar counter.
 
-inline constexpr int kMaxVectorFieldRange = 64;
+// The windowed count below maps the span's fields to 1..63 (zero to 0), so it takes at most 63.
+inline constexpr int kMaxVectorFieldRange = 63;
 
-// With GFNI and BITALG, eight bins per pass: each field in the window [first, first + 8) becomes a
-// one-hot byte (bit j for bin first + j); an affine transform over GF(2) transposes each 8x8 bit
-// matrix of eight such bytes, so byte j of a quadword holds bin j's bits for those eight fields,
-// and a byte popcount counts them.
-#define FPSCOPE_AVX512_GFNI \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512bitalg,gfni,avx2")))
+// With GFNI, BITALG and VBMI, every binade of the span in one pass over the fields, eight per
+// window of counters: a field becomes its place in the span, 1..63 (a saturating subtract makes
+// zero, and zero alone, 0); for each window a byte permute (VPERMB, a 64-entry table) turns that
+// place into a one-hot byte (bit j for the window's bin j, nothing outside the window), an affine
+// transform over GF(2) transposes each 8x8 bit matrix of eight such bytes, so that byte j of a
+// quadword holds bin j's bits for those eight fields, and a byte popcount counts them.
+#define FPSCOPE_AVX512_GFNI                                                                       \
+  __attribute__((target(                                                                          \
+      "avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512bitalg,avx512vbmi,gfni,avx2")))
 
+// kOneHot[64 + j] = 1 << j for j < 8, every other byte 0: window w's table starts at 63 - 8w, so
+// that its entry p is 1 << (p - 1 - 8w) for the places p of the window, 8w + 1 .. 8w + 8.
+alignas(64) inline constexpr uint8_t kOneHot[128] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128};
+
+template <int W>
+FPSCOPE_AVX512_GFNI void count_windows(const uint8_t* field, std::size_t n, int first,
+                                             int last, uint32_t h[256]) {
+  const __m512i transpose = _mm512_set1_epi64(0x8040201008040201);
+  const __m512i below_first = _mm512_set1_epi8(char(first - 1));
+  __m512i table[W], count[W], wide[W];  // wide: 16-bit lanes, lane 8q + j adds up bin j
+#pragma GCC unroll 8
+  for (int w = 0; w < W; ++w) {
+    table[w] = _mm512_loadu_si512(kOneHot + 63 - 8 * w);
+    wide[w] = _mm512_setzero_si512();
+  }
+  std::size_t i = 0;
+  while (i < n) {
+    // At most 8 per byte per step: 31 steps stay below 256.
+    const std::size_t end = std::min(n, i + 31 * 64);
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) count[w] = _mm512_setzero_si512();
+    for (; i < end; i += 64) {
+      const __m512i place = _mm512_subs_epu8(_mm512_loadu_si512(field + i), below_first);
+#pragma GCC unroll 8
+      for (int w = 0; w < W; ++w) {
+        const __m512i bits = _mm512_permutexvar_epi8(place, table[w]);
+        const __m512i by_bin = _mm512_gf2p8affine_epi64_epi8(transpose, bits, 0);
+        count[w] = _mm512_add_epi8(count[w], _mm512_popcnt_epi8(by_bin));
+      }
+    }
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w)
+      wide[w] = _mm512_add_epi16(
+          wide[w], _mm512_add_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(count[w])),
+                                    _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(count[w], 1))));
+  }
+  // A block has at most kBlockElements fields: each bin's total fits 16 bits.
+  static_assert(kBlockElements <= 0xFFFF);
+#pragma GCC unroll 8
+  for (int w = 0; w < W; ++w) {
+    const __m256i half = _mm256_add_epi16(_mm512_castsi512_si256(wide[w]),
+                                          _mm512_extracti64x4_epi64(wide[w], 1));
+    alignas(16) uint16_t bins[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(bins),
+                    _mm_add_epi16(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)));
+    for (int j = 0; j < 8 && first + 8 * w + j <= last; ++j) h[first + 8 * w + j] += bins[j];
+  }
+}
+
+// The windowed count for a span of last - first + 1 <= 63 fields: one to eight windows.
 FPSCOPE_AVX512_GFNI void count_field_windows(const uint8_t* field, std::size_t n, int first,
                                              int last, uint32_t h[256]) {
-  // pshufb table: index j < 8 gives 1 << j, index 8 gives 0.
-  const __m512i one_hot =
-      _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
-  const __m512i transpose = _mm512_set1_epi64(0x8040201008040201);
-  const __m512i eight = _mm512_set1_epi8(8);
-  for (int w = first; w <= last; w += 8) {
-    const __m512i base = _mm512_set1_epi8(char(w));
-    __m512i count = _mm512_setzero_si512();  // byte j of each quadword: bin w + j
-    alignas(64) uint8_t bytes[64];
-    std::size_t i = 0;
-    while (i < n) {
-      // At most 8 per byte per step: flush before 255.
-      const std::size_t end = std::min(n, i + 31 * 64);
-      for (; i < end; i += 64) {
-        const __m512i d =
-            _mm512_min_epu8(_mm512_sub_epi8(_mm512_loadu_si512(field + i), base), eight);
-        const __m512i bits = _mm512_shuffle_epi8(one_hot, d);
-        const __m512i by_bin = _mm512_gf2p8affine_epi64_epi8(transpose, bits, 0);
-        count = _mm512_add_epi8(count, _mm512_popcnt_epi8(by_bin));
-      }
-      _mm512_store_si512(bytes, count);
-      for (int j = 0; j < 8 && w + j <= last; ++j)
-        for (int q = 0; q < 8; ++q) h[w + j] += bytes[8 * q + j];
-      count = _mm512_setzero_si512();
-    }
-  }
+  const int windows = (last - first + 8) / 8;
+  [&]<int... W>(std::integer_sequence<int, W...>) {
+    ((windows == W + 1 ? count_windows<W + 1>(field, n, first, last, h) : void()), ...);
+  }(std::make_integer_sequence<int, 8>{});
 }
 
 // The smallest of 64 unsigned bytes: fold to 16, widen to words, PHMINPOSUW.

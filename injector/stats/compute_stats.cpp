@@ -110,7 +110,7 @@ bool kernel_supported(Kernel k) {
              __builtin_cpu_supports("avx512cd");
     case Kernel::Avx512Gfni:
       return kernel_supported(Kernel::Avx512) && __builtin_cpu_supports("gfni") &&
-             __builtin_cpu_supports("avx512bitalg");
+             __builtin_cpu_supports("avx512bitalg") && __builtin_cpu_supports("avx512vbmi");
   }
   return false;
 }

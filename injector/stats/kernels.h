@@ -13,7 +13,7 @@
 
 namespace fpscope::stats {
 
-// Avx512Gfni is the AVX-512 kernel counting exponent fields with GFNI and BITALG.
+// Avx512Gfni is the AVX-512 kernel counting exponent fields with GFNI, BITALG and VBMI.
 enum class Kernel { Scalar, Avx2, Avx512, Avx512Gfni };
 
 void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel level,
