@@ -1,9 +1,9 @@
-// The AVX-512 kernel (F, BW, VL, DQ, CD; plus F16C), optionally counting exponent fields with GFNI
-// and BITALG (Kernel::Avx512Gfni). Compiled with per-function target attributes and run only where
-// kernel_supported() holds. fp32 arrays are classified in 16 lanes of 32 bits; fp16 and bf16
-// arrays in 32 lanes of 16 bits, converted to wider types only for the sums and, for bf16 and for
-// groups holding an fp16 subnormal, the Full level's exponent fields. vector_common.h describes
-// the structure shared with the AVX2 kernel.
+// The AVX-512 kernel (F, BW, VL, DQ, CD; plus F16C), optionally counting exponent fields with
+// GFNI, BITALG and VBMI (Kernel::Avx512Gfni). Compiled with per-function target attributes and
+// run only where kernel_supported() holds. fp32 arrays are classified in 16 lanes of 32 bits;
+// fp16 and bf16 arrays in 32 lanes of 16 bits, converted to wider types only for the sums and, for
+// bf16 and for groups holding an fp16 subnormal, the Full level's exponent fields.
+// vector_common.h describes the structure shared with the AVX2 kernel.
 //
 // Index: Sums | Cast thresholds | Exponent histogram | fp32 | fp16 and bf16 | entry point
 #include <immintrin.h>
@@ -207,12 +207,13 @@ FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t group
 }
 
 // [SECTION] Exponent histogram: counts a block's buffer of exponent fields (vector_common.h).
-// A block's values usually span a few dozen binades at most: with GFNI, all of them in one pass
-// (count_windows); without, one compare and a mask popcount per 64 fields and binade between the
-// block's smallest field and its largest. A block spanning more binades than that pays off for
-// goes to the scalar counter.
+// A block's values usually span a few dozen binades at most: with GFNI, BITALG and VBMI, all of
+// them in one pass (count_windows); without, one compare and a mask popcount per 64 fields and
+// binade between the block's smallest field and its largest. A block spanning more than
+// kMaxVectorFieldRange binades, where neither would pay, goes to the scalar counter.
 
-// The windowed count below maps the span's fields to 1..63 (zero to 0), so it takes at most 63.
+// The windowed count maps the span's fields to 1..63 (zero to 0), so it takes at most 63 binades
+// (the compare-per-binade path keeps the same limit).
 inline constexpr int kMaxVectorFieldRange = 63;
 
 // With GFNI, BITALG and VBMI, every binade of the span in one pass over the fields, eight per
@@ -233,8 +234,8 @@ alignas(64) inline constexpr uint8_t kOneHot[128] = {
     0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, 128};
 
 template <int W>
-FPSCOPE_AVX512_GFNI void count_windows(const uint8_t* field, std::size_t n, int first,
-                                             int last, uint32_t h[256]) {
+FPSCOPE_AVX512_GFNI void count_windows(const uint8_t* field, std::size_t n, int first, int last,
+                                       uint32_t h[256]) {
   const __m512i transpose = _mm512_set1_epi64(0x8040201008040201);
   const __m512i below_first = _mm512_set1_epi8(char(first - 1));
   __m512i table[W], count[W], wide[W];  // wide: 16-bit lanes, lane 8q + j adds up bin j

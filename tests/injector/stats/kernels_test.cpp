@@ -152,40 +152,46 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
   }
 }
 
-// Blocks whose nonzero values span 1 to 70 binades, the vector histogram's limit (63) and the
-// windows of eight binades included, starting at different exponents so that the windows fall
-// differently, with zeros of both signs between them: the histogram, counted here from frexp,
-// and everything else as the scalar kernel has it. fp16 spans at most 40 binades, subnormals
-// included.
+// Blocks whose nonzero values span 1 to 70 binades (the vector histogram takes up to 63, in
+// windows of eight), the k-th binade of a span holding its values k + 1 times as often as the
+// first, so that every bin's count differs from its neighbours', with zeros of both signs between
+// them: the histogram, counted here from frexp, and everything else as the scalar kernel has it.
+// fp32 and bf16 spans end at 2^31 or reach fp32's largest binade (the last exponent field, 254);
+// fp16 spans at most 40 binades, subnormals included.
 TEST_P(VectorKernelTest, MatchesAnIndependentHistogramOverEverySpanOfBinades) {
   const Kernel k = GetParam();
   if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
   std::mt19937_64 rng(4242);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
-    const int most = type == ElementType::F16 ? 40 : 70;
-    for (int span = 1; span <= most; ++span) {
-      const int lowest = type == ElementType::F16 ? -24 + (span * 5) % (41 - span) : -60 + (span * 7) % 23;
+    const bool f16 = type == ElementType::F16;
+    for (int span = 1; span <= (f16 ? 40 : 70); ++span) {
+      const int lowest = f16 ? -24 + (span * 5) % (41 - span) : span % 2 ? 128 - span : 32 - span;
+      std::vector<int> offsets;  // binade k of the span, k + 1 times
+      for (int o = 0; o < span; ++o) offsets.insert(offsets.end(), std::size_t(o + 1), o);
       TestTensor t{std::string("span_") + std::to_string(span) + "_" + type_name(type), type, {}};
       std::array<uint64_t, kHistBins> expected{};
       for (std::size_t i = 0; i < 2 * stats::kBlockElements + 300; ++i) {
-        double v = std::ldexp(1.0 + 0.99 * unit(rng), lowest + int(i % std::size_t(span)));
-        if (i % 5 == 3) v = (i % 10 == 3) ? 0.0 : -0.0;
+        const int e = lowest + offsets[i % offsets.size()];
+        double v = std::ldexp(1.0 + 0.99 * unit(rng), e);  // below each format's largest value
+        if (i % 5 == 3 && e != lowest) v = (i % 10 == 3) ? 0.0 : -0.0;  // the span's ends stay
         if (rng() & 1) v = -v;
         const uint32_t bits = nearest_bits(type, v);
         t.push_bits(bits);
         const double stored = bits_value(type, bits);
         if (stored != 0.0) {
-          int e;
-          std::frexp(stored, &e);  // |stored| in [2^(e-1), 2^e)
-          ++expected[std::size_t(e - 1 - kHistMinExponent)];
+          int x;
+          std::frexp(stored, &x);  // |stored| in [2^(x-1), 2^x)
+          ++expected[std::size_t(x - 1 - kHistMinExponent)];
         }
       }
       SCOPED_TRACE(t.name);
       TensorStats vs, ss;
       stats::compute_stats_with(k, t.bytes.data(), type, t.size(), StatsLevel::Full, &vs);
-      stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), StatsLevel::Full, &ss);
-      for (int b = 0; b < kHistBins; ++b) ASSERT_EQ(vs.hist[b], expected[b]) << "bin of 2^" << b + kHistMinExponent;
+      stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), StatsLevel::Full,
+                                &ss);
+      for (int b = 0; b < kHistBins; ++b)
+        ASSERT_EQ(vs.hist[b], expected[b]) << "bin of 2^" << b + kHistMinExponent;
       expect_same_stats(vs, ss);
     }
   }
