@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "kernels.h"
@@ -338,19 +339,51 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, boo
   }
 }
 
+// [SECTION] Extremes from the raw bits, three compares a vector.
+//
+// Ordered as integers, the bits of non-negative floats rise with their value, those of negative
+// ones (sign set) with their magnitude, and as unsigned every negative lies above every
+// non-negative. So over the fast elements (no NaN), with U the unsigned maximum and minimum and S
+// the signed maximum of the bits: the smallest value is U-max if any element is negative (-0
+// included, below +0), else U-min; the largest is S-max if any is non-negative, else U-min (the
+// negative of least magnitude, -0 first). Three compares a vector instead of a key built with a
+// shift and a ternary op before two.
+struct RawExtremes {
+  __m512i top_unsigned, low_unsigned, top_signed;
+};
+
+// Folds the reduced raw extremes of `Bits` lanes into the accumulator's integer keys (vector
+// bits ^ ((bits >> sign) & magnitude), as the scalar routine makes them). low_unsigned all ones
+// (a NaN, never a fast element) means the kernel saw no fast element.
+template <typename Bits>
+inline void merge_raw_extremes(Accumulator& acc, Bits top_unsigned, Bits low_unsigned,
+                               Bits top_signed, uint32_t min_nonzero) {
+  using Signed = std::make_signed_t<Bits>;
+  constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
+  const auto key = [](Bits b) {
+    return int32_t(Signed(Bits(b ^ (Bits(Signed(b) >> (8 * sizeof(Bits) - 1)) & Bits(~kSign)))));
+  };
+  if (low_unsigned == Bits(~Bits(0))) {
+    acc.merge_extremes(INT32_MAX, INT32_MIN, min_nonzero);
+    return;
+  }
+  const Bits smallest = top_unsigned >= kSign ? top_unsigned : low_unsigned;
+  const Bits largest = low_unsigned < kSign ? top_signed : low_unsigned;
+  acc.merge_extremes(key(smallest), key(largest), min_nonzero);
+}
+
 // [SECTION] fp32: 16 lanes of 32 bits.
 
 // Vector members are set by init functions: a default member initializer would be compiled
 // without the AVX-512 target.
 struct F32State {
-  __m512i min_key, max_key;
+  RawExtremes ext;
   __m512i min_nz_m1;  // min over (|x| bits - 1); zero wraps to the largest value
   SumLanes sum, squares;
 };
 
 FPSCOPE_AVX512 inline void init(F32State& st) {
-  st.min_key = _mm512_set1_epi32(INT32_MAX);
-  st.max_key = _mm512_set1_epi32(INT32_MIN);
+  st.ext = RawExtremes{_mm512_setzero_si512(), _mm512_set1_epi32(-1), _mm512_set1_epi32(INT32_MIN)};
   st.min_nz_m1 = _mm512_set1_epi32(-1);
   st.sum = st.squares = SumLanes{_mm512_setzero_pd(), _mm512_setzero_pd()};
 }
@@ -369,16 +402,13 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
                                           const __m512i a[4], F32State& st, F32Counters& c,
                                           uint8_t* field) {
   const __m512i one = _mm512_set1_epi32(1);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i min_normal_m1 = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs - 1));
   const __m512i probe_mask = _mm512_set1_epi32(int(kPowerOfTwoProbeMask));
 #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
-    // key = v ^ ((v >> 31) & 0x7FFFFFFF): flips the magnitude of negatives (0x78 = a ^ (b & c)).
-    const __m512i key =
-        _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi32(v[k], 31), abs_mask, 0x78);
-    st.min_key = _mm512_min_epi32(st.min_key, key);
-    st.max_key = _mm512_max_epi32(st.max_key, key);
+    st.ext.top_unsigned = _mm512_max_epu32(st.ext.top_unsigned, v[k]);
+    st.ext.low_unsigned = _mm512_min_epu32(st.ext.low_unsigned, v[k]);
+    st.ext.top_signed = _mm512_max_epi32(st.ext.top_signed, v[k]);
     const __m512i am1 = _mm512_sub_epi32(a[k], one);
     st.min_nz_m1 = _mm512_min_epu32(st.min_nz_m1, am1);
     if constexpr (kFull) {
@@ -451,8 +481,10 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
     }
   }
   const uint32_t min_nz_m1 = uint32_t(_mm512_reduce_min_epu32(st.min_nz_m1));
-  acc.merge_extremes(_mm512_reduce_min_epi32(st.min_key), _mm512_reduce_max_epi32(st.max_key),
-                     min_nz_m1 == UINT32_MAX ? UINT32_MAX : min_nz_m1 + 1);
+  merge_raw_extremes<uint32_t>(acc, uint32_t(_mm512_reduce_max_epu32(st.ext.top_unsigned)),
+                              uint32_t(_mm512_reduce_min_epu32(st.ext.low_unsigned)),
+                              uint32_t(_mm512_reduce_max_epi32(st.ext.top_signed)),
+                              min_nz_m1 == UINT32_MAX ? UINT32_MAX : min_nz_m1 + 1);
   flush_sums(st.sum, st.squares, acc);
   add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, n - i, kFull ? kFullParts : 0,
                                                      bits_to_double);
@@ -460,15 +492,28 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
 
 // [SECTION] fp16 and bf16: 32 lanes of 16 bits.
 
+// The larger (`top`) or smaller of each pair of a vector's 32 unsigned 16-bit lanes, as 16 lanes
+// of 32 bits; widen_i16_max the larger of each pair as signed.
+FPSCOPE_AVX512 inline __m512i widen_u16(__m512i x, bool top) {
+  const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(x));
+  const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(x, 1));
+  return top ? _mm512_max_epu32(lo, hi) : _mm512_min_epu32(lo, hi);
+}
+
+FPSCOPE_AVX512 inline __m512i widen_i16_max(__m512i x) {
+  return _mm512_max_epi32(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(x)),
+                          _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(x, 1)));
+}
+
 struct HalfState {
-  __m512i min_key, max_key, min_nz_m1;
+  RawExtremes ext;
+  __m512i min_nz_m1;
   SumLanes sum, squares;
   __m512d exact;  // fp16: the block's sum so far, exact (add_sums_f16)
 };
 
 FPSCOPE_AVX512 inline void init(HalfState& st) {
-  st.min_key = _mm512_set1_epi16(INT16_MAX);
-  st.max_key = _mm512_set1_epi16(INT16_MIN);
+  st.ext = RawExtremes{_mm512_setzero_si512(), _mm512_set1_epi16(-1), _mm512_set1_epi16(INT16_MIN)};
   st.min_nz_m1 = _mm512_set1_epi16(-1);
   st.sum = st.squares = SumLanes{_mm512_setzero_pd(), _mm512_setzero_pd()};
   st.exact = _mm512_setzero_pd();
@@ -518,16 +563,14 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
                                            const __m512i a[2], HalfState& st, __m512i& zero_count,
                                            __m512i& sub_count, uint8_t* field) {
   const __m512i one = _mm512_set1_epi16(1);
-  const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
   const __m512i min_normal_m1 = _mm512_set1_epi16(int16_t(S.min_normal_abs - 1));
   __m512 f[4];
   __mmask32 any_sub = 0;
 #pragma GCC unroll 16
   for (int k = 0; k < 2; ++k) {
-    const __m512i key =
-        _mm512_ternarylogic_epi32(v[k], _mm512_srai_epi16(v[k], 15), abs_mask, 0x78);
-    st.min_key = _mm512_min_epi16(st.min_key, key);
-    st.max_key = _mm512_max_epi16(st.max_key, key);
+    st.ext.top_unsigned = _mm512_max_epu16(st.ext.top_unsigned, v[k]);
+    st.ext.low_unsigned = _mm512_min_epu16(st.ext.low_unsigned, v[k]);
+    st.ext.top_signed = _mm512_max_epi16(st.ext.top_signed, v[k]);
     const __m512i am1 = _mm512_sub_epi16(a[k], one);
     st.min_nz_m1 = _mm512_min_epu16(st.min_nz_m1, am1);
     if constexpr (!kFull) {  // at the Full level zeros are the fields of 0, counted from them
@@ -616,16 +659,14 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
       acc.zero += buffered - nonzero;
     }
   }
-  const __m512i min_lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(st.min_key));
-  const __m512i min_hi = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(st.min_key, 1));
-  const __m512i max_lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(st.max_key));
-  const __m512i max_hi = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(st.max_key, 1));
   const __m512i nz_lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(st.min_nz_m1));
   const __m512i nz_hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(st.min_nz_m1, 1));
   const uint32_t min_nz_m1 = uint32_t(_mm512_reduce_min_epu32(_mm512_min_epu32(nz_lo, nz_hi)));
-  acc.merge_extremes(_mm512_reduce_min_epi32(_mm512_min_epi32(min_lo, min_hi)),
-                     _mm512_reduce_max_epi32(_mm512_max_epi32(max_lo, max_hi)),
-                     min_nz_m1 == 0xFFFF ? UINT32_MAX : min_nz_m1 + 1);
+  merge_raw_extremes<uint16_t>(
+      acc, uint16_t(_mm512_reduce_max_epu32(widen_u16(st.ext.top_unsigned, true))),
+      uint16_t(_mm512_reduce_min_epu32(widen_u16(st.ext.low_unsigned, false))),
+      uint16_t(_mm512_reduce_max_epi32(widen_i16_max(st.ext.top_signed))),
+      min_nz_m1 == 0xFFFF ? UINT32_MAX : min_nz_m1 + 1);
   flush_sums(st.sum, st.squares, acc);
   add_elements<S, T, uint16_t>(acc, base, i, n - i, kFull ? kFullParts : 0, to_double);
 }

@@ -4,7 +4,8 @@
 //
 // How the vector kernels work (docs/statistics.md has the reasoning):
 // - The array is read in groups of 64 elements. A group without special values takes the fast
-//   path: min/max as integer total-order keys, smallest nonzero magnitude as min(|x| bits - 1)
+//   path: min/max as integer total-order keys (AVX2) or from the raw bits' unsigned and signed
+//   extremes (AVX-512), smallest nonzero magnitude as min(|x| bits - 1)
 //   (zero wraps to the largest value), zero/subnormal counts as per-lane counters incremented under
 //   compare masks (the AVX-512 kernel's zeros at the Full level: fast elements less the nonzero
 //   fields fold_block_fields counted), sums converted to double.

@@ -197,6 +197,36 @@ TEST_P(VectorKernelTest, MatchesAnIndependentHistogramOverEverySpanOfBinades) {
   }
 }
 
+// Extremes of whole groups (the fast path) of every mix of signs: zeros of one sign or both alone,
+// negatives only (with and without -0), non-negatives only (with and without +0), both, and the
+// values next to zero and to the largest finite value, for every type: each against the scalar
+// kernel, -0 ordered below +0.
+TEST_P(VectorKernelTest, MatchesScalarKernelOnTheExtremesOfEveryMixOfSigns) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    const bool wide = type == ElementType::F32;
+    const uint32_t sign = wide ? 0x80000000u : 0x8000u;
+    const uint32_t largest = wide ? 0x7F7FFFFFu : type == ElementType::F16 ? 0x7BFFu : 0x7F7Fu;
+    const std::vector<std::vector<uint32_t>> mixes = {
+        {0},  {sign}, {0, sign}, {sign | 5, sign}, {sign | 5, sign | largest}, {5, 0},
+        {5, largest}, {1, sign | 1}, {sign, 7, 0, sign | 9}, {sign | largest, largest, 0, sign},
+        {sign | 1, 2, 3}};
+    for (std::size_t m = 0; m < mixes.size(); ++m) {
+      TestTensor t{std::string("signs_") + std::to_string(m) + "_" + type_name(type), type, {}};
+      for (std::size_t i = 0; i < 2 * stats::kGroupElements; ++i)
+        t.push_bits(mixes[m][(i * 7) % mixes[m].size()]);
+      SCOPED_TRACE(t.name);
+      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+        TensorStats vs, ss;
+        stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
+        stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
+        expect_same_stats(vs, ss);
+      }
+    }
+  }
+}
+
 // The cast thresholds one step above a power of two (the underflow bounds) are decided from the
 // exponent histogram in a block that holds no exact power of two, and by compares in one that
 // does: blocks of values inside those binades (and zeros of both signs), with and without the
