@@ -62,6 +62,16 @@ void expect_same_stats(const TensorStats& v, const TensorStats& s) {
   }
 }
 
+// The first `n` elements of `t` through kernel `k` and through the scalar kernel, at both levels.
+void expect_same_as_scalar(Kernel k, const TestTensor& t, std::size_t n) {
+  for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
+    TensorStats vs, ss;
+    stats::compute_stats_with(k, t.bytes.data(), t.type, n, level, &vs);
+    stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), t.type, n, level, &ss);
+    expect_same_stats(vs, ss);
+  }
+}
+
 class VectorKernelTest : public ::testing::TestWithParam<Kernel> {};
 
 TEST_P(VectorKernelTest, MatchesScalarKernelOnRandomTensors) {
@@ -73,12 +83,7 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnRandomTensors) {
       for (std::size_t n : {3, 64, 100, 4095, 4096, 4097, 8191, 20000, 131073}) {
         const TestTensor t = random_tensor(type, n, seed++, rate);
         SCOPED_TRACE(t.name + " special rate " + std::to_string(rate));
-        for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
-          TensorStats vs, ss;
-          stats::compute_stats_with(k, t.bytes.data(), type, n, level, &vs);
-          stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, n, level, &ss);
-          expect_same_stats(vs, ss);
-        }
+        expect_same_as_scalar(k, t, n);
       }
     }
   }
@@ -91,12 +96,7 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnGaussianTensors) {
     for (int scale : {-24, -16, -10, -6, 0, 7, 14, 120}) {
       const TestTensor t = gaussian_tensor(type, 50000, uint64_t(900 + scale), scale);
       SCOPED_TRACE(t.name);
-      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
-        TensorStats vs, ss;
-        stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
-        stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
-        expect_same_stats(vs, ss);
-      }
+      expect_same_as_scalar(k, t, t.size());
     }
   }
 }
@@ -142,12 +142,7 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
       TestTensor t{"run", type, {}};
       for (int i = 0; i < 9000; ++i) t.push_bits(i == 8500 ? 0x3C00u : bits);
       SCOPED_TRACE(std::string(type_name(type)) + " bits " + std::to_string(bits));
-      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
-        TensorStats vs, ss;
-        stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
-        stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
-        expect_same_stats(vs, ss);
-      }
+      expect_same_as_scalar(k, t, t.size());
     }
   }
 }
@@ -217,12 +212,7 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnTheExtremesOfEveryMixOfSigns) {
       for (std::size_t i = 0; i < 2 * stats::kGroupElements; ++i)
         t.push_bits(mixes[m][(i * 7) % mixes[m].size()]);
       SCOPED_TRACE(t.name);
-      for (StatsLevel level : {StatsLevel::Basic, StatsLevel::Full}) {
-        TensorStats vs, ss;
-        stats::compute_stats_with(k, t.bytes.data(), type, t.size(), level, &vs);
-        stats::compute_stats_with(Kernel::Scalar, t.bytes.data(), type, t.size(), level, &ss);
-        expect_same_stats(vs, ss);
-      }
+      expect_same_as_scalar(k, t, t.size());
     }
   }
 }
