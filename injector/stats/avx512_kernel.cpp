@@ -9,7 +9,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <utility>
 
 #include "kernels.h"
@@ -352,24 +351,20 @@ struct RawExtremes {
   __m512i top_unsigned, low_unsigned, top_signed;
 };
 
-// Folds the reduced raw extremes of `Bits` lanes into the accumulator's integer keys (vector
-// bits ^ ((bits >> sign) & magnitude), as the scalar routine makes them). low_unsigned all ones
-// (a NaN, never a fast element) means the kernel saw no fast element.
+// Folds the reduced raw extremes of `Bits` lanes into the accumulator's keys (order_key, as the
+// scalar routine makes them). low_unsigned all ones (a NaN, never a fast element) means the
+// kernel saw no fast element.
 template <typename Bits>
 inline void merge_raw_extremes(Accumulator& acc, Bits top_unsigned, Bits low_unsigned,
                                Bits top_signed, uint32_t min_nonzero) {
-  using Signed = std::make_signed_t<Bits>;
   constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
-  const auto key = [](Bits b) {
-    return int32_t(Signed(Bits(b ^ (Bits(Signed(b) >> (8 * sizeof(Bits) - 1)) & Bits(~kSign)))));
-  };
   if (low_unsigned == Bits(~Bits(0))) {
     acc.merge_extremes(INT32_MAX, INT32_MIN, min_nonzero);
     return;
   }
   const Bits smallest = top_unsigned >= kSign ? top_unsigned : low_unsigned;
   const Bits largest = low_unsigned < kSign ? top_signed : low_unsigned;
-  acc.merge_extremes(key(smallest), key(largest), min_nonzero);
+  acc.merge_extremes(order_key(smallest), order_key(largest), min_nonzero);
 }
 
 // [SECTION] fp32: 16 lanes of 32 bits.
