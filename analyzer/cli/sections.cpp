@@ -53,13 +53,20 @@ Section summary_section(const Trace& trace) {
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
   if (s.ranks > 1) add("ranks", Cell(fmt::format("{} (see the Ranks section)", s.ranks), s.ranks));
   add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
+  // " (12.3% of the duration)", or nothing where the duration is unknown or shorter than `ms`
+  // (a trace of one launch spans none).
+  auto share = [&s](double ms) -> std::string {
+    if (!s.start_ns || !s.end_ns || static_cast<double>(*s.end_ns - *s.start_ns) <= ms * 1e6) return "";
+    return fmt::format(" ({:.1f}% of the duration)", 100.0 * ms * 1e6 / static_cast<double>(*s.end_ns - *s.start_ns));
+  };
   if (s.tracing_own_ms) {
     const double ms = *s.tracing_own_ms;
-    std::string text = fmt::format("{:.1f} ms on the program's threads around launches", ms);
-    // A share only of a duration that spans the launches (a trace of one launch has none).
-    if (s.start_ns && s.end_ns && static_cast<double>(*s.end_ns - *s.start_ns) > ms * 1e6)
-      text += fmt::format(" ({:.1f}% of the duration)", 100.0 * ms * 1e6 / static_cast<double>(*s.end_ns - *s.start_ns));
-    add(s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time", Cell(text, ms));
+    add(s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time",
+        Cell(fmt::format("{:.1f} ms on the program's threads around launches", ms) + share(ms), ms));
+  }
+  if (s.collector_cpu_ms) {
+    const double ms = *s.collector_cpu_ms;
+    add("collector's CPU time", Cell(fmt::format("{:.1f} ms beside the program, storing and summarising", ms) + share(ms), ms));
   }
   if (!s.tracing_failure.empty()) add("tracing stopped early", Cell(s.tracing_failure));
   add("tensor records", int_cell(s.tensors));

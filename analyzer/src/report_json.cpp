@@ -39,6 +39,7 @@ json run_json(const RunSummary& s) {
       {"kernels", s.kernels},
       {"measured_kernels", s.sampled_kernels},
       {"tracing_own_ms", opt(s.tracing_own_ms)},
+      {"collector_cpu_ms", opt(s.collector_cpu_ms)},
       {"tracing_failure", s.tracing_failure.empty() ? json(nullptr) : json(s.tracing_failure)},
       {"tensors", s.tensors},
       {"nonfinite_tensors", s.nonfinite_tensors},

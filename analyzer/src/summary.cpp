@@ -141,6 +141,7 @@ RunSummary summary(const Trace& trace) {
   s.trap = trace.meta_value("trap.message").value_or("");
   s.measured_a_selection = measured_selection(trace).any();
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));
+  s.collector_cpu_ms = parse_double(trace.meta_value("collector_cpu_ms").value_or(""));
   s.steps = impl.count("steps").value_or(0);
   s.ranks = std::max<int64_t>(1, impl.count("ranks").value_or(1));
   s.first_step = impl.count("first_step");

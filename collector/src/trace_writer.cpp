@@ -4,6 +4,7 @@
 #include "fpscope/trace_writer.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -300,6 +301,14 @@ std::string fmt_ms(double ms) {
   return text;
 }
 
+// CPU time (user and system) of this process's threads so far, in milliseconds.
+std::optional<double> process_cpu_ms() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return std::nullopt;
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
 // When the scope ends, however it ends: no summary is left for the second connection to take,
 // and its thread is joined.
 struct Joiner {
@@ -503,12 +512,14 @@ bool TraceWriter::Impl::prepare_finish(TraceWriter::Summaries summaries) {
 bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
   if (failed()) return false;
   try {
-    if (completed_at_records == counts.records) {
-      begin_if_needed();  // the meta set since prepare_finish()
-      if (!commit()) return false;
-    } else if (!complete(summaries, false)) {
-      return false;
-    }
+    // Completed already, unless records arrived since prepare_finish() (or it was not called).
+    if (completed_at_records != counts.records && !complete(summaries, false)) return false;
+    // With the meta set since, and the CPU time this process has spent on the trace, the
+    // summaries included.
+    begin_if_needed();
+    if (const auto cpu = process_cpu_ms(); cpu && cpu_at_create)
+      set_meta("collector_cpu_ms", fmt_ms(std::max(0.0, *cpu - *cpu_at_create)));
+    if (!commit()) return false;
     // A finished trace needs no -wal/-shm beside it: readers on read-only media can open it.
     db.exec("PRAGMA journal_mode=DELETE");
     return true;
@@ -526,12 +537,14 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
   // Only possible before SQLite initializes; if this process opened a database already, it is not.
   static const bool configured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
   (void)configured;
+  const std::optional<double> cpu_at_create = process_cpu_ms();
   if (std::string failure = write_empty_trace(path); !failure.empty()) {
     *error = std::move(failure);
     return nullptr;
   }
   try {
     std::unique_ptr<TraceWriter> writer(new TraceWriter(std::make_unique<Impl>(path, dump_folder)));
+    writer->impl_->cpu_at_create = cpu_at_create;
     writer->set_meta("schema_version", std::to_string(embedded::kTraceSchemaVersion));
     return writer;
   } catch (const sql::Error& e) {

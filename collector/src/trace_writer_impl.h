@@ -240,6 +240,8 @@ class TraceWriter::Impl {
   int64_t next_range_id = 1;
   // counts.records when prepare_finish() completed the trace; none if it has not.
   std::optional<uint64_t> completed_at_records;
+  // This process's CPU milliseconds when the trace was created (meta collector_cpu_ms counts from there).
+  std::optional<double> cpu_at_create;
 };
 
 }  // namespace fpscope

@@ -135,6 +135,21 @@ TEST(Analysis, TracingOwnTimeIsThatOfTheBusiestProcess) {
   EXPECT_FALSE(summary(*Trace::open(path)).tracing_own_ms);
 }
 
+// The collector's CPU time, from meta (the writer that made the trace wrote one); absent or
+// malformed values give none.
+TEST(Analysis, CollectorCpuTimeComesFromMeta) {
+  const auto path = make_trace("collector_cpu", nan_run());
+  const auto written = sql_value(path, "select cast(value as real) from meta where key = 'collector_cpu_ms'");
+  ASSERT_TRUE(written);
+  EXPECT_EQ(summary(*Trace::open(path)).collector_cpu_ms, *written);
+  sql_exec(path, "UPDATE meta SET value = '1234.5' WHERE key = 'collector_cpu_ms'");
+  EXPECT_EQ(summary(*Trace::open(path)).collector_cpu_ms, 1234.5);
+  sql_exec(path, "UPDATE meta SET value = '12 ms' WHERE key = 'collector_cpu_ms'");
+  EXPECT_FALSE(summary(*Trace::open(path)).collector_cpu_ms);
+  sql_exec(path, "DELETE FROM meta WHERE key = 'collector_cpu_ms'");
+  EXPECT_FALSE(summary(*Trace::open(path)).collector_cpu_ms);
+}
+
 // A process whose tracing stopped after a failure inside the injector says so in the summary.
 TEST(Analysis, TracingFailureIsReported) {
   const auto path = make_trace("failure", nan_run());

@@ -205,6 +205,9 @@ struct RunSummary {
   // Milliseconds the program's threads spent in the injector around launches and ops (meta
   // injector.own_time_ms): of the process that spent the most, in a trace of several.
   std::optional<double> tracing_own_ms;
+  // CPU milliseconds `fpscope run` itself used, storing the records and making the summaries
+  // (meta collector_cpu_ms), beside the program; none for a trace it did not finish.
+  std::optional<double> collector_cpu_ms;
   // Why tracing stopped early in a process (meta injector.failure[.process<N>]), "" if it did not:
   // "fpscope_op_begin: std::bad_alloc".
   std::string tracing_failure;

@@ -8,8 +8,9 @@
 # collector together). The last column is read from the `--every 10` traces themselves: the median
 # duration of the steps it measured minus that of the steps it left out, in the same run (step 0
 # left out), so what measuring a step costs, free of the drift between runs. The very last is the
-# median time the program's threads spent in the injector (meta injector.own_time_ms), with full
-# statistics and with --every 10: read inside each run too.
+# median time the program's threads spent in the injector (meta injector.own_time_ms) and the
+# median CPU time of the collector (meta collector_cpu_ms), with full statistics and with --every
+# 10: read inside each run too.
 #
 # Usage: injector/preload/bench/overhead.sh [BUILD_DIR]      (default: build)
 # Environment:
@@ -85,11 +86,19 @@ watched_step_ms() {
                 FROM (SELECT (SELECT ns FROM med WHERE w = 1) - (SELECT ns FROM med WHERE w = 0) AS d)"
 }
 
-# The injector's own time on the program's threads (meta injector.own_time_ms) of the trace $1.
-own_ms() {
+# Meta $2 of the trace $1 (milliseconds), n/a where the trace has none (a build before it).
+meta_ms() {
   local ms
-  ms=$(sqlite3 "$1" "SELECT value FROM meta WHERE key = 'injector.own_time_ms'")
+  ms=$(sqlite3 "$1" "SELECT value FROM meta WHERE key = '$2'")
   echo "${ms:-n/a}"
+}
+
+# "12.3 / 4.5": the medians of files $1.full$2 and $1.every$2, n/a for one with an n/a.
+medians() {
+  local m
+  for m in full every; do
+    if grep -q n/a "$1.$m$2"; then printf 'n/a '; else spread <"$1.$m$2" | awk '{printf "%.1f ", $1}'; fi
+  done | sed 's/ $//; s/ / \/ /'
 }
 
 # Per-repetition ratios of column $1 of file $2 over the same column of file $3.
@@ -97,10 +106,10 @@ ratios() { paste -d' ' "$2" "$3" | awk -v c="$1" '{print $c / $(c + 2)}'; }
 # "1.234x (1.200-1.300)" from "median min max".
 show() { awk '{printf "%.3fx (%.3f-%.3f)", $1, $2, $3}'; }
 
-printf '%-24s | %-13s | %-46s | %-46s | %-21s | %s\n' "" "untraced" "full statistics, every kernel" "--every 10" \
-  "measured step" "own time, ms"
-printf '%-24s | %6s %6s | %-22s %-23s | %-22s %-23s | %-21s | %s\n' case wall cpu "wall ratio (min-max)" "cpu ratio (min-max)" \
-  "wall ratio (min-max)" "cpu ratio (min-max)" "+ms (min-max)" "full / every 10"
+printf '%-24s | %-13s | %-46s | %-46s | %-21s | %-15s | %s\n' "" "untraced" "full statistics, every kernel" "--every 10" \
+  "measured step" "own time, ms" "collector cpu, ms"
+printf '%-24s | %6s %6s | %-22s %-23s | %-22s %-23s | %-21s | %-15s | %s\n' case wall cpu "wall ratio (min-max)" \
+  "cpu ratio (min-max)" "wall ratio (min-max)" "cpu ratio (min-max)" "+ms (min-max)" "full / every 10" "full / every 10"
 for c in $cases; do
   IFS=- read -r pixels images precision <<<"$c"
   if ! [[ ($pixels =~ ^[0-9]+$ || $pixels == torch) && $images =~ ^[0-9]+$ && ($precision == fp32 || $precision == amp) ]]; then
@@ -126,17 +135,21 @@ for c in $cases; do
   fi
   : >"$work/plain"; : >"$work/full"; : >"$work/every"; : >"$work/full.before"; : >"$work/every.before"
   : >"$work/step"; : >"$work/step.before"
-  : >"$work/own.full"; : >"$work/own.every"; : >"$work/own.full.before"; : >"$work/own.every.before"
+  for f in own coll; do
+    : >"$work/$f.full"; : >"$work/$f.every"; : >"$work/$f.full.before"; : >"$work/$f.every.before"
+  done
   # The traced runs of one fpscope ($1), into the files with suffix $2, with the options after.
   traced() {
     local tool=$1 suffix=$2
     shift 2
     measure "$tool" run -q --force "$@" -o "$work/full.sqlite" -- "$program" "${train[@]}" >>"$work/full$suffix"
-    own_ms "$work/full.sqlite" >>"$work/own.full$suffix"
+    meta_ms "$work/full.sqlite" injector.own_time_ms >>"$work/own.full$suffix"
+    meta_ms "$work/full.sqlite" collector_cpu_ms >>"$work/coll.full$suffix"
     measure "$tool" run -q --force "$@" --every 10 -o "$work/every.sqlite" -- "$program" "${train[@]}" \
       >>"$work/every$suffix"
     watched_step_ms "$work/every.sqlite" >>"$work/step$suffix"
-    own_ms "$work/every.sqlite" >>"$work/own.every$suffix"
+    meta_ms "$work/every.sqlite" injector.own_time_ms >>"$work/own.every$suffix"
+    meta_ms "$work/every.sqlite" collector_cpu_ms >>"$work/coll.every$suffix"
   }
   for ((r = 0; r < reps; r++)); do
     measure "$program" "${train[@]}" >>"$work/plain"
@@ -151,13 +164,13 @@ for c in $cases; do
   pw=$(awk '{print $1}' "$work/plain" | spread | cut -d' ' -f1)
   pc=$(awk '{print $2}' "$work/plain" | spread | cut -d' ' -f1)
   for suffix in "" ${before:+.before}; do
-    printf '%-24s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s | %-21s | %s\n' "$c${suffix:+ before}" "$pw" "$pc" \
+    printf '%-24s | %6.2f %6.2f | %-22s %-23s | %-22s %-23s | %-21s | %-15s | %s\n' "$c${suffix:+ before}" "$pw" "$pc" \
       "$(ratios 1 "$work/full$suffix" "$work/plain" | spread | show)" \
       "$(ratios 2 "$work/full$suffix" "$work/plain" | spread | show)" \
       "$(ratios 1 "$work/every$suffix" "$work/plain" | spread | show)" \
       "$(ratios 2 "$work/every$suffix" "$work/plain" | spread | show)" \
       "$(if grep -q n/a "$work/step$suffix"; then echo n/a; else spread <"$work/step$suffix" | awk '{printf "%.3f (%.3f-%.3f)", $1, $2, $3}'; fi)" \
-      "$(for m in full every; do if grep -q n/a "$work/own.$m$suffix"; then printf 'n/a '; else spread <"$work/own.$m$suffix" | awk '{printf "%.1f ", $1}'; fi; done | sed 's/ $//; s/ / \/ /')"
+      "$(medians "$work/own" "$suffix")" "$(medians "$work/coll" "$suffix")"
   done
   if [[ -n $before ]]; then  # the two builds' traced runs of each repetition, one over the other
     printf '%-24s | %13s | %-46s | %-46s |\n' "$c this/before" "" \

@@ -4,6 +4,7 @@
 // option values), and a producer SIGKILLed at random moments whose published records all arrive.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,6 +97,28 @@ TEST_F(RunTest, ProgramWithoutKernelsGivesAValidTraceThatSaysSo) {
   EXPECT_EQ(start.back(), 'Z');
   EXPECT_LE(std::stoll(db.meta("start_ns").value_or("0")), std::stoll(db.meta("end_ns").value_or("0")));
   EXPECT_EQ(db.meta("options").value_or("").front(), '{');
+}
+
+// Meta collector_cpu_ms is this process's CPU time on the trace, and none of the program's: it
+// lies between zero and what getrusage says this process spent around the run, while the
+// program alone spent more than that.
+TEST_F(RunTest, CollectorCpuTimeCountsTheCollectorAndNotTheProgram) {
+  auto cpu_ms = [](int who) {
+    rusage u{};
+    EXPECT_EQ(getrusage(who, &u), 0);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+  };
+  const double self_before = cpu_ms(RUSAGE_SELF);
+  const double children_before = cpu_ms(RUSAGE_CHILDREN);
+  ASSERT_EQ(run_program({"spin", "300"}), 0) << err_;
+  const double self = cpu_ms(RUSAGE_SELF) - self_before;
+  const double program = cpu_ms(RUSAGE_CHILDREN) - children_before;
+  Reader db(trace_);
+  const double collector = std::stod(db.meta("collector_cpu_ms").value_or("-1"));
+  EXPECT_GT(collector, 0.0);
+  EXPECT_LE(collector, self + 0.05);  // the meta has one decimal
+  EXPECT_GE(program, 300.0);
+  EXPECT_LT(self, program) << "the test needs a collector that spends less than the program";
 }
 
 TEST_F(RunTest, ExitStatusIsTheProgramsOwn) {

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 
@@ -178,6 +179,17 @@ int exit_then(const std::string& trace, const std::string& more) {
   return 0;
 }
 
+// Keeps a processor busy until this process has used `ms` milliseconds of CPU time.
+int spin(long ms) {
+  timespec used{};
+  volatile uint64_t work = 0;
+  do {
+    for (int i = 0; i < 100000; ++i) work = work + static_cast<uint64_t>(i);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  } while (used.tv_sec * 1000L + used.tv_nsec / 1000000L < ms);
+  return 0;
+}
+
 int write_environment(const char* file) {
   FILE* f = std::fopen(file, "w");
   if (!f) return 94;
@@ -199,6 +211,7 @@ int main(int argc, char** argv) {
   if (mode == "produce" && argc > 3) produce(argv[2], std::atol(argv[3]));
   if (mode == "trap" && argc > 2) trap(argv[2]);
   if (mode == "env" && argc > 2) return write_environment(argv[2]);
+  if (mode == "spin" && argc > 2) return spin(std::atol(argv[2]));
   if (mode == "wait-for" && argc > 3) {  // says it started, then runs until the file argv[3] exists
     if (FILE* f = std::fopen(argv[2], "w")) std::fclose(f);
     for (int i = 0; i < 3000 && access(argv[3], F_OK) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
