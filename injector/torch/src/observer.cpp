@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "fpscope/contract/tensor_names.h"
 #include "fpscope/inject_api.h"
 
 #define FPSCOPE_TORCH_EXPORT extern "C" __attribute__((visibility("default")))
@@ -70,6 +71,9 @@ struct OpInfo {
   bool autocast_cpu = false;    // has an AutocastCPU / AutocastCUDA kernel: under autocast it casts its
   bool autocast_cuda = false;   // inputs and calls itself again, and that inner call is the launch
   std::vector<uint8_t> written; // per schema argument: 1 when the operator writes it
+  // Per return, when every return is one tensor: its name in the schema ("indices" of
+  // sort's "(Tensor values, Tensor indices)"), "" where it has none. Empty otherwise.
+  std::vector<std::string> return_names;
 };
 
 bool has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) { return op.hasKernelForDispatchKey(key); }
@@ -101,6 +105,10 @@ OpInfo make_info(const at::RecordFunction& fn) {
   info.view = info.returns;
   for (const c10::Argument& r : returns)
     if (r.alias_info() == nullptr || r.alias_info()->isWrite()) info.view = false;
+  bool tensors_only = true;
+  for (const c10::Argument& r : returns) tensors_only = tensors_only && r.type()->kind() == c10::TypeKind::TensorType;
+  if (tensors_only)
+    for (const c10::Argument& r : returns) info.return_names.push_back(r.name());
   info.unmeasured = info.view;
   for (std::string_view u : kUninitialized)
     if (info.name == u) info.unmeasured = true;
@@ -340,7 +348,7 @@ const std::string& made_by(const OpInfo& info) {
   auto [it, fresh] = g_made_by.try_emplace({&info, g_place.layer});
   if (fresh) {
     const std::string& layer = g_layers[g_place.layer];
-    it->second = layer.empty() ? info.name : layer + "." + info.name;
+    it->second = layer.empty() ? info.name : layer + std::string(fpscope::contract::kNameSeparator) + info.name;
   }
   return it->second;
 }
@@ -494,19 +502,38 @@ int end_operator(const at::RecordFunction& fn, Operator& o) {
   std::vector<at::Tensor> outputs;
   for (const auto& [t, w] : o.inputs)
     if (w) outputs.push_back(t);
+  const size_t written = outputs.size();
   std::vector<std::pair<at::Tensor, bool>> made;
   for (const c10::IValue& v : returned) collect(v, false, made);
-  for (const auto& [t, unused] : made) {
+  std::vector<size_t> made_at(written, 0);  // per output: its place among the returned tensors
+  for (size_t k = 0; k < made.size(); ++k) {
+    const at::Tensor& t = made[k].first;
     bool seen = false;
     for (const at::Tensor& w : outputs) seen = seen || w.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
-    if (!seen) outputs.push_back(t);
+    if (!seen) {
+      outputs.push_back(t);
+      made_at.push_back(k);
+    }
   }
   const int32_t category = g_place.output_category;
-  auto name = [&info](const at::Tensor&) { return made_by(info); };
+  // A new storage is named after what made it, a returned tensor after the first also after its
+  // place (contract/tensor_names.h): "norm.native_group_norm" for the output, then
+  // "norm.native_group_norm.out1" and ".out2" for the mean and the reciprocal deviation;
+  // "sort.indices" where the schema names it.
+  auto name_of_output = [&info, &made, &made_at](size_t i) {
+    return [&info, &made, k = made_at[i]](const at::Tensor&) {
+      using namespace fpscope::contract;
+      if (k == 0) return made_by(info);
+      const bool named = info.return_names.size() == made.size() && !info.return_names[k].empty();
+      return made_by(info) + std::string(kNameSeparator) +
+             (named ? info.return_names[k] : std::string(kUnnamedOutputPrefix) + std::to_string(k));
+    };
+  };
   int result = 0;
   if (!o.measured) {
-    for (const at::Tensor& t : outputs) {
-      Allocation* entry = adopt(t, category, name, false);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const at::Tensor& t = outputs[i];
+      Allocation* entry = adopt(t, category, name_of_output(i), false);
       if (!info.view) {
         if (entry) entry->uninitialized = info.unmeasured;
         report_written(t);  // its tensors are not handed over: what it wrote is reported instead
@@ -516,8 +543,9 @@ int end_operator(const at::RecordFunction& fn, Operator& o) {
   } else {
     std::vector<mpt_tensor> descriptors;
     descriptors.reserve(outputs.size());
-    for (const at::Tensor& t : outputs) {
-      Allocation* entry = adopt(t, category, name, false);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const at::Tensor& t = outputs[i];
+      Allocation* entry = adopt(t, category, name_of_output(i), false);
       if (entry) entry->uninitialized = false;  // the operator wrote it
       descriptors.push_back(describe(o, t, entry, true));
     }

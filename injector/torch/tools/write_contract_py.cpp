@@ -19,6 +19,7 @@
 #include "fpscope/contract/environment.h"
 #include "fpscope/contract/nvtx.h"
 #include "fpscope/contract/run_end.h"
+#include "fpscope/contract/tensor_names.h"
 #include "fpscope/inject_api.h"
 #include "mpt/abi.h"
 
@@ -46,6 +47,8 @@ std::map<std::string, std::string> facts() {
       {"MEASURE_OUTPUTS", n(FPSCOPE_MEASURE_OUTPUTS)},
       {"TRAPPED", n(FPSCOPE_TRAPPED)},
       {"TRAP_MESSAGE_PREFIX", quoted(std::string(contract::kTrapMessagePrefix))},
+      {"NAME_SEPARATOR", quoted(std::string(contract::kNameSeparator))},
+      {"UNNAMED_OUTPUT_PREFIX", quoted(std::string(contract::kUnnamedOutputPrefix))},
       {"MAX_DIMS", n(MPT_MAX_DIMS)},
       // data, id, name, shape, ndim, dtype, device, reserved; little-endian, no padding.
       {"TENSOR_FORMAT", quoted("<QQQ" + std::to_string(MPT_MAX_DIMS) + "qiiii")},

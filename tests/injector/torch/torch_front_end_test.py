@@ -221,6 +221,34 @@ class FrontEndTest(support.FrontEndCase):
         self.assertLess(start["mul"][1], data[1][1])
         self.assertLess(data[1][1], start["sum"][0])
 
+    def test_every_returned_tensor_has_a_name_of_its_own(self):
+        """An operator that returns several new tensors names the first after itself and each
+        later one after its place, or after the schema's name for it: the mean and the reciprocal
+        deviation of group_norm are not the output, nor sort's indices its values."""
+        script = self.write("outputs.py", """
+            import torch
+            torch.set_num_threads(1)
+            x = torch.randn(4, 6, 5)
+            y = torch.nn.functional.group_norm(x, 3)   # native_group_norm: (Tensor, Tensor, Tensor)
+            values, indices = torch.sort(x.flatten())   # sort: (Tensor values, Tensor indices)
+            print(y.sum().item(), values[0].item(), indices[0].item())
+        """)
+        trace, p = self.trace(script)
+        def made(name):
+            return self.query(trace, "SELECT m.bytes FROM memory_events m JOIN strings s ON s.id = m.name_id"
+                                     " WHERE s.value = ? AND m.kind = 'alloc' ORDER BY m.id", name)
+        # The output is x's shape in f32; the mean and rstd are one per (sample, group).
+        self.assertEqual(made("native_group_norm"), [(4 * 6 * 5 * 4,)])
+        self.assertEqual(made("native_group_norm.out1"), [(4 * 3 * 4,)])
+        self.assertEqual(made("native_group_norm.out2"), [(4 * 3 * 4,)])
+        self.assertEqual(made("sort"), [(120 * 4,)])           # the values, f32
+        self.assertEqual(made("sort.indices"), [(120 * 8,)])   # the indices, i64
+        # The measured outputs carry those names too, in the order the operator returned them.
+        rows = self.query(trace, "SELECT t.slot, s.value FROM tensors t JOIN strings s ON s.id = t.name_id"
+                                 " JOIN v_kernels k ON k.id = t.kernel_id WHERE k.kernel = 'native_group_norm'"
+                                 " AND t.role = 'out' ORDER BY t.slot")
+        self.assertEqual(rows, [(0, "native_group_norm"), (1, "native_group_norm.out1"), (2, "native_group_norm.out2")])
+
     def test_configuration_in_meta(self):
         trace, p = self.trace(self.cnn(), args=[os.path.join(self.dir, "out.npy")])
         meta = dict(self.query(trace, "SELECT key, value FROM meta WHERE key LIKE 'config.%'"))

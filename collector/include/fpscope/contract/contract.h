@@ -12,6 +12,7 @@
 //                       trap's message begins
 //   process_identity.h  which `fpscope run` wrote a trace or owns a ring, and whether it still runs
 //   launcher_rank.h     a process's rank in a multi-process run, from its launcher's environment
+//   tensor_names.h      how the PyTorch front ends name what an operator makes
 //
 // Beside these headers: fpscope/wire.h (the records in the ring), fpscope/ring.h (the ring's
 // layout) and collector/schema/*.sql (the trace's tables and views, compiled in once as
@@ -29,4 +30,5 @@
 #include "fpscope/contract/nvtx.h"
 #include "fpscope/contract/process_identity.h"
 #include "fpscope/contract/run_end.h"
+#include "fpscope/contract/tensor_names.h"
 #include "fpscope/contract/tensor_role.h"

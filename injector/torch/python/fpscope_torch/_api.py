@@ -6,14 +6,14 @@ program's global namespace.
 import ctypes
 import sys
 
-# The constants of mpt/abi.h, fpscope/inject_api.h and fpscope/contract/nvtx.h, as the build
-# wrote them from those headers.
+# The constants of mpt/abi.h, fpscope/inject_api.h, fpscope/contract/nvtx.h and
+# fpscope/contract/tensor_names.h, as the build wrote them from those headers.
 from ._contract import (  # noqa: F401 (the front end reads them from here)
     API_VERSION, CAT_ACTIVATION, CAT_DATA, CAT_GRADIENT, CAT_MASTER_WEIGHT, CAT_OPTIMIZER_STATE,
     CAT_WEIGHT, CAT_WORKSPACE, DEVICE_CPU, DEVICE_CUDA, DTYPE_BF16, DTYPE_F16, DTYPE_F32, DTYPE_F64,
-    DTYPE_I32, DTYPE_I64, DTYPE_U8, MAX_DIMS, MEASURE_INPUTS, MEASURE_OUTPUTS, PHASE_BACKWARD,
-    PHASE_EVAL, PHASE_FORWARD, PHASE_OPTIMIZER, RANGE_LAYER, RANGE_PHASE, RANGE_STEP, TENSOR_FORMAT,
-    TRAP_MESSAGE_PREFIX, TRAPPED)
+    DTYPE_I32, DTYPE_I64, DTYPE_U8, MAX_DIMS, MEASURE_INPUTS, MEASURE_OUTPUTS, NAME_SEPARATOR,
+    PHASE_BACKWARD, PHASE_EVAL, PHASE_FORWARD, PHASE_OPTIMIZER, RANGE_LAYER, RANGE_PHASE, RANGE_STEP,
+    TENSOR_FORMAT, TRAP_MESSAGE_PREFIX, TRAPPED, UNNAMED_OUTPUT_PREFIX)
 
 
 class Library:

@@ -99,7 +99,7 @@ def _guarded(method):
 class _OpInfo:
     """What the front end needs to know of one operator overload, worked out once."""
 
-    __slots__ = ("name", "unmeasured", "view", "arguments")
+    __slots__ = ("name", "unmeasured", "view", "arguments", "return_names")
 
     def __init__(self, func):
         self.name = func.overloadpacket.__name__.encode()
@@ -113,6 +113,10 @@ class _OpInfo:
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments) if "Tensor" in str(a.type)]
+        # Per return, when every return is one tensor: its name in the schema ("indices" of sort's
+        # "(Tensor values, Tensor indices)"), "" where it has none. Empty otherwise.
+        self.return_names = ([r.name.encode() for r in returns]
+                             if all(r.type.kind() == "TensorType" for r in returns) else [])
 
 
 def _returned(info, args, result):
@@ -139,6 +143,18 @@ def _returned_tensors(result, out):
     elif isinstance(result, (list, tuple)):
         for r in result:
             _returned_tensors(r, out)
+
+
+def _output_name(info, made_by, place, returned):
+    """The name of a new storage an operator returned at `place` (of `returned` tensors) after the
+    first (contract/tensor_names.h): "norm.native_group_norm.out1", "sort.indices"."""
+    named = len(info.return_names) == returned and info.return_names[place]
+    return made_by + _NAME_SEPARATOR + (info.return_names[place] if named else
+                                        _UNNAMED_OUTPUT_PREFIX + str(place).encode())
+
+
+_NAME_SEPARATOR = _api.NAME_SEPARATOR.encode()
+_UNNAMED_OUTPUT_PREFIX = _api.UNNAMED_OUTPUT_PREFIX.encode()
 
 
 def _data_name(t):
@@ -374,7 +390,8 @@ class FrontEnd:
         # What the operator makes is named after it and its layer: "conv1.convolution".
         made_by = self.made_by.get((self.layer, info.name))
         if made_by is None:
-            made_by = self.made_by[(self.layer, info.name)] = (self.layer + "." if self.layer else "").encode() + info.name
+            made_by = self.made_by[(self.layer, info.name)] = (
+                (self.layer + _api.NAME_SEPARATOR if self.layer else "").encode() + info.name)
         plan = 0 if info.unmeasured else self.plan(info)
         if plan == 0:
             op = call.op = lib.op_begin(info.name, None, len(inputs), None, 0)
@@ -390,10 +407,11 @@ class FrontEnd:
                 lib.op_end(op, None, 0, 1)
                 raise
             call.ran, call.result = True, result
-            outputs = self.outputs_of(inputs, result)
+            outputs, places, returned = self.outputs_of(inputs, result)
             category = self.output_category
-            for t in outputs:
-                entry = adopt(t, category, made_by)
+            for t, place in zip(outputs, places):
+                entry = (adopt(t, category, made_by) if place == 0 else
+                         adopt(t, category, name_of=lambda _, p=place: _output_name(info, made_by, p, returned)))
                 if not info.view:
                     if entry is not None:
                         entry.uninitialized = info.unmeasured
@@ -420,13 +438,15 @@ class FrontEnd:
                 lib.op_end(op, None, 0, 1)
                 raise
             call.ran, call.result = True, result
-            outputs = self.outputs_of(inputs, result)
+            outputs, places, returned = self.outputs_of(inputs, result)
             m = len(outputs)
             descriptors = self.outputs
             descriptors.reserve(m)
             category = self.output_category
             for i, t in enumerate(outputs):
-                entry = adopt(t, category, made_by)
+                place = places[i]
+                entry = (adopt(t, category, made_by) if place == 0 else
+                         adopt(t, category, name_of=lambda _, p=place: _output_name(info, made_by, p, returned)))
                 if entry is not None:
                     entry.uninitialized = False  # the operator wrote it
                 self.describe(descriptors, i, t, entry, True)
@@ -451,14 +471,18 @@ class FrontEnd:
 
     @staticmethod
     def outputs_of(inputs, result):
-        """The tensors an operator wrote: its written arguments, then what it returned besides."""
+        """The tensors an operator wrote: its written arguments, then what it returned besides; each
+        one's place among the returned tensors (0 for a written argument), and how many it
+        returned."""
         outputs = [t for t, w in inputs if w]
+        places = [0] * len(outputs)
         returned = []
         _returned_tensors(result, returned)
-        for t in returned:
+        for k, t in enumerate(returned):
             if not any(t is o for o in outputs):
                 outputs.append(t)
-        return outputs
+                places.append(k)
+        return outputs, places, len(returned)
 
     @contextlib.contextmanager
     def paused(self):
