@@ -53,21 +53,7 @@ Section summary_section(const Trace& trace) {
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
   if (s.ranks > 1) add("ranks", Cell(fmt::format("{} (see the Ranks section)", s.ranks), s.ranks));
   add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
-  // " (12.3% of the duration)", or nothing where the duration is unknown or shorter than `ms`
-  // (a trace of one launch spans none).
-  auto share = [&s](double ms) -> std::string {
-    if (!s.start_ns || !s.end_ns || static_cast<double>(*s.end_ns - *s.start_ns) <= ms * 1e6) return "";
-    return fmt::format(" ({:.1f}% of the duration)", 100.0 * ms * 1e6 / static_cast<double>(*s.end_ns - *s.start_ns));
-  };
-  if (s.tracing_own_ms) {
-    const double ms = *s.tracing_own_ms;
-    add(s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time",
-        Cell(fmt::format("{:.1f} ms on the program's threads around launches", ms) + share(ms), ms));
-  }
-  if (s.collector_cpu_ms) {
-    const double ms = *s.collector_cpu_ms;
-    add("collector's CPU time", Cell(fmt::format("{:.1f} ms beside the program, storing and summarising", ms) + share(ms), ms));
-  }
+  for (const TracingCost& line : tracing_cost(s)) add(line.label, Cell(line.text, line.ms));
   if (!s.tracing_failure.empty()) add("tracing stopped early", Cell(s.tracing_failure));
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));

@@ -167,6 +167,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
   row("steps", std::to_string(s.steps));
   if (s.ranks > 1) row("ranks", std::to_string(s.ranks));
   row("kernel launches", std::to_string(s.kernels));
+  for (const TracingCost& line : tracing_cost(s)) row(line.label, line.text);
   out << "<tr><th>final loss</th><td" << (s.nonfinite_loss_steps > 0 ? " class=\"bad\"" : "") << ">"
       << esc(final_loss_text(s)) << "</td></tr>\n";
   row("test accuracy", s.test_accuracy ? fmt::format("{:.2f}%", *s.test_accuracy) : "-");

@@ -116,6 +116,27 @@ std::string final_loss_text(const RunSummary& s) {
   return text;
 }
 
+std::vector<TracingCost> tracing_cost(const RunSummary& s) {
+  // " (12.3% of the duration)", or nothing where the duration is unknown or shorter than `ms`
+  // (a trace of one launch spans none).
+  auto share = [&s](double ms) -> std::string {
+    if (!s.start_ns || !s.end_ns || static_cast<double>(*s.end_ns - *s.start_ns) <= ms * 1e6) return "";
+    return fmt::format(" ({:.1f}% of the duration)", 100.0 * ms * 1e6 / static_cast<double>(*s.end_ns - *s.start_ns));
+  };
+  std::vector<TracingCost> lines;
+  if (s.tracing_own_ms) {
+    const double ms = *s.tracing_own_ms;
+    lines.push_back({s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time",
+                     fmt::format("{:.1f} ms on the program's threads around launches", ms) + share(ms), ms});
+  }
+  if (s.collector_cpu_ms) {
+    const double ms = *s.collector_cpu_ms;
+    lines.push_back({"collector's CPU time",
+                     fmt::format("{:.1f} ms beside the program, storing and summarising", ms) + share(ms), ms});
+  }
+  return lines;
+}
+
 RunSummary summary(const Trace& trace) {
   auto& impl = detail::impl(trace);
   RunSummary s;

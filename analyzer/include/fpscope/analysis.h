@@ -223,6 +223,16 @@ std::string final_loss_text(const RunSummary& s);
 // What the report says when no measured output held NaN/Inf: that none did, or why the trace cannot
 // tell (no tensor was measured; the loss went NaN/Inf where no measured launch did).
 std::string no_nonfinite_text(const RunSummary& s);
+// What tracing cost the run, a line for each figure the trace has: the injector's own time on the
+// program's threads and the collector's CPU time, each with its share of the run's duration
+// ("12.6 ms on the program's threads around launches (8.3% of the duration)"). Every front end
+// shows these lines.
+struct TracingCost {
+  std::string label;  // "tracing's own time", "collector's CPU time"
+  std::string text;
+  double ms = 0;
+};
+std::vector<TracingCost> tracing_cost(const RunSummary& s);
 
 // [SECTION] Non-finite values ----------------------------------------------------------------------
 
