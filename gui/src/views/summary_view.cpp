@@ -108,6 +108,16 @@ class SummaryView final : public View {
       ImGui::Text("%s launches (%s measured) / %s tensors", analysis::human_count(d.summary.kernels).c_str(),
                   analysis::human_count(d.summary.sampled_kernels).c_str(), analysis::human_count(d.summary.tensors).c_str());
     });
+    row("tracing cost", [](const TraceData& d, const TraceDoc&) {
+      const std::vector<analysis::TracingCost> lines = analysis::tracing_cost(d.summary);
+      if (lines.empty()) {
+        ImGui::TextDisabled("-");
+        return;
+      }
+      ImGui::PushTextWrapPos(0);
+      for (const analysis::TracingCost& line : lines) ImGui::Text("%s: %s", line.label.c_str(), line.text.c_str());
+      ImGui::PopTextWrapPos();
+    });
     row("final loss", [](const TraceData& d, const TraceDoc&) {
       const std::string text = analysis::final_loss_text(d.summary);
       if (d.summary.nonfinite_loss_steps > 0) ImGui::TextColored(colors::to_vec4(colors::kErrorText), "%s", text.c_str());
