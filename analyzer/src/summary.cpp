@@ -129,10 +129,12 @@ std::vector<TracingCost> tracing_cost(const RunSummary& s) {
     lines.push_back({s.ranks > 1 ? "tracing's own time (busiest process)" : "tracing's own time",
                      fmt::format("{:.1f} ms on the program's threads around launches", ms) + share(ms), ms});
   }
+  // CPU time of another process, from before the program's start to after its end, idle
+  // polling included: no share of the program's duration.
   if (s.collector_cpu_ms) {
     const double ms = *s.collector_cpu_ms;
     lines.push_back({"collector's CPU time",
-                     fmt::format("{:.1f} ms beside the program, storing and summarising", ms) + share(ms), ms});
+                     fmt::format("{:.1f} ms in fpscope run's own process (draining, storing, summarising)", ms), ms});
   }
   return lines;
 }

@@ -83,23 +83,24 @@ TEST(Cli, ReportJsonMatchesSql) {
   EXPECT_TRUE(doc["run"]["end"]["signal"].is_null());
   EXPECT_TRUE(doc["run"]["final_loss"].is_number_float());
   EXPECT_TRUE(doc["run"]["tracing_own_ms"].is_null());  // the generated trace has no injector meta
+  ASSERT_TRUE(doc["run"]["collector_cpu_ms"].is_number()) << doc["run"].dump();
   EXPECT_EQ(doc["run"]["collector_cpu_ms"].get<double>(),
             *sql_value(path, "select cast(value as real) from meta where key = 'collector_cpu_ms'"));
   EXPECT_TRUE(doc["run"]["tracing_failure"].is_null());
   EXPECT_EQ(doc["ranges"]["view"], "activations");
   EXPECT_FALSE(doc["ranges"]["rows"].empty());
   // The injector's own time and a failure that stopped tracing, from meta.
-  sql_exec(path, "UPDATE meta SET value = '48.25' WHERE key = 'collector_cpu_ms'");
+  sql_exec(path, "UPDATE meta SET value = '48.26' WHERE key = 'collector_cpu_ms'");
   sql_exec(path, "INSERT INTO meta(key, value) VALUES ('injector.own_time_ms', '12.5'), "
                  "('injector.failure', 'mpt_launch: std::bad_alloc')");
   const auto with_meta = nlohmann::json::parse(run("report " + path + " --format json").out);
   EXPECT_EQ(with_meta["run"]["tracing_own_ms"], 12.5);
-  EXPECT_EQ(with_meta["run"]["collector_cpu_ms"], 48.25);
+  EXPECT_EQ(with_meta["run"]["collector_cpu_ms"], 48.26);
   EXPECT_EQ(with_meta["run"]["tracing_failure"], "mpt_launch: std::bad_alloc");
   const Result shown = run("report " + path);
   EXPECT_NE(shown.out.find("tracing stopped early"), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find("12.5 ms on the program's threads around launches"), std::string::npos) << shown.out;
-  EXPECT_NE(shown.out.find("48.2 ms beside the program"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("48.3 ms in fpscope run's own process"), std::string::npos) << shown.out;
   // One section: the run and that section only.
   const auto only = nlohmann::json::parse(run("report " + path + " --section loss-scale --format json").out);
   EXPECT_TRUE(only.contains("run") && only.contains("loss_scale"));

@@ -205,8 +205,9 @@ struct RunSummary {
   // Milliseconds the program's threads spent in the injector around launches and ops (meta
   // injector.own_time_ms): of the process that spent the most, in a trace of several.
   std::optional<double> tracing_own_ms;
-  // CPU milliseconds `fpscope run` itself used, storing the records and making the summaries
-  // (meta collector_cpu_ms), beside the program; none for a trace it did not finish.
+  // CPU milliseconds `fpscope run`'s own process used on the trace, draining the rings, storing
+  // the records and making the summaries (meta collector_cpu_ms); none for a trace it did not
+  // finish.
   std::optional<double> collector_cpu_ms;
   // Why tracing stopped early in a process (meta injector.failure[.process<N>]), "" if it did not:
   // "fpscope_op_begin: std::bad_alloc".
@@ -224,9 +225,9 @@ std::string final_loss_text(const RunSummary& s);
 // tell (no tensor was measured; the loss went NaN/Inf where no measured launch did).
 std::string no_nonfinite_text(const RunSummary& s);
 // What tracing cost the run, a line for each figure the trace has: the injector's own time on the
-// program's threads and the collector's CPU time, each with its share of the run's duration
-// ("12.6 ms on the program's threads around launches (8.3% of the duration)"). Every front end
-// shows these lines.
+// program's threads, with its share of the run's duration ("12.6 ms on the program's threads
+// around launches (8.3% of the duration)"), and the collector's CPU time. Every front end shows
+// these lines.
 struct TracingCost {
   std::string label;  // "tracing's own time", "collector's CPU time"
   std::string text;

@@ -5,12 +5,12 @@
 # machine's load hits all of them alike. For each case the table shows the median untraced time,
 # and for each traced mode the median of the per-repetition ratios traced/untraced with their
 # minimum and maximum, of wall time and of CPU time (user + system, of the program and of the
-# collector together). The last column is read from the `--every 10` traces themselves: the median
-# duration of the steps it measured minus that of the steps it left out, in the same run (step 0
-# left out), so what measuring a step costs, free of the drift between runs. The very last is the
-# median time the program's threads spent in the injector (meta injector.own_time_ms) and the
-# median CPU time of the collector (meta collector_cpu_ms), with full statistics and with --every
-# 10: read inside each run too.
+# collector together). The last three columns are read from the traces themselves, free of the
+# drift between runs: from the `--every 10` traces, the median duration of the steps it measured
+# minus that of the steps it left out, in the same run (step 0 left out), so what measuring a step
+# costs; then the median time the program's threads spent in the injector (meta
+# injector.own_time_ms) and the median CPU time of the collector (meta collector_cpu_ms), each
+# with full statistics and with --every 10.
 #
 # Usage: injector/preload/bench/overhead.sh [BUILD_DIR]      (default: build)
 # Environment:

@@ -42,6 +42,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -71,8 +72,8 @@ struct OpInfo {
   bool autocast_cpu = false;    // has an AutocastCPU / AutocastCUDA kernel: under autocast it casts its
   bool autocast_cuda = false;   // inputs and calls itself again, and that inner call is the launch
   std::vector<uint8_t> written; // per schema argument: 1 when the operator writes it
-  // Per return, when every return is one tensor: its name in the schema ("indices" of
-  // sort's "(Tensor values, Tensor indices)"), "" where it has none. Empty otherwise.
+  // Per return in the schema: the name of a Tensor return ("indices" of sort's "(Tensor values,
+  // Tensor indices)"), "" for an unnamed one or a return of another type.
   std::vector<std::string> return_names;
 };
 
@@ -105,10 +106,8 @@ OpInfo make_info(const at::RecordFunction& fn) {
   info.view = info.returns;
   for (const c10::Argument& r : returns)
     if (r.alias_info() == nullptr || r.alias_info()->isWrite()) info.view = false;
-  bool tensors_only = true;
-  for (const c10::Argument& r : returns) tensors_only = tensors_only && r.type()->kind() == c10::TypeKind::TensorType;
-  if (tensors_only)
-    for (const c10::Argument& r : returns) info.return_names.push_back(r.name());
+  for (const c10::Argument& r : returns)
+    info.return_names.push_back(r.type()->kind() == c10::TypeKind::TensorType ? r.name() : std::string());
   info.unmeasured = info.view;
   for (std::string_view u : kUninitialized)
     if (info.name == u) info.unmeasured = true;
@@ -502,31 +501,60 @@ int end_operator(const at::RecordFunction& fn, Operator& o) {
   std::vector<at::Tensor> outputs;
   for (const auto& [t, w] : o.inputs)
     if (w) outputs.push_back(t);
-  const size_t written = outputs.size();
-  std::vector<std::pair<at::Tensor, bool>> made;
-  for (const c10::IValue& v : returned) collect(v, false, made);
-  std::vector<size_t> made_at(written, 0);  // per output: its place among the returned tensors
-  for (size_t k = 0; k < made.size(); ++k) {
-    const at::Tensor& t = made[k].first;
-    bool seen = false;
-    for (const at::Tensor& w : outputs) seen = seen || w.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
-    if (!seen) {
-      outputs.push_back(t);
-      made_at.push_back(k);
+  // Each returned tensor with its place among the returns (contract/tensor_names.h): a return is
+  // one place whether or not it holds a tensor, a list one place an element; and its return in
+  // the schema (none for a list's element).
+  struct Returned {
+    at::Tensor tensor;
+    size_t place;
+    std::optional<size_t> schema_return;
+  };
+  std::vector<Returned> made;
+  size_t place = 0;
+  for (size_t r = 0; r < returned.size(); ++r) {
+    const c10::IValue& v = returned[r];
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) {
+        if (t.defined()) made.push_back({t, place, std::nullopt});
+        ++place;
+      }
+    } else if (v.isList()) {  // Tensor?[]
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && e.toTensor().defined()) made.push_back({e.toTensor(), place, std::nullopt});
+        ++place;
+      }
+    } else {
+      if (v.isTensor() && v.toTensor().defined()) made.push_back({v.toTensor(), place, r});
+      ++place;
+    }
+  }
+  // The outputs' names, by where each was returned; a written argument it did not return is named
+  // as the first return would be (it is rarely new: its storage was seen as an input).
+  std::vector<const Returned*> returned_as(outputs.size(), nullptr);
+  for (const Returned& m : made) {
+    size_t i = 0;
+    while (i < outputs.size() && outputs[i].unsafeGetTensorImpl() != m.tensor.unsafeGetTensorImpl()) ++i;
+    if (i == outputs.size()) {
+      outputs.push_back(m.tensor);
+      returned_as.push_back(&m);
+    } else if (returned_as[i] == nullptr) {
+      returned_as[i] = &m;
     }
   }
   const int32_t category = g_place.output_category;
-  // A new storage is named after what made it, a returned tensor after the first also after its
-  // place (contract/tensor_names.h): "norm.native_group_norm" for the output, then
+  // A new storage is named after what made it; one the operator returned after its first return
+  // also after that return: "norm.native_group_norm" for the output, then
   // "norm.native_group_norm.out1" and ".out2" for the mean and the reciprocal deviation;
   // "sort.indices" where the schema names it.
-  auto name_of_output = [&info, &made, &made_at](size_t i) {
-    return [&info, &made, k = made_at[i]](const at::Tensor&) {
+  auto name_of_output = [&info, &returned_as](size_t i) {
+    return [&info, m = returned_as[i]](const at::Tensor&) {
       using namespace fpscope::contract;
-      if (k == 0) return made_by(info);
-      const bool named = info.return_names.size() == made.size() && !info.return_names[k].empty();
+      if (m == nullptr || m->place == 0) return made_by(info);
+      const std::string& named = m->schema_return && *m->schema_return < info.return_names.size()
+                                     ? info.return_names[*m->schema_return]
+                                     : std::string();
       return made_by(info) + std::string(kNameSeparator) +
-             (named ? info.return_names[k] : std::string(kUnnamedOutputPrefix) + std::to_string(k));
+             (named.empty() ? std::string(kUnnamedOutputPrefix) + std::to_string(m->place) : named);
     };
   };
   int result = 0;

@@ -334,6 +334,7 @@ TEST_F(RunTest, TheTraceIsCompletedWhileTheProgramExitsAndAgainWhenMoreArrives) 
     Reader db(trace_);
     EXPECT_EQ(db.meta("finished_during_exit"), "1");
     EXPECT_EQ(db.meta("finalize_status"), "ok");
+    EXPECT_TRUE(db.meta("collector_cpu_ms"));  // written by finish() after prepare_finish() too
     EXPECT_EQ(db.meta("end_reason"), "exited");
     EXPECT_EQ(db.meta("exit_code"), "0");
     EXPECT_EQ(db.meta("records"), "5");

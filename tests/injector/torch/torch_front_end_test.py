@@ -223,15 +223,21 @@ class FrontEndTest(support.FrontEndCase):
 
     def test_every_returned_tensor_has_a_name_of_its_own(self):
         """An operator that returns several new tensors names the first after itself and each
-        later one after its place, or after the schema's name for it: the mean and the reciprocal
-        deviation of group_norm are not the output, nor sort's indices its values."""
+        later one after its place among the returns, or after the schema's name for it: the mean
+        and the reciprocal deviation of group_norm are not the output, nor sort's indices its
+        values. A return without a tensor keeps its place: convolution_backward's gradients are
+        .out1 and .out2 whether or not the input's gradient (place 0) was asked for."""
         script = self.write("outputs.py", """
             import torch
+            torch.manual_seed(0)
             torch.set_num_threads(1)
             x = torch.randn(4, 6, 5)
             y = torch.nn.functional.group_norm(x, 3)   # native_group_norm: (Tensor, Tensor, Tensor)
             values, indices = torch.sort(x.flatten())   # sort: (Tensor values, Tensor indices)
-            print(y.sum().item(), values[0].item(), indices[0].item())
+            conv = torch.nn.Conv2d(3, 4, 3)             # weight 4x3x3x3, bias 4
+            image = torch.randn(2, 3, 8, 8)             # needs no gradient: grad_input is undefined
+            conv(image).sum().backward()
+            print(y.sum().item(), values[0].item(), indices[0].item(), conv.weight.grad.sum().item())
         """)
         trace, p = self.trace(script)
         def made(name):
@@ -243,6 +249,9 @@ class FrontEndTest(support.FrontEndCase):
         self.assertEqual(made("native_group_norm.out2"), [(4 * 3 * 4,)])
         self.assertEqual(made("sort"), [(120 * 4,)])           # the values, f32
         self.assertEqual(made("sort.indices"), [(120 * 8,)])   # the indices, i64
+        self.assertEqual(made("convolution_backward"), [])     # no grad_input was made
+        self.assertEqual(made("convolution_backward.out1"), [(4 * 3 * 3 * 3 * 4,)])  # grad_weight
+        self.assertEqual(made("convolution_backward.out2"), [(4 * 4,)])              # grad_bias
         # The measured outputs carry those names too, in the order the operator returned them.
         rows = self.query(trace, "SELECT t.slot, s.value FROM tensors t JOIN strings s ON s.id = t.name_id"
                                  " JOIN v_kernels k ON k.id = t.kernel_id WHERE k.kernel = 'native_group_norm'"

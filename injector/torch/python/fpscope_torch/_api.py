@@ -6,8 +6,8 @@ program's global namespace.
 import ctypes
 import sys
 
-# The constants of mpt/abi.h, fpscope/inject_api.h, fpscope/contract/nvtx.h and
-# fpscope/contract/tensor_names.h, as the build wrote them from those headers.
+# The constants of mpt/abi.h, fpscope/inject_api.h and fpscope/contract/ (nvtx.h, run_end.h,
+# tensor_names.h), as the build wrote them from those headers.
 from ._contract import (  # noqa: F401 (the front end reads them from here)
     API_VERSION, CAT_ACTIVATION, CAT_DATA, CAT_GRADIENT, CAT_MASTER_WEIGHT, CAT_OPTIMIZER_STATE,
     CAT_WEIGHT, CAT_WORKSPACE, DEVICE_CPU, DEVICE_CUDA, DTYPE_BF16, DTYPE_F16, DTYPE_F32, DTYPE_F64,

@@ -113,10 +113,9 @@ class _OpInfo:
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments) if "Tensor" in str(a.type)]
-        # Per return, when every return is one tensor: its name in the schema ("indices" of sort's
-        # "(Tensor values, Tensor indices)"), "" where it has none. Empty otherwise.
-        self.return_names = ([r.name.encode() for r in returns]
-                             if all(r.type.kind() == "TensorType" for r in returns) else [])
+        # Per return in the schema: the name of a Tensor return ("indices" of sort's "(Tensor values,
+        # Tensor indices)"), b"" for an unnamed one or a return of another type.
+        self.return_names = [r.name.encode() if r.type.kind() == "TensorType" else b"" for r in returns]
 
 
 def _returned(info, args, result):
@@ -145,12 +144,30 @@ def _returned_tensors(result, out):
             _returned_tensors(r, out)
 
 
-def _output_name(info, made_by, place, returned):
-    """The name of a new storage an operator returned at `place` (of `returned` tensors) after the
-    first (contract/tensor_names.h): "norm.native_group_norm.out1", "sort.indices"."""
-    named = len(info.return_names) == returned and info.return_names[place]
-    return made_by + _NAME_SEPARATOR + (info.return_names[place] if named else
-                                        _UNNAMED_OUTPUT_PREFIX + str(place).encode())
+def _returned_places(info, result):
+    """Each tensor an operator returned, with its place among the returns (contract/tensor_names.h:
+    a return is one place whether or not it holds a tensor, a list one place an element) and its
+    return in the schema (None for a list's element)."""
+    places = []
+    place = 0
+    for r, value in enumerate(result if len(info.return_names) > 1 else (result,)):
+        if isinstance(value, (list, tuple)):
+            for element in value:
+                if isinstance(element, torch.Tensor):
+                    places.append((element, place, None))
+                place += 1
+        else:
+            if isinstance(value, torch.Tensor):
+                places.append((value, place, r))
+            place += 1
+    return places
+
+
+def _output_name(info, made_by, place, schema_return):
+    """The name of a new storage an operator returned at `place` after its first return
+    (contract/tensor_names.h): "norm.native_group_norm.out1", "sort.indices"."""
+    named = info.return_names[schema_return] if schema_return is not None else b""
+    return made_by + _NAME_SEPARATOR + (named or _UNNAMED_OUTPUT_PREFIX + str(place).encode())
 
 
 _NAME_SEPARATOR = _api.NAME_SEPARATOR.encode()
@@ -407,11 +424,11 @@ class FrontEnd:
                 lib.op_end(op, None, 0, 1)
                 raise
             call.ran, call.result = True, result
-            outputs, places, returned = self.outputs_of(inputs, result)
+            outputs, places = self.outputs_of(info, inputs, result)
             category = self.output_category
-            for t, place in zip(outputs, places):
+            for t, (place, schema_return) in zip(outputs, places):
                 entry = (adopt(t, category, made_by) if place == 0 else
-                         adopt(t, category, name_of=lambda _, p=place: _output_name(info, made_by, p, returned)))
+                         adopt(t, category, name_of=lambda _, p=place, r=schema_return: _output_name(info, made_by, p, r)))
                 if not info.view:
                     if entry is not None:
                         entry.uninitialized = info.unmeasured
@@ -438,15 +455,15 @@ class FrontEnd:
                 lib.op_end(op, None, 0, 1)
                 raise
             call.ran, call.result = True, result
-            outputs, places, returned = self.outputs_of(inputs, result)
+            outputs, places = self.outputs_of(info, inputs, result)
             m = len(outputs)
             descriptors = self.outputs
             descriptors.reserve(m)
             category = self.output_category
             for i, t in enumerate(outputs):
-                place = places[i]
+                place, schema_return = places[i]
                 entry = (adopt(t, category, made_by) if place == 0 else
-                         adopt(t, category, name_of=lambda _, p=place: _output_name(info, made_by, p, returned)))
+                         adopt(t, category, name_of=lambda _, p=place, r=schema_return: _output_name(info, made_by, p, r)))
                 if entry is not None:
                     entry.uninitialized = False  # the operator wrote it
                 self.describe(descriptors, i, t, entry, True)
@@ -470,19 +487,21 @@ class FrontEnd:
         return info
 
     @staticmethod
-    def outputs_of(inputs, result):
-        """The tensors an operator wrote: its written arguments, then what it returned besides; each
-        one's place among the returned tensors (0 for a written argument), and how many it
-        returned."""
+    def outputs_of(info, inputs, result):
+        """The tensors an operator wrote: its written arguments, then what it returned besides; and
+        for each, where it was returned (place, schema return), as _returned_places() says. A
+        written argument it did not return is at place 0, named as the first return would be (it
+        is rarely new: its storage was seen as an input)."""
         outputs = [t for t, w in inputs if w]
-        places = [0] * len(outputs)
-        returned = []
-        _returned_tensors(result, returned)
-        for k, t in enumerate(returned):
-            if not any(t is o for o in outputs):
+        places = [None] * len(outputs)
+        for t, place, schema_return in _returned_places(info, result):
+            i = next((i for i, o in enumerate(outputs) if o is t), None)
+            if i is None:
                 outputs.append(t)
-                places.append(k)
-        return outputs, places, len(returned)
+                places.append((place, schema_return))
+            elif places[i] is None:
+                places[i] = (place, schema_return)
+        return outputs, [p or (0, None) for p in places]
 
     @contextlib.contextmanager
     def paused(self):
