@@ -25,6 +25,17 @@ inline std::string make_trace(const std::string& name, synthetic::Options o) {
   return path;
 }
 
+// An 8-step amp-fp16 run with dynamic loss scaling whose step 4 makes a NaN.
+inline synthetic::Options nan_run() {
+  synthetic::Options o;
+  o.steps = 8;
+  o.precision = "amp-fp16";
+  o.loss_scale = "dynamic";
+  o.growth_interval = 3;
+  o.nan_at_step = 4;
+  return o;
+}
+
 // Runs SQL on the file with a connection of its own and returns the first column of the first row.
 inline std::optional<double> sql_value(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
