@@ -420,16 +420,29 @@ mpt_tensor describe(Operator& o, const at::Tensor& t, const Allocation* entry, b
   return d;
 }
 
-void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tensor, bool>>& out) {
-  if (v.isTensor()) {
-    if (v.toTensor().defined()) out.emplace_back(v.toTensor(), written);
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList().vec())
-      if (t.defined()) out.emplace_back(t, written);
+// Each place of `v` that can hold a tensor, in order: one for a single value, one an element for a
+// list (Tensor[], Tensor?[]). `fn` gets the tensor, undefined where the place holds none (None, a
+// value of another type).
+template <typename Fn>
+void for_each_place(const c10::IValue& v, Fn&& fn) {
+  static const at::Tensor kNone;
+  auto one = [&fn](const c10::IValue& e) {
+    if (e.isTensor()) fn(e.toTensor());
+    else fn(kNone);
+  };
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) fn(t);
   } else if (v.isList()) {  // Tensor?[]
-    for (const c10::IValue& e : v.toListRef())
-      if (e.isTensor() && e.toTensor().defined()) out.emplace_back(e.toTensor(), written);
+    for (const c10::IValue& e : v.toListRef()) one(e);
+  } else {
+    one(v);
   }
+}
+
+void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tensor, bool>>& out) {
+  for_each_place(v, [&](const at::Tensor& t) {
+    if (t.defined()) out.emplace_back(t, written);
+  });
 }
 
 std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn) {
@@ -512,21 +525,11 @@ int end_operator(const at::RecordFunction& fn, Operator& o) {
   std::vector<Returned> made;
   size_t place = 0;
   for (size_t r = 0; r < returned.size(); ++r) {
-    const c10::IValue& v = returned[r];
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec()) {
-        if (t.defined()) made.push_back({t, place, std::nullopt});
-        ++place;
-      }
-    } else if (v.isList()) {  // Tensor?[]
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor() && e.toTensor().defined()) made.push_back({e.toTensor(), place, std::nullopt});
-        ++place;
-      }
-    } else {
-      if (v.isTensor() && v.toTensor().defined()) made.push_back({v.toTensor(), place, r});
+    const bool list = returned[r].isTensorList() || returned[r].isList();
+    for_each_place(returned[r], [&](const at::Tensor& t) {
+      if (t.defined()) made.push_back({t, place, list ? std::nullopt : std::optional<size_t>(r)});
       ++place;
-    }
+    });
   }
   // The outputs' names, by where each was returned; a written argument it did not return is named
   // as the first return would be (it is rarely new: its storage was seen as an input).
