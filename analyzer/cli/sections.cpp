@@ -57,7 +57,8 @@ Section summary_section(const Trace& trace) {
   if (!s.tracing_failure.empty()) add("tracing stopped early", Cell(s.tracing_failure));
   add("tensor records", int_cell(s.tensors));
   add("non-finite outputs", int_cell(s.nonfinite_tensors));
-  if (s.allowed_nonfinite_tensors > 0) add("intended non-finite outputs (--allow)", int_cell(s.allowed_nonfinite_tensors));
+  if (s.allowed_nonfinite_tensors > 0)
+    add("intended NaN/Inf (--allow)", Cell(intended_text(intended_nonfinite(trace)), s.allowed_nonfinite_tensors));
   add("final loss", s.final_loss ? Cell(final_loss_text(s), *s.final_loss) : Cell(final_loss_text(s), nullptr));
   add("final train accuracy", accuracy_cell(s.final_train_accuracy));
   add("test accuracy", accuracy_cell(s.test_accuracy));
@@ -83,13 +84,18 @@ Section nonfinite_section(const Trace& trace) {
   sec.extra["pos_inf"] = r.pos_inf;
   sec.extra["neg_inf"] = r.neg_inf;
   sec.extra["tensors"] = r.tensors;
+  sec.extra["intended"] = {{"tensors", r.intended.tensors}, {"nan", r.intended.nan}, {"pos_inf", r.intended.pos_inf},
+                           {"neg_inf", r.intended.neg_inf}, {"made_by", r.intended.made_by}};
+  const std::string intended = intended_text(r.intended);
   if (!r.first_origin) {
     sec.notes.push_back(no_nonfinite_text(summary(trace)));
+    if (!intended.empty()) sec.notes.push_back("Intended: " + intended + ".");
     return sec;
   }
   const auto& o = *r.first_origin;
   sec.notes.push_back(fmt::format("{} NaN, {} +Inf, {} -Inf in {} output tensors, from step {}.", r.nan, r.pos_inf,
                                   r.neg_inf, r.tensors, step_text(r.first_step)));
+  if (!intended.empty()) sec.notes.push_back("Intended, apart: " + intended + ".");
   const bool ranked = summary(trace).ranks > 1;
   const std::string on_rank = ranked ? fmt::format(" on rank {}", o.rank) : "";
   switch (how_it_came(o)) {
@@ -213,7 +219,11 @@ Section ranges_section(const Trace& trace, RangeView view) {
           {"layer", "kernel", "elements", "absmax", "min nonzero", "fp16 headroom", "bf16 headroom", "fp16 overflow",
            "fp16 underflow", "fp16 subnormal", "bf16 overflow", "bf16 underflow", "bf16 subnormal", "NaN/Inf"},
           {}};
-  for (const auto& r : ranges(trace)) {
+  const std::vector<RangeRow> rows = ranges(trace);
+  // Intended NaN/Inf (an allow rule covers them) get a column of their own where a trace has any.
+  const bool any_intended = std::any_of(rows.begin(), rows.end(), [](const RangeRow& r) { return r.intended > 0; });
+  if (any_intended) t.columns.push_back("intended NaN/Inf");
+  for (const auto& r : rows) {
     const auto& f = r.formats[0];
     const auto& b = r.formats[1];
     auto share = [](const FormatOutcome& o, double v) { return o.measured ? std::optional<double>(v) : std::nullopt; };
@@ -223,6 +233,7 @@ Section ranges_section(const Trace& trace, RangeView view) {
                       percent_cell(share(f, f.subnormal_share)), percent_cell(share(b, b.overflow_share)),
                       percent_cell(share(b, b.underflow_share)), percent_cell(share(b, b.subnormal_share)),
                       int_cell(r.nan + r.inf)});
+    if (any_intended) t.rows.back().push_back(int_cell(r.intended));
   }
   sec.tables.push_back(std::move(t));
   return sec;

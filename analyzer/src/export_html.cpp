@@ -191,6 +191,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
       out << (nf.propagation_truncated ? " …" : "") << "</p>\n";
     }
   }
+  if (const std::string intended = intended_text(nf.intended); !intended.empty()) out << "<p>" << esc(intended) << "</p>\n";
   // Why: the causes and the chain they come from (fpscope report --section why).
   const WhyReport w = why(trace);
   if (w.causes.empty() && w.skipped_steps.empty()) return;

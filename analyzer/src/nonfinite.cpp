@@ -4,6 +4,7 @@
 
 #include "fpscope/contract/collectives.h"
 
+#include <algorithm>
 #include <set>
 
 namespace fpscope::analysis {
@@ -159,6 +160,43 @@ std::optional<bool> inputs_finite(const Trace& trace, int64_t kernel_id) {
 
 }  // namespace
 
+IntendedNonfinite intended_nonfinite(const Trace& trace) {
+  IntendedNonfinite r;
+  sql::Statement values(detail::db(trace),
+                        "SELECT coalesce(sum(intended_nan), 0), coalesce(sum(intended_pos_inf), 0), "
+                        "  coalesce(sum(intended_neg_inf), 0) FROM summary_ranges WHERE role = 'out'");
+  if (values.step()) {
+    r.nan = values.i64(0);
+    r.pos_inf = values.i64(1);
+    r.neg_inf = values.i64(2);
+  }
+  r.tensors = detail::impl(trace).count("allowed_nonfinite_tensors").value_or(0);
+  sql::Statement made_by(detail::db(trace),
+                         "SELECT sk.value FROM nonfinite n JOIN kernels k ON k.id = n.kernel_id "
+                         "JOIN strings sk ON sk.id = k.name_id WHERE n.allowed = 1 AND n.origin = 1 "
+                         "GROUP BY k.name_id ORDER BY min(n.kernel_id)");
+  while (made_by.step()) {
+    std::string op = op_of_kernel(made_by.text(0));
+    if (op.empty()) op = made_by.text(0);
+    if (std::find(r.made_by.begin(), r.made_by.end(), op) == r.made_by.end()) r.made_by.push_back(std::move(op));
+  }
+  return r;
+}
+
+std::string intended_text(const IntendedNonfinite& intended) {
+  if (intended.values() == 0) return "";
+  std::string counts;
+  const std::pair<int64_t, const char*> kinds[] = {{intended.nan, "NaN"}, {intended.pos_inf, "+Inf"}, {intended.neg_inf, "-Inf"}};
+  for (const auto& [n, kind] : kinds) {
+    if (n == 0) continue;
+    counts += (counts.empty() ? "" : ", ") + human_count(n) + " intended " + kind;
+  }
+  std::string ops;
+  for (const std::string& op : intended.made_by) ops += (ops.empty() ? "" : ", ") + op;
+  return fmt::format("{}{} in {} output tensor{} (an allow rule covers them; left out of every other count)", counts,
+                     ops.empty() ? "" : " (" + ops + ")", human_count(intended.tensors), intended.tensors == 1 ? "" : "s");
+}
+
 FirstNonfinite how_it_came(const NonfiniteEvent& e) {
   if (e.origin) return FirstNonfinite::Made;
   if (!contract::is_collective_kernel(e.kernel)) return FirstNonfinite::Returned;
@@ -179,6 +217,7 @@ const char* how_it_came_words(FirstNonfinite how) {
 NonfiniteReport nonfinite(const Trace& trace, std::size_t max_chain) {
   NonfiniteReport report;
   count_by_kernel(trace, report);
+  report.intended = intended_nonfinite(trace);
   report.first_origin = first_event(trace, true);
   if (!report.first_origin) report.first_origin = first_event(trace, false);
   if (report.first_origin) {

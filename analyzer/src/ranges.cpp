@@ -24,6 +24,7 @@ struct Accumulator {
     row.nan += st.i64(6);
     row.inf += st.i64(7);
     row.zero += st.i64(8);
+    row.intended += st.i64(13 + 4 * kFormatCount);
     if (auto v = st.opt_f64(9); v && (!row.absmax || *v > *row.absmax)) row.absmax = v;
     if (auto v = st.opt_f64(10); v && (!row.min_nonzero || *v < *row.min_nonzero)) row.min_nonzero = v;
     first_kernel_id = std::min(first_kernel_id, st.i64(11));
@@ -77,7 +78,8 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
       "  sum(r.f16_overflow), sum(r.f16_underflow), sum(r.f16_subnormal), sum(r.f16_near_max), "
       "  sum(r.bf16_overflow), sum(r.bf16_underflow), sum(r.bf16_subnormal), sum(r.bf16_near_max), "
       "  sum(r.e4m3_overflow), sum(r.e4m3_underflow), sum(r.e4m3_subnormal), sum(r.e4m3_near_max), "
-      "  sum(r.e5m2_overflow), sum(r.e5m2_underflow), sum(r.e5m2_subnormal), sum(r.e5m2_near_max) "
+      "  sum(r.e5m2_overflow), sum(r.e5m2_underflow), sum(r.e5m2_subnormal), sum(r.e5m2_near_max), "
+      "  sum(r.intended_nan + r.intended_pos_inf + r.intended_neg_inf) "
       "FROM summary_ranges r JOIN strings sk ON sk.id = r.kernel_name_id "
       "LEFT JOIN strings sl ON sl.id = r.layer_id " +
       role_clause(roles) + "GROUP BY r.kernel_name_id, r.layer_id, r.role";
@@ -148,7 +150,8 @@ constexpr const char* kPhaseCellsSql =
 
 // Tensors of the given memory categories that optimizer-phase kernels wrote, by tensor and step.
 constexpr const char* kParameterCellsSql =
-    "SELECT s.value, k.step, max(t.absmax), min(t.min_nonzero), sum(t.nan + t.pos_inf + t.neg_inf) "
+    "SELECT s.value, k.step, max(t.absmax), min(t.min_nonzero), "
+    "       sum(iif(t.id IN (SELECT tensor_id FROM nonfinite WHERE allowed = 1), 0, t.nan + t.pos_inf + t.neg_inf)) "
     "FROM tensors t JOIN kernels k ON k.id = t.kernel_id JOIN strings s ON s.id = t.name_id "
     "WHERE t.role = 'out' AND k.step IS NOT NULL "
     "  AND k.phase_id IN (SELECT id FROM strings WHERE value = ?1) "

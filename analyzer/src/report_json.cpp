@@ -109,6 +109,10 @@ json why_json(const WhyReport& r) {
           {"skipped_steps", skipped}};
 }
 
+json intended_json(const IntendedNonfinite& r) {
+  return {{"tensors", r.tensors}, {"nan", r.nan}, {"pos_inf", r.pos_inf}, {"neg_inf", r.neg_inf}, {"made_by", r.made_by}};
+}
+
 json nonfinite_json(const NonfiniteReport& r) {
   json by_kernel = json::array();
   for (const auto& k : r.by_kernel) {
@@ -122,7 +126,8 @@ json nonfinite_json(const NonfiniteReport& r) {
           {"origins", r.origins},
           {"first_step", opt(r.first_step)},
           {"first_origin", r.first_origin ? event_json(*r.first_origin) : json(nullptr)},
-          {"by_kernel", by_kernel}};
+          {"by_kernel", by_kernel},
+          {"intended", intended_json(r.intended)}};
 }
 
 json loss_scale_json(const LossScaleReport& r) {

@@ -91,7 +91,7 @@ std::vector<StepRow> steps(const Trace& trace) {
     if (!inserted) it->second.second = it->second.second || e.skipped;
   }
   std::vector<StepRow> rows;
-  sql::Statement st(detail::db(trace), "SELECT step, start_ns, end_ns, nan, inf FROM summary_steps ORDER BY step");
+  sql::Statement st(detail::db(trace), "SELECT step, start_ns, end_ns, nan, inf, intended FROM summary_steps ORDER BY step");
   while (st.step()) {
     StepRow r;
     r.step = st.i64(0);
@@ -99,6 +99,7 @@ std::vector<StepRow> steps(const Trace& trace) {
     r.end_ns = st.opt_i64(2);
     r.nan_values = st.i64(3);
     r.inf_values = st.i64(4);
+    r.intended_values = st.i64(5);
     r.loss = find(loss, r.step);
     r.train_accuracy = find(accuracy, r.step);
     r.lr = find(lr, r.step);

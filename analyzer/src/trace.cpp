@@ -20,7 +20,6 @@ namespace fpscope::analysis {
 namespace {
 
 
-constexpr const char* kSummaryVersion = "3";
 constexpr std::array<const char*, 8> kSummaryTables = {
     "summary_ranges", "summary_layer_steps", "summary_steps", "summary_nonfinite",
     "summary_memory", "summary_allocations", "summary_counts", "summary_ranks"};
@@ -369,7 +368,7 @@ std::unique_ptr<Trace> Trace::open(const std::string& path, const OpenOptions& o
   bool all_tables = true;
   for (const char* table : kSummaryTables) all_tables = all_tables && impl->db.has_table(table, false);
   auto version = impl->meta.find("summary_version");
-  impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == kSummaryVersion;
+  impl->summaries_precomputed = all_tables && version != impl->meta.end() && version->second == std::to_string(embedded::kTraceSummaryVersion);
   // Temporary objects live in memory. Set before any exists: changing temp_store drops them all.
   impl->db.exec("PRAGMA temp_store = MEMORY");
   const bool older = add_missing_columns(impl->db);

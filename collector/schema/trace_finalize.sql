@@ -27,10 +27,17 @@ DROP TABLE IF EXISTS summary_ranks;
 
 -- Value ranges per (kernel, layer, phase, role, dtype). *_measured_elements: elements of tensors
 -- whose format columns were measured (NULL with --stats basic), the denominator of their shares.
+-- nan, pos_inf and neg_inf count the values no allow rule covers; intended_* the values of output
+-- tensors whose non-finite values an allow rule covers (nonfinite.allowed = 1: every kind the
+-- tensor holds is intended, so all its NaN/Inf are). Here and below, a step holding only intended
+-- values counts no NaN/Inf.
 CREATE TABLE summary_ranges AS
 SELECT k.name_id AS kernel_name_id, k.layer_id, k.phase_id, t.role, t.dtype,
        count(*) AS tensors, sum(t.count) AS elements, min(t.kernel_id) AS first_kernel_id,
-       sum(t.nan) AS nan, sum(t.pos_inf) AS pos_inf, sum(t.neg_inf) AS neg_inf,
+       sum(iif(t.intended, 0, t.nan)) AS nan, sum(iif(t.intended, 0, t.pos_inf)) AS pos_inf,
+       sum(iif(t.intended, 0, t.neg_inf)) AS neg_inf,
+       sum(iif(t.intended, t.nan, 0)) AS intended_nan, sum(iif(t.intended, t.pos_inf, 0)) AS intended_pos_inf,
+       sum(iif(t.intended, t.neg_inf, 0)) AS intended_neg_inf,
        sum(t.zero) AS zero, sum(t.subnormal) AS subnormal,
        max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
        sum(CASE WHEN t.f16_overflow IS NOT NULL THEN t.count END) AS formats_measured_elements,
@@ -42,26 +49,31 @@ SELECT k.name_id AS kernel_name_id, k.layer_id, k.phase_id, t.role, t.dtype,
        sum(t.e4m3_subnormal) AS e4m3_subnormal, sum(t.e4m3_near_max) AS e4m3_near_max,
        sum(t.e5m2_overflow) AS e5m2_overflow, sum(t.e5m2_underflow) AS e5m2_underflow,
        sum(t.e5m2_subnormal) AS e5m2_subnormal, sum(t.e5m2_near_max) AS e5m2_near_max
-FROM tensors t JOIN kernels k ON k.id = t.kernel_id
+FROM (SELECT *, id IN (SELECT tensor_id FROM nonfinite WHERE allowed = 1) AS intended FROM tensors) t
+JOIN kernels k ON k.id = t.kernel_id
 GROUP BY k.name_id, k.layer_id, k.phase_id, t.role, t.dtype;
 
 -- Output ranges per (step, layer, phase): heat maps, per-step non-finite counts, gradient ranges.
 CREATE TABLE summary_layer_steps AS
 SELECT k.step, k.layer_id, k.phase_id, count(*) AS tensors, sum(t.count) AS elements,
-       sum(t.nan) AS nan, sum(t.pos_inf + t.neg_inf) AS inf,
+       sum(iif(t.intended, 0, t.nan)) AS nan, sum(iif(t.intended, 0, t.pos_inf + t.neg_inf)) AS inf,
+       sum(iif(t.intended, t.nan + t.pos_inf + t.neg_inf, 0)) AS intended,
        max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
        sum(t.f16_overflow) AS f16_overflow, sum(t.f16_underflow) AS f16_underflow
-FROM tensors t JOIN kernels k ON k.id = t.kernel_id
+FROM (SELECT *, id IN (SELECT tensor_id FROM nonfinite WHERE allowed = 1) AS intended FROM tensors) t
+JOIN kernels k ON k.id = t.kernel_id
 WHERE t.role = 'out'
 GROUP BY k.step, k.layer_id, k.phase_id;
 
--- One row per step that has a step range or kernels: time span and non-finite values of outputs.
+-- One row per step that has a step range or kernels: time span and non-finite values of outputs
+-- (intended ones apart).
 CREATE TABLE summary_steps AS
-SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns, sum(nan) AS nan, sum(inf) AS inf
+SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns, sum(nan) AS nan, sum(inf) AS inf,
+       sum(intended) AS intended
 FROM (
-  SELECT step, start_ns, end_ns, 0 AS nan, 0 AS inf FROM nvtx_ranges WHERE kind = 'step' AND step IS NOT NULL
+  SELECT step, start_ns, end_ns, 0 AS nan, 0 AS inf, 0 AS intended FROM nvtx_ranges WHERE kind = 'step' AND step IS NOT NULL
   UNION ALL
-  SELECT step, NULL, NULL, nan, inf FROM summary_layer_steps WHERE step IS NOT NULL
+  SELECT step, NULL, NULL, nan, inf, intended FROM summary_layer_steps WHERE step IS NOT NULL
 )
 GROUP BY step;
 
@@ -188,4 +200,4 @@ UNION ALL SELECT 'ranks', (SELECT count(*) FROM summary_ranks);
 CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(start_ns);
 CREATE INDEX IF NOT EXISTS nvtx_ranges_by_start ON nvtx_ranges(start_ns);
 
-INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '3');
+INSERT OR REPLACE INTO meta(key, value) VALUES ('summary_version', '4');

@@ -243,10 +243,13 @@ JOIN strings sn ON sn.id = k.name_id
 LEFT JOIN strings sl ON sl.id = k.layer_id
 LEFT JOIN strings sp ON sp.id = k.phase_id;
 
+-- intended: 1 when an allow rule covers the tensor's NaN/Inf (its nonfinite row has allowed = 1).
 CREATE VIEW v_tensors AS
 SELECT t.*, s.value AS tensor, d.name AS dtype_name,
        CASE WHEN t.absmax > 0 AND t.min_nonzero > 0
-            THEN log(2, t.absmax) - log(2, t.min_nonzero) END AS dynamic_range_log2
+            THEN log(2, t.absmax) - log(2, t.min_nonzero) END AS dynamic_range_log2,
+       EXISTS (SELECT 1 FROM nonfinite n WHERE n.kernel_id = t.kernel_id AND n.tensor_id = t.id AND n.allowed = 1)
+         AS intended
 FROM tensors t
 JOIN strings s ON s.id = t.name_id
 JOIN dtypes d ON d.id = t.dtype;
@@ -264,7 +267,9 @@ WHERE n.origin = 1 AND n.allowed = 0
 ORDER BY k.start_ns, n.kernel_id, t.slot
 LIMIT 1;
 
--- One row per step of each rank.
+-- One row per step of each rank. nan_values and inf_values count the NaN/Inf of outputs that no
+-- allow rule covers; intended_values those it covers (an attention mask's -inf), so a step that
+-- holds intended values only has nan_values + inf_values = 0.
 CREATE VIEW v_step_summary AS
 WITH steps AS (
   SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
@@ -274,14 +279,18 @@ loss AS (
   SELECT sc.rank, sc.step, sc.value FROM scalars sc JOIN strings s ON s.id = sc.name_id
   WHERE s.value = 'loss'
 ),
+intended AS (SELECT tensor_id FROM nonfinite WHERE allowed = 1),
 nonfinite_by_step AS (
-  SELECT k.rank, k.step, sum(t.nan) AS nan, sum(t.pos_inf + t.neg_inf) AS inf
+  SELECT k.rank, k.step, sum(iif(t.id IN intended, 0, t.nan)) AS nan,
+         sum(iif(t.id IN intended, 0, t.pos_inf + t.neg_inf)) AS inf,
+         sum(iif(t.id IN intended, t.nan + t.pos_inf + t.neg_inf, 0)) AS intended
   FROM tensors t JOIN kernels k ON k.id = t.kernel_id
   WHERE t.role = 'out' GROUP BY k.rank, k.step
 )
 SELECT st.step, st.start_ns, st.end_ns, l.value AS loss,
        ls.scale_before AS loss_scale, coalesce(ls.skipped, 0) AS skipped,
-       coalesce(nf.nan, 0) AS nan_values, coalesce(nf.inf, 0) AS inf_values, st.rank
+       coalesce(nf.nan, 0) AS nan_values, coalesce(nf.inf, 0) AS inf_values, st.rank,
+       coalesce(nf.intended, 0) AS intended_values
 FROM steps st
 LEFT JOIN loss l ON l.rank = st.rank AND l.step = st.step
 LEFT JOIN loss_scale ls ON ls.rank = st.rank AND ls.step = st.step
@@ -290,14 +299,16 @@ ORDER BY st.step, st.rank;
 
 -- Shares of the format columns are over the elements of tensors whose formats were measured
 -- (--stats full, floating-point tensors); NULL when none were.
+-- nonfinite: NaN/Inf no allow rule covers; intended: those it covers.
 CREATE VIEW v_op_ranges AS
 WITH measured AS (
-  SELECT t.*, CASE WHEN t.f16_overflow IS NOT NULL THEN t.count END AS measured_count
+  SELECT t.*, CASE WHEN t.f16_overflow IS NOT NULL THEN t.count END AS measured_count,
+         t.id IN (SELECT tensor_id FROM nonfinite WHERE allowed = 1) AS intended
   FROM tensors t
 )
 SELECT k.kernel, k.layer, t.role, count(*) AS tensors, sum(t.count) AS elements,
        max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
-       sum(t.nan + t.pos_inf + t.neg_inf) AS nonfinite,
+       sum(iif(t.intended, 0, t.nan + t.pos_inf + t.neg_inf)) AS nonfinite,
        1.0 * sum(t.f16_overflow) / sum(t.measured_count) AS f16_overflow_share,
        1.0 * sum(t.f16_underflow) / sum(t.measured_count) AS f16_underflow_share,
        1.0 * sum(t.f16_subnormal) / sum(t.measured_count) AS f16_subnormal_share,
@@ -307,7 +318,8 @@ SELECT k.kernel, k.layer, t.role, count(*) AS tensors, sum(t.count) AS elements,
        1.0 * sum(t.e4m3_overflow) / sum(t.measured_count) AS e4m3_overflow_share,
        1.0 * sum(t.e4m3_underflow) / sum(t.measured_count) AS e4m3_underflow_share,
        1.0 * sum(t.e5m2_overflow) / sum(t.measured_count) AS e5m2_overflow_share,
-       1.0 * sum(t.e5m2_underflow) / sum(t.measured_count) AS e5m2_underflow_share
+       1.0 * sum(t.e5m2_underflow) / sum(t.measured_count) AS e5m2_underflow_share,
+       sum(iif(t.intended, t.nan + t.pos_inf + t.neg_inf, 0)) AS intended
 FROM measured t JOIN v_kernels k ON k.id = t.kernel_id
 GROUP BY k.kernel, k.layer, t.role;
 

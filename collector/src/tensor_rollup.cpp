@@ -39,20 +39,19 @@ const TensorRollup::Kernel* TensorRollup::kernel(int64_t kernel_id) const {
 }
 
 void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::TensorStatsRecord& s,
-                              const wire::FormatCounts* formats) {
+                              const wire::FormatCounts* formats, bool intended) {
   if (!usable()) return;
   const Kernel* k = kernel(kernel_id);
   if (!k) return give_up("a tensor whose launch is not among the recent ones the rollup holds");
-  const Row row{row_id, kernel_id, s.role == wire::Role::Output, s.dtype, false, static_cast<int64_t>(s.count)};
+  const Nonfinite values{static_cast<int64_t>(s.nan), static_cast<int64_t>(s.pos_inf), static_cast<int64_t>(s.neg_inf)};
+  const Row row{row_id, kernel_id, s.role == wire::Role::Output, s.dtype, false, intended, static_cast<int64_t>(s.count),
+                values};
   rows_[static_cast<size_t>(row_id) % kRowSlots] = row;
 
   Range& r = ranges_[RangeKey{k->name_id, k->layer_id, k->phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
   ++r.tensors;
   r.elements += row.count;
   r.first_kernel_id = std::min(r.first_kernel_id, kernel_id);
-  r.nan += static_cast<int64_t>(s.nan);
-  r.pos_inf += static_cast<int64_t>(s.pos_inf);
-  r.neg_inf += static_cast<int64_t>(s.neg_inf);
   r.zero += static_cast<int64_t>(s.zero);
   r.subnormal += static_cast<int64_t>(s.subnormal);
   take_max(r.absmax, s.absmax);
@@ -61,12 +60,39 @@ void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::Ten
     LayerStep& l = layer_steps_[LayerStepKey{k->step, k->layer_id, k->phase_id}];
     ++l.tensors;
     l.elements += row.count;
-    l.nan += static_cast<int64_t>(s.nan);
-    l.inf += static_cast<int64_t>(s.pos_inf + s.neg_inf);
     take_max(l.absmax, s.absmax);
     take_min(l.min_nonzero, s.min_nonzero);
   }
+  add_nonfinite(*k, row, intended, 1);
   if (formats) add_formats(*k, row, formats);
+}
+
+void TensorRollup::add_late_intended(int64_t row_id) {
+  if (!usable()) return;
+  Row& row = rows_[static_cast<size_t>(row_id) % kRowSlots];
+  if (row.id != row_id) return give_up("an intended non-finite record whose row is not among the recent ones the rollup holds");
+  if (row.intended) return give_up("a second intended non-finite record for one tensor");
+  const Kernel* k = kernel(row.kernel_id);
+  if (!k) return give_up("an intended non-finite record whose launch is not among the recent ones the rollup holds");
+  add_nonfinite(*k, row, false, -1);
+  add_nonfinite(*k, row, true, 1);
+  row.intended = true;
+}
+
+void TensorRollup::add_nonfinite(const Kernel& k, const Row& row, bool intended, int sign) {
+  Range& r = ranges_[RangeKey{k.name_id, k.layer_id, k.phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
+  Nonfinite& n = intended ? r.intended : r.unintended;
+  n.nan += sign * row.values.nan;
+  n.pos_inf += sign * row.values.pos_inf;
+  n.neg_inf += sign * row.values.neg_inf;
+  if (!row.out) return;
+  LayerStep& l = layer_steps_[LayerStepKey{k.step, k.layer_id, k.phase_id}];
+  if (intended) {
+    l.intended += sign * (row.values.nan + row.values.pos_inf + row.values.neg_inf);
+  } else {
+    l.nan += sign * row.values.nan;
+    l.inf += sign * (row.values.pos_inf + row.values.neg_inf);
+  }
 }
 
 void TensorRollup::add_late_formats(int64_t row_id, const wire::FormatCounts* formats) {
@@ -105,12 +131,14 @@ void TensorRollup::write_ranges(sql::Statement& insert) const {
     const auto& [name_id, layer_id, phase_id, out, dtype] = key;
     insert.bind(1, name_id).bind(2, layer_id).bind(3, phase_id).bind(4, out ? "out" : "in").bind(5, dtype);
     insert.bind(6, r.tensors).bind(7, r.elements).bind(8, r.first_kernel_id);
-    insert.bind(9, r.nan).bind(10, r.pos_inf).bind(11, r.neg_inf).bind(12, r.zero).bind(13, r.subnormal);
-    insert.bind(14, r.absmax).bind(15, r.min_nonzero);
-    bind_sum(insert, 16, r.formats_measured_elements.any, r.formats_measured_elements.value);
+    insert.bind(9, r.unintended.nan).bind(10, r.unintended.pos_inf).bind(11, r.unintended.neg_inf);
+    insert.bind(12, r.intended.nan).bind(13, r.intended.pos_inf).bind(14, r.intended.neg_inf);
+    insert.bind(15, r.zero).bind(16, r.subnormal);
+    insert.bind(17, r.absmax).bind(18, r.min_nonzero);
+    bind_sum(insert, 19, r.formats_measured_elements.any, r.formats_measured_elements.value);
     for (int c = 0; c < kFormatColumns; ++c) {
       const Sum& s = r.formats[static_cast<size_t>(c)];
-      bind_sum(insert, 17 + c, s.any, s.value);
+      bind_sum(insert, 20 + c, s.any, s.value);
     }
     insert.run();
   }
@@ -120,10 +148,10 @@ void TensorRollup::write_layer_steps(sql::Statement& insert) const {
   for (const auto& [key, l] : layer_steps_) {
     const auto& [step, layer_id, phase_id] = key;
     insert.bind(1, step).bind(2, layer_id).bind(3, phase_id);
-    insert.bind(4, l.tensors).bind(5, l.elements).bind(6, l.nan).bind(7, l.inf);
-    insert.bind(8, l.absmax).bind(9, l.min_nonzero);
-    bind_sum(insert, 10, l.f16_overflow.any, l.f16_overflow.value);
-    bind_sum(insert, 11, l.f16_underflow.any, l.f16_underflow.value);
+    insert.bind(4, l.tensors).bind(5, l.elements).bind(6, l.nan).bind(7, l.inf).bind(8, l.intended);
+    insert.bind(9, l.absmax).bind(10, l.min_nonzero);
+    bind_sum(insert, 11, l.f16_overflow.any, l.f16_overflow.value);
+    bind_sum(insert, 12, l.f16_underflow.any, l.f16_underflow.value);
     insert.run();
   }
 }

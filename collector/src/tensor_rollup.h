@@ -8,7 +8,9 @@
 // their kernel is known. Format counts that reach a row after it was written (the collector wrote
 // the tensor before its producer had sent them) are added then. The rollup gives up when a
 // tensor's kernel, or a late format count's row, is not among the recent ones it holds, or when a
-// row would get format counts twice.
+// row would get format counts twice. A tensor's NaN/Inf count as intended (apart from the others)
+// once its Nonfinite record says an allow rule covers them; that record may reach a row after it
+// was written too, and moves the row's counts from one column to the other.
 #pragma once
 
 #include <array>
@@ -27,16 +29,19 @@ namespace fpscope {
 class TensorRollup : public SummaryRollup {
  public:
   std::vector<std::string> tables() const override { return {kRangesTable, kLayerStepsTable}; }
-  int columns(const std::string& table) const override { return table == kRangesTable ? 16 + kFormatColumns : 11; }
+  int columns(const std::string& table) const override { return table == kRangesTable ? 19 + kFormatColumns : 12; }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
   // A kernels row, just written (NULL columns as nullopt).
   void add_kernel(int64_t id, int64_t name_id, std::optional<int64_t> layer_id, std::optional<int64_t> phase_id,
                   std::optional<int64_t> step);
   // A tensors row of kernel `kernel_id`, just written from `stats` and, when they were measured,
-  // `formats` (wire::kFormatCount of them; nullptr: its format columns are NULL).
+  // `formats` (wire::kFormatCount of them; nullptr: its format columns are NULL). `intended`: its
+  // Nonfinite record, already at hand, says an allow rule covers its NaN/Inf.
   void add_tensor(int64_t row_id, int64_t kernel_id, const wire::TensorStatsRecord& stats,
-                  const wire::FormatCounts* formats);
+                  const wire::FormatCounts* formats, bool intended = false);
+  // Row `row_id`, written before its Nonfinite record, holds intended NaN/Inf only.
+  void add_late_intended(int64_t row_id);
   // Format counts written into row `row_id` after the row itself (its format columns were NULL).
   void add_late_formats(int64_t row_id, const wire::FormatCounts* formats);
 
@@ -63,9 +68,14 @@ class TensorRollup : public SummaryRollup {
   };
   // summary_ranges: GROUP BY kernel name, layer, phase, role ('in' before 'out'), dtype.
   using RangeKey = std::tuple<int64_t, std::optional<int64_t>, std::optional<int64_t>, int, int64_t>;
+  // Non-finite values of one kind or another: those no rule covers, or the intended ones.
+  struct Nonfinite {
+    int64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  };
   struct Range {
     int64_t tensors = 0, elements = 0, first_kernel_id = INT64_MAX;
-    int64_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0;
+    Nonfinite unintended, intended;
+    int64_t zero = 0, subnormal = 0;
     Extreme absmax, min_nonzero;
     Sum formats_measured_elements;
     std::array<Sum, kFormatColumns> formats;
@@ -73,7 +83,7 @@ class TensorRollup : public SummaryRollup {
   // summary_layer_steps: outputs only, GROUP BY step, layer, phase.
   using LayerStepKey = std::tuple<std::optional<int64_t>, std::optional<int64_t>, std::optional<int64_t>>;
   struct LayerStep {
-    int64_t tensors = 0, elements = 0, nan = 0, inf = 0;
+    int64_t tensors = 0, elements = 0, nan = 0, inf = 0, intended = 0;
     Extreme absmax, min_nonzero;
     Sum f16_overflow, f16_underflow;
   };
@@ -88,12 +98,17 @@ class TensorRollup : public SummaryRollup {
     bool out = false;
     uint8_t dtype = 0;
     bool has_formats = false;
+    bool intended = false;
     int64_t count = 0;
+    Nonfinite values;
   };
   static constexpr size_t kRowSlots = 1 << 12;
 
   const Kernel* kernel(int64_t kernel_id) const;
   void add_formats(const Kernel& k, const Row& row, const wire::FormatCounts* formats);
+  // Adds the row's NaN/Inf, each value once (`sign` -1 takes them back), to its groups' columns of
+  // intended or of other values.
+  void add_nonfinite(const Kernel& k, const Row& row, bool intended, int sign);
 
   void write_ranges(sql::Statement& insert) const;
   void write_layer_steps(sql::Statement& insert) const;

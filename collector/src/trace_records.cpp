@@ -261,6 +261,7 @@ void TraceWriter::Impl::handle(const wire::TensorStatsRecord& r) {
   t.rank = src->rank;
   t.has_formats = false;
   t.has_histogram = false;
+  t.intended = false;
   src->recent_tensors.remember(r.seq, role_slot_of(r), t.row_id);
 }
 
@@ -283,7 +284,7 @@ void TraceWriter::Impl::insert_ready_tensors() {
   }
   for (int r = 0; r < ready_count; ++r) {
     const PendingTensor& t = ready_tensors[r];
-    tensor_rollup.add_tensor(t.row_id, t.kernel_id, t.stats, t.has_formats ? t.formats : nullptr);
+    tensor_rollup.add_tensor(t.row_id, t.kernel_id, t.stats, t.has_formats ? t.formats : nullptr, t.intended);
     row_written();
   }
   counts.tensors += static_cast<uint64_t>(ready_count);
@@ -421,6 +422,14 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   st.run();
   row_written();
   ++counts.nonfinite;
+  if (!r.allowed) return;
+  // Its values count as intended in the tensor summaries: still in assembly, or already rolled up.
+  if (PendingTensor* t = pending_for(thread_state(r.h.thread), r.seq, r.role_slot)) {
+    t->intended = true;
+    return;
+  }
+  insert_ready_tensors();
+  tensor_rollup.add_late_intended(*row);
 }
 
 void TraceWriter::Impl::handle(const wire::DumpRecord& r) {

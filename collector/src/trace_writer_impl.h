@@ -37,6 +37,7 @@ struct PendingTensor {
   wire::FormatCounts formats[wire::kFormatCount]{};
   bool has_histogram = false;
   std::string histogram;  // JSON object text; its buffer is reused from tensor to tensor
+  bool intended = false;  // its Nonfinite record came: an allow rule covers its NaN/Inf
 };
 
 // The tensors written last, by (launch, role_slot): records that arrive after their tensor left

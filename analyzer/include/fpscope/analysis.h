@@ -280,6 +280,19 @@ struct NonfiniteByKernel {
   int64_t first_kernel_id = 0;
 };
 
+// NaN/Inf an allow rule covers (an attention mask's -inf): counted apart from every other count
+// of non-finite values, which leaves them out.
+struct IntendedNonfinite {
+  int64_t tensors = 0;                        // output tensors holding them
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // values over those tensors
+  std::vector<std::string> made_by;           // ops whose outputs made them from finite inputs, first first
+  int64_t values() const { return nan + pos_inf + neg_inf; }
+};
+IntendedNonfinite intended_nonfinite(const Trace& trace);
+// "10,321,920 intended -Inf (masked_fill) in 160 output tensors (...)"; "" when there are none.
+// Every front end shows this line where it shows the counts of NaN/Inf.
+std::string intended_text(const IntendedNonfinite& intended);
+
 struct NonfiniteReport {
   std::optional<NonfiniteEvent> first_origin;
   // How the first origin spread, in launch order: each launch that received a tainted tensor (by
@@ -289,8 +302,9 @@ struct NonfiniteReport {
   bool propagation_truncated = false;
   std::vector<NonfiniteByKernel> by_kernel;  // most values first
   int64_t tensors = 0, origins = 0;
-  int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // values over all output tensors
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;  // values over all output tensors, intended ones left out
   std::optional<int64_t> first_step;          // step of the first non-finite output
+  IntendedNonfinite intended;
 };
 NonfiniteReport nonfinite(const Trace& trace, std::size_t max_chain = 64);
 
@@ -311,7 +325,8 @@ struct RangeRow {
   std::optional<std::string> layer;  // nullopt: outside any layer range (or grouped by kernel)
   std::string role;                  // "out", "in" or "both"
   int64_t tensors = 0, elements = 0;
-  int64_t nan = 0, inf = 0, zero = 0;
+  int64_t nan = 0, inf = 0, zero = 0;        // NaN and Inf no allow rule covers
+  int64_t intended = 0;                      // NaN/Inf an allow rule covers
   std::optional<double> absmax, min_nonzero;
   std::optional<int> absmax_exponent;        // floor(log2(absmax))
   std::optional<double> headroom_f16_log2;   // log2(65504 / absmax); < 0 overflows
@@ -372,7 +387,8 @@ struct StepRow {
   std::optional<double> loss, train_accuracy, lr;
   std::optional<double> loss_scale;    // scale in force during the step
   bool skipped = false;                // the optimizer step was skipped
-  int64_t nan_values = 0, inf_values = 0;
+  int64_t nan_values = 0, inf_values = 0;  // in outputs, intended values left out
+  int64_t intended_values = 0;             // NaN/Inf an allow rule covers
 };
 std::vector<StepRow> steps(const Trace& trace);
 

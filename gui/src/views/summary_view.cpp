@@ -133,6 +133,8 @@ class SummaryView final : public View {
       ImGui::TextColored(colors::to_vec4(c), "%s tensors: %s NaN, %s +Inf, %s -Inf", analysis::human_count(nf.tensors).c_str(),
                          analysis::human_count(nf.nan).c_str(), analysis::human_count(nf.pos_inf).c_str(),
                          analysis::human_count(nf.neg_inf).c_str());
+      if (const std::string intended = analysis::intended_text(nf.intended); !intended.empty())
+        ImGui::TextWrapped("%s", intended.c_str());
     });
     row("loss scale", [&](const TraceData& d, const TraceDoc&) {
       const auto& ls = d.loss_scale;

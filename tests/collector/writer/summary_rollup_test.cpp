@@ -283,6 +283,8 @@ TEST_F(RollupTest, RandomTensorsAreKeptAsTheStatementsWriteThem) {
       writer_->on_record(test::header(test::string_record(id + 10, names[id])), source);
   std::mt19937_64 random(11);
   const auto pick = [&](uint64_t n) { return random() % n; };
+  // Non-finite records sent after the next launch of their ring: their tensor's row is written.
+  std::vector<std::pair<uint32_t, wire::NonfiniteRecord>> late;
   for (uint64_t seq = 1; seq <= 600; ++seq) {
     for (uint32_t source : {0u, 1u}) {
       auto l = blank<wire::LaunchRecord>(RecordType::Launch);
@@ -294,6 +296,9 @@ TEST_F(RollupTest, RandomTensorsAreKeptAsTheStatementsWriteThem) {
       l.step = pick(4) ? static_cast<int64_t>(seq / 50) : -1;
       l.sampled = 1;
       writer_->on_record(test::header(pack(l)), source);
+      for (const auto& [ring, r] : late)
+        if (ring == source) writer_->on_record(test::header(pack(r)), ring);
+      std::erase_if(late, [&](const auto& x) { return x.first == source; });
       const uint64_t n = 1 + pick(3);
       for (uint8_t slot = 0; slot < n; ++slot) {
         auto t = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
@@ -320,6 +325,17 @@ TEST_F(RollupTest, RandomTensorsAreKeptAsTheStatementsWriteThem) {
           f.role_slot = contract::pack_role_slot(t.role, slot);
           for (auto& c : f.formats) c = {pick(t.count), pick(t.count), pick(t.count), pick(t.count)};
           writer_->on_record(test::header(pack(f)), source);
+        }
+        // An output holding NaN/Inf has a Nonfinite record, intended or not, with the tensor or later.
+        if (t.role == wire::Role::Output && t.nan + t.pos_inf + t.neg_inf > 0) {
+          auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
+          r.seq = seq;
+          r.role_slot = contract::pack_role_slot(t.role, slot);
+          r.kind = t.nan ? wire::NonfiniteKind::NaN : wire::NonfiniteKind::PosInf;
+          r.origin = static_cast<uint8_t>(pick(2));
+          r.allowed = static_cast<uint8_t>(pick(2));
+          if (pick(3) == 0) late.emplace_back(source, r);
+          else writer_->on_record(test::header(pack(r)), source);
         }
       }
     }
@@ -349,6 +365,58 @@ void feed_late_format_counts(TraceWriter& writer, int times) {
   f.role_slot = contract::pack_role_slot(wire::Role::Output, 0);
   f.formats[0] = {1, 2, 0, 0};
   for (int i = 0; i < times; ++i) writer.on_record(test::header(pack(f)));
+}
+
+// An output whose NaN/Inf an allow rule covers counts them as intended, apart from the others,
+// whether its Nonfinite record comes with the tensor or after its row was written.
+TEST_F(RollupTest, IntendedValuesAreCountedApartWhenEverTheirRecordArrives) {
+  writer_->on_record(test::header(test::string_record(11, "masked_fill")));
+  for (const bool late : {false, true}) {
+    for (uint64_t seq : {1, 2}) {  // the first output intended, the second not
+      const uint64_t at = seq + (late ? 2 : 0);
+      auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+      l.seq = at;
+      l.kernel = 11;
+      l.step = late ? 1 : 0;
+      writer_->on_record(test::header(pack(l)));
+      auto t = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
+      t.seq = at;
+      t.role = wire::Role::Output;
+      t.count = 100;
+      t.nan = seq == 1 ? 0 : 3;
+      t.neg_inf = seq == 1 ? 40 : 5;
+      t.absmax = t.min_nonzero = 1.0;
+      writer_->on_record(test::header(pack(t)));
+      auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
+      r.seq = at;
+      r.role_slot = contract::pack_role_slot(wire::Role::Output, 0);
+      r.kind = wire::NonfiniteKind::NegInf;
+      r.origin = 1;
+      r.allowed = seq == 1;
+      if (late) {  // another launch completes the tensor: its row is written before the record comes
+        auto next = blank<wire::LaunchRecord>(RecordType::Launch);
+        next.seq = 100 + at;
+        next.kernel = 11;
+        next.step = -1;
+        writer_->on_record(test::header(pack(next)));
+      }
+      writer_->on_record(test::header(pack(r)));
+    }
+  }
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT sum(nan) FROM summary_ranges WHERE role = 'out'"), 6);
+  EXPECT_EQ(db.integer("SELECT sum(neg_inf) FROM summary_ranges WHERE role = 'out'"), 10);
+  EXPECT_EQ(db.integer("SELECT sum(intended_neg_inf) FROM summary_ranges"), 80);
+  EXPECT_EQ(db.integer("SELECT sum(intended_nan) + sum(intended_pos_inf) FROM summary_ranges"), 0);
+  for (int step : {0, 1}) {
+    const std::string where = " FROM summary_layer_steps WHERE step = " + std::to_string(step);
+    EXPECT_EQ(db.integer("SELECT nan" + where), 3);
+    EXPECT_EQ(db.integer("SELECT inf" + where), 5);
+    EXPECT_EQ(db.integer("SELECT intended" + where), 40);
+    EXPECT_EQ(db.integer("SELECT intended FROM summary_steps WHERE step = " + std::to_string(step)), 40);
+    EXPECT_EQ(db.integer("SELECT inf FROM summary_steps WHERE step = " + std::to_string(step)), 5);
+  }
 }
 
 TEST_F(RollupTest, LateFormatCountsAreAddedToTheirRowsGroups) {

@@ -1,0 +1,146 @@
+"""End-to-end tests on a small character-level transformer of the tests' own (embedding, LayerNorm,
+two blocks of causal attention masked with -inf, GELU MLP, a head tied to the embedding, AdamW),
+traced clean and with planted faults, in fp32 and under bf16 autocast: what the reports count and
+show must hold on a real program, not just on the trainer's CNN.
+
+Usage: torch_transformer_test.py --fpscope PATH [--torch-operators observer|dispatch-mode]
+       [unittest arguments]
+"""
+import csv
+import json
+
+import torch_test_support as support
+from torch_test_support import PYTHON, losses, run
+
+FPSCOPE = OPERATORS = MPTRAIN = DATA_DIR = None
+
+# argv: MODE STEPS [bf16]. MODE: clean; overflow (a block's log temperature written to 100 at step
+# FAULT, so exp overflows); eps0 (a LayerNorm with eps 0 whose input rows are zero from step FAULT).
+# Prints each step's loss exactly, and the -inf values the masks hold over the run, counted from the
+# mask itself.
+TRANSFORMER = """
+import math, sys
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+mode, steps, bf16 = sys.argv[1], int(sys.argv[2]), "bf16" in sys.argv[3:]
+FAULT = 5
+V, T, D, H, B = 24, 12, 32, 2, 4
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.fc, self.out = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+        self.log_temp = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-1, -2)) * torch.exp(self.log_temp) / math.sqrt(D // H)
+        scores = scores.masked_fill(mask, float("-inf"))
+        y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+class TinyGPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        nn.init.normal_(self.emb.weight, std=0.02)
+        self.emb_ln = nn.LayerNorm(D, eps=0.0 if mode == "eps0" else 1e-5)
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.ln_f = nn.LayerNorm(D)
+
+    def forward(self, idx):
+        x = self.emb_ln(self.emb(idx))
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.ln_f(x) @ self.emb.weight.t()
+
+model = TinyGPT()
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+data = torch.randint(1, V, (B, T + 1), generator=torch.Generator().manual_seed(1))
+for step in range(steps):
+    if step == FAULT and mode == "overflow":
+        with torch.no_grad():
+            model.blocks[1].log_temp.fill_(100.0)
+    if step == FAULT and mode == "eps0":
+        with torch.no_grad():
+            model.emb.weight[data[0, 0]].zero_()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(data[:, :-1])
+    loss = F.cross_entropy(logits.float().reshape(-1, V), data[:, 1:].reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+masked = int(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1).sum())
+print("mask -inf", steps * len(model.blocks) * B * H * masked)
+"""
+
+STEPS = 8
+
+
+def mask_infinities(stdout):
+    return int(next(line.split()[-1] for line in stdout.splitlines() if line.startswith("mask -inf")))
+
+
+class FrontEndTest(support.FrontEndCase):
+    def report(self, trace, *options):
+        return json.loads(run([FPSCOPE, "report", "--format", "json", *options, trace], self.dir).stdout)
+
+    def test_intended_infinities_are_counted_apart_everywhere(self):
+        script = self.write("gpt.py", TRANSFORMER)
+        for precision in ["fp32", "bf16"]:
+            with self.subTest(precision=precision):
+                args = ["clean", str(STEPS)] + (["bf16"] if precision == "bf16" else [])
+                plain = run([PYTHON, script, *args], self.dir)
+                trace, traced = self.trace(script, args=args)
+                self.assertEqual(losses(traced.stdout), losses(plain.stdout))  # tracing changed nothing
+                intended = mask_infinities(plain.stdout)
+                self.assertGreater(intended, 0)
+                # The documented query for troubled steps finds none; every -inf is counted apart.
+                self.assertEqual(self.query(trace, "SELECT count(*) FROM v_step_summary WHERE nan_values + inf_values > 0"),
+                                 [(0,)])
+                self.assertEqual(self.query(trace, "SELECT sum(intended_values) FROM v_step_summary"), [(intended,)])
+                self.assertEqual(self.query(trace, "SELECT count(*) FROM v_step_summary WHERE intended_values > 0"),
+                                 [(STEPS,)])
+                self.assertEqual(self.query(trace, "SELECT sum(nonfinite), sum(intended) FROM v_op_ranges WHERE role = 'out'"),
+                                 [(0, intended)])
+                report = self.report(trace)
+                nonfinite = report["nonfinite"]
+                self.assertEqual((nonfinite["nan"], nonfinite["pos_inf"], nonfinite["neg_inf"]), (0, 0, 0))
+                self.assertEqual(nonfinite["intended"], {"tensors": STEPS * 2, "nan": 0, "pos_inf": 0,
+                                                         "neg_inf": intended, "made_by": ["masked_fill"]})
+                # The attention layers' rows hold no NaN/Inf in any range view.
+                for row in report["ranges"]["rows"]:
+                    self.assertEqual(row["nonfinite"], 0, row)
+                table = run([FPSCOPE, "report", "--section", "ranges", "--format", "csv", trace], self.dir).stdout
+                rows = list(csv.DictReader(table.split("# ranges/ranges\n")[1].splitlines()))
+                self.assertEqual({row["NaN/Inf"] for row in rows}, {"0"})
+                self.assertEqual(sum(int(row["intended NaN/Inf"]) for row in rows), intended)
+                self.assertEqual({(row["layer"], row["intended NaN/Inf"]) for row in rows if row["kernel"] == "masked_fill" and row["layer"]},
+                                 {("blocks.0", str(intended // 2)), ("blocks.1", str(intended // 2))})
+                text = run([FPSCOPE, "report", trace], self.dir).stdout
+                self.assertIn("{:,} intended -Inf (masked_fill) in {} output tensors".format(intended, STEPS * 2), text)
+                self.assertIn("None: every measured output was finite.", text)
+
+    def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
+        script = self.write("gpt.py", TRANSFORMER)
+        trace, traced = self.trace(script, args=["overflow", str(STEPS)])
+        first = self.query(trace, "SELECT kernel, layer, step, phase, value FROM v_first_nonfinite")
+        self.assertEqual(first, [("exp", "blocks.1", 5, "forward", "+inf")])
+        steps = self.query(trace, "SELECT step FROM v_step_summary WHERE nan_values + inf_values > 0 ORDER BY step")
+        self.assertEqual([s for (s,) in steps], list(range(5, STEPS)))
+        # Until the fault the mask's -inf are the only ones, counted apart; its tensors stay intended after.
+        nonfinite = self.report(trace)["nonfinite"]
+        self.assertEqual(nonfinite["intended"]["made_by"], ["masked_fill"])
+        self.assertGreater(nonfinite["pos_inf"] + nonfinite["nan"], 0)
+        self.assertEqual(self.query(trace, "SELECT sum(intended_values) FROM v_step_summary WHERE step < 5"),
+                         [(5 * mask_infinities(traced.stdout) // STEPS,)])
+
+
+if __name__ == "__main__":
+    support.main(globals())
