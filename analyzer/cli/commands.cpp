@@ -68,6 +68,7 @@ Action add_report(CLI::App& app) {
   struct Opts {
     std::string trace, section = "all", format = "text", view = "activations";
     std::optional<int32_t> rank;
+    bool side_outputs = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
@@ -81,6 +82,10 @@ Action add_report(CLI::App& app) {
                   "scaled), gradients-unscaled, weights, optimizer-state")
       ->check(CLI::IsMember(range_view_keys()))
       ->capture_default_str();
+  cmd->add_flag("--side-outputs", o->side_outputs,
+                "the ranges section's table by layer and kernel counts a forward kernel's side outputs (a "
+                "normalisation's saved mean and reciprocal deviation, pooling's argmax) as it counts its result; "
+                "by default they are not a layer's activation and only their NaN/Inf are counted");
   add_rank(cmd, o->rank);
   return [o]() {
     auto trace = Trace::open(o->trace, open_options(o->rank));
@@ -102,7 +107,8 @@ Action add_report(CLI::App& app) {
     if (wants("summary")) sections.push_back(summary_section(*trace));
     if (wants("nonfinite")) sections.push_back(nonfinite_section(*trace));
     if (wants("why")) sections.push_back(why_section(*trace));
-    if (wants("ranges")) sections.push_back(ranges_section(*trace, view));
+    if (wants("ranges"))
+      sections.push_back(ranges_section(*trace, view, o->side_outputs ? SideOutputs::Included : SideOutputs::Apart));
     if (wants("loss-scale")) sections.push_back(loss_scale_section(*trace));
     if (wants("memory")) sections.push_back(memory_section(*trace));
     // One process has one rank: the section says something only of a multi-process run.

@@ -201,7 +201,7 @@ Section why_section(const Trace& trace) {
   return sec;
 }
 
-Section ranges_section(const Trace& trace, RangeView view) {
+Section ranges_section(const Trace& trace, RangeView view, SideOutputs side_outputs) {
   Section sec{"ranges", "Value ranges", {}, {}, {}};
   const RangeViewInfo& info = range_view_info(view);
   sec.extra["view"] = info.key;
@@ -214,12 +214,18 @@ Section ranges_section(const Trace& trace, RangeView view) {
                                   "gradients-unscaled, weights, optimizer-state).", info.rows, info.title, info.key));
   if (by_view.rows.empty()) sec.notes.push_back("  (none in this trace)");
   sec.tables.push_back(std::move(by_view));
-  sec.notes.push_back("Then per layer and kernel, outputs of every phase. headroom: powers of two between absmax and the format's largest value; shares of the values a cast would overflow, flush to zero or make subnormal.");
+  sec.notes.push_back(std::string("Then per layer and kernel, outputs of every phase") +
+                      (side_outputs == SideOutputs::Apart
+                           ? " (of a forward kernel's side outputs, such as a normalisation's saved statistics, only "
+                             "their NaN/Inf: --side-outputs counts them whole)"
+                           : ", a forward kernel's side outputs counted as its result (--side-outputs)") +
+                      ". headroom: powers of two between absmax and the format's largest value; shares of the values "
+                      "a cast would overflow, flush to zero or make subnormal.");
   Table t{"ranges",
           {"layer", "kernel", "elements", "absmax", "min nonzero", "fp16 headroom", "bf16 headroom", "fp16 overflow",
            "fp16 underflow", "fp16 subnormal", "bf16 overflow", "bf16 underflow", "bf16 subnormal", "NaN/Inf"},
           {}};
-  const std::vector<RangeRow> rows = ranges(trace);
+  const std::vector<RangeRow> rows = ranges(trace, RangeGrouping::LayerKernel, RoleFilter::Outputs, side_outputs);
   // Intended NaN/Inf (an allow rule covers them) get a column of their own where a trace has any.
   const bool any_intended = std::any_of(rows.begin(), rows.end(), [](const RangeRow& r) { return r.intended > 0; });
   if (any_intended) t.columns.push_back("intended NaN/Inf");

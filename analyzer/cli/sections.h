@@ -10,7 +10,8 @@ Section summary_section(const analysis::Trace& trace);
 Section nonfinite_section(const analysis::Trace& trace);
 Section why_section(const analysis::Trace& trace);
 // view: which tensors the per-row range table shows (forward activations by default).
-Section ranges_section(const analysis::Trace& trace, analysis::RangeView view = analysis::RangeView::Activations);
+Section ranges_section(const analysis::Trace& trace, analysis::RangeView view = analysis::RangeView::Activations,
+                       analysis::SideOutputs side_outputs = analysis::SideOutputs::Apart);
 Section loss_scale_section(const analysis::Trace& trace);
 Section memory_section(const analysis::Trace& trace);
 Section ranks_section(const analysis::Trace& trace);

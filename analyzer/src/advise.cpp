@@ -18,7 +18,8 @@ bool is_forward(const std::string& kernel) {
 // Forward outputs of each op, merged over its layers and kernels.
 std::map<std::string, RangeRow> forward_ranges_by_op(const Trace& trace) {
   std::map<std::string, RangeRow> ops;
-  for (const auto& row : ranges(trace, RangeGrouping::LayerKernel, RoleFilter::Outputs)) {
+  // Side outputs too: a normalisation whose saved reciprocal deviation overflows must stay wide.
+  for (const auto& row : ranges(trace, RangeGrouping::LayerKernel, RoleFilter::Outputs, SideOutputs::Included)) {
     if (row.op.empty() || !is_forward(row.kernel)) continue;
     auto [it, inserted] = ops.try_emplace(row.op, row);
     if (inserted) continue;

@@ -18,6 +18,14 @@ struct Accumulator {
   std::array<std::array<int64_t, 4>, kFormatCount> counts{};
   bool measured = false;
 
+  // NaN/Inf only: the rows' magnitudes are not the group's (side outputs).
+  void add_nonfinite(const sql::Statement& st) {
+    row.nan += st.i64(6);
+    row.inf += st.i64(7);
+    row.intended += st.i64(13 + 4 * kFormatCount);
+    first_kernel_id = std::min(first_kernel_id, st.i64(11));
+  }
+
   void add(const sql::Statement& st) {
     row.tensors += st.i64(4);
     row.elements += st.i64(5);
@@ -70,9 +78,11 @@ std::string role_clause(RoleFilter roles) {
 
 }  // namespace
 
-std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFilter roles) {
+std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFilter roles, SideOutputs side_outputs) {
+  // Column 3: the rows are a forward-phase kernel's side outputs (contract::kMainOutputSlot).
   std::string sql =
-      "SELECT sk.value, sl.value, r.role, NULL, sum(r.tensors), sum(r.elements), sum(r.nan), "
+      "SELECT sk.value, sl.value, r.role, r.side AND r.phase_id IN (SELECT id FROM strings WHERE value = ?1), "
+      "  sum(r.tensors), sum(r.elements), sum(r.nan), "
       "  sum(r.pos_inf + r.neg_inf), sum(r.zero), max(r.absmax), min(r.min_nonzero), min(r.first_kernel_id), "
       "  sum(r.formats_measured_elements), "
       "  sum(r.f16_overflow), sum(r.f16_underflow), sum(r.f16_subnormal), sum(r.f16_near_max), "
@@ -82,8 +92,9 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
       "  sum(r.intended_nan + r.intended_pos_inf + r.intended_neg_inf) "
       "FROM summary_ranges r JOIN strings sk ON sk.id = r.kernel_name_id "
       "LEFT JOIN strings sl ON sl.id = r.layer_id " +
-      role_clause(roles) + "GROUP BY r.kernel_name_id, r.layer_id, r.role";
+      role_clause(roles) + "GROUP BY r.kernel_name_id, r.layer_id, r.role, 4";
   sql::Statement st(detail::db(trace), sql);
+  st.bind(1, std::string_view(contract::kPhaseForward));
   // Key: (kernel or op, layer, role) as the grouping asks.
   std::map<std::tuple<std::string, std::optional<std::string>, std::string>, Accumulator> groups;
   while (st.step()) {
@@ -95,14 +106,17 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
     if (grouping == RangeGrouping::Op) key_name = op_of_kernel(kernel);
     if (grouping == RangeGrouping::Kernel) layer.reset();
     if (grouping == RangeGrouping::Op && key_name.empty()) continue;  // not a model op
-    auto& acc = groups[{key_name, layer, role}];
-    if (acc.row.tensors == 0) {
+    auto [it, fresh] = groups.try_emplace({key_name, layer, role});
+    Accumulator& acc = it->second;
+    if (fresh) {
       acc.row.kernel = grouping == RangeGrouping::LayerKernel || grouping == RangeGrouping::Kernel ? kernel : "";
       acc.row.op = grouping == RangeGrouping::Layer ? "" : op_of_kernel(kernel);
       acc.row.layer = layer;
       acc.row.role = role;
     }
-    acc.add(st);
+    const bool side_output = st.i64(3) != 0;
+    if (side_output && side_outputs == SideOutputs::Apart) acc.add_nonfinite(st);
+    else acc.add(st);
   }
   std::vector<std::pair<int64_t, RangeRow>> ordered;
   for (auto& [key, acc] : groups) ordered.emplace_back(acc.first_kernel_id, acc.finish());
@@ -139,9 +153,11 @@ namespace {
 
 // Outputs of one phase's kernels by layer and step, from the summary; `unscale` divides magnitudes
 // by the loss scale in force during the step (1 where the run has none).
+// ?3 = 1 (the activations): a side output's magnitudes are not the layer's activation
+// (contract::kMainOutputSlot), its NaN/Inf are counted all the same.
 constexpr const char* kPhaseCellsSql =
-    "SELECT sl.value, r.step, max(r.absmax) / coalesce(ls.scale, 1), min(r.min_nonzero) / coalesce(ls.scale, 1), "
-    "       sum(r.nan + r.inf) "
+    "SELECT sl.value, r.step, max(iif(r.side AND ?3, NULL, r.absmax)) / coalesce(ls.scale, 1), "
+    "       min(iif(r.side AND ?3, NULL, r.min_nonzero)) / coalesce(ls.scale, 1), sum(r.nan + r.inf) "
     "FROM summary_layer_steps r JOIN strings sl ON sl.id = r.layer_id "
     "LEFT JOIN (SELECT step, min(scale_before) AS scale FROM loss_scale WHERE ?2 AND step IS NOT NULL GROUP BY step) ls "
     "  ON ls.step = r.step "
@@ -173,6 +189,7 @@ std::vector<LayerStepCell> layer_step_ranges(const Trace& trace, RangeView view)
   } else {
     st.bind(1, std::string_view(view == RangeView::Activations ? contract::kPhaseForward : contract::kPhaseBackward));
     st.bind(2, int64_t{view == RangeView::GradientsUnscaled ? 1 : 0});
+    st.bind(3, int64_t{view == RangeView::Activations ? 1 : 0});
   }
   std::vector<LayerStepCell> cells;
   while (st.step()) {
@@ -208,6 +225,7 @@ std::optional<CellTensor> largest_tensor_of_cell(const Trace& trace, RangeView v
                           "WHERE t.role = 'out' AND k.step = ?2 AND t.absmax IS NOT NULL "
                           "  AND k.layer_id IN (SELECT id FROM strings WHERE value = ?1) "
                           "  AND k.phase_id IN (SELECT id FROM strings WHERE value = ?3) "
+                          "  AND (t.slot = ?4 OR NOT ?5) "
                           "ORDER BY t.absmax DESC, t.id LIMIT 1");
   st.bind(1, row);
   st.bind(2, step);
@@ -218,6 +236,8 @@ std::optional<CellTensor> largest_tensor_of_cell(const Trace& trace, RangeView v
     st.bind(5, category(weights ? MemoryCategory::MasterWeight : MemoryCategory::OptimizerState));
   } else {
     st.bind(3, std::string_view(view == RangeView::Activations ? contract::kPhaseForward : contract::kPhaseBackward));
+    st.bind(4, int64_t{contract::kMainOutputSlot});  // an activation is a main output
+    st.bind(5, int64_t{view == RangeView::Activations ? 1 : 0});
   }
   if (!st.step()) return std::nullopt;
   return CellTensor{st.i64(0), st.i64(1), st.text(2), st.opt_f64(3)};

@@ -30,9 +30,10 @@ DROP TABLE IF EXISTS summary_ranks;
 -- nan, pos_inf and neg_inf count the values no allow rule covers; intended_* the values of output
 -- tensors whose non-finite values an allow rule covers (nonfinite.allowed = 1: every kind the
 -- tensor holds is intended, so all its NaN/Inf are). Here and below, a step holding only intended
--- values counts no NaN/Inf.
+-- values counts no NaN/Inf. side: 1 for outputs after a kernel's first (slot > 0), which in the
+-- forward phase are side outputs, not the layer's activation (fpscope/contract/tensor_role.h).
 CREATE TABLE summary_ranges AS
-SELECT k.name_id AS kernel_name_id, k.layer_id, k.phase_id, t.role, t.dtype,
+SELECT k.name_id AS kernel_name_id, k.layer_id, k.phase_id, t.role, t.dtype, t.role = 'out' AND t.slot > 0 AS side,
        count(*) AS tensors, sum(t.count) AS elements, min(t.kernel_id) AS first_kernel_id,
        sum(iif(t.intended, 0, t.nan)) AS nan, sum(iif(t.intended, 0, t.pos_inf)) AS pos_inf,
        sum(iif(t.intended, 0, t.neg_inf)) AS neg_inf,
@@ -51,11 +52,12 @@ SELECT k.name_id AS kernel_name_id, k.layer_id, k.phase_id, t.role, t.dtype,
        sum(t.e5m2_subnormal) AS e5m2_subnormal, sum(t.e5m2_near_max) AS e5m2_near_max
 FROM (SELECT *, id IN (SELECT tensor_id FROM nonfinite WHERE allowed = 1) AS intended FROM tensors) t
 JOIN kernels k ON k.id = t.kernel_id
-GROUP BY k.name_id, k.layer_id, k.phase_id, t.role, t.dtype;
+GROUP BY k.name_id, k.layer_id, k.phase_id, t.role, t.dtype, side;
 
--- Output ranges per (step, layer, phase): heat maps, per-step non-finite counts, gradient ranges.
+-- Output ranges per (step, layer, phase, side): heat maps, per-step non-finite counts, gradient
+-- ranges. side as in summary_ranges.
 CREATE TABLE summary_layer_steps AS
-SELECT k.step, k.layer_id, k.phase_id, count(*) AS tensors, sum(t.count) AS elements,
+SELECT k.step, k.layer_id, k.phase_id, t.slot > 0 AS side, count(*) AS tensors, sum(t.count) AS elements,
        sum(iif(t.intended, 0, t.nan)) AS nan, sum(iif(t.intended, 0, t.pos_inf + t.neg_inf)) AS inf,
        sum(iif(t.intended, t.nan + t.pos_inf + t.neg_inf, 0)) AS intended,
        max(t.absmax) AS absmax, min(t.min_nonzero) AS min_nonzero,
@@ -63,7 +65,7 @@ SELECT k.step, k.layer_id, k.phase_id, count(*) AS tensors, sum(t.count) AS elem
 FROM (SELECT *, id IN (SELECT tensor_id FROM nonfinite WHERE allowed = 1) AS intended FROM tensors) t
 JOIN kernels k ON k.id = t.kernel_id
 WHERE t.role = 'out'
-GROUP BY k.step, k.layer_id, k.phase_id;
+GROUP BY k.step, k.layer_id, k.phase_id, side;
 
 -- One row per step that has a step range or kernels: time span and non-finite values of outputs
 -- (intended ones apart).

@@ -38,17 +38,26 @@ const TensorRollup::Kernel* TensorRollup::kernel(int64_t kernel_id) const {
   return k.id == kernel_id ? &k : nullptr;
 }
 
+TensorRollup::RangeKey TensorRollup::range_key(const Kernel& k, const Row& row) {
+  return RangeKey{k.name_id, k.layer_id, k.phase_id, row.out ? 1 : 0, int64_t{row.dtype}, row.side};
+}
+
+TensorRollup::LayerStepKey TensorRollup::layer_step_key(const Kernel& k, const Row& row) {
+  return LayerStepKey{k.step, k.layer_id, k.phase_id, row.side};
+}
+
 void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::TensorStatsRecord& s,
                               const wire::FormatCounts* formats, bool intended) {
   if (!usable()) return;
   const Kernel* k = kernel(kernel_id);
   if (!k) return give_up("a tensor whose launch is not among the recent ones the rollup holds");
   const Nonfinite values{static_cast<int64_t>(s.nan), static_cast<int64_t>(s.pos_inf), static_cast<int64_t>(s.neg_inf)};
-  const Row row{row_id, kernel_id, s.role == wire::Role::Output, s.dtype, false, intended, static_cast<int64_t>(s.count),
+  const Row row{row_id,    kernel_id, s.role == wire::Role::Output, contract::is_later_output(s.role, s.slot),
+                s.dtype,   false,     intended,                     static_cast<int64_t>(s.count),
                 values};
   rows_[static_cast<size_t>(row_id) % kRowSlots] = row;
 
-  Range& r = ranges_[RangeKey{k->name_id, k->layer_id, k->phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
+  Range& r = ranges_[range_key(*k, row)];
   ++r.tensors;
   r.elements += row.count;
   r.first_kernel_id = std::min(r.first_kernel_id, kernel_id);
@@ -57,7 +66,7 @@ void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::Ten
   take_max(r.absmax, s.absmax);
   take_min(r.min_nonzero, s.min_nonzero);
   if (row.out) {
-    LayerStep& l = layer_steps_[LayerStepKey{k->step, k->layer_id, k->phase_id}];
+    LayerStep& l = layer_steps_[layer_step_key(*k, row)];
     ++l.tensors;
     l.elements += row.count;
     take_max(l.absmax, s.absmax);
@@ -80,13 +89,13 @@ void TensorRollup::add_late_intended(int64_t row_id) {
 }
 
 void TensorRollup::add_nonfinite(const Kernel& k, const Row& row, bool intended, int sign) {
-  Range& r = ranges_[RangeKey{k.name_id, k.layer_id, k.phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
+  Range& r = ranges_[range_key(k, row)];
   Nonfinite& n = intended ? r.intended : r.unintended;
   n.nan += sign * row.values.nan;
   n.pos_inf += sign * row.values.pos_inf;
   n.neg_inf += sign * row.values.neg_inf;
   if (!row.out) return;
-  LayerStep& l = layer_steps_[LayerStepKey{k.step, k.layer_id, k.phase_id}];
+  LayerStep& l = layer_steps_[layer_step_key(k, row)];
   if (intended) {
     l.intended += sign * (row.values.nan + row.values.pos_inf + row.values.neg_inf);
   } else {
@@ -108,7 +117,7 @@ void TensorRollup::add_late_formats(int64_t row_id, const wire::FormatCounts* fo
 // The format columns of one row, in the groups its other columns went to.
 void TensorRollup::add_formats(const Kernel& k, const Row& row, const wire::FormatCounts* formats) {
   rows_[static_cast<size_t>(row.id) % kRowSlots].has_formats = true;
-  Range& r = ranges_[RangeKey{k.name_id, k.layer_id, k.phase_id, row.out ? 1 : 0, int64_t{row.dtype}}];
+  Range& r = ranges_[range_key(k, row)];
   r.formats_measured_elements.add(row.count);
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = formats[f];
@@ -116,7 +125,7 @@ void TensorRollup::add_formats(const Kernel& k, const Row& row, const wire::Form
     for (int i = 0; i < 4; ++i) r.formats[static_cast<size_t>(4 * f + i)].add(static_cast<int64_t>(per_format[i]));
   }
   if (!row.out) return;
-  LayerStep& l = layer_steps_[LayerStepKey{k.step, k.layer_id, k.phase_id}];
+  LayerStep& l = layer_steps_[layer_step_key(k, row)];
   l.f16_overflow.add(static_cast<int64_t>(formats[0].overflow));
   l.f16_underflow.add(static_cast<int64_t>(formats[0].underflow));
 }
@@ -128,17 +137,18 @@ void TensorRollup::write_rows(const std::string& table, sql::Statement& insert) 
 
 void TensorRollup::write_ranges(sql::Statement& insert) const {
   for (const auto& [key, r] : ranges_) {
-    const auto& [name_id, layer_id, phase_id, out, dtype] = key;
+    const auto& [name_id, layer_id, phase_id, out, dtype, side] = key;
     insert.bind(1, name_id).bind(2, layer_id).bind(3, phase_id).bind(4, out ? "out" : "in").bind(5, dtype);
-    insert.bind(6, r.tensors).bind(7, r.elements).bind(8, r.first_kernel_id);
-    insert.bind(9, r.unintended.nan).bind(10, r.unintended.pos_inf).bind(11, r.unintended.neg_inf);
-    insert.bind(12, r.intended.nan).bind(13, r.intended.pos_inf).bind(14, r.intended.neg_inf);
-    insert.bind(15, r.zero).bind(16, r.subnormal);
-    insert.bind(17, r.absmax).bind(18, r.min_nonzero);
-    bind_sum(insert, 19, r.formats_measured_elements.any, r.formats_measured_elements.value);
+    insert.bind(6, int64_t{side});
+    insert.bind(7, r.tensors).bind(8, r.elements).bind(9, r.first_kernel_id);
+    insert.bind(10, r.unintended.nan).bind(11, r.unintended.pos_inf).bind(12, r.unintended.neg_inf);
+    insert.bind(13, r.intended.nan).bind(14, r.intended.pos_inf).bind(15, r.intended.neg_inf);
+    insert.bind(16, r.zero).bind(17, r.subnormal);
+    insert.bind(18, r.absmax).bind(19, r.min_nonzero);
+    bind_sum(insert, 20, r.formats_measured_elements.any, r.formats_measured_elements.value);
     for (int c = 0; c < kFormatColumns; ++c) {
       const Sum& s = r.formats[static_cast<size_t>(c)];
-      bind_sum(insert, 20 + c, s.any, s.value);
+      bind_sum(insert, 21 + c, s.any, s.value);
     }
     insert.run();
   }
@@ -146,12 +156,12 @@ void TensorRollup::write_ranges(sql::Statement& insert) const {
 
 void TensorRollup::write_layer_steps(sql::Statement& insert) const {
   for (const auto& [key, l] : layer_steps_) {
-    const auto& [step, layer_id, phase_id] = key;
-    insert.bind(1, step).bind(2, layer_id).bind(3, phase_id);
-    insert.bind(4, l.tensors).bind(5, l.elements).bind(6, l.nan).bind(7, l.inf).bind(8, l.intended);
-    insert.bind(9, l.absmax).bind(10, l.min_nonzero);
-    bind_sum(insert, 11, l.f16_overflow.any, l.f16_overflow.value);
-    bind_sum(insert, 12, l.f16_underflow.any, l.f16_underflow.value);
+    const auto& [step, layer_id, phase_id, side] = key;
+    insert.bind(1, step).bind(2, layer_id).bind(3, phase_id).bind(4, int64_t{side});
+    insert.bind(5, l.tensors).bind(6, l.elements).bind(7, l.nan).bind(8, l.inf).bind(9, l.intended);
+    insert.bind(10, l.absmax).bind(11, l.min_nonzero);
+    bind_sum(insert, 12, l.f16_overflow.any, l.f16_overflow.value);
+    bind_sum(insert, 13, l.f16_underflow.any, l.f16_underflow.value);
     insert.run();
   }
 }

@@ -29,7 +29,7 @@ namespace fpscope {
 class TensorRollup : public SummaryRollup {
  public:
   std::vector<std::string> tables() const override { return {kRangesTable, kLayerStepsTable}; }
-  int columns(const std::string& table) const override { return table == kRangesTable ? 19 + kFormatColumns : 12; }
+  int columns(const std::string& table) const override { return table == kRangesTable ? 20 + kFormatColumns : 13; }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
   // A kernels row, just written (NULL columns as nullopt).
@@ -66,8 +66,8 @@ class TensorRollup : public SummaryRollup {
     int64_t name_id = 0;
     std::optional<int64_t> layer_id, phase_id, step;
   };
-  // summary_ranges: GROUP BY kernel name, layer, phase, role ('in' before 'out'), dtype.
-  using RangeKey = std::tuple<int64_t, std::optional<int64_t>, std::optional<int64_t>, int, int64_t>;
+  // summary_ranges: GROUP BY kernel name, layer, phase, role ('in' before 'out'), dtype, side.
+  using RangeKey = std::tuple<int64_t, std::optional<int64_t>, std::optional<int64_t>, int, int64_t, bool>;
   // Non-finite values of one kind or another: those no rule covers, or the intended ones.
   struct Nonfinite {
     int64_t nan = 0, pos_inf = 0, neg_inf = 0;
@@ -80,8 +80,8 @@ class TensorRollup : public SummaryRollup {
     Sum formats_measured_elements;
     std::array<Sum, kFormatColumns> formats;
   };
-  // summary_layer_steps: outputs only, GROUP BY step, layer, phase.
-  using LayerStepKey = std::tuple<std::optional<int64_t>, std::optional<int64_t>, std::optional<int64_t>>;
+  // summary_layer_steps: outputs only, GROUP BY step, layer, phase, side.
+  using LayerStepKey = std::tuple<std::optional<int64_t>, std::optional<int64_t>, std::optional<int64_t>, bool>;
   struct LayerStep {
     int64_t tensors = 0, elements = 0, nan = 0, inf = 0, intended = 0;
     Extreme absmax, min_nonzero;
@@ -96,6 +96,7 @@ class TensorRollup : public SummaryRollup {
     int64_t id = -1;  // -1: the slot is empty
     int64_t kernel_id = 0;
     bool out = false;
+    bool side = false;  // an output after the kernel's first (contract::is_later_output)
     uint8_t dtype = 0;
     bool has_formats = false;
     bool intended = false;
@@ -105,6 +106,8 @@ class TensorRollup : public SummaryRollup {
   static constexpr size_t kRowSlots = 1 << 12;
 
   const Kernel* kernel(int64_t kernel_id) const;
+  static RangeKey range_key(const Kernel& k, const Row& row);
+  static LayerStepKey layer_step_key(const Kernel& k, const Row& row);
   void add_formats(const Kernel& k, const Row& row, const wire::FormatCounts* formats);
   // Adds the row's NaN/Inf, each value once (`sign` -1 takes them back), to its groups' columns of
   // intended or of other values.

@@ -97,14 +97,42 @@ TEST_F(RealRun, ReportMatchesSql) {
   const LossScaleReport ls = loss_scale(*t);
   EXPECT_EQ(ls.growths, *sql_value(path, "select count(*) from loss_scale where event = 'growth'"));
   EXPECT_EQ(*ls.final_scale, *sql_value(path, "select scale_after from loss_scale order by t_ns desc limit 1"));
-  for (const auto& r : ranges(*t)) {
-    const std::string where = "from tensors t join kernels k on k.id = t.kernel_id join strings s on s.id = k.name_id "
-                              "left join strings l on l.id = k.layer_id where t.role = 'out' and s.value = '" + r.kernel +
-                              "' and l.value " + (r.layer ? "= '" + *r.layer + "'" : "is null");
-    EXPECT_EQ(r.absmax, sql_value(path, "select max(t.absmax) " + where)) << r.kernel;
-    EXPECT_EQ(r.min_nonzero, sql_value(path, "select min(t.min_nonzero) " + where)) << r.kernel;
-    EXPECT_EQ(r.elements, *sql_value(path, "select sum(t.count) " + where)) << r.kernel;
+  // By default a forward kernel's side outputs (group_norm_forward's mean and rstd, the pooling's
+  // argmax: slots after the first) are not the layer's range; on request they are.
+  int side_output_rows = 0;
+  for (const SideOutputs side : {SideOutputs::Apart, SideOutputs::Included}) {
+    for (const auto& r : ranges(*t, RangeGrouping::LayerKernel, RoleFilter::Outputs, side)) {
+      std::string where = "from tensors t join kernels k on k.id = t.kernel_id join strings s on s.id = k.name_id "
+                          "left join strings l on l.id = k.layer_id left join strings p on p.id = k.phase_id "
+                          "where t.role = 'out' and s.value = '" + r.kernel + "' and l.value " +
+                          (r.layer ? "= '" + *r.layer + "'" : "is null");
+      if (side == SideOutputs::Apart) {
+        side_output_rows += sql_value(path, "select count(*) " + where + " and t.slot > 0 and p.value = 'forward'").value_or(0) > 0;
+        where += " and not (t.slot > 0 and p.value is 'forward')";
+      }
+      EXPECT_EQ(r.absmax, sql_value(path, "select max(t.absmax) " + where)) << r.kernel;
+      EXPECT_EQ(r.min_nonzero, sql_value(path, "select min(t.min_nonzero) " + where)) << r.kernel;
+      EXPECT_EQ(r.elements, *sql_value(path, "select sum(t.count) " + where)) << r.kernel;
+    }
   }
+  EXPECT_EQ(side_output_rows, 1);  // group_norm_forward's (the pooling's argmax is integer: not measured)
+  // The activations view takes a layer's main outputs: the group norm's y, not its rstd.
+  const std::string norm = "from tensors t join kernels k on k.id = t.kernel_id join strings l on l.id = k.layer_id "
+                           "join strings p on p.id = k.phase_id where t.role = 'out' and l.value = 'norm' "
+                           "and p.value = 'forward'";
+  ASSERT_GT(*sql_value(path, "select max(t.absmax) " + norm + " and t.slot > 0"),
+            *sql_value(path, "select max(t.absmax) " + norm + " and t.slot = 0"));
+  bool seen = false;
+  for (const ViewRangeRow& row : view_ranges(*t, RangeView::Activations)) {
+    if (row.row != "norm") continue;
+    seen = true;
+    EXPECT_EQ(row.absmax, sql_value(path, "select max(t.absmax) " + norm + " and t.slot = 0"));
+    EXPECT_EQ(row.min_nonzero, sql_value(path, "select min(t.min_nonzero) " + norm + " and t.slot = 0"));
+  }
+  EXPECT_TRUE(seen);
+  const auto cell = largest_tensor_of_cell(*t, RangeView::Activations, "norm", 1);
+  ASSERT_TRUE(cell);
+  EXPECT_EQ(*sql_value(path, "select slot from tensors where id = " + std::to_string(cell->tensor_id)), 0);
 }
 
 TEST_F(RealRun, FaultOriginFound) {

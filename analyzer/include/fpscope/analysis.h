@@ -334,8 +334,12 @@ struct RangeRow {
   std::optional<double> footroom_f16_log2;   // log2(min_nonzero / 2^-24); < 0 flushes to zero
   std::array<FormatOutcome, kFormatCount> formats;
 };
+// Side outputs of forward-phase kernels (a normalisation's saved mean and reciprocal deviation,
+// pooling's argmax: contract::kMainOutputSlot) are not the layer's activation. Apart: a row counts
+// their NaN/Inf and nothing else of them; Included: they count as any output.
+enum class SideOutputs { Apart, Included };
 std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping = RangeGrouping::LayerKernel,
-                             RoleFilter roles = RoleFilter::Outputs);
+                             RoleFilter roles = RoleFilter::Outputs, SideOutputs side_outputs = SideOutputs::Apart);
 
 // What a range view shows, by the question a user asks of it. Backward outputs carry the loss
 // scale, so mixing phases would colour every layer of a loss-scaled run by its scaled gradients.

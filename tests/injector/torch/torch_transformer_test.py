@@ -82,6 +82,31 @@ print("mask -inf", steps * len(model.blocks) * B * H * masked)
 
 STEPS = 8
 
+# A small CNN with a GroupNorm and a BatchNorm on inputs of small variance, whose reciprocal
+# deviations (side outputs) are far larger than the normalised activations.
+NORMS = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+net = nn.Sequential(nn.Conv2d(1, 8, 3), nn.GroupNorm(2, 8), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.BatchNorm2d(8),
+                    nn.ReLU(), nn.Flatten(), nn.Linear(8 * 10 * 10, 4))
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+x, y = 0.01 * torch.randn(6, 1, 14, 14), torch.randint(0, 4, (6,))
+for step in range(3):
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+"""
+
+# Each forward layer's largest main output (slot 0) and largest side output, from the tensors.
+LAYER_OUTPUTS = """
+SELECT k.layer, max(iif(t.slot = 0, t.absmax, NULL)), max(iif(t.slot > 0, t.absmax, NULL))
+FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id
+WHERE t.role = 'out' AND k.phase = 'forward' AND k.layer IS NOT NULL GROUP BY k.layer
+"""
+
 
 def mask_infinities(stdout):
     return int(next(line.split()[-1] for line in stdout.splitlines() if line.startswith("mask -inf")))
@@ -126,6 +151,35 @@ class FrontEndTest(support.FrontEndCase):
                 text = run([FPSCOPE, "report", trace], self.dir).stdout
                 self.assertIn("{:,} intended -Inf (masked_fill) in {} output tensors".format(intended, STEPS * 2), text)
                 self.assertIn("None: every measured output was finite.", text)
+
+    def test_a_normalisations_side_outputs_are_not_its_activation(self):
+        """LayerNorm (the transformer), GroupNorm and BatchNorm: a layer's activation is what its
+        kernels return first; the saved mean and reciprocal deviation are side outputs."""
+        for name, program, args, norm_layers in [("gpt.py", TRANSFORMER, ["clean", "3"], {"emb_ln"}),
+                                                  ("norms.py", NORMS, [], {"1", "4"})]:
+            with self.subTest(program=name):
+                trace, _ = self.trace(self.write(name, program), args=args)
+                outputs = {layer: (main, side) for layer, main, side in self.query(trace, LAYER_OUTPUTS)}
+                for layer in norm_layers:  # the planted difference the rule must see
+                    main, side = outputs[layer]
+                    self.assertGreater(side, 4 * main, layer)
+                rows = self.report(trace, "--section", "ranges")["ranges"]["rows"]
+                self.assertEqual({r["row"] for r in rows if r["row"] in outputs}, set(outputs))
+                for r in rows:
+                    if r["row"] in outputs:
+                        self.assertEqual(r["absmax"], outputs[r["row"]][0], r["row"])
+                # The layer-range table leaves them out by default and shows them on request.
+                for flag, pick in [([], 0), (["--side-outputs"], 1)]:
+                    table = run([FPSCOPE, "report", "--section", "ranges", "--format", "csv", *flag, trace], self.dir)
+                    rows = list(csv.DictReader(table.stdout.split("# ranges/ranges\n")[1].splitlines()))
+                    for layer in norm_layers:
+                        forward = [float(r["absmax"]) for r in rows if r["layer"] == layer and "backward" not in r["kernel"]]
+                        self.assertEqual(max(forward), max(outputs[layer][:pick + 1]), (layer, flag))
+                # Comparing the run with itself: the largest forward output per layer is the activation.
+                compared = json.loads(run([FPSCOPE, "compare", "--format", "json", trace, trace], self.dir).stdout)
+                for layer in compared["layers"]:
+                    if layer["layer"] in norm_layers:
+                        self.assertEqual(layer["source_absmax"], outputs[layer["layer"]][0])
 
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
