@@ -130,8 +130,9 @@ Action add_compare(CLI::App& app) {
   cmd->add_option("B", o->b, "target trace (e.g. the fp16 run)")->required();
   cmd->add_option("--tolerance", o->options.loss_tolerance, "relative loss difference at which the curves part")
       ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--exponent-shift", o->options.exponent_shift, "absmax exponent change that counts as a moved layer")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--move-ratio", o->options.move_ratio,
+                  "factor by which a layer's largest forward output must grow or shrink to count as moved")
+      ->check(CLI::Range(1.0, 1e300))->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
   add_rank(cmd, o->rank);
   return [o]() {

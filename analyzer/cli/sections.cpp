@@ -460,9 +460,11 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   out.push_back(std::move(loss));
 
   Section layers{"ranges", "Layer ranges (largest forward output magnitude)", {}, {}, {}};
-  Table ly{"layers", {"layer", "absmax A", "absmax B", "exponent A", "exponent B", "shift", "moved"}, {}};
+  layers.notes.push_back(fmt::format("moved: absmax B / absmax A at least {0:g} or at most 1/{0:g} (--move-ratio).",
+                                     c.move_ratio));
+  Table ly{"layers", {"layer", "absmax A", "absmax B", "B / A", "exponent A", "exponent B", "shift", "moved"}, {}};
   for (const auto& l : c.layers) {
-    ly.rows.push_back({Cell(l.layer), number_cell(l.a_absmax), number_cell(l.b_absmax),
+    ly.rows.push_back({Cell(l.layer), number_cell(l.a_absmax), number_cell(l.b_absmax), number_cell(l.ratio),
                        l.a_exponent ? int_cell(*l.a_exponent) : Cell("-", nullptr),
                        l.b_exponent ? int_cell(*l.b_exponent) : Cell("-", nullptr),
                        l.shift ? Cell(fmt::format("{:+d}", *l.shift), *l.shift) : Cell("-", nullptr),

@@ -66,7 +66,7 @@ void compare_loss(const Trace& a, const Trace& b, double tolerance, Comparison& 
   }
 }
 
-void compare_layers(const Trace& a, const Trace& b, int threshold, Comparison& c) {
+void compare_layers(const Trace& a, const Trace& b, double move_ratio, Comparison& c) {
   std::map<std::string, LayerShift> layers;
   std::vector<std::string> order;
   // Forward outputs only (the activations view): gradients carry the loss scale, which would hide
@@ -87,7 +87,8 @@ void compare_layers(const Trace& a, const Trace& b, int threshold, Comparison& c
     LayerShift s = layers[name];
     if (s.a_exponent && s.b_exponent) {
       s.shift = *s.b_exponent - *s.a_exponent;
-      s.moved = std::abs(*s.shift) >= threshold;
+      s.ratio = *s.b_absmax / *s.a_absmax;
+      s.moved = std::max(*s.ratio, 1.0 / *s.ratio) >= move_ratio;
     } else {
       s.moved = s.a_exponent.has_value() != s.b_exponent.has_value();
     }
@@ -161,7 +162,8 @@ Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options
   if (c.a.final_loss && c.b.final_loss && c.a.nonfinite_loss_steps == 0 && c.b.nonfinite_loss_steps == 0)
     c.final_loss_delta = *c.b.final_loss - *c.a.final_loss;
   compare_loss(a, b, options.loss_tolerance, c);
-  compare_layers(a, b, options.exponent_shift, c);
+  c.move_ratio = options.move_ratio;
+  compare_layers(a, b, options.move_ratio, c);
   compare_events(a, b, c);
   return c;
 }

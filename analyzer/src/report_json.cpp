@@ -231,7 +231,7 @@ std::string compare_json(const Comparison& c) {
   for (const auto& l : c.layers) {
     layers.push_back({{"layer", l.layer}, {"source_absmax", opt(l.a_absmax)}, {"target_absmax", opt(l.b_absmax)},
                       {"source_exponent", opt(l.a_exponent)}, {"target_exponent", opt(l.b_exponent)},
-                      {"shift", opt(l.shift)}, {"moved", l.moved}});
+                      {"shift", opt(l.shift)}, {"ratio", opt(l.ratio)}, {"moved", l.moved}});
   }
   auto events = [](const std::vector<RunEvent>& v) {
     json out = json::array();

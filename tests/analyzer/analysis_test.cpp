@@ -767,3 +767,35 @@ TEST(Analysis, AdviceKeepsOverflowingOpsInFp32) {
 }
 
 }  // namespace
+
+// A layer moved when its largest forward output grew or shrank by the move ratio (2 by default),
+// not when it crossed a power of two: 1.5x larger activations move no layer however many exponents
+// change, 3x larger ones move every layer.
+TEST(Analysis, CompareCallsALayerMovedByItsRatioNotItsExponent) {
+  fpscope::synthetic::Options o;
+  o.steps = 3;
+  const auto base = make_trace("move_base", o);
+  o.activation_scale = 1.5;
+  const auto larger = make_trace("move_1_5", o);
+  o.activation_scale = 3.0;
+  const auto much_larger = make_trace("move_3", o);
+  auto a = Trace::open(base);
+  int crossed = 0;
+  for (const auto& [path, scale] : {std::pair{larger, 1.5}, std::pair{much_larger, 3.0}}) {
+    auto b = Trace::open(path);
+    const Comparison c = compare(*a, *b);
+    EXPECT_EQ(c.move_ratio, 2.0);
+    ASSERT_FALSE(c.layers.empty());
+    for (const LayerShift& l : c.layers) {
+      ASSERT_TRUE(l.ratio) << l.layer;
+      EXPECT_EQ(*l.ratio, *l.b_absmax / *l.a_absmax) << l.layer;
+      EXPECT_NEAR(*l.ratio, scale, 1e-6) << l.layer;
+      EXPECT_EQ(l.moved, scale > 2) << l.layer;
+      if (scale < 2 && *l.shift != 0) ++crossed;
+    }
+    CompareOptions strict;
+    strict.move_ratio = 1.25;
+    for (const LayerShift& l : compare(*a, *b, strict).layers) EXPECT_TRUE(l.moved) << l.layer;
+  }
+  EXPECT_GT(crossed, 0);  // the case the ratio is for: exponents changed, no layer moved
+}

@@ -660,7 +660,9 @@ EventPage events(const Trace& trace, const EventQuery& query = {});
 
 struct CompareOptions {
   double loss_tolerance = 0.05;  // relative: |a-b| / max(|a|,|b|)
-  int exponent_shift = 1;        // a layer moved when its absmax exponent changed by at least this
+  // A layer moved when its largest forward output grew or shrank by at least this factor. Not a
+  // crossed power of two: 3.98 -> 4.13 changes the exponent and is a change of 4%.
+  double move_ratio = 2.0;
 };
 
 // A percentage only says something against a base that is not tiny: reduction_pct is set when
@@ -688,7 +690,8 @@ struct LayerShift {
   std::optional<double> a_absmax, b_absmax;
   std::optional<int> a_exponent, b_exponent;
   std::optional<int> shift;  // b_exponent - a_exponent
-  bool moved = false;
+  std::optional<double> ratio;  // b_absmax / a_absmax, where both are nonzero
+  bool moved = false;           // ratio or its inverse at least CompareOptions::move_ratio, or in one run only
 };
 
 struct RunEvent {
@@ -709,6 +712,7 @@ struct Comparison {
   std::optional<int64_t> first_divergent_step;  // beyond the tolerance, or finite against NaN/Inf
   bool diverged_to_nonfinite = false;            // at first_divergent_step one loss is NaN/Inf and the other not
   std::vector<LayerShift> layers;        // every layer of either run
+  double move_ratio = 2.0;               // CompareOptions::move_ratio: what "moved" meant
   std::vector<RunEvent> only_in_a, only_in_b;  // matched on (kind, step)
 };
 Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options = {});

@@ -372,8 +372,9 @@ class SummaryView final : public View {
                   analysis::change_text(m).c_str());
     }
     const auto moved = std::count_if(c->layers.begin(), c->layers.end(), [](const auto& l) { return l.moved; });
-    ImGui::Text("%lld of %zu layers changed their absmax exponent; %zu events only in the source, %zu only in the target",
-                static_cast<long long>(moved), c->layers.size(), c->only_in_a.size(), c->only_in_b.size());
+    ImGui::Text("%lld of %zu layers moved (largest activation %gx larger or smaller); %zu events only in the source, "
+                "%zu only in the target", static_cast<long long>(moved), c->layers.size(), c->move_ratio,
+                c->only_in_a.size(), c->only_in_b.size());
   }
 };
 
