@@ -151,23 +151,43 @@ Action add_compare(CLI::App& app) {
 
 Action add_advise(CLI::App& app) {
   struct Opts {
-    std::string trace, dir = ".", target = "fp16";
+    std::string trace, dir = ".", target = "auto";
     AdviceOptions options;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("advise", "op lists (fp32_ops.txt, bf16_ops.txt) and a loss scale for mptrain, from observed ranges");
   cmd->add_option("TRACE", o->trace, "trace file")->required();
   cmd->add_option("-o,--output-dir", o->dir, "folder for fp32_ops.txt and bf16_ops.txt")->capture_default_str();
-  cmd->add_option("--target", o->target, "16-bit format of the low-precision list")
-      ->check(CLI::IsMember({"fp16", "bf16"}))->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "16-bit format of the low-precision list and the loss-scale advice; auto: the run's own (bf16 for a "
+                  "bf16 or amp-bf16 run, fp16 otherwise)")
+      ->check(CLI::IsMember({"auto", "fp16", "bf16"}))->capture_default_str();
   cmd->add_option("--max-underflow", o->options.underflow_share, "share of values flushed to zero that keeps an op in fp32")
       ->capture_default_str();
   cmd->add_option("--min-headroom", o->options.headroom_log2, "powers of two below the format's max an op needs")
       ->capture_default_str();
   return [o]() {
     auto trace = Trace::open(o->trace);
-    o->options.target = o->target == "bf16" ? analysis::Format::BF16 : analysis::Format::F16;
+    const RunSummary run = summary(*trace);
+    o->options.target = o->target == "auto"   ? advice_target_of(run)
+                        : o->target == "bf16" ? analysis::Format::BF16
+                                              : analysis::Format::F16;
     const Advice advice = advise(*trace, o->options);
+    const char* target_name = format_limits(advice.target).name;
+    std::cout << fmt::format("Target: {}{}\n", target_name,
+                             o->target != "auto" ? " (--target)"
+                             : run.precision.empty()
+                                 ? " (the run's precision is not known; --target bf16 for the other)"
+                                 : fmt::format(" (the run's precision is {}; --target {} for the other)", run.precision,
+                                               advice.target == analysis::Format::BF16 ? "fp16" : "bf16"));
+    // Advice for formats is no answer to a NaN the run already made: say where it came from first.
+    if (const NonfiniteReport nf = nonfinite(*trace, 0); nf.first_origin) {
+      const NonfiniteEvent& e = *nf.first_origin;
+      std::cout << fmt::format("NaN/Inf in this run: first {} {} {}{}, phase {}, {}. Its cause: fpscope report {} --section why\n",
+                               e.kind, how_it_came_words(how_it_came(e)), e.kernel,
+                               e.layer ? " (layer " + *e.layer + ")" : "", e.phase.value_or("-"),
+                               human_step_place(e.step), o->trace);
+    }
     auto print_loss_scaling = [&] {
       std::cout << "Loss scaling: " << (advice.loss_scale.needed ? "needed. " : "not needed. ") << advice.loss_scale.reason
                 << "\n";

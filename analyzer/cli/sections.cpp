@@ -48,8 +48,7 @@ Section summary_section(const Trace& trace) {
     add("config " + k, cell);
   }
   add("ended", Cell((contract::is_failure(s.state) ? "FAILED: " : "") + ending_text(s)));
-  add("steps", s.steps ? Cell(fmt::format("{} ({} .. {})", s.steps, step_text(s.first_step), step_text(s.last_step)), s.steps)
-                       : int_cell(0));
+  add("steps", Cell(steps_text(s), s.steps));
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
   if (s.ranks > 1) add("ranks", Cell(fmt::format("{} (see the Ranks section)", s.ranks), s.ranks));
   add("kernel launches", Cell(fmt::format("{} ({} measured)", s.kernels, s.sampled_kernels), s.kernels));
@@ -154,7 +153,8 @@ Section why_section(const Trace& trace) {
   Section sec{"why", "Why: the causes behind the first NaN/Inf and the skipped steps", {}, {}, {}};
   auto add_forecasts = [&] {
     if (r.forecasts.empty()) return;
-    sec.notes.push_back(fmt::format("Heading for fp16's edge ({} steps fitted a line through log2 of the range):",
+    sec.notes.push_back(fmt::format("Heading for fp16's edge (the last {} measured steps fitted by exponential growth "
+                                    "or a straight line, whichever fits them better):",
                                     kForecastWindow));
     for (const RangeForecast& f : r.forecasts) sec.notes.push_back("  " + f.summary);
   };

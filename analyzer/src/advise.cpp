@@ -194,6 +194,10 @@ LossScaleAdvice advise_loss_scale(const Trace& trace, Format target) {
 
 }  // namespace
 
+Format advice_target_of(const RunSummary& s) {
+  return s.precision.find("bf16") != std::string::npos ? Format::BF16 : Format::F16;
+}
+
 Advice advise(const Trace& trace, const AdviceOptions& options) {
   Advice advice;
   advice.target = options.target;

@@ -164,7 +164,7 @@ void summary_section(const Trace& trace, std::ostream& out) {
   for (const auto& [k, v] : s.config) row(k, v);
   out << "<tr><th>ended</th><td" << (contract::is_failure(s.state) ? " class=\"bad\"" : "") << ">"
       << esc(ending_text(s)) << "</td></tr>\n";
-  row("steps", std::to_string(s.steps));
+  row("steps", steps_text(s));
   if (s.ranks > 1) row("ranks", std::to_string(s.ranks));
   row("kernel launches", std::to_string(s.kernels));
   for (const TracingCost& line : tracing_cost(s)) row(line.label, line.text);

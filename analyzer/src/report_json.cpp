@@ -35,6 +35,7 @@ json run_json(const RunSummary& s) {
       {"ranks", s.ranks},
       {"first_step", opt(s.first_step)},
       {"last_step", opt(s.last_step)},
+      {"tail_step", opt(s.tail_step)},
       {"duration_ns", s.start_ns && s.end_ns ? json(*s.end_ns - *s.start_ns) : json(nullptr)},
       {"kernels", s.kernels},
       {"measured_kernels", s.sampled_kernels},
@@ -97,7 +98,8 @@ json why_json(const WhyReport& r) {
   json forecasts = json::array();
   for (const RangeForecast& f : r.forecasts) {
     forecasts.push_back({{"view", range_view_info(f.view).key}, {"row", f.row}, {"upward", f.upward},
-                         {"log2_per_100_steps", f.log2_per_100_steps}, {"points", f.points},
+                         {"model", f.model == GrowthModel::Exponential ? "exponential" : "linear"},
+                         {"log2_per_100_steps", f.log2_per_100_steps}, {"per_step", f.per_step}, {"points", f.points},
                          {"first_step", f.first_step}, {"last_step", f.last_step}, {"log2_now", f.log2_now},
                          {"crossing_step", f.crossing_step}, {"summary", f.summary}});
   }

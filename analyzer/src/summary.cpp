@@ -106,6 +106,15 @@ std::string no_nonfinite_text(const RunSummary& s) {
   return "None: every measured output was finite.";
 }
 
+std::string steps_text(const RunSummary& s) {
+  std::string text = std::to_string(s.steps);
+  if (s.steps > 0)
+    text += " (" + (s.first_step ? std::to_string(*s.first_step) : "-") + " .. " +
+            (s.last_step ? std::to_string(*s.last_step) : "-") + ")";
+  if (s.tail_step) text += ", then the tail (step " + std::to_string(*s.tail_step) + ": after the last optimizer step)";
+  return text;
+}
+
 std::string final_loss_text(const RunSummary& s) {
   std::string text = s.final_loss ? human_number(*s.final_loss) +
                                         (s.final_loss_step ? " (step " + std::to_string(*s.final_loss_step) + ")" : "")
@@ -169,6 +178,7 @@ RunSummary summary(const Trace& trace) {
   s.ranks = std::max<int64_t>(1, impl.count("ranks").value_or(1));
   s.first_step = impl.count("first_step");
   s.last_step = impl.count("last_step");
+  s.tail_step = impl.count("tail_step");
   s.start_ns = impl.count("start_ns");
   s.end_ns = impl.count("end_ns");
   s.kernels = impl.count("kernels").value_or(0);

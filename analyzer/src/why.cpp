@@ -8,6 +8,8 @@
 #include "report_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -705,6 +707,29 @@ Fit fit_line(const std::vector<std::pair<double, double>>& points) {
   return f;
 }
 
+// Squared error, in log2, of a straight line through the values (x, 2^y) at the points (x, y); a
+// line that reaches zero or below at a point cannot stand for a magnitude there: infinite.
+double linear_error_in_log2(const std::vector<std::pair<double, double>>& log2_points, const Fit& in_value) {
+  double error = 0;
+  const double last = log2_points.back().first;
+  for (const auto& [x, y] : log2_points) {
+    const double v = in_value.value_at_last + in_value.slope * (x - last);
+    if (v <= 0) return std::numeric_limits<double>::infinity();
+    error += (std::log2(v) - y) * (std::log2(v) - y);
+  }
+  return error;
+}
+
+double log_error(const std::vector<std::pair<double, double>>& log2_points, const Fit& in_log2) {
+  double error = 0;
+  const double last = log2_points.back().first;
+  for (const auto& [x, y] : log2_points) {
+    const double fitted = in_log2.value_at_last + in_log2.slope * (x - last);
+    error += (fitted - y) * (fitted - y);
+  }
+  return error;
+}
+
 }  // namespace
 
 std::vector<RangeForecast> forecast(const Trace& trace, int window) {
@@ -737,30 +762,47 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
         // training: not a trend toward the edge.
         if (view == RangeView::Weights && points.front().second < -6) continue;
         const Fit f = fit_line(points);
+        std::vector<std::pair<double, double>> values;
+        for (const auto& [x, y] : points) values.emplace_back(x, std::exp2(y));
+        const Fit lin = fit_line(values);
+        const bool exponential = log_error(points, f) <= kExponentialFitMargin * linear_error_in_log2(points, lin);
+        const Fit& chosen = exponential ? f : lin;
         const double rise = f.slope * (points.back().first - points.front().first);
-        // A steady trend (the line explains most of the spread), a quarter binade over the window
-        // at least, toward the edge, and not over it already.
-        if (f.r2 < 0.8 || (upward ? rise < 0.25 : rise > -0.25)) continue;
+        // A steady trend (the chosen line explains most of the spread), a quarter binade over the
+        // window at least, toward the edge, and not over it already.
+        if (chosen.r2 < 0.8 || chosen.slope <= 0 || (upward ? rise < 0.25 : rise > -0.25)) continue;
+        // And still going at the end: the last quarter of the steps (three at least) rises at half
+        // the fitted rate or more. Growth that has levelled off (early training) is no trend.
+        const size_t recent = std::max<size_t>(3, points.size() / 4);
+        const auto& fitted = exponential ? points : values;
+        const Fit end = fit_line({fitted.end() - static_cast<std::ptrdiff_t>(recent), fitted.end()});
+        if (end.slope < kRecentRateShare * chosen.slope) continue;
         const double edge = upward ? top : bottom;
         if (upward ? f.value_at_last >= edge : f.value_at_last <= edge) continue;
-        const double steps_left = (edge - f.value_at_last) / f.slope;
+        const double steps_left = exponential ? (edge - f.value_at_last) / f.slope
+                                              : (std::exp2(edge) - lin.value_at_last) / lin.slope;
         const int64_t last = static_cast<int64_t>(points.back().first);
-        const int64_t crossing = last + static_cast<int64_t>(std::ceil(steps_left));
         if (steps_left > 20.0 * static_cast<double>(run_steps)) continue;  // too far out to say
+        const int64_t crossing = last + static_cast<int64_t>(std::ceil(steps_left));
         RangeForecast r;
         r.view = view;
         r.row = row;
         r.upward = upward;
+        r.model = exponential ? GrowthModel::Exponential : GrowthModel::Linear;
         r.log2_per_100_steps = 100 * f.slope;
+        r.per_step = exponential ? 0.0 : lin.slope;
         r.points = static_cast<int64_t>(points.size());
         r.first_step = static_cast<int64_t>(points.front().first);
         r.last_step = last;
         r.log2_now = f.value_at_last;
         r.crossing_step = crossing;
-        r.summary = fmt::format("{} {} {} {} 2^{:.2f} per 100 steps (fit over steps {} to {}): at this rate it {} at "
-                                "about step {}",
-                                row, range_view_info(view).short_title, upward ? "absmax" : "smallest nonzero",
-                                upward ? "grows" : "shrinks", std::fabs(r.log2_per_100_steps), r.first_step, last,
+        const std::string rate = exponential ? fmt::format("2^{:.2f} per 100 steps (exponential growth fits best)",
+                                                           std::fabs(r.log2_per_100_steps))
+                                             : fmt::format("by {} a step (a straight line fits best)",
+                                                           human_number(lin.slope));
+        r.summary = fmt::format("{} {} {} {} {} over steps {} to {}: at this rate it {} at about step {}", row,
+                                range_view_info(view).short_title, upward ? "absmax" : "smallest nonzero",
+                                upward ? "grows" : "shrinks", rate, r.first_step, last,
                                 upward ? "exceeds fp16's largest value" : "falls below fp16's smallest subnormal",
                                 crossing);
         out.push_back(std::move(r));

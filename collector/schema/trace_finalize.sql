@@ -167,14 +167,23 @@ ORDER BY r.rank;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known. Each table is
 -- read once (the kernels and the step ranges in one pass each); the ranks are summary_ranks' rows.
+-- steps counts training steps: in a rank that has backward or optimizer phases, a step range that
+-- begins after the last of them began is the tail of the run (what the program did after its last
+-- optimizer step: PyTorch's front end opens step N+1 when step N ends), not a step; tail_step is
+-- its number (NULL when no rank has one).
 CREATE TABLE summary_counts AS
 WITH peak AS MATERIALIZED (SELECT peak_total_bytes AS live, peak_t_ns AS t_ns, peak_step AS step, rank
                           FROM summary_memory_peak LIMIT 1),
 k AS MATERIALIZED (SELECT count(*) AS kernels, max(end_ns - start_ns) AS longest,
                           count(CASE WHEN sampled = 1 THEN 1 END) AS sampled, min(start_ns) AS first_ns,
                           max(end_ns) AS last_ns FROM kernels),
+learning AS MATERIALIZED (SELECT p.rank, max(p.start_ns) AS last_ns FROM nvtx_ranges p JOIN strings n ON n.id = p.name_id
+                          WHERE p.kind = 'phase' AND n.value IN ('backward', 'optimizer') GROUP BY p.rank),
+ranges AS MATERIALIZED (SELECT r.step, l.last_ns IS NOT NULL AND r.start_ns > l.last_ns AS tail
+                        FROM nvtx_ranges r LEFT JOIN learning l ON l.rank = r.rank
+                        WHERE r.kind = 'step' AND r.step IS NOT NULL),
 s AS MATERIALIZED (SELECT count(DISTINCT step) AS steps, min(step) AS first_step, max(step) AS last_step
-                   FROM nvtx_ranges WHERE kind = 'step')
+                   FROM ranges WHERE NOT tail)
 SELECT 'kernels' AS key, (SELECT kernels FROM k) AS value
 UNION ALL SELECT 'longest_kernel_ns', (SELECT longest FROM k)
 UNION ALL SELECT 'sampled_kernels', (SELECT sampled FROM k)
@@ -185,6 +194,7 @@ UNION ALL SELECT 'memory_events', (SELECT count(*) FROM memory_events)
 UNION ALL SELECT 'steps', (SELECT steps FROM s)
 UNION ALL SELECT 'first_step', (SELECT first_step FROM s)
 UNION ALL SELECT 'last_step', (SELECT last_step FROM s)
+UNION ALL SELECT 'tail_step', (SELECT max(step) FROM ranges WHERE tail AND step NOT IN (SELECT step FROM ranges WHERE NOT tail))
 UNION ALL SELECT 'start_ns', (SELECT min(v) FROM (SELECT first_ns AS v FROM k
                               UNION ALL SELECT min(start_ns) FROM nvtx_ranges
                               UNION ALL SELECT min(t_ns) FROM memory_events))

@@ -227,6 +227,12 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
   std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events{}; the program {}\n", c.kernels, c.tensors,
                            c.events(), processes > 1 ? fmt::format(" from {} processes", processes) : "",
                            how_it_ended(end, reason));
+  if (const NonfiniteOutcome nf = w.nonfinite_outcome(); nf.values > 0) {
+    std::cerr << fmt::format("fpscope: {} NaN/Inf values in {} output tensor{}; {}\n", nf.values, nf.tensors,
+                             nf.tensors == 1 ? "" : "s",
+                             nf.first_origin.empty() ? "no launch measured made them from finite inputs"
+                                                     : "first: " + nf.first_origin);
+  }
   if (rings.refused_processes() > 0)
     std::cerr << fmt::format("fpscope: warning: {} processes ran untraced: a trace takes {} processes at most\n",
                              rings.refused_processes(), kMaxRings);

@@ -582,6 +582,32 @@ void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
   }
 }
 
+NonfiniteOutcome TraceWriter::nonfinite_outcome() const {
+  NonfiniteOutcome outcome;
+  if (impl_->failed()) return outcome;
+  try {
+    // One nonfinite row per output tensor holding NaN/Inf: a join on the few such rows.
+    sql::Statement values(impl_->db,
+                          "SELECT count(*), coalesce(sum(t.nan + t.pos_inf + t.neg_inf), 0) FROM nonfinite n "
+                          "JOIN tensors t ON t.id = n.tensor_id WHERE n.allowed = 0");
+    if (values.step()) {
+      outcome.tensors = static_cast<uint64_t>(values.i64(0));
+      outcome.values = static_cast<uint64_t>(values.i64(1));
+    }
+    sql::Statement first(impl_->db, "SELECT kernel, layer, phase, step, value FROM v_first_nonfinite");
+    if (first.step()) {
+      std::string where;
+      if (!first.is_null(1)) where += "layer " + first.text(1);
+      if (!first.is_null(2)) where += (where.empty() ? "" : ", ") + std::string("phase ") + first.text(2);
+      if (!first.is_null(3)) where += (where.empty() ? "" : ", ") + std::string("step ") + std::to_string(first.i64(3));
+      outcome.first_origin = first.text(0) + (where.empty() ? "" : " (" + where + ")") + " made " + first.text(4);
+    }
+  } catch (const sql::Error&) {
+    return NonfiniteOutcome{};
+  }
+  return outcome;
+}
+
 void TraceWriter::set_meta(const std::string& key, const std::string& value) { impl_->set_meta(key, value); }
 bool TraceWriter::commit() { return impl_->commit(); }
 bool TraceWriter::commit_if_due() { return impl_->commit_if_due(); }

@@ -187,7 +187,10 @@ struct RunSummary {
   std::string signal_name;                                   // meta signal ("SIGKILL")
   std::string trap;                                          // meta trap.message: what --trap stopped the run at
   bool measured_a_selection = false;                         // meta options: --every, --steps or --ops given
-  int64_t steps = 0;                                         // distinct step ranges
+  int64_t steps = 0;                                         // training steps (the tail left out)
+  // A step range after the last optimizer step (what the program did after training: PyTorch's
+  // front end opens the next step when one ends): its number, not counted in `steps`.
+  std::optional<int64_t> tail_step;
   int64_t ranks = 1;                                         // ranks traced (processes of a multi-process run)
   std::optional<int64_t> first_step, last_step;
   std::optional<int64_t> start_ns, end_ns;                   // first and last event
@@ -218,6 +221,9 @@ RunSummary summary(const Trace& trace);
 // How the run ended, in words, with its exit code or signal: "stopped by --trap at a non-finite
 // value (signal SIGTRAP, 5)". Every front end shows this, coloured by contract::is_failure(state).
 std::string ending_text(const RunSummary& s);
+// The steps in words: "80 (0 .. 79)", "80 (0 .. 79), then the tail (step 80: after the last optimizer
+// step)"; "0" without steps.
+std::string steps_text(const RunSummary& s);
 // The final loss in words: "0.7743 (step 187)", or when the loss turned NaN/Inf for good,
 // "2.217 (step 2), then NaN/Inf from step 3 on (17 steps)"; "-" when no loss was logged.
 std::string final_loss_text(const RunSummary& s);
@@ -457,11 +463,23 @@ struct Cause {
 
 // A range heading for fp16's edge: a least-squares line through log2(absmax) over the row's last
 // measured steps, and the step where it would cross fp16's largest value if it kept that rate.
+// How a range grows, as the fitted steps support it: by a factor a step (a straight line through
+// log2 of the range: activations feeding on themselves, a loss scale too high) or by an amount a
+// step (a straight line through the values: a bias under Adam moves about the learning rate a
+// step). The exponential model is taken only when its squared error, measured in log2 over the
+// fitted steps, is at most kExponentialFitMargin of the straight line's.
+enum class GrowthModel { Exponential, Linear };
+inline constexpr double kExponentialFitMargin = 0.5;
+// A trend is forecast only while it lasts: the last quarter of the fitted steps must rise at this
+// share of the fitted rate or more.
+inline constexpr double kRecentRateShare = 0.5;
 struct RangeForecast {
   RangeView view = RangeView::Activations;
   std::string row;                       // layer or tensor
   bool upward = true;                    // absmax toward the largest value (the only direction forecast)
-  double log2_per_100_steps = 0;         // the fitted rate
+  GrowthModel model = GrowthModel::Exponential;
+  double log2_per_100_steps = 0;         // the rate over the fitted steps, in binades (either model)
+  double per_step = 0;                   // the linear model's growth of absmax a step (0 for the other)
   int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
   double log2_now = 0;                   // the fitted value at last_step
   int64_t crossing_step = 0;             // where the line crosses the edge
@@ -736,6 +754,10 @@ struct LossScaleAdvice {
   bool dynamic = true;
   std::string reason;
 };
+
+// The 16-bit format a run's advice is for when none is asked: the run's own (bf16 for a bf16 or
+// amp-bf16 run; fp16 for an fp16 or amp-fp16 run), fp16 for a run in fp32 or of unknown precision.
+Format advice_target_of(const RunSummary& s);
 
 struct AdviceOptions {
   Format target = Format::F16;   // the 16-bit format of the low-precision list

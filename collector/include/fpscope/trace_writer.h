@@ -39,6 +39,13 @@ struct TraceCounts {
   uint64_t events() const { return nvtx_ranges + memory_events + loss_scale + scalars; }
 };
 
+// What the trace holds of NaN/Inf that no allow rule covers: their values over output tensors, those
+// tensors, and the first that a launch made from finite inputs (v_first_nonfinite), in words.
+struct NonfiniteOutcome {
+  uint64_t values = 0, tensors = 0;
+  std::string first_origin;  // "exp (layer blocks.1, phase forward, step 5) made +inf"; "" if none measured
+};
+
 // What a Trap record said.
 struct TrapInfo {
   bool seen = false;
@@ -97,6 +104,9 @@ class TraceWriter {
 
   const TraceCounts& counts() const;
   const TrapInfo& trap() const;
+  // Read from the trace as written so far (after finish(), the whole run); nothing when it cannot
+  // be read.
+  NonfiniteOutcome nonfinite_outcome() const;
   // Empty while everything was stored; otherwise the first failure.
   const std::string& error() const;
   bool failed() const { return !error().empty(); }

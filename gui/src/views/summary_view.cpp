@@ -81,8 +81,7 @@ class SummaryView final : public View {
       ImGui::TextUnformatted(d.summary.precision.empty() ? "-" : d.summary.precision.c_str());
     });
     row("steps", [](const TraceData& d, const TraceDoc&) {
-      ImGui::Text("%lld (%s to %s)", static_cast<long long>(d.summary.steps), opt_int(d.summary.first_step).c_str(),
-                  opt_int(d.summary.last_step).c_str());
+      ImGui::TextUnformatted(analysis::steps_text(d.summary).c_str());
     });
     row("ranks", [](const TraceData& d, const TraceDoc&) {
       if (d.ranks.ranks.size() <= 1) {

@@ -665,5 +665,15 @@ TEST_F(WriterTest, StorageFailureKeepsWhatWasCommitted) {
   EXPECT_EQ(db.integer("SELECT max(id) FROM kernels"), kept);  // a prefix: nothing torn out of order
 }
 
+// The summaries' SQL cannot include the contract: the phase names it reads (which steps are
+// training steps, summary_counts) are held to the contract's here.
+TEST(TraceFinalize, NamesThePhasesAsTheContractDoes) {
+  const std::string sql = embedded::kTraceFinalizeSql;
+  for (const char* phase : {contract::kPhaseBackward, contract::kPhaseOptimizer})
+    EXPECT_NE(sql.find("'" + std::string(phase) + "'"), std::string::npos) << phase;
+  EXPECT_NE(sql.find("n.value IN ('" + std::string(contract::kPhaseBackward) + "', '" + contract::kPhaseOptimizer + "')"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace fpscope

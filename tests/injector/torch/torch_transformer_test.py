@@ -8,6 +8,7 @@ Usage: torch_transformer_test.py --fpscope PATH [--torch-operators observer|disp
 """
 import csv
 import json
+import os
 
 import torch_test_support as support
 from torch_test_support import PYTHON, losses, run
@@ -113,6 +114,9 @@ def mask_infinities(stdout):
 
 
 class FrontEndTest(support.FrontEndCase):
+    def trace_path(self):
+        return os.path.join(self.dir, "trace-%d.sqlite" % len(os.listdir(self.dir)))
+
     def report(self, trace, *options):
         return json.loads(run([FPSCOPE, "report", "--format", "json", *options, trace], self.dir).stdout)
 
@@ -135,6 +139,9 @@ class FrontEndTest(support.FrontEndCase):
                 self.assertEqual(self.query(trace, "SELECT sum(nonfinite), sum(intended) FROM v_op_ranges WHERE role = 'out'"),
                                  [(0, intended)])
                 report = self.report(trace)
+                # Steps are optimizer steps; what the program did after the last one is the tail.
+                self.assertEqual((report["run"]["steps"], report["run"]["last_step"], report["run"]["tail_step"]),
+                                 (STEPS, STEPS - 1, STEPS))
                 nonfinite = report["nonfinite"]
                 self.assertEqual((nonfinite["nan"], nonfinite["pos_inf"], nonfinite["neg_inf"]), (0, 0, 0))
                 self.assertEqual(nonfinite["intended"], {"tensors": STEPS * 2, "nan": 0, "pos_inf": 0,
@@ -151,6 +158,8 @@ class FrontEndTest(support.FrontEndCase):
                 text = run([FPSCOPE, "report", trace], self.dir).stdout
                 self.assertIn("{:,} intended -Inf (masked_fill) in {} output tensors".format(intended, STEPS * 2), text)
                 self.assertIn("None: every measured output was finite.", text)
+                self.assertIn("steps {} (0 .. {}), then the tail (step {}: after the last optimizer step)".format(
+                    STEPS, STEPS - 1, STEPS), " ".join(text.split()))
 
     def test_a_normalisations_side_outputs_are_not_its_activation(self):
         """LayerNorm (the transformer), GroupNorm and BatchNorm: a layer's activation is what its
@@ -181,6 +190,56 @@ class FrontEndTest(support.FrontEndCase):
                     if layer["layer"] in norm_layers:
                         self.assertEqual(layer["source_absmax"], outputs[layer["layer"]][0])
 
+    def test_forecasts_follow_the_growth_the_steps_support(self):
+        # The clean transformer trains: nothing in it heads for fp16's largest value.
+        trace, _ = self.trace(self.write("gpt.py", TRANSFORMER), args=["clean", "30"])
+        self.assertEqual(self.report(trace, "--section", "why")["why"]["forecasts"], [])
+        # A bias that grows by the same amount each step: a straight line, not exponential growth.
+        script = self.write("ramp.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            net = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.0)
+            x = torch.randn(4, 8)
+            with torch.no_grad():
+                net[0].bias.fill_(100.0)
+            for step in range(40):
+                opt.zero_grad()
+                net(x).mean().backward()
+                opt.step()
+                with torch.no_grad():
+                    net[0].bias.add_(1000.0)
+        """)
+        trace, _ = self.trace(script)
+        forecasts = [f for f in self.report(trace, "--section", "why")["why"]["forecasts"]
+                     if f["row"] == "0" and f["view"] == "activations"]
+        self.assertEqual(len(forecasts), 1, forecasts)
+        f = forecasts[0]
+        self.assertEqual(f["model"], "linear")
+        self.assertAlmostEqual(f["per_step"], 1000.0, delta=1.0)
+        last = self.query(trace, "SELECT max(t.absmax) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                 " WHERE k.layer = '0' AND k.phase = 'forward' AND k.step = 39 AND t.role = 'out'"
+                                 " AND t.slot = 0")[0][0]
+        expected = 39 + (65504.0 - last) / 1000.0
+        self.assertLessEqual(abs(f["crossing_step"] - expected), 1.5, (f, expected))
+        self.assertIn("by 1000 a step (a straight line fits best)", f["summary"])
+
+    def test_advise_answers_for_the_runs_own_format_and_names_its_nan(self):
+        script = self.write("gpt.py", TRANSFORMER)
+        bf16, _ = self.trace(script, args=["clean", "6", "bf16"])
+        advice = run([FPSCOPE, "advise", "-o", self.dir, bf16], self.dir).stdout
+        self.assertIn("Target: bf16 (the run's precision is amp-bf16; --target fp16 for the other)", advice)
+        self.assertIn("Loss scaling: not needed. bf16 has fp32's exponent range", advice)
+        self.assertNotIn("NaN/Inf in this run", advice)
+        asked = run([FPSCOPE, "advise", "--target", "fp16", "-o", self.dir, bf16], self.dir).stdout
+        self.assertIn("Target: fp16 (--target)", asked)
+        faulted, _ = self.trace(script, args=["overflow", str(STEPS)])
+        advice = run([FPSCOPE, "advise", "-o", self.dir, faulted], self.dir).stdout
+        self.assertIn("Target: fp16 (the run's precision is fp32; --target bf16 for the other)", advice)
+        self.assertIn("NaN/Inf in this run: first +inf made by exp (layer blocks.1), phase forward, at step 5. Its cause: "
+                      "fpscope report %s --section why" % faulted, advice)
+
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
         trace, traced = self.trace(script, args=["overflow", str(STEPS)])
@@ -194,6 +253,18 @@ class FrontEndTest(support.FrontEndCase):
         self.assertGreater(nonfinite["pos_inf"] + nonfinite["nan"], 0)
         self.assertEqual(self.query(trace, "SELECT sum(intended_values) FROM v_step_summary WHERE step < 5"),
                          [(5 * mask_infinities(traced.stdout) // STEPS,)])
+        # fpscope run's closing lines say so, with the values the trace holds (the mask's left out).
+        out = self.trace_path()
+        closing = run([FPSCOPE, "run", "-o", out, "--torch-operators", OPERATORS, "--", PYTHON, self.dir + "/gpt.py",
+                       "overflow", str(STEPS)], self.dir).stderr
+        values, tensors = self.query(out, "SELECT sum(t.nan + t.pos_inf + t.neg_inf), count(*) FROM nonfinite n"
+                                          " JOIN tensors t ON t.id = n.tensor_id WHERE n.allowed = 0")[0]
+        self.assertIn("fpscope: {} NaN/Inf values in {} output tensors; first: exp (layer blocks.1, phase forward, "
+                      "step 5) made +inf\n".format(values, tensors), closing)
+        self.assertEqual(values, nonfinite["nan"] + nonfinite["pos_inf"] + nonfinite["neg_inf"])
+        clean = run([FPSCOPE, "run", "-o", self.trace_path(), "--torch-operators", OPERATORS, "--", PYTHON,
+                     self.dir + "/gpt.py", "clean", "2"], self.dir).stderr
+        self.assertNotIn("NaN/Inf", clean)  # the mask's -inf are intended
 
 
 if __name__ == "__main__":
