@@ -449,42 +449,101 @@ std::optional<DomainBreach> outside_domain(std::string kernel, const Row& in) {
   return std::nullopt;
 }
 
+// The command that traces steps `from` to `to` in full, the program's own command after it:
+// "fpscope run --steps 34-35 -o steps.sqlite -- python3 train.py".
+std::string rerun_steps(const Trace& trace, int64_t from, int64_t to) {
+  const std::string command = summary(trace).command;
+  return fmt::format("fpscope run --steps {}-{} -o steps-{}-{}.sqlite -- {}", std::max<int64_t>(0, from), to,
+                     std::max<int64_t>(0, from), to, command.empty() ? "..." : command);
+}
+
+// A normalisation that divides by a row's (or group's, or channel's) deviation.
+bool normalises(const std::string& kernel) {
+  return name_has(kernel, {"layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm"});
+}
+
+// The advice that keeps a wider format: for a launch whose tensors are 16-bit; a run already in
+// fp32 (or fp64) is told so instead.
+std::string wider_format_advice(const std::string& dtype, const std::string& otherwise) {
+  if (dtype == "f32" || dtype == "f64") return otherwise + " (the op already runs in " + (dtype == "f32" ? "fp32" : "fp64") +
+                                                ": a wider format would not help)";
+  return "keep this op (and what feeds it) in fp32, or " + otherwise;
+}
+
+// The divisor of a division, when the kernel is one and its inputs were measured: the second.
+bool is_division(const std::string& kernel) { return name_has(kernel, {"div"}); }
+
 bool divides_or_logs(const std::string& kernel) {
   if (name_has(kernel, {"softmax"})) return false;
   return name_has(kernel, {"div", "log", "sqrt", "reciprocal", "norm", "pow"});
 }
 
+// A normalisation that made NaN/Inf because rows of its input have no variance and its epsilon
+// does not count: its reciprocal deviation (a side output, contract::kMainOutputSlot) is +Inf in as
+// many places as rows without variance, and their normalised values are 0 * Inf = NaN.
+std::optional<Cause> zero_variance_cause(Walker& w, const NonfiniteEvent& o) {
+  const std::vector<Row> outs = w.rows(o.kernel_id, "out");
+  const Row* deviation = nullptr;
+  for (const Row& out : outs)
+    if (out.slot > static_cast<int64_t>(contract::kMainOutputSlot) && out.nonfinite > 0 && is_float(out.dtype)) deviation = &out;
+  const std::vector<Row> ins = w.rows(o.kernel_id, "in");
+  if (!deviation || ins.empty() || !is_float(ins.front().dtype) || ins.front().nonfinite > 0) return std::nullopt;
+  const Row& x = ins.front();
+  Cause c;
+  c.kind = CauseKind::ZeroVarianceNorm;
+  c.kernel_id = o.kernel_id;
+  c.tensor_id = deviation->id;
+  c.step = o.step;
+  c.subject = x.name;
+  c.summary = fmt::format("{} made {}: {} of the rows it normalises have no variance (its reciprocal deviation {} is "
+                          "Inf there), so its epsilon is 0, or too small to count in {}; {} of {} values of its input "
+                          "{} are zero",
+                          where_text(o.kernel, o.layer), o.kind, deviation->nonfinite, deviation->name, x.dtype, x.zero,
+                          x.count, x.name);
+  c.advice = x.dtype == "f16" || x.dtype == "bf16"
+                 ? fmt::format("give the normalisation an epsilon {} can hold (PyTorch's default is 1e-5; a smaller one "
+                               "may round to zero in {}), or find why its input rows are constant",
+                               x.dtype, x.dtype)
+                 : "give the normalisation a positive epsilon (PyTorch's default is 1e-5; eps=0 removes it), or find why "
+                   "its input rows are constant";
+  return c;
+}
+
 }  // namespace
 
-const char* cause_label(CauseKind kind) {
-  switch (kind) {
-    case CauseKind::LossScale: return "loss scale too high";
-    case CauseKind::OptimizerStep: return "optimizer step blew a parameter up";
-    case CauseKind::UnderflowIntoDivision: return "underflow into a division";
-    case CauseKind::NonfiniteData: return "non-finite input";
-    case CauseKind::OpFromOrdinaryInputs: return "op on ordinary inputs";
-    case CauseKind::SkippedStep: return "skipped step";
-    case CauseKind::NotMeasured: return "not measured";
-    case CauseKind::RangeJump: return "range jump";
-    case CauseKind::OutsideDomain: return "input outside the op's domain";
-  }
-  return "unknown";
-}
+namespace {
 
-const char* cause_kind_name(CauseKind kind) {
-  switch (kind) {
-    case CauseKind::LossScale: return "loss_scale";
-    case CauseKind::OptimizerStep: return "optimizer_step";
-    case CauseKind::UnderflowIntoDivision: return "underflow_into_division";
-    case CauseKind::NonfiniteData: return "nonfinite_data";
-    case CauseKind::OpFromOrdinaryInputs: return "op_from_ordinary_inputs";
-    case CauseKind::SkippedStep: return "skipped_step";
-    case CauseKind::NotMeasured: return "not_measured";
-    case CauseKind::RangeJump: return "range_jump";
-    case CauseKind::OutsideDomain: return "outside_domain";
-  }
-  return "unknown";
+// Every kind of cause, its name in JSON and its label for people, in one table, in the enum's order.
+struct CauseKindInfo {
+  CauseKind kind;
+  const char* name;
+  const char* label;
+};
+constexpr CauseKindInfo kCauseKinds[] = {
+    {CauseKind::LossScale, "loss_scale", "loss scale too high"},
+    {CauseKind::OptimizerStep, "optimizer_step", "optimizer step blew a parameter up"},
+    {CauseKind::UnderflowIntoDivision, "underflow_into_division", "underflow into a division"},
+    {CauseKind::NonfiniteData, "nonfinite_data", "non-finite input"},
+    {CauseKind::OpFromOrdinaryInputs, "op_from_ordinary_inputs", "op on ordinary inputs"},
+    {CauseKind::SkippedStep, "skipped_step", "skipped step"},
+    {CauseKind::NotMeasured, "not_measured", "not measured"},
+    {CauseKind::RangeJump, "range_jump", "range jump"},
+    {CauseKind::OutsideDomain, "outside_domain", "input outside the op's domain"},
+    {CauseKind::ZeroVarianceNorm, "zero_variance_norm", "normalisation of constant rows without an epsilon"},
+};
+constexpr bool in_enum_order() {
+  for (size_t i = 0; i < std::size(kCauseKinds); ++i)
+    if (static_cast<size_t>(kCauseKinds[i].kind) != i) return false;
+  return std::size(kCauseKinds) == static_cast<size_t>(CauseKind::ZeroVarianceNorm) + 1;
 }
+static_assert(in_enum_order(), "kCauseKinds lists every CauseKind once, in the enum's order");
+
+const CauseKindInfo& kind_info(CauseKind kind) { return kCauseKinds[static_cast<size_t>(kind)]; }
+
+}  // namespace
+
+const char* cause_label(CauseKind kind) { return kind_info(kind).label; }
+const char* cause_kind_name(CauseKind kind) { return kind_info(kind).name; }
 
 WhyReport why(const Trace& trace) {
   WhyReport report;
@@ -513,6 +572,18 @@ WhyReport why(const Trace& trace) {
                                 "input data or a launch that was not measured",
                                 where_text(o.kernel, o.layer), step_word(o.step));
         c.advice = "check the input data for NaN/Inf, or trace every step (no --every/--steps/--ops)";
+        // A run that measured a selection most likely missed where it began: the loss says when.
+        const RunSummary s = summary(trace);
+        if (s.measured_a_selection) {
+          const std::optional<int64_t> bad = s.first_nonfinite_loss_step ? s.first_nonfinite_loss_step : o.step;
+          if (bad) {
+            c.summary += fmt::format(" (this run measured a selection of its launches{})",
+                                     s.first_nonfinite_loss_step
+                                         ? fmt::format(", and its loss was first NaN/Inf at step {}", *bad)
+                                         : std::string());
+            c.advice = "trace the steps where it began in full: " + rerun_steps(trace, *bad - 1, *bad);
+          }
+        }
       }
       report.causes.push_back(std::move(c));
     } else {
@@ -533,6 +604,9 @@ WhyReport why(const Trace& trace) {
           first.summary += fmt::format(". Optimizer steps also blew up {} more parameter{}: {}", blown.size() - 1,
                                        blown.size() == 2 ? "" : "s", others);
         report.causes.push_back(std::move(first));
+      }
+      if (report.causes.empty() && normalises(o.kernel)) {
+        if (auto c = zero_variance_cause(w, o)) report.causes.push_back(std::move(*c));
       }
       if (report.causes.empty() && o.kind == "nan") {
         for (const Row& in : w.rows(o.kernel_id, "in")) {
@@ -566,24 +640,45 @@ WhyReport why(const Trace& trace) {
         }
       }
       if (report.causes.empty() && divides_or_logs(o.kernel)) {
-        for (const Row& in : w.rows(o.kernel_id, "in")) {
+        // The input with zeros that matters: a division's divisor (its second input) when it holds
+        // any, else the input with the largest share of zeros.
+        const std::vector<Row> ins = w.rows(o.kernel_id, "in");
+        const Row* zeros = nullptr;
+        for (const Row& in : ins) {
           if (!is_float(in.dtype) || in.zero == 0) continue;
+          if (is_division(o.kernel) && in.slot == 1) {
+            zeros = &in;
+            break;
+          }
+          if (!zeros || in.zero * zeros->count > zeros->zero * in.count) zeros = &in;
+        }
+        if (zeros) {
+          const Row& in = *zeros;
+          const bool divisor = is_division(o.kernel) && in.slot == 1;
           Cause c;
           c.kind = CauseKind::UnderflowIntoDivision;
           c.kernel_id = o.kernel_id;
           c.tensor_id = in.id;
           c.step = o.step;
-          c.summary = fmt::format("{} of {} values of its input {} are zero (smallest nonzero {}), and {} made {} of them",
-                                  in.zero, in.count, in.name,
-                                  in.min_nonzero ? human_number(*in.min_nonzero) : std::string("-"),
-                                  where_text(o.kernel, o.layer), o.kind);
+          c.subject = in.name;
+          c.summary = divisor
+                          ? fmt::format("{} of {} values of its divisor {} are zero (smallest nonzero {}), and {} made {} "
+                                        "of them (x/0 is Inf, 0/0 is NaN)",
+                                        in.zero, in.count, in.name,
+                                        in.min_nonzero ? human_number(*in.min_nonzero) : std::string("-"),
+                                        where_text(o.kernel, o.layer), o.kind)
+                          : fmt::format("{} of {} values of its input {} are zero (smallest nonzero {}), and {} made {} "
+                                        "of them",
+                                        in.zero, in.count, in.name,
+                                        in.min_nonzero ? human_number(*in.min_nonzero) : std::string("-"),
+                                        where_text(o.kernel, o.layer), o.kind);
           for (const CauseLink& link : report.chain)
             if (link.tensor_uid == in.uid && link.zero_after > link.zero_before)
               c.summary += fmt::format(": {} flushed {} of them to zero at {}", link.writer_kernel,
                                        link.zero_after - link.zero_before, step_word(link.writer_step));
-          c.advice = "keep this op (and what feeds it) in fp32, or add an epsilon before the division, log or square root";
+          c.advice = wider_format_advice(in.dtype, divisor ? "keep the divisor away from zero (an epsilon, or a clamp)"
+                                                           : "add an epsilon before the division, log or square root");
           report.causes.push_back(std::move(c));
-          break;
         }
       }
       std::vector<std::string> unknown;
@@ -600,8 +695,7 @@ WhyReport why(const Trace& trace) {
         c.summary = fmt::format("{} made {}, but the trace cannot tell why: the launches that wrote its input{} {} "
                                 "were not measured",
                                 where_text(o.kernel, o.layer), o.kind, unknown.size() == 1 ? "" : "s", names);
-        c.advice = o.step ? fmt::format("trace the steps before it in full: fpscope run --steps {}-{} ...",
-                                        std::max<int64_t>(0, *o.step - 1), *o.step)
+        c.advice = o.step ? "trace the steps before it in full: " + rerun_steps(trace, *o.step - 1, *o.step)
                           : std::string("trace without --every, --steps or --ops");
         report.causes.push_back(std::move(c));
       }

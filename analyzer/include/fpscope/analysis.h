@@ -449,6 +449,7 @@ enum class CauseKind {
   NotMeasured,  // the walk stopped at writers the trace did not measure: it cannot tell
   RangeJump,    // an input's range jumped at its writer, for no reason the trace names
   OutsideDomain,  // sqrt, log, acos, ... read values where the function is not defined
+  ZeroVarianceNorm,  // a normalisation of rows with no variance whose eps is 0 (or too small to count)
 };
 const char* cause_kind_name(CauseKind kind);  // "loss_scale", "optimizer_step", ... (JSON)
 const char* cause_label(CauseKind kind);      // "loss scale too high", ... (for people)

@@ -77,6 +77,8 @@ for step in range(steps):
     loss.backward()
     opt.step()
     print("loss", step, loss.item().hex())
+if mode == "eps0":  # the rows the zeroed embedding gives the LayerNorm, counted from the data
+    print("zero rows", int((data[:, :-1] == data[0, 0]).sum()))
 masked = int(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1).sum())
 print("mask -inf", steps * len(model.blocks) * B * H * masked)
 """
@@ -239,6 +241,75 @@ class FrontEndTest(support.FrontEndCase):
         self.assertIn("Target: fp16 (the run's precision is fp32; --target bf16 for the other)", advice)
         self.assertIn("NaN/Inf in this run: first +inf made by exp (layer blocks.1), phase forward, at step 5. Its cause: "
                       "fpscope report %s --section why" % faulted, advice)
+
+    def why(self, trace):
+        return self.report(trace, "--section", "why")["why"]
+
+    def test_a_normalisation_without_epsilon_on_constant_rows_is_its_own_cause(self):
+        script = self.write("gpt.py", TRANSFORMER)
+        for precision in ["fp32", "bf16"]:
+            with self.subTest(precision=precision):
+                trace, p = self.trace(script, args=["eps0", str(STEPS)] + (["bf16"] if precision == "bf16" else []))
+                rows = int(next(line.split()[-1] for line in p.stdout.splitlines() if line.startswith("zero rows")))
+                self.assertGreater(rows, 0)
+                self.assertEqual(self.query(trace, "SELECT kernel, layer, step, value FROM v_first_nonfinite"),
+                                 [("native_layer_norm", "emb_ln", 5, "nan")])
+                cause = self.why(trace)["causes"][0]
+                self.assertEqual(cause["kind"], "zero_variance_norm")
+                self.assertIn("native_layer_norm (emb_ln) made nan: %d of the rows it normalises have no variance "
+                              "(its reciprocal deviation emb_ln.native_layer_norm.out2 is Inf there), so its epsilon is 0"
+                              % rows, cause["summary"])
+                self.assertIn("%d of %d values of its input" % (rows * 32, 4 * 12 * 32), cause["summary"])
+                self.assertIn("give the normalisation a positive epsilon", cause["advice"])
+                self.assertNotIn("fp32", cause["advice"])  # the op runs in fp32 already (autocast keeps it there)
+
+    def test_a_division_by_zero_names_the_divisor(self):
+        script = self.write("divide.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(8, 32)
+                    self.scale = nn.Parameter(torch.ones(32))
+                def forward(self, x):
+                    return torch.relu(self.lin(x)) / self.scale
+            enc = Encoder()
+            opt = torch.optim.SGD(enc.parameters(), lr=0.01)
+            x = torch.randn(64, 8)
+            for step in range(4):
+                if step == 2:
+                    with torch.no_grad():
+                        enc.scale.zero_()
+                opt.zero_grad()
+                enc(x).mean().backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script)
+        self.assertEqual(self.query(trace, "SELECT kernel, layer, step FROM v_first_nonfinite"), [("div", None, 2)])
+        dividend_zeros = self.query(trace, "SELECT t.zero FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                           " WHERE k.kernel = 'div' AND k.step = 2 AND t.role = 'in' AND t.slot = 0")[0][0]
+        self.assertGreater(dividend_zeros, 0)  # the dividend holds zeros too: the divisor is still the cause
+        cause = self.why(trace)["causes"][0]
+        self.assertEqual(cause["kind"], "underflow_into_division")
+        self.assertIn("32 of 32 values of its divisor", cause["summary"])
+        self.assertIn("(x/0 is Inf, 0/0 is NaN)", cause["summary"])
+        self.assertTrue(cause["advice"].startswith("keep the divisor away from zero"), cause["advice"])
+        self.assertIn("already runs in fp32", cause["advice"])
+
+    def test_a_sampled_run_that_missed_the_origin_says_which_steps_to_trace(self):
+        script = self.write("gpt.py", TRANSFORMER)
+        trace, _ = self.trace(script, "--every", "4", args=["overflow", "12"])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM v_first_nonfinite"), [(0,)])
+        cause = self.why(trace)["causes"][0]
+        self.assertEqual(cause["kind"], "nonfinite_data")
+        self.assertIn("its loss was first NaN/Inf at step 5", cause["summary"])
+        suggested = "fpscope run --steps 4-5 -o steps-4-5.sqlite -- %s %s overflow 12" % (PYTHON, script)
+        self.assertTrue(cause["advice"].endswith(suggested), cause["advice"])
+        # The suggestion, followed, finds the origin.
+        followed, _ = self.trace(script, "--steps", "4-5", args=["overflow", "12"])
+        self.assertEqual(self.query(followed, "SELECT kernel, layer, step FROM v_first_nonfinite"), [("exp", "blocks.1", 5)])
 
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
