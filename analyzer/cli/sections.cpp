@@ -48,6 +48,7 @@ Section summary_section(const Trace& trace) {
     add("config " + k, cell);
   }
   add("ended", Cell((contract::is_failure(s.state) ? "FAILED: " : "") + ending_text(s)));
+  if (!s.incomplete.empty()) add("trace", Cell("INCOMPLETE: " + s.incomplete));
   add("steps", Cell(steps_text(s), s.steps));
   if (s.start_ns && s.end_ns) add("duration", Cell(human_duration(*s.end_ns - *s.start_ns), *s.end_ns - *s.start_ns));
   if (s.ranks > 1) add("ranks", Cell(fmt::format("{} (see the Ranks section)", s.ranks), s.ranks));
@@ -64,6 +65,8 @@ Section summary_section(const Trace& trace) {
   sec.tables.push_back(std::move(t));
   if (s.state == RunEnd::Running) {
     sec.notes.push_back("NOTE: this trace is still being written: the numbers cover what it holds so far.");
+  } else if (!s.incomplete.empty()) {
+    sec.notes.push_back("NOTE: this trace is incomplete: " + s.incomplete + ". The numbers cover what it holds.");
   } else if (s.state == RunEnd::CollectorLost) {
     sec.notes.push_back("NOTE: the fpscope run that wrote this trace died before the program ended: the numbers cover what it wrote until then.");
   }

@@ -164,6 +164,8 @@ void summary_section(const Trace& trace, std::ostream& out) {
   for (const auto& [k, v] : s.config) row(k, v);
   out << "<tr><th>ended</th><td" << (contract::is_failure(s.state) ? " class=\"bad\"" : "") << ">"
       << esc(ending_text(s)) << "</td></tr>\n";
+  if (!s.incomplete.empty())
+    out << "<tr><th>trace</th><td class=\"bad\">incomplete: " << esc(s.incomplete) << "</td></tr>\n";
   row("steps", steps_text(s));
   if (s.ranks > 1) row("ranks", std::to_string(s.ranks));
   row("kernel launches", std::to_string(s.kernels));

@@ -36,6 +36,7 @@ json run_json(const RunSummary& s) {
       {"first_step", opt(s.first_step)},
       {"last_step", opt(s.last_step)},
       {"tail_step", opt(s.tail_step)},
+      {"incomplete", s.incomplete.empty() ? json(nullptr) : json(s.incomplete)},
       {"duration_ns", s.start_ns && s.end_ns ? json(*s.end_ns - *s.start_ns) : json(nullptr)},
       {"kernels", s.kernels},
       {"measured_kernels", s.sampled_kernels},

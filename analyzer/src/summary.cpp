@@ -171,6 +171,14 @@ RunSummary summary(const Trace& trace) {
   s.signal = parse_int(trace.meta_value("signal_number"));
   s.signal_name = trace.meta_value("signal").value_or("");
   s.trap = trace.meta_value("trap.message").value_or("");
+  if (const auto why = trace.meta_value("trace_incomplete")) {
+    s.incomplete = *why == "disk_full"    ? "the disk filled"
+                   : *why == "size_limit" ? "the trace reached its size limit (--max-size)"
+                                          : "storing failed (" + *why + ")";
+    if (const auto step = parse_int(trace.meta_value("incomplete_at_step"))) s.incomplete += " at step " + std::to_string(*step);
+    if (const auto lost = parse_int(trace.meta_value("records_not_stored")); lost && *lost > 0)
+      s.incomplete += " (" + human_count(*lost) + " records were not stored)";
+  }
   s.measured_a_selection = measured_selection(trace).any();
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));
   s.collector_cpu_ms = parse_double(trace.meta_value("collector_cpu_ms").value_or(""));

@@ -222,11 +222,21 @@ std::string how_it_ended(const ChildEnd& end, contract::RunEnd reason) {
 void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rings, const ChildEnd& end,
                    contract::RunEnd reason) {
   const TraceCounts& c = w.counts();
-  std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
+  if (const std::string incomplete = w.incomplete(); incomplete.empty())
+    std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
+  else
+    std::cerr << fmt::format("fpscope: incomplete trace in {}: {}\n", o.output, incomplete);
   const uint32_t processes = rings.traced_processes();
-  std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events{}; the program {}\n", c.kernels, c.tensors,
-                           c.events(), processes > 1 ? fmt::format(" from {} processes", processes) : "",
-                           how_it_ended(end, reason));
+  if (w.incomplete().empty()) {
+    std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events{}; the program {}\n", c.kernels, c.tensors,
+                             c.events(), processes > 1 ? fmt::format(" from {} processes", processes) : "",
+                             how_it_ended(end, reason));
+  } else {
+    const auto [kernels, tensors] = w.stored_kernels_and_tensors();
+    std::cerr << fmt::format("fpscope: the trace holds {} kernels and {} tensors of the {} and {} seen{}; the program {}\n",
+                             kernels, tensors, c.kernels, c.tensors,
+                             processes > 1 ? fmt::format(" from {} processes", processes) : "", how_it_ended(end, reason));
+  }
   if (const NonfiniteOutcome nf = w.nonfinite_outcome(); nf.values > 0) {
     std::cerr << fmt::format("fpscope: {} NaN/Inf values in {} output tensor{}; {}\n", nf.values, nf.tensors,
                              nf.tensors == 1 ? "" : "s",
@@ -462,6 +472,7 @@ int run_main(int argc, char** argv) {
     say_error(error);
     return kExitUsage;
   }
+  if (o.max_size_mib > 0) writer->limit_size(static_cast<int64_t>(o.max_size_mib) << 20);
   // The trace says who is writing it before the program starts: a collector killed at any moment
   // after leaves a trace that names it.
   const int64_t start_ns = realtime_ns();
@@ -488,7 +499,12 @@ int run_main(int argc, char** argv) {
   write_ring_meta(*writer, rings);
   if (interrupts.first_received()) writer->set_meta("interrupted_by", signal_name(interrupts.first_received()));
   const bool stored = writer->finish();
-  if (!stored) say_error("the trace is incomplete: " + writer->error());
+  if (!stored) {
+    say_error(fmt::format("the trace is incomplete: {}; it holds what was stored before{}", writer->incomplete(),
+                          writer->counts().lost_to_storage
+                              ? fmt::format(" ({} records were not stored)", writer->counts().lost_to_storage)
+                              : ""));
+  }
   if (!o.quiet) print_summary(o, *writer, rings, end, reason);
   const int status = end.shell_status();
   return status == 0 && !stored ? kExitSetupFailed : status;

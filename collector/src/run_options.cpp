@@ -100,6 +100,7 @@ std::string validate(const RunOptions& o) {
     if (!contract::parse_allow_rules(o.allow, &rules, &why)) return "--allow: " + why;
   }
   if (o.ring_mib < 1 || o.ring_mib > 4096) return "--ring-size is in MiB, from 1 to 4096";
+  if (o.max_size_mib > (uint64_t{1} << 30)) return "--max-size is in MiB, 0 (no limit) to 2^30";
   if (o.program.empty()) return "no program to run: fpscope run [options] -- PROGRAM [ARGS...]";
   if (!o.output.empty() && o.output.back() == '/') return "-o wants a file name, not a folder: " + o.output;
   return "";
@@ -143,6 +144,9 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "Write the tensors of matching launches to .npy files in <trace>.dumps/; keys op, layer, "
                  "tensor (globs) and step (N or A-B), e.g. 'op=conv2d_backward,step=120'");
   app.add_option("--ring-size", o.ring_mib, "Shared-memory ring size in MiB (rounded up to a power of two)");
+  app.add_option("--max-size", o.max_size_mib,
+                 "Largest size of the trace in MiB (0: no limit). Past it the records are discarded, as when the disk "
+                 "fills, and the trace ends incomplete, saying where; the program runs on unharmed");
   app.add_flag("-q,--quiet", o.quiet, "Print nothing but errors");
   app.add_flag_callback("--no-cupti", [&o] { o.cupti = false; },
                "Do not trace CUDA device activity: leave CUDA_INJECTION64_PATH unset (by default it names "
@@ -201,7 +205,8 @@ std::string selection_json(const RunOptions& o) {
                       {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads},
                       {"rescan_inputs", o.rescan_inputs}, {"torch_operators", o.torch_operators},
                       {"trap", o.trap},
-                      {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti}};
+                      {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti},
+                      {"max_size_mib", o.max_size_mib}};
   return j.dump();
 }
 

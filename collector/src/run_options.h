@@ -27,6 +27,7 @@ struct RunOptions {
   std::string allow = contract::kDefaultAllowRules;  // --allow: intended NaN/Inf
   std::string dump;                // "key=value,..." (op, layer, tensor globs; step N or A-B), empty: none
   uint64_t ring_mib = 64;
+  uint64_t max_size_mib = 0;       // --max-size: the trace stops growing there; 0: no limit
   bool quiet = false;
   bool cupti = true;               // set CUDA_INJECTION64_PATH (CUDA device activity); --no-cupti clears
   std::vector<std::string> program;  // the program and its arguments

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <system_error>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "fpscope/contract/collectives.h"
 #include "fpscope/embedded_sql.h"
@@ -139,6 +141,10 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
 
 void TraceWriter::Impl::begin_if_needed() {
   if (in_transaction_ || failed()) return;
+  // Near a full disk, small batches: a batch that does not fit is lost whole (a look a batch).
+  struct statvfs fs {};
+  low_space_ = statvfs(path.c_str(), &fs) == 0 &&
+               static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) < kLowSpaceBytes;
   db.exec("BEGIN");
   in_transaction_ = true;
   rows_in_batch_ = 0;
@@ -146,7 +152,7 @@ void TraceWriter::Impl::begin_if_needed() {
 }
 
 void TraceWriter::Impl::maybe_commit() {
-  if (rows_in_batch_ >= kBatchRows) {
+  if (rows_in_batch_ >= (low_space_ ? kLowSpaceBatchRows : kBatchRows)) {
     commit();
     return;
   }
@@ -166,7 +172,7 @@ bool TraceWriter::Impl::commit() {
     }
     return true;
   } catch (const sql::Error& e) {
-    storage_failed(e.what());
+    storage_failed(e);
     return false;
   }
 }
@@ -176,8 +182,9 @@ bool TraceWriter::Impl::commit_if_due() {
   return commit();
 }
 
-void TraceWriter::Impl::storage_failed(const std::string& what) {
-  if (error.empty()) error = what;
+void TraceWriter::Impl::storage_failed(const sql::Error& e) {
+  if (error.empty()) error = e.what();
+  if ((e.code() & 0xff) == SQLITE_FULL && !full.happened) return disk_filled();
   if (in_transaction_) {
     in_transaction_ = false;
     try {
@@ -188,17 +195,51 @@ void TraceWriter::Impl::storage_failed(const std::string& what) {
   }
 }
 
+// The disk or the size limit filled. The batch being written is committed in the room the first
+// part of the reserve makes (what SQLite kept of it: a failed statement is rolled back, a failed
+// COMMIT leaves the transaction open), or rolled back when that does not fit either.
+void TraceWriter::Impl::disk_filled() {
+  full.happened = true;
+  in_transaction_ = false;
+  // The size limit, unless the disk itself has less room left than the reserve.
+  struct statvfs fs {};
+  const bool disk_has_room = statvfs(path.c_str(), &fs) == 0 &&
+                             static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) > TraceWriter::kReserveBytes;
+  full.size_limit = max_pages.has_value() && disk_has_room;
+  if (!reserve_path.empty() && truncate(reserve_path.c_str(), TraceWriter::kEndReserveBytes) != 0) release_reserve();
+  try {
+    if (max_pages) {
+      const int64_t room = TraceWriter::kReserveBytes / db.query_int("PRAGMA page_size").value_or(4096);
+      db.exec("PRAGMA max_page_count = " + std::to_string(*max_pages + room));
+    }
+  } catch (const sql::Error&) {
+  }
+  if (!sqlite3_get_autocommit(db.handle()) && sqlite3_exec(db.handle(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  try {
+    full.step = db.query_int("SELECT max(step) FROM kernels");
+  } catch (const sql::Error&) {
+    // What cannot be read now is left out of the end's meta.
+  }
+}
+
+void TraceWriter::Impl::release_reserve() {
+  if (reserve_path.empty()) return;
+  unlink(reserve_path.c_str());
+  reserve_path.clear();
+}
+
 bool TraceWriter::Impl::failed() const { return !error.empty(); }
 
 void TraceWriter::Impl::set_meta(const std::string& key, const std::string& value) {
-  if (failed()) return;
+  if (failed() && !full.happened) return;  // a full disk still takes the run's end
   try {
     begin_if_needed();
     insert_meta.bind(1, key);
     insert_meta.bind(2, value);
     insert_meta.run();
   } catch (const sql::Error& e) {
-    storage_failed(e.what());
+    storage_failed(e);
   }
 }
 
@@ -465,7 +506,7 @@ void TraceWriter::Impl::run_finalize_script() {
   try {
     begin_if_needed();
   } catch (const sql::Error& e) {
-    storage_failed(e.what());
+    storage_failed(e);
     return;
   }
   set_meta("finalize_status", status);
@@ -504,12 +545,33 @@ bool TraceWriter::Impl::prepare_finish(TraceWriter::Summaries summaries) {
     completed_at_records = counts.records;
     return true;
   } catch (const sql::Error& e) {
-    storage_failed(e.what());
+    storage_failed(e);
     return false;
   }
 }
 
+// The end of a trace whose disk or size limit filled: the meta already set (how the program
+// ended), why the trace is incomplete and from where, in the room the reserve made; no summaries
+// (the analyzer makes them from what the trace holds). False: the trace is not complete.
+bool TraceWriter::Impl::finish_full() {
+  release_reserve();
+  set_meta("trace_incomplete", full.size_limit ? "size_limit" : "disk_full");
+  if (full.step) set_meta("incomplete_at_step", std::to_string(*full.step));
+  set_meta("records_not_stored", std::to_string(counts.lost_to_storage));
+  try {
+    if (in_transaction_) {
+      in_transaction_ = false;
+      db.exec("COMMIT");
+    }
+    db.exec("PRAGMA journal_mode=DELETE");
+  } catch (const sql::Error&) {
+    // Nothing more fits: the trace keeps what was committed.
+  }
+  return false;
+}
+
 bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
+  if (full.happened) return finish_full();
   if (failed()) return false;
   try {
     // Completed already, unless records arrived since prepare_finish() (or it was not called).
@@ -522,14 +584,40 @@ bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
     if (!commit()) return false;
     // A finished trace needs no -wal/-shm beside it: readers on read-only media can open it.
     db.exec("PRAGMA journal_mode=DELETE");
+    release_reserve();
     return true;
   } catch (const sql::Error& e) {
-    storage_failed(e.what());
+    storage_failed(e);
     return false;
   }
 }
 
 // [SECTION] Public interface ------------------------------------------------------------------------
+
+namespace {
+
+// Writes kReserveBytes into `path` (replacing a file left by a writer that was killed), so that a
+// full disk still has room for the run's end once it is removed. "" when it cannot be made: the
+// trace is written all the same, with less hope for its end on a full disk.
+std::string hold_back_space(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "";
+  static const std::vector<char> zeros(64 * 1024, 0);
+  int64_t written = 0;
+  while (written < TraceWriter::kReserveBytes) {
+    const ssize_t n = write(fd, zeros.data(), zeros.size());
+    if (n <= 0) break;
+    written += n;
+  }
+  close(fd);
+  if (written < TraceWriter::kReserveBytes) {
+    unlink(path.c_str());
+    return "";
+  }
+  return path;
+}
+
+}  // namespace
 
 std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const std::string& dump_folder,
                                                  std::string* error) {
@@ -545,6 +633,7 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
   try {
     std::unique_ptr<TraceWriter> writer(new TraceWriter(std::make_unique<Impl>(path, dump_folder)));
     writer->impl_->cpu_at_create = cpu_at_create;
+    writer->impl_->reserve_path = hold_back_space(path + "-reserve");
     writer->set_meta("schema_version", std::to_string(embedded::kTraceSchemaVersion));
     return writer;
   } catch (const sql::Error& e) {
@@ -555,7 +644,9 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
 }
 
 TraceWriter::TraceWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-TraceWriter::~TraceWriter() = default;
+TraceWriter::~TraceWriter() {
+  if (impl_) impl_->release_reserve();
+}
 
 void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
   Impl& w = *impl_;
@@ -571,7 +662,7 @@ void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
     w.maybe_commit();
   } catch (const sql::Error& e) {
     if (e.is_storage_failure()) {
-      w.storage_failed(e.what());
+      w.storage_failed(e);
       ++w.counts.lost_to_storage;
     } else {
       ++w.counts.malformed_records;  // e.g. a duplicate id: the record contradicts an earlier one
@@ -579,6 +670,30 @@ void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
       w.memory_rollup.give_up("a record that could not be written");
       w.tensor_rollup.give_up("a record that could not be written");
     }
+  }
+}
+
+void TraceWriter::limit_size(int64_t bytes) {
+  Impl& w = *impl_;
+  const int64_t page = w.db.query_int("PRAGMA page_size").value_or(4096);
+  w.max_pages = std::max<int64_t>(1, bytes / page);
+  w.db.exec("PRAGMA max_page_count = " + std::to_string(*w.max_pages));
+}
+
+std::string TraceWriter::incomplete() const {
+  const Impl& w = *impl_;
+  if (!w.full.happened) return w.failed() ? "writing it failed: " + w.error : "";
+  const std::string where = w.full.step ? " at step " + std::to_string(*w.full.step) : "";
+  return (w.full.size_limit ? "the trace reached its size limit (--max-size)" : std::string("the disk filled")) + where;
+}
+
+std::pair<uint64_t, uint64_t> TraceWriter::stored_kernels_and_tensors() const {
+  try {
+    const auto kernels = impl_->db.query_int("SELECT count(*) FROM kernels");
+    const auto tensors = impl_->db.query_int("SELECT count(*) FROM tensors");
+    return {static_cast<uint64_t>(kernels.value_or(0)), static_cast<uint64_t>(tensors.value_or(0))};
+  } catch (const sql::Error&) {
+    return {0, 0};
   }
 }
 

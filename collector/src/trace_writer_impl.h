@@ -168,7 +168,10 @@ class TraceWriter::Impl {
   void maybe_commit();
   bool commit();
   bool commit_if_due();
-  void storage_failed(const std::string& what);
+  void storage_failed(const sql::Error& e);
+  void disk_filled();
+  void release_reserve();
+  bool finish_full();  // finish() of a trace whose disk or size limit filled
   bool failed() const;
   void set_meta(const std::string& key, const std::string& value);
   bool complete(TraceWriter::Summaries summaries, bool during_exit);
@@ -192,6 +195,14 @@ class TraceWriter::Impl {
   TraceCounts counts;
   TrapInfo trap;
   std::string error;
+  // The disk (or the size limit) filled: the trace keeps what was committed before, and its end.
+  struct Full {
+    bool happened = false;
+    bool size_limit = false;              // the limit of limit_size(), not the disk
+    std::optional<int64_t> step;          // the last step the trace holds kernels of
+  } full;
+  std::string reserve_path;               // "" once released, or when none could be made
+  std::optional<int64_t> max_pages;       // limit_size()
 
   sql::Statement insert_meta;
   sql::Statement insert_string;
@@ -222,6 +233,10 @@ class TraceWriter::Impl {
 
  private:
   bool in_transaction_ = false;
+  // Less than kLowSpaceBytes free on the trace's file system: batches of kLowSpaceBatchRows rows.
+  static constexpr int64_t kLowSpaceBytes = 64 << 20;
+  static constexpr uint64_t kLowSpaceBatchRows = 500;
+  bool low_space_ = false;
   uint64_t rows_in_batch_ = 0;
   uint32_t records_since_clock_ = 0;
   std::chrono::steady_clock::time_point batch_started_;

@@ -212,6 +212,10 @@ struct RunSummary {
   // the records and making the summaries (meta collector_cpu_ms); none for a trace it did not
   // finish.
   std::optional<double> collector_cpu_ms;
+  // Why the trace lacks records `fpscope run` received (meta trace_incomplete, incomplete_at_step,
+  // records_not_stored), "" when it holds them all: "the disk filled at step 51 (33,144 records
+  // were not stored)". The numbers then cover what the trace holds.
+  std::string incomplete;
   // Why tracing stopped early in a process (meta injector.failure[.process<N>]), "" if it did not:
   // "fpscope_op_begin: std::bad_alloc".
   std::string tracing_failure;

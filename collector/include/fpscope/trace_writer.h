@@ -67,6 +67,22 @@ class TraceWriter {
   // ("run.sqlite.dumps"); Dump records' paths are taken relative to it. nullptr + *error on failure.
   static std::unique_ptr<TraceWriter> create(const std::string& path, const std::string& dump_folder,
                                              std::string* error);
+
+  // When the disk fills (SQLite's SQLITE_FULL), later records are counted and discarded, and what
+  // was written before is kept: space held back in a file beside the trace (<trace>-reserve,
+  // kReserveBytes) is given back in two parts, the first to commit the batch being written (rolled
+  // back if it still does not fit), the last kEndReserveBytes for the run's end: its meta (how the
+  // program ended, trace_incomplete, incomplete_at_step, records_not_stored). The file is removed
+  // when the trace is finished. A size limit (limit_size) fills the same way.
+  static constexpr int64_t kReserveBytes = 1024 * 1024;
+  static constexpr int64_t kEndReserveBytes = 256 * 1024;
+  // Stops the trace from growing past `bytes` (PRAGMA max_page_count): fpscope run --max-size.
+  void limit_size(int64_t bytes);
+  // "" while the trace holds every record; otherwise why it does not, and from where: "the disk
+  // filled at step 12", "the trace reached its size limit (--max-size) at step 12".
+  std::string incomplete() const;
+  // Kernels and tensors the file holds, counted in it (counts() has what was received).
+  std::pair<uint64_t, uint64_t> stored_kernels_and_tensors() const;
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;

@@ -76,6 +76,11 @@ class SummaryView final : public View {
       const bool bad = contract::is_failure(d.summary.state);
       ImGui::TextColored(colors::to_vec4(bad ? colors::kErrorText : colors::kOkText), "%s",
                          ended_text(d.summary).c_str());
+      if (!d.summary.incomplete.empty()) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextColored(colors::to_vec4(colors::kErrorText), "trace incomplete: %s", d.summary.incomplete.c_str());
+        ImGui::PopTextWrapPos();
+      }
     });
     row("precision", [](const TraceData& d, const TraceDoc&) {
       ImGui::TextUnformatted(d.summary.precision.empty() ? "-" : d.summary.precision.c_str());

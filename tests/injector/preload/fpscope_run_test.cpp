@@ -11,6 +11,7 @@
 #include <set>
 
 #include "fpscope/tensor_stats.h"
+#include "fpscope/trace_writer.h"
 #include "temp_path.h"
 #include "traced_child.h"
 
@@ -412,6 +413,49 @@ TEST_F(FpscopeRun, DumpsLandBesideTheTraceWithTheirTensorRows) {
     const auto header = fs::file_size(file) - 4 * std::stoull(row[1]);
     EXPECT_EQ(header % 64, 0u) << file;
   }
+}
+
+// A trace that cannot hold the run (--max-size here; a full disk takes the same path) keeps what
+// it stored and its end: how the program ended, that the trace is incomplete and from which step.
+// It does not read as a lost collector, and fpscope run does not call it written.
+TEST_F(FpscopeRun, ATraceThatFillsUpKeepsItsEndAndSaysWhere) {
+  const RunResult r = trace_run({"--max-size", "1"}, {});
+  EXPECT_EQ(r.status, 1) << r.stderr_text;  // the program exited 0; the trace is not whole
+  const auto meta = [&](const std::string& key) {
+    const auto rows = query(trace_, "select value from meta where key = '" + key + "'");
+    return rows.empty() ? std::string("-") : rows[0][0];
+  };
+  EXPECT_EQ(meta("end_reason"), "exited");
+  EXPECT_EQ(meta("exit_code"), "0");
+  EXPECT_EQ(meta("trace_incomplete"), "size_limit");
+  const auto stored = query(trace_, "select count(*), max(step), max(id) from kernels");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_GT(std::stoll(stored[0][0]), 0);
+  EXPECT_EQ(stored[0][2], stored[0][0]);  // a prefix of the run: nothing torn out of order
+  EXPECT_EQ(meta("incomplete_at_step"), stored[0][1]);
+  EXPECT_GT(std::stoll(meta("records_not_stored")), 0);
+  EXPECT_NE(r.stderr_text.find("the trace is incomplete: the trace reached its size limit (--max-size) at step " +
+                               stored[0][1] + "; it holds what was stored before ("),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_FALSE(fs::exists(trace_.string() + "-reserve"));
+  EXPECT_LE(fs::file_size(trace_), (1u << 20) + fpscope::TraceWriter::kReserveBytes);
+  // The report tells it as it is, and counts what the trace holds.
+  std::string report;
+  FILE* out = popen((std::string(FPSCOPE_CLI) + " report --section summary " + trace_.string()).c_str(), "r");
+  ASSERT_TRUE(out);
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, out)) > 0;) report.append(buffer, n);
+  EXPECT_EQ(pclose(out), 0);
+  EXPECT_NE(report.find("INCOMPLETE: the trace reached its size limit (--max-size) at step " + stored[0][1]),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("exited normally"), std::string::npos) << report;
+  EXPECT_EQ(report.find("collector lost"), std::string::npos) << report;
+  const size_t launches = report.find("kernel launches");
+  ASSERT_NE(launches, std::string::npos) << report;
+  const size_t value = report.find_first_not_of(' ', launches + 15);
+  EXPECT_EQ(report.substr(value, stored[0][0].size() + 1), stored[0][0] + " ") << report;
 }
 
 }  // namespace
