@@ -70,6 +70,10 @@ Section summary_section(const Trace& trace) {
   } else if (s.state == RunEnd::CollectorLost) {
     sec.notes.push_back("NOTE: the fpscope run that wrote this trace died before the program ended: the numbers cover what it wrote until then.");
   }
+  for (const auto& [key, value] : s.config) {
+    if (key == "unmeasured")
+      sec.notes.push_back("NOTE: not measured: " + value + ". Their values are in no range, count or origin.");
+  }
   if (!s.tracing_failure.empty()) {
     sec.notes.push_back("NOTE: tracing stopped early after a failure of the tracer itself (" + s.tracing_failure +
                         "); the program went on untraced, and the trace holds what came before.");

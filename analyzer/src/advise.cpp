@@ -195,7 +195,9 @@ LossScaleAdvice advise_loss_scale(const Trace& trace, Format target) {
 }  // namespace
 
 Format advice_target_of(const RunSummary& s) {
-  return s.precision.find("bf16") != std::string::npos ? Format::BF16 : Format::F16;
+  // The run's own word comes first ("amp-bf16"; "fp32; bf16 in enc" is an fp32 run).
+  const std::string own = s.precision.substr(0, s.precision.find(';'));
+  return own.find("bf16") != std::string::npos ? Format::BF16 : Format::F16;
 }
 
 Advice advise(const Trace& trace, const AdviceOptions& options) {

@@ -47,11 +47,18 @@ std::string command_text(const std::string& stored) {
 
 }  // namespace
 
+// The rows of scalar `name` on which the summary reads it: the loss a step (v_step_loss), any other
+// scalar as logged.
+std::string scalar_source(std::string_view name) {
+  return name == "loss" ? "SELECT rank, step, loss AS value, 0 AS id FROM v_step_loss WHERE ?1 = 'loss'"
+                        : "SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)";
+}
+
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name) {
   sql::Statement st(detail::db(trace),
-          fmt::format("WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
+          fmt::format("WITH named AS ({}) "
                       "SELECT value, step FROM named WHERE rank = (SELECT min(rank) FROM named) AND {} "
-                      "ORDER BY step DESC, id DESC LIMIT 1", kFiniteValueSql));
+                      "ORDER BY step DESC, id DESC LIMIT 1", scalar_source(name), kFiniteValueSql));
   st.bind(1, name);
   if (!st.step()) return std::nullopt;
   return std::make_pair(st.f64(0), st.opt_i64(1));
@@ -61,11 +68,13 @@ std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace
 // last_scalar().
 static void count_nonfinite_losses(const Trace& trace, RunSummary* s) {
   sql::Statement st(detail::db(trace),
-          fmt::format("WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = 'loss')) "
+          fmt::format("WITH named AS ({}) "
                       "SELECT count(*), min(step) FROM named WHERE rank = (SELECT min(rank) FROM named) "
-                      "AND coalesce({}, 0) = 0 AND step IS NOT NULL AND (?1 IS NULL OR step > ?1)", kFiniteValueSql));
-  if (s->final_loss_step) st.bind(1, *s->final_loss_step);
-  else st.bind_null(1);
+                      "AND coalesce({}, 0) = 0 AND step IS NOT NULL AND (?2 IS NULL OR step > ?2)", scalar_source("loss"),
+                      kFiniteValueSql));
+  st.bind(1, std::string_view("loss"));
+  if (s->final_loss_step) st.bind(2, *s->final_loss_step);
+  else st.bind_null(2);
   if (!st.step()) return;
   s->nonfinite_loss_steps = st.i64(0);
   s->first_nonfinite_loss_step = st.opt_i64(1);

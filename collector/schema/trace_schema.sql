@@ -267,6 +267,16 @@ WHERE n.origin = 1 AND n.allowed = 0
 ORDER BY k.start_ns, n.kernel_id, t.slot
 LIMIT 1;
 
+-- The loss of each step of each rank: the mean of the losses logged in it (a program that
+-- accumulates gradients over micro-batches calls backward() on several before one optimizer step),
+-- NULL (NaN) when any of them was NaN; micro_batches: how many there were. scalars keeps each.
+CREATE VIEW v_step_loss AS
+SELECT sc.rank, sc.step, CASE WHEN count(sc.value) = count(*) THEN avg(sc.value) END AS loss,
+       count(*) AS micro_batches, max(sc.t_ns) AS t_ns
+FROM scalars sc JOIN strings s ON s.id = sc.name_id
+WHERE s.value = 'loss' AND sc.step IS NOT NULL
+GROUP BY sc.rank, sc.step;
+
 -- One row per step of each rank. nan_values and inf_values count the NaN/Inf of outputs that no
 -- allow rule covers; intended_values those it covers (an attention mask's -inf), so a step that
 -- holds intended values only has nan_values + inf_values = 0.
@@ -275,10 +285,7 @@ WITH steps AS (
   SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
   FROM nvtx_ranges WHERE kind = 'step' GROUP BY rank, step
 ),
-loss AS (
-  SELECT sc.rank, sc.step, sc.value FROM scalars sc JOIN strings s ON s.id = sc.name_id
-  WHERE s.value = 'loss'
-),
+loss AS (SELECT rank, step, loss AS value FROM v_step_loss),
 intended AS (SELECT tensor_id FROM nonfinite WHERE allowed = 1),
 nonfinite_by_step AS (
   SELECT k.rank, k.step, sum(iif(t.id IN intended, 0, t.nan)) AS nan,

@@ -270,6 +270,14 @@ void App::draw_views() {
 
 bool App::screenshot_step() {
   if (!loaded_once_) return false;
+  // Every computation the views show first: the comparison of a pair runs on its own thread. It
+  // has not started, or not finished, while it has neither a result nor an error.
+  const PairComparison& pair = traces_.comparison();
+  const bool pair_loaded = traces_.source() && traces_.source()->data() && traces_.target() && traces_.target()->data();
+  if (pair.computing() || (pair_loaded && !pair.result() && pair.error().empty())) {
+    settled_frames_ = 0;
+    return false;
+  }
   // Keep asking for the view: a selection jump must not take the capture elsewhere.
   requested_view_ = options_.view;
   if (++settled_frames_ < options_.settle_frames) return false;

@@ -1,12 +1,18 @@
-// Events view: one sortable, filterable table of every non-finite output, fp16/bf16 overflow and
-// underflow of an output tensor, and loss-scale event (backoff, growth, skipped step) of the open
-// pair. Only the visible rows are drawn (ImGuiListClipper). A click selects the event's kernel and
-// step; a double click also shows it in the timeline.
+// Events view: one sortable, filterable table of the open pair's events. It opens on what matters:
+// every non-finite output (the origins say so) and loss-scale event (backoff, growth, skipped
+// step). The fp16/bf16 what-ifs (an output a cast would overflow or flush to zero) are behind their
+// two filters, and grouped: one row per run, kind and tensor name, with how many launches and the
+// steps they span, since a run makes the same what-if at every step. Only the visible rows are
+// drawn (ImGuiListClipper). A click selects the (first) event's kernel and step; a double click also
+// shows it in the timeline.
 #include <imgui.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <string>
 
 #include "fpscope/units.h"
 #include "views/view.h"
@@ -51,10 +57,20 @@ class EventsView final : public View {
     const TraceData* data;
     int index;
   };
+  // One event, or a group of what-ifs (group >= 0: its first event is `event`).
   struct Row {
     uint32_t source;
     uint32_t event;
+    int32_t group = -1;
   };
+  struct Group {
+    uint32_t events = 0;
+    std::optional<int64_t> first_step, last_step;
+    double largest = 0;  // the most values one launch involved
+  };
+  static bool what_if(analysis::EventKind kind) {
+    return kind == analysis::EventKind::Overflow || kind == analysis::EventKind::Underflow;
+  }
 
   void collect_sources(ViewContext& ctx) {
     std::vector<Source> now;
@@ -81,6 +97,9 @@ class EventsView final : public View {
       ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(kind_color(kinds[i])));
       rows_dirty_ |= ImGui::Checkbox(analysis::event_kind_name(kinds[i]), &show_kind_[i]);
       ImGui::PopStyleColor();
+      if (what_if(kinds[i]) && ImGui::IsItemHovered())
+        ImGui::SetTooltip("What a cast of an output to fp16 or bf16 would %s: one row per tensor, with the launches "
+                          "and steps", kinds[i] == analysis::EventKind::Overflow ? "overflow" : "flush to zero");
       ImGui::SameLine();
     }
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 16);
@@ -93,8 +112,9 @@ class EventsView final : public View {
       total += s.data->events.size();
       truncated |= s.data->events_truncated;
     }
-    ImGui::TextDisabled("%s of %s events%s", analysis::human_count(static_cast<int64_t>(rows_.size())).c_str(),
+    ImGui::TextDisabled("%s rows of %s events%s%s", analysis::human_count(static_cast<int64_t>(rows_.size())).c_str(),
                         analysis::human_count(static_cast<int64_t>(total)).c_str(),
+                        groups_.empty() ? "" : " (what-ifs grouped by tensor)",
                         truncated ? " (the trace has more; the first 50,000 are listed)" : "");
   }
 
@@ -107,10 +127,27 @@ class EventsView final : public View {
 
   void rebuild_rows() {
     rows_.clear();
+    groups_.clear();
     for (uint32_t s = 0; s < sources_.size(); ++s) {
       const auto& events = sources_[s].data->events;
+      std::map<std::pair<analysis::EventKind, std::string>, int32_t> group_of;  // this run's groups
       for (uint32_t i = 0; i < events.size(); ++i) {
-        if (passes(events[i])) rows_.push_back({s, i});
+        const analysis::Event& e = events[i];
+        if (!passes(e)) continue;
+        if (!what_if(e.kind)) {
+          rows_.push_back({s, i});
+          continue;
+        }
+        auto [it, fresh] = group_of.try_emplace({e.kind, e.tensor}, static_cast<int32_t>(groups_.size()));
+        if (fresh) {
+          groups_.emplace_back();
+          rows_.push_back({s, i, it->second});
+        }
+        Group& g = groups_[static_cast<size_t>(it->second)];
+        ++g.events;
+        if (e.step && (!g.first_step || *e.step < *g.first_step)) g.first_step = e.step;
+        if (e.step && (!g.last_step || *e.step > *g.last_step)) g.last_step = e.step;
+        g.largest = std::max(g.largest, e.amount);
       }
     }
     rows_dirty_ = false;
@@ -118,6 +155,7 @@ class EventsView final : public View {
   }
 
   const analysis::Event& event(const Row& r) const { return sources_[r.source].data->events[r.event]; }
+  double amount(const Row& r) const { return r.group >= 0 ? groups_[static_cast<size_t>(r.group)].largest : event(r).amount; }
   int64_t rel_time(const Row& r) const {
     const TraceData& d = *sources_[r.source].data;
     return event(r).t_ns - (d.bounds ? d.bounds->first : 0);
@@ -137,7 +175,7 @@ class EventsView final : public View {
         case kKernel: return x.kernel < y.kernel;
         case kLayer: return x.layer < y.layer;
         case kTensor: return x.tensor < y.tensor;
-        case kAmount: return x.amount < y.amount;
+        case kAmount: return amount(a) < amount(b);
         default: return rel_time(a) < rel_time(b);
       }
     };
@@ -152,14 +190,14 @@ class EventsView final : public View {
     if (!ImGui::BeginTable("events", kColumns, flags)) return;
     const float em = ImGui::GetFontSize();
     ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("run", 0, em * 4, kRun);
+    ImGui::TableSetupColumn("run", 0, em * 4.5f, kRun);
     ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 5.5f, kTime);
-    ImGui::TableSetupColumn("step", 0, em * 3.5f, kStep);
-    ImGui::TableSetupColumn("kind", 0, em * 7, kKind);
-    ImGui::TableSetupColumn("kernel", 0, em * 11.5f, kKernel);
-    ImGui::TableSetupColumn("layer", 0, em * 6, kLayer);
-    ImGui::TableSetupColumn("tensor", 0, em * 7.5f, kTensor);
-    ImGui::TableSetupColumn("values", 0, em * 4.5f, kAmount);
+    ImGui::TableSetupColumn("step", 0, em * 5, kStep);
+    ImGui::TableSetupColumn("kind", 0, em * 7.5f, kKind);
+    ImGui::TableSetupColumn("kernel", 0, em * 12, kKernel);
+    ImGui::TableSetupColumn("layer", 0, em * 8, kLayer);
+    ImGui::TableSetupColumn("tensor", 0, em * 12, kTensor);
+    ImGui::TableSetupColumn("values", 0, em * 6, kAmount);
     ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_NoSort, 0, kDetail);
     ImGui::TableHeadersRow();
     if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || sort_dirty_)) {
@@ -198,20 +236,32 @@ class EventsView final : public View {
     ImGui::PopID();
     ImGui::TableNextColumn(); ImGui::TextUnformatted(analysis::human_duration(rel_time(row)).c_str());
     ImGui::TableNextColumn();
-    if (e.step) ImGui::Text("%lld", static_cast<long long>(*e.step)); else ImGui::TextDisabled("-");
+    const Group* g = row.group >= 0 ? &groups_[static_cast<size_t>(row.group)] : nullptr;
+    if (g && g->first_step && g->last_step && *g->first_step != *g->last_step)
+      ImGui::Text("%lld-%lld", static_cast<long long>(*g->first_step), static_cast<long long>(*g->last_step));
+    else if (e.step) ImGui::Text("%lld", static_cast<long long>(*e.step));
+    else ImGui::TextDisabled("-");
     ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s", analysis::event_kind_name(e.kind));
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.kernel.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.layer.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
     ImGui::TableNextColumn();
-    const bool whole = e.amount == std::floor(e.amount) && std::fabs(e.amount) < 1e15;
-    ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(e.amount)) : analysis::human_number(e.amount)).c_str());
-    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.detail.c_str());
+    const double value = amount(row);
+    const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
+    ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(value)) : analysis::human_number(value)).c_str());
+    ImGui::TableNextColumn();
+    if (g && g->events > 1)
+      ImGui::Text("%s launches (the largest count in values); the first: %s",
+                  analysis::human_count(g->events).c_str(), e.detail.c_str());
+    else
+      ImGui::TextUnformatted(e.detail.c_str());
   }
 
   std::vector<Source> sources_;
   std::vector<Row> rows_;
-  std::array<bool, kKinds> show_kind_{true, true, true, true, true, true, true};
+  std::vector<Group> groups_;
+  // By EventKind: the what-ifs (overflow, underflow) start hidden.
+  std::array<bool, kKinds> show_kind_{true, true, false, false, true, true, true};
   ImGuiTextFilter filter_;
   bool rows_dirty_ = true;
   bool sort_dirty_ = true;

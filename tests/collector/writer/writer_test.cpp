@@ -39,7 +39,7 @@ using wire::RecordType;
 namespace fs = std::filesystem;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary",
+constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_loss", "v_step_summary",
                                   "v_op_ranges", "v_loss_scale", "v_memory_deltas", "v_memory_live",
                                   "v_memory_timeline", "v_memory_peak_moment", "v_memory_peak"};
 

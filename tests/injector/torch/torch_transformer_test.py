@@ -311,6 +311,84 @@ class FrontEndTest(support.FrontEndCase):
         followed, _ = self.trace(script, "--steps", "4-5", args=["overflow", "12"])
         self.assertEqual(self.query(followed, "SELECT kernel, layer, step FROM v_first_nonfinite"), [("exp", "blocks.1", 5)])
 
+    def test_a_step_is_an_optimizer_step_whatever_its_micro_batches(self):
+        """Gradient accumulation: four backward() calls a step. The step's loss is the mean of its
+        micro-batches' losses (NaN when any is), one summary row a step; scalars keeps each."""
+        script = self.write("accumulate.py", """
+            import math, torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            net = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.05)
+            data = torch.randn(6, 4, 8, 6)
+            for step in range(6):
+                opt.zero_grad()
+                losses = []
+                for micro in range(4):
+                    x = data[step, micro].clone()
+                    if step == 3 and micro == 2:
+                        x[0, 0] = float("nan")  # a bad sample in one micro-batch
+                    loss = net(x).square().mean() / 4
+                    loss.backward()
+                    losses.append(loss.item())
+                opt.step()
+                print("step", step, (sum(losses) / 4).hex() if all(map(math.isfinite, losses)) else "nan")
+        """)
+        trace, p = self.trace(script)
+        expected = {int(w[1]): w[2] for w in (line.split() for line in p.stdout.splitlines()) if w[0] == "step"}
+        rows = self.query(trace, "SELECT step, loss FROM v_step_summary WHERE step < 6 ORDER BY step")
+        self.assertEqual([step for step, _ in rows], list(range(6)))  # one row a step
+        self.assertEqual({step: "nan" if loss is None else float(loss).hex() for step, loss in rows}, expected)
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM scalars s JOIN strings n ON n.id = s.name_id"
+                                           " WHERE n.value = 'loss'"), [(24,)])  # every micro-batch's, kept
+        self.assertEqual(self.query(trace, "SELECT DISTINCT micro_batches FROM v_step_loss"), [(4,)])
+        report = self.report(trace)
+        self.assertEqual((report["run"]["steps"], report["run"]["final_loss_step"],
+                          report["run"]["first_nonfinite_loss_step"], report["run"]["nonfinite_loss_steps"]), (6, 2, 3, 3))
+        self.assertEqual(report["nonfinite"]["first_step"], 3)
+
+    def test_models_trained_together_stay_apart(self):
+        script = self.write("gan.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            class Generator(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+                def forward(self, z):
+                    return self.net(z)
+            class Critic(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+                    self.head = nn.Linear(1, 1).double()
+                def forward(self, x):
+                    return self.head(self.net(x).double())
+            g, d = Generator(), Critic()
+            og, od = torch.optim.SGD(g.parameters(), lr=0.01), torch.optim.SGD(d.parameters(), lr=0.01)
+            for step in range(3):
+                z = torch.randn(8, 4)
+                od.zero_grad(); d(g(z).detach()).mean().backward(); od.step()
+                og.zero_grad(); (-d(g(z))).mean().backward(); og.step()
+            print("parameters", sum(p.numel() for p in g.parameters()), sum(p.numel() for p in d.parameters()))
+        """)
+        trace, p = self.trace(script)
+        g_params, d_params = map(int, p.stdout.split()[1:3])
+        config = dict(self.query(trace, "SELECT substr(key, 8), value FROM meta WHERE key LIKE 'config.%'"))
+        self.assertEqual(config["model"], "Generator, Critic")
+        self.assertEqual((config["parameters"], config["parameters.Generator"], config["parameters.Critic"]),
+                         (str(g_params + d_params), str(g_params), str(d_params)))
+        self.assertEqual(config["precision"], "fp32; fp64 in Critic.head")
+        self.assertIn("Critic.head", config["unmeasured"])
+        layers = {l for (l,) in self.query(trace, "SELECT DISTINCT layer FROM v_kernels WHERE layer IS NOT NULL")}
+        self.assertEqual(layers, {"net.0", "net.1", "net.2", "Critic.net.0", "Critic.net.1", "Critic.net.2", "Critic.head"})
+        weights = {n for (n,) in self.query(trace, "SELECT DISTINCT s.value FROM memory_events m JOIN strings s"
+                                                   " ON s.id = m.name_id WHERE m.category = 0")}
+        self.assertTrue({"net.0.weight", "Critic.net.0.weight"} <= weights, weights)
+        report = run([FPSCOPE, "report", "--section", "summary", trace], self.dir).stdout
+        self.assertIn("NOTE: not measured: fp64 parameters", report)
+
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
         trace, traced = self.trace(script, args=["overflow", str(STEPS)])

@@ -45,7 +45,9 @@ _MEASURED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Operators whose outputs hold whatever the memory held before: counted, never measured.
 _UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
 _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
-_PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
+# The floating dtypes whose tensors are measured.
+_DTYPES_MEASURED = (torch.float32, torch.float16, torch.bfloat16)
 # Modules that wrap the model for data parallelism (torch.nn.parallel).
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 
@@ -325,6 +327,9 @@ class FrontEnd:
         self.mode_on = False
         self.keep = []  # contiguous copies measured for the operator in flight
         self.configured = False
+        self.models = []  # (label, parameters) of every model named, the first first
+        self.param_dtypes = {}  # id(parameter) -> its dtype when its model was named
+        self.autocast = None  # the autocast dtype in force when the first model first ran
         self.main_thread = None
         self.failed = False  # the front end itself failed: tracing stopped in this process
         self.stood_down = False  # and its hooks and operator watching are off
@@ -604,17 +609,32 @@ class FrontEnd:
     def name_model(self, root):
         """Names every module and parameter of a model the first time its outermost module runs.
         DistributedDataParallel and DataParallel hold the model as `.module`: names are the model's
-        own, as without the wrapper (`conv1`, not `module.conv1`), and the wrapper is the model too."""
+        own, as without the wrapper (`conv1`, not `module.conv1`), and the wrapper is the model too.
+        A program that trains more than one model (a generator and a discriminator) keeps them
+        apart: the first model with parameters keeps its names, each later one's begin with its
+        class name (`Discriminator.net.0`), and a number after it where two share a class
+        (`Net#2.fc`). A model's own forward is a phase, never a layer."""
         while type(root).__name__ in _WRAPPERS and isinstance(getattr(root, "module", None), torch.nn.Module):
             self.module_names[root] = ""
             root = root.module
+        parameters = sum(p.numel() for p in root.parameters())
+        label = type(root).__name__
+        if parameters and self.models:
+            same = sum(1 for name, _ in self.models if name.split("#")[0] == label)
+            label = label if same == 0 else "%s#%d" % (label, same + 1)
+        prefix = label + "." if parameters and self.models else ""
         for name, module in root.named_modules():
-            self.module_names[module] = name
+            self.module_names[module] = prefix + name if name else ""
         for name, p in root.named_parameters():
-            self.param_names[id(p)] = name
-            self.memory.label(p, _api.CAT_WEIGHT, name.encode())
+            self.param_names[id(p)] = prefix + name
+            self.param_dtypes[id(p)] = p.dtype
+            self.memory.label(p, _api.CAT_WEIGHT, (prefix + name).encode())
+        if parameters:
+            self.models.append((label, parameters))
         if not self.configured:
             self.configure(root)
+        elif parameters:
+            self.configure_models()
 
     @_guarded
     def forward_pre_hook(self, module, inputs):
@@ -827,17 +847,46 @@ class FrontEnd:
         params = list(model.parameters())
         log = self.lib.log_text
         log(b"framework", ("torch " + torch.__version__).encode())
-        log(b"model", type(model).__name__.encode())
-        log(b"parameters", str(sum(p.numel() for p in params)).encode())
+        if not self.models:
+            self.models.append((type(model).__name__, sum(p.numel() for p in params)))
         device = params[0].device.type if params else "cpu"
         log(b"device", device.encode())
-        autocast = _autocast_dtype(device)
-        if autocast is not None:
-            log(b"autocast", _PRECISION_WORDS.get(autocast, str(autocast)).encode())
-            log(b"precision", ("amp-" + _PRECISION_WORDS.get(autocast, str(autocast))).encode())
-        else:
-            dtype = params[0].dtype if params else torch.float32
-            log(b"precision", _PRECISION_WORDS.get(dtype, str(dtype)).encode())
+        self.autocast = _autocast_dtype(device)
+        if self.autocast is not None:
+            log(b"autocast", _PRECISION_WORDS.get(self.autocast, str(self.autocast)).encode())
+        self.configure_models()
+
+    def configure_models(self):
+        """The models named so far, with their parameters, and the precision they hold them in."""
+        log = self.lib.log_text
+        log(b"model", ", ".join(label for label, _ in self.models).encode())
+        log(b"parameters", str(sum(n for _, n in self.models)).encode())
+        if len(self.models) > 1:
+            for label, n in self.models:
+                log(("parameters.%s" % label).encode(), str(n).encode())
+        # Parameters by dtype, named by their module: every dtype the program holds is said.
+        by_dtype = {}
+        for p_id, name in self.param_names.items():
+            by_dtype.setdefault(self.param_dtypes.get(p_id), []).append(name.rpartition(".")[0] or name)
+        by_dtype.pop(None, None)
+        if not by_dtype:
+            by_dtype = {torch.float32: []}
+        main = max(by_dtype, key=lambda d: len(by_dtype[d]))
+        word = lambda d: _PRECISION_WORDS.get(d, str(d).replace("torch.", ""))
+        precision = ("amp-" + word(self.autocast)) if self.autocast is not None else word(main)
+        others = []
+        for dtype, modules in by_dtype.items():
+            if dtype == main:
+                continue
+            named = sorted(set(modules))
+            others.append("%s in %s%s" % (word(dtype), ", ".join(named[:3]), " and %d more" % (len(named) - 3)
+                                          if len(named) > 3 else ""))
+        log(b"precision", (precision + ("; " + "; ".join(others) if others else "")).encode())
+        unmeasured = sorted({m for d, modules in by_dtype.items() if d not in _DTYPES_MEASURED for m in modules})
+        if unmeasured:
+            log(b"unmeasured", ("%s parameters (fpscope measures fp32, fp16 and bf16 tensors): %s" % (
+                ", ".join(sorted({word(d) for d in by_dtype if d not in _DTYPES_MEASURED})),
+                ", ".join(unmeasured[:6]) + (" and %d more" % (len(unmeasured) - 6) if len(unmeasured) > 6 else ""))).encode())
 
     # [SECTION] Saved tensors -----------------------------------------------------------------------
 
