@@ -45,7 +45,8 @@ void add_nonfinite(const Trace& trace, const EventQuery& q, std::vector<Event>& 
     e.tensor = st.text(9);
     const int64_t nan = st.i64(10), inf = st.i64(11), count = st.i64(12);
     e.amount = static_cast<double>(nan + inf);
-    e.detail = fmt::format("{}first {} at [{}]; {} NaN, {} Inf of {}", st.i64(4) ? "ORIGIN (inputs finite): " : "",
+    e.origin = st.i64(4) != 0;
+    e.detail = fmt::format("{}first {} at [{}]; {} NaN, {} Inf of {}", e.origin ? "made from finite inputs: " : "",
                            kind, st.i64(3), nan, inf, count);
     out.push_back(std::move(e));
   }

@@ -664,6 +664,7 @@ struct Event {
   std::string kernel, layer, tensor;
   std::string detail;  // what happened, in words: "first nan at [17]; 1 NaN, 0 Inf of 4096"
   double amount = 0;   // values involved (NaN + Inf, the larger fp16/bf16 count) or the new scale
+  bool origin = false; // a non-finite output its launch made from finite inputs
 };
 
 struct EventQuery {

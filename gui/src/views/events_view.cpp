@@ -36,7 +36,7 @@ ImU32 kind_color(analysis::EventKind kind) {
   return colors::kDimText;
 }
 
-enum Column { kRun, kTime, kStep, kKind, kKernel, kLayer, kTensor, kAmount, kDetail, kColumns };
+enum Column { kRun, kTime, kStep, kKind, kKernel, kLayer, kAmount, kDetail, kTensor, kColumns };
 
 class EventsView final : public View {
  public:
@@ -192,13 +192,13 @@ class EventsView final : public View {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("run", 0, em * 4.5f, kRun);
     ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 5.5f, kTime);
-    ImGui::TableSetupColumn("step", 0, em * 5, kStep);
+    ImGui::TableSetupColumn("step", 0, em * 4.5f, kStep);
     ImGui::TableSetupColumn("kind", 0, em * 7.5f, kKind);
-    ImGui::TableSetupColumn("kernel", 0, em * 12, kKernel);
-    ImGui::TableSetupColumn("layer", 0, em * 8, kLayer);
-    ImGui::TableSetupColumn("tensor", 0, em * 12, kTensor);
-    ImGui::TableSetupColumn("values", 0, em * 6, kAmount);
-    ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_NoSort, 0, kDetail);
+    ImGui::TableSetupColumn("kernel", 0, em * 11, kKernel);
+    ImGui::TableSetupColumn("layer", 0, em * 7, kLayer);
+    ImGui::TableSetupColumn("values", 0, em * 5.5f, kAmount);
+    ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_NoSort, em * 22, kDetail);
+    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthStretch, 0, kTensor);
     ImGui::TableHeadersRow();
     if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || sort_dirty_)) {
       sort_rows(specs);
@@ -241,10 +241,12 @@ class EventsView final : public View {
       ImGui::Text("%lld-%lld", static_cast<long long>(*g->first_step), static_cast<long long>(*g->last_step));
     else if (e.step) ImGui::Text("%lld", static_cast<long long>(*e.step));
     else ImGui::TextDisabled("-");
-    ImGui::TableNextColumn(); ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s", analysis::event_kind_name(e.kind));
+    ImGui::TableNextColumn();
+    // An origin is where a NaN/Inf began: said in its kind, the rest passed it on.
+    ImGui::TextColored(colors::to_vec4(kind_color(e.kind)), "%s%s", analysis::event_kind_name(e.kind),
+                       e.origin ? " origin" : "");
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.kernel.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.layer.c_str());
-    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
     ImGui::TableNextColumn();
     const double value = amount(row);
     const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
@@ -255,6 +257,7 @@ class EventsView final : public View {
                   analysis::human_count(g->events).c_str(), e.detail.c_str());
     else
       ImGui::TextUnformatted(e.detail.c_str());
+    ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
   }
 
   std::vector<Source> sources_;
