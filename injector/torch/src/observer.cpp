@@ -488,14 +488,37 @@ std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn
   return o;
 }
 
+// The frame that called the operator that trapped: the trap is raised there, at its next instruction.
+PyFrameObject* g_trap_frame = nullptr;
+
+// A trace function for one event: the first instruction the trapping frame runs after the
+// operator returns raises the trap, so that the traceback ends at the line that holds the operator
+// (`y = x / d` as for `torch.log(...)`). An asynchronous exception instead fires where the
+// interpreter next looks: after `return x / d` has left the frame, or at the next line's call.
+int trap_at_next_instruction(PyObject*, PyFrameObject* frame, int what, PyObject*) {
+  if ((what != PyTrace_LINE && what != PyTrace_OPCODE) || frame != g_trap_frame) return 0;
+  PyEval_SetTrace(nullptr, nullptr);
+  Py_CLEAR(g_trap_frame);
+  PyErr_SetNone(g_trap_exception);
+  return -1;
+}
+
 void raise_trap() {
   if (g_trap_exception == nullptr || !Py_IsInitialized()) return;
-  // An exception raised in the program's thread as soon as it runs Python again: the line that
-  // called the operator, for an operator the program called.
   const unsigned long thread = g_program_thread.load();
   if (thread == 0) return;
   const PyGILState_STATE gil = PyGILState_Ensure();
-  PyThreadState_SetAsyncExc(thread, g_trap_exception);
+  PyFrameObject* frame = PyThread_get_thread_ident() == thread ? PyEval_GetFrame() : nullptr;
+  // On the program's thread, with no tracer of the program's own (a debugger, coverage): in the
+  // calling frame. Otherwise as soon as the program's thread runs Python again.
+  if (frame != nullptr && PyThreadState_Get()->c_tracefunc == nullptr &&
+      PyObject_SetAttrString(reinterpret_cast<PyObject*>(frame), "f_trace_opcodes", Py_True) == 0) {
+    Py_XSETREF(g_trap_frame, reinterpret_cast<PyFrameObject*>(Py_NewRef(frame)));
+    PyEval_SetTrace(trap_at_next_instruction, nullptr);
+  } else {
+    PyErr_Clear();
+    PyThreadState_SetAsyncExc(thread, g_trap_exception);
+  }
   PyGILState_Release(gil);
 }
 

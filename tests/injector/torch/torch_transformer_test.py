@@ -389,6 +389,40 @@ class FrontEndTest(support.FrontEndCase):
         report = run([FPSCOPE, "report", "--section", "summary", trace], self.dir).stdout
         self.assertIn("NOTE: not measured: fp64 parameters", report)
 
+    def test_the_trap_ends_at_the_line_that_holds_the_operator(self):
+        """An operator reached through Python's operator methods (`x / d`) traps at its own line, as
+        `torch.log(...)` does: not after the module returned, nor at the next line's call."""
+        script = self.write("trapline.py", """
+            import sys, torch, torch.nn as nn
+            class Scale(nn.Module):
+                def forward(self, x, d):
+                    return x / d  # the dividing line
+            class Norm(nn.Module):
+                def forward(self, x):
+                    y = x / x.norm(dim=1, keepdim=True)  # the normalising line
+                    z = torch.div(y, 2.0)  # an innocent line
+                    return z
+            if sys.argv[1] == "scale":
+                Scale()(torch.ones(2, 4), torch.zeros(4))
+            else:
+                Norm()(torch.zeros(2, 4))
+        """)
+        for case, line, kind in [("scale", "the dividing line", "+Inf"), ("norm", "the normalising line", "NaN")]:
+            with self.subTest(case=case):
+                _, p = self.trace(script, "--trap", "nonfinite", args=[case], check=False)
+                self.assertIn("FloatingPointError: fpscope: first %s made by div (step 0, phase forward)" % kind, p.stderr)
+                frames = [l for l in p.stderr.splitlines() if l.strip().startswith("File ")]
+                # The last frame of the program's own is the operator's line (in dispatch mode the
+                # front end's raise follows it).
+                own = [i for i, l in enumerate(frames) if script in l]
+                self.assertTrue(own, p.stderr)
+                after = frames[own[-1] + 1:]
+                self.assertTrue(all("fpscope_torch" in l for l in after), p.stderr)
+                if OPERATORS == "observer":
+                    self.assertEqual(after, [], p.stderr)
+                source = p.stderr.split(frames[own[-1]])[1].splitlines()[1]
+                self.assertIn(line, source, p.stderr)
+
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
         trace, traced = self.trace(script, args=["overflow", str(STEPS)])

@@ -63,6 +63,33 @@ def _autocast_dtype(device):
     return None
 
 
+_MACHINERY = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+              os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
+
+def _raise_in_callers_frame(error):
+    """Raises `error` (the trap) in the program's own frame that called the operator, at the next
+    instruction it runs, so that the traceback ends at the line that holds the operator (`y = x / d`,
+    `torch.log(...)`), not in PyTorch's dispatch or the front end. The operator returns first. Under
+    a tracer of the program's own (a debugger, coverage) it is raised here instead."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_MACHINERY):
+        frame = frame.f_back
+    if frame is None or sys.gettrace() is not None:
+        raise error
+
+    def at_next_instruction(f, event, arg):
+        if event not in ("line", "opcode"):
+            return at_next_instruction
+        sys.settrace(None)
+        f.f_trace = None
+        raise error
+
+    frame.f_trace = at_next_instruction
+    frame.f_trace_opcodes = True
+    sys.settrace(lambda f, event, arg: None)  # tracing on; new frames untraced
+
+
 def _trap_text(lib):
     """The injector's message of the trap just raised, as the program's FloatingPointError says it
     (the exception's type already says it is a trap)."""
@@ -478,7 +505,7 @@ class FrontEnd:
             self.keep.clear()
         if trapped == _api.TRAPPED:
             call.trapped = True
-            raise FloatingPointError(_trap_text(lib))
+            _raise_in_callers_frame(FloatingPointError(_trap_text(lib)))
         return result
 
     def untraced(self, func, args, kwargs):
