@@ -503,12 +503,44 @@ int trap_at_next_instruction(PyObject*, PyFrameObject* frame, int what, PyObject
   return -1;
 }
 
+// The folder of a module's file, with a trailing slash ("" when it cannot be told).
+std::string module_folder(const char* module) {
+  PyObject* m = PyImport_ImportModule(module);
+  PyObject* file = m ? PyObject_GetAttrString(m, "__file__") : nullptr;
+  const char* path = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : nullptr;
+  std::string folder = path ? std::string(path) : std::string();
+  Py_XDECREF(file);
+  Py_XDECREF(m);
+  PyErr_Clear();
+  const size_t slash = folder.rfind('/');
+  return slash == std::string::npos ? std::string() : folder.substr(0, slash + 1);
+}
+
+// The program's own frame that led to the operator: the innermost one outside PyTorch's and the
+// front end's files (a scripted module's operators run under PyTorch's `_call_impl`). Borrowed.
+PyFrameObject* programs_frame(PyFrameObject* frame) {
+  static const std::string torch_folder = module_folder("torch");
+  static const std::string front_end_folder = module_folder("fpscope_torch");
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = code && PyUnicode_Check(code->co_filename) ? PyUnicode_AsUTF8(code->co_filename) : nullptr;
+    Py_XDECREF(code);
+    const std::string_view path = file ? file : "";
+    const auto under = [&](const std::string& folder) { return !folder.empty() && path.rfind(folder, 0) == 0; };
+    if (!under(torch_folder) && !under(front_end_folder)) return frame;
+    PyFrameObject* back = PyFrame_GetBack(frame);  // a new reference; the chain holds it as well
+    Py_XDECREF(back);
+    frame = back;
+  }
+  return nullptr;
+}
+
 void raise_trap() {
   if (g_trap_exception == nullptr || !Py_IsInitialized()) return;
   const unsigned long thread = g_program_thread.load();
   if (thread == 0) return;
   const PyGILState_STATE gil = PyGILState_Ensure();
-  PyFrameObject* frame = PyThread_get_thread_ident() == thread ? PyEval_GetFrame() : nullptr;
+  PyFrameObject* frame = PyThread_get_thread_ident() == thread ? programs_frame(PyEval_GetFrame()) : nullptr;
   // On the program's thread, with no tracer of the program's own (a debugger, coverage): in the
   // calling frame. Otherwise as soon as the program's thread runs Python again.
   if (frame != nullptr && PyThreadState_Get()->c_tracefunc == nullptr &&
