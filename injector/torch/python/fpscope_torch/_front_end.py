@@ -203,11 +203,11 @@ _NAME_SEPARATOR = _api.NAME_SEPARATOR.encode()
 _UNNAMED_OUTPUT_PREFIX = _api.UNNAMED_OUTPUT_PREFIX.encode()
 
 
-def _data_name(t):
+def _data_name(t, what="data"):
     """'data f32[3000,1,28,28]': a tensor no operator made, by its type and shape."""
     dtype = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
              torch.int32: "i32", torch.uint8: "u8", torch.bool: "bool", torch.float64: "f64"}.get(t.dtype, str(t.dtype))
-    return ("data %s[%s]" % (dtype, ",".join(str(n) for n in t.shape))).encode()
+    return ("%s %s[%s]" % (what, dtype, ",".join(str(n) for n in t.shape))).encode()
 
 
 def _tensor_list(value):
@@ -815,7 +815,8 @@ class FrontEnd:
 
     @_guarded
     def label_parameter(self, p):
-        self.memory.label(p, _api.CAT_WEIGHT, b"")
+        # Named by type and shape until a model that holds it runs ('parameter f32[16,8]').
+        self.memory.label(p, _api.CAT_WEIGHT, _data_name(p, "parameter"))
 
     def label_gradients(self, optimizer):
         for group in optimizer.param_groups:
