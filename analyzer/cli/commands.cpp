@@ -178,7 +178,8 @@ Action add_advise(CLI::App& app) {
                              o->target != "auto" ? " (--target)"
                              : run.precision.empty()
                                  ? " (the run's precision is not known; --target bf16 for the other)"
-                                 : fmt::format(" (the run's precision is {}; --target {} for the other)", run.precision,
+                                 : fmt::format(" (the run's precision is {}; --target {} for the other)",
+                                               run.precision.substr(0, run.precision.find(';')),
                                                advice.target == analysis::Format::BF16 ? "fp16" : "bf16"));
     // Advice for formats is no answer to a NaN the run already made: say where it came from first.
     if (const NonfiniteReport nf = nonfinite(*trace, 0); nf.first_origin) {

@@ -3,6 +3,7 @@
 #include "sections.h"
 
 #include "fpscope/contract/collectives.h"
+#include "fpscope/report_json.h"
 #include "fpscope/units.h"
 
 #include <fmt/format.h>
@@ -90,8 +91,7 @@ Section nonfinite_section(const Trace& trace) {
   sec.extra["pos_inf"] = r.pos_inf;
   sec.extra["neg_inf"] = r.neg_inf;
   sec.extra["tensors"] = r.tensors;
-  sec.extra["intended"] = {{"tensors", r.intended.tensors}, {"nan", r.intended.nan}, {"pos_inf", r.intended.pos_inf},
-                           {"neg_inf", r.intended.neg_inf}, {"made_by", r.intended.made_by}};
+  sec.extra["intended"] = intended_json(r.intended);
   const std::string intended = intended_text(r.intended);
   if (!r.first_origin) {
     sec.notes.push_back(no_nonfinite_text(summary(trace)));

@@ -81,7 +81,7 @@ std::string role_clause(RoleFilter roles) {
 std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFilter roles, SideOutputs side_outputs) {
   // Column 3: the rows are a forward-phase kernel's side outputs (contract::kMainOutputSlot).
   std::string sql =
-      "SELECT sk.value, sl.value, r.role, r.side AND r.phase_id IN (SELECT id FROM strings WHERE value = ?1), "
+      "SELECT sk.value, sl.value, r.role, r.side AND r.phase_id IN (SELECT id FROM strings WHERE value IN (?1, ?2)), "
       "  sum(r.tensors), sum(r.elements), sum(r.nan), "
       "  sum(r.pos_inf + r.neg_inf), sum(r.zero), max(r.absmax), min(r.min_nonzero), min(r.first_kernel_id), "
       "  sum(r.formats_measured_elements), "
@@ -95,6 +95,7 @@ std::vector<RangeRow> ranges(const Trace& trace, RangeGrouping grouping, RoleFil
       role_clause(roles) + "GROUP BY r.kernel_name_id, r.layer_id, r.role, 4";
   sql::Statement st(detail::db(trace), sql);
   st.bind(1, std::string_view(contract::kPhaseForward));
+  st.bind(2, std::string_view(contract::kPhaseEval));  // a forward in eval mode
   // Key: (kernel or op, layer, role) as the grouping asks.
   std::map<std::tuple<std::string, std::optional<std::string>, std::string>, Accumulator> groups;
   while (st.step()) {

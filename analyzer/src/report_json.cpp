@@ -112,9 +112,6 @@ json why_json(const WhyReport& r) {
           {"skipped_steps", skipped}};
 }
 
-json intended_json(const IntendedNonfinite& r) {
-  return {{"tensors", r.tensors}, {"nan", r.nan}, {"pos_inf", r.pos_inf}, {"neg_inf", r.neg_inf}, {"made_by", r.made_by}};
-}
 
 json nonfinite_json(const NonfiniteReport& r) {
   json by_kernel = json::array();
@@ -268,6 +265,10 @@ std::string compare_json(const Comparison& c) {
               {"only_in_source", events(c.only_in_a)},
               {"only_in_target", events(c.only_in_b)}};
   return text(doc);
+}
+
+json intended_json(const IntendedNonfinite& r) {
+  return {{"tensors", r.tensors}, {"nan", r.nan}, {"pos_inf", r.pos_inf}, {"neg_inf", r.neg_inf}, {"made_by", r.made_by}};
 }
 
 }  // namespace fpscope::analysis

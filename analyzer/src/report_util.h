@@ -22,7 +22,12 @@ namespace fpscope::analysis {
 // own output would).
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name);
 
-// The last value of one scalar ("loss", "train_accuracy", ...) at each step (lowest rank, as above).
+// The rows (rank, step, value, id) scalar ?1 is read from: a step's loss from v_step_loss (the mean
+// of its micro-batches'), any other scalar as logged. Every reader of a scalar starts from these.
+std::string scalar_source(std::string_view name);
+
+// One scalar ("loss", "train_accuracy", ...) at each step (lowest rank, as above): the last value
+// logged in the step; for "loss" the step's loss of v_step_loss (the mean of its micro-batches').
 std::map<int64_t, double> scalar_by_step(const Trace& trace, std::string_view name);
 // The same with the steps whose last value is NaN (stored NULL) kept, as a quiet NaN.
 std::map<int64_t, double> scalar_by_step_with_nan(const Trace& trace, std::string_view name);

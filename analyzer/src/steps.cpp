@@ -9,20 +9,14 @@
 namespace fpscope::analysis {
 
 
-// Last value per step of one scalar.
+// One scalar per step (scalar_source: the loss of v_step_loss, another scalar's last value).
 namespace {
 
-// The loss of a step is v_step_loss's (the mean of its micro-batches'); another scalar's is the
-// last value logged in the step.
 std::map<int64_t, double> scalar_rows(const Trace& trace, std::string_view name, bool keep_nan) {
   sql::Statement st(detail::db(trace),
-          name == "loss"
-              ? "WITH named AS (SELECT rank, step, loss AS value, 0 AS id FROM v_step_loss WHERE ?1 = 'loss') "
-                "SELECT step, value FROM named WHERE rank = (SELECT min(rank) FROM named) "
-                "AND (?2 OR value IS NOT NULL) ORDER BY step"
-              : "WITH named AS (SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)) "
-                "SELECT step, value FROM named WHERE rank = (SELECT min(rank) FROM named) "
-                "AND step IS NOT NULL AND (?2 OR value IS NOT NULL) ORDER BY step, id");
+          "WITH named AS (" + scalar_source(name) + ") "
+          "SELECT step, value FROM named WHERE rank = (SELECT min(rank) FROM named) "
+          "AND step IS NOT NULL AND (?2 OR value IS NOT NULL) ORDER BY step, id");
   st.bind(1, name);
   st.bind(2, int64_t{keep_nan});
   std::map<int64_t, double> values;

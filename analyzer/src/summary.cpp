@@ -47,11 +47,9 @@ std::string command_text(const std::string& stored) {
 
 }  // namespace
 
-// The rows of scalar `name` on which the summary reads it: the loss a step (v_step_loss), any other
-// scalar as logged.
 std::string scalar_source(std::string_view name) {
   return name == "loss" ? "SELECT rank, step, loss AS value, 0 AS id FROM v_step_loss WHERE ?1 = 'loss'"
-                        : "SELECT * FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)";
+                        : "SELECT rank, step, value, id FROM scalars WHERE name_id IN (SELECT id FROM strings WHERE value = ?1)";
 }
 
 std::optional<std::pair<double, std::optional<int64_t>>> last_scalar(const Trace& trace, std::string_view name) {
@@ -185,8 +183,13 @@ RunSummary summary(const Trace& trace) {
                    : *why == "size_limit" ? "the trace reached its size limit (--max-size)"
                                           : "storing failed (" + *why + ")";
     if (const auto step = parse_int(trace.meta_value("incomplete_at_step"))) s.incomplete += " at step " + std::to_string(*step);
-    if (const auto lost = parse_int(trace.meta_value("records_not_stored")); lost && *lost > 0)
-      s.incomplete += " (" + human_count(*lost) + " records were not stored)";
+    const auto lost = parse_int(trace.meta_value("records_not_stored"));
+    const auto rolled_back = parse_int(trace.meta_value("rows_rolled_back"));
+    std::string what;
+    if (lost && *lost > 0) what = human_count(*lost) + " records received after it were not stored";
+    if (rolled_back && *rolled_back > 0)
+      what += (what.empty() ? "" : ", and ") + human_count(*rolled_back) + " rows being written when it filled were lost";
+    if (!what.empty()) s.incomplete += " (" + what + ")";
   }
   s.measured_a_selection = measured_selection(trace).any();
   s.collector_pid = parse_int(trace.meta_value("collector_pid"));

@@ -140,6 +140,8 @@ work AS MATERIALIZED (
          max(end_ns) AS end_ns
   FROM kernels GROUP BY rank
 ),
+-- A rank's steps with kernels, its tail (v_step_ranges) left out.
+tails AS (SELECT rank, step FROM v_step_ranges WHERE tail),
 origins AS (
   SELECT k.rank, k.id AS kernel_id, k.step, k.start_ns,
          row_number() OVER (PARTITION BY k.rank ORDER BY k.start_ns, k.id) AS nth
@@ -151,7 +153,10 @@ memory AS (SELECT rank, max(max_total_live) AS peak FROM summary_memory_by_rank 
 scaling AS (SELECT rank, count(*) AS events, sum(skipped) AS skipped FROM loss_scale GROUP BY rank),
 ranks AS (SELECT rank FROM processes UNION SELECT rank FROM work)
 SELECT r.rank, coalesce(p.processes, 0) AS processes, p.pid, p.host, p.ended,
-       coalesce(w.kernels, 0) AS kernels, coalesce(w.steps, 0) AS steps, w.start_ns, w.end_ns,
+       coalesce(w.kernels, 0) AS kernels,
+       coalesce(w.steps, 0) - (SELECT count(*) FROM tails t WHERE t.rank = r.rank
+                               AND EXISTS (SELECT 1 FROM kernels k WHERE k.rank = t.rank AND k.step = t.step)) AS steps,
+       w.start_ns, w.end_ns,
        coalesce(nf.tensors, 0) AS nonfinite_tensors,
        o.kernel_id AS first_origin_kernel_id, o.step AS first_origin_step, o.start_ns AS first_origin_ns,
        m.peak AS memory_peak_bytes, coalesce(sc.events, 0) AS loss_scale_events,
@@ -167,21 +172,15 @@ ORDER BY r.rank;
 
 -- Whole-trace counts and the memory peak, one row per key. value NULL: not known. Each table is
 -- read once (the kernels and the step ranges in one pass each); the ranks are summary_ranks' rows.
--- steps counts training steps: in a rank that has backward or optimizer phases, a step range that
--- begins after the last of them began is the tail of the run (what the program did after its last
--- optimizer step: PyTorch's front end opens step N+1 when step N ends), not a step; tail_step is
--- its number (NULL when no rank has one).
+-- steps counts training steps: a step range that is the tail of its rank's run (v_step_ranges: no
+-- training phase begins in it) is not one; tail_step is its number (NULL when no rank has one).
 CREATE TABLE summary_counts AS
 WITH peak AS MATERIALIZED (SELECT peak_total_bytes AS live, peak_t_ns AS t_ns, peak_step AS step, rank
                           FROM summary_memory_peak LIMIT 1),
 k AS MATERIALIZED (SELECT count(*) AS kernels, max(end_ns - start_ns) AS longest,
                           count(CASE WHEN sampled = 1 THEN 1 END) AS sampled, min(start_ns) AS first_ns,
                           max(end_ns) AS last_ns FROM kernels),
-learning AS MATERIALIZED (SELECT p.rank, max(p.start_ns) AS last_ns FROM nvtx_ranges p JOIN strings n ON n.id = p.name_id
-                          WHERE p.kind = 'phase' AND n.value IN ('backward', 'optimizer') GROUP BY p.rank),
-ranges AS MATERIALIZED (SELECT r.step, l.last_ns IS NOT NULL AND r.start_ns > l.last_ns AS tail
-                        FROM nvtx_ranges r LEFT JOIN learning l ON l.rank = r.rank
-                        WHERE r.kind = 'step' AND r.step IS NOT NULL),
+ranges AS MATERIALIZED (SELECT step, tail FROM v_step_ranges),
 s AS MATERIALIZED (SELECT count(DISTINCT step) AS steps, min(step) AS first_step, max(step) AS last_step
                    FROM ranges WHERE NOT tail)
 SELECT 'kernels' AS key, (SELECT kernels FROM k) AS value

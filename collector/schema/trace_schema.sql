@@ -267,6 +267,19 @@ WHERE n.origin = 1 AND n.allowed = 0
 ORDER BY k.start_ns, n.kernel_id, t.slot
 LIMIT 1;
 
+-- Each step range of each rank, and whether it is the run's tail: in a rank whose steps have
+-- forward, backward or optimizer phases, a step range in which none of them begins (what the program
+-- did after its last optimizer step: PyTorch's front end opens step N+1 when step N ends; a final
+-- evaluation's phase is 'eval'). A run that stopped inside a step's forward keeps that step.
+CREATE VIEW v_step_ranges AS
+WITH training AS (
+  SELECT p.rank, max(p.start_ns) AS last_ns FROM nvtx_ranges p JOIN strings n ON n.id = p.name_id
+  WHERE p.kind = 'phase' AND n.value IN ('forward', 'backward', 'optimizer') GROUP BY p.rank
+)
+SELECT r.rank, r.step, r.start_ns, r.end_ns, t.last_ns IS NOT NULL AND r.start_ns > t.last_ns AS tail
+FROM nvtx_ranges r LEFT JOIN training t ON t.rank = r.rank
+WHERE r.kind = 'step' AND r.step IS NOT NULL;
+
 -- The loss of each step of each rank: the mean of the losses logged in it (a program that
 -- accumulates gradients over micro-batches calls backward() on several before one optimizer step),
 -- NULL (NaN) when any of them was NaN; micro_batches: how many there were. scalars keeps each.

@@ -214,8 +214,16 @@ void TraceWriter::Impl::disk_filled() {
     }
   } catch (const sql::Error&) {
   }
-  if (!sqlite3_get_autocommit(db.handle()) && sqlite3_exec(db.handle(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+  // The rows of the batch, and the tensors still waiting to be written, when they are lost too.
+  const uint64_t waiting = rows_in_batch_ + static_cast<uint64_t>(ready_count);
+  if (sqlite3_get_autocommit(db.handle())) {
+    full.rows_rolled_back = waiting;  // SQLite rolled the batch back on its own
+  } else if (sqlite3_exec(db.handle(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    full.rows_rolled_back = waiting;
+  } else {
+    full.rows_rolled_back = ready_count;
+  }
   try {
     full.step = db.query_int("SELECT max(step) FROM kernels");
   } catch (const sql::Error&) {
@@ -558,6 +566,7 @@ bool TraceWriter::Impl::finish_full() {
   set_meta("trace_incomplete", full.size_limit ? "size_limit" : "disk_full");
   if (full.step) set_meta("incomplete_at_step", std::to_string(*full.step));
   set_meta("records_not_stored", std::to_string(counts.lost_to_storage));
+  set_meta("rows_rolled_back", std::to_string(full.rows_rolled_back));
   try {
     if (in_transaction_) {
       in_transaction_ = false;
@@ -699,7 +708,7 @@ std::pair<uint64_t, uint64_t> TraceWriter::stored_kernels_and_tensors() const {
 
 NonfiniteOutcome TraceWriter::nonfinite_outcome() const {
   NonfiniteOutcome outcome;
-  if (impl_->failed()) return outcome;
+  if (impl_->failed() && !impl_->full.happened) return outcome;  // a full trace's rows can be read
   try {
     // One nonfinite row per output tensor holding NaN/Inf: a join on the few such rows.
     sql::Statement values(impl_->db,

@@ -200,6 +200,7 @@ class TraceWriter::Impl {
     bool happened = false;
     bool size_limit = false;              // the limit of limit_size(), not the disk
     std::optional<int64_t> step;          // the last step the trace holds kernels of
+    uint64_t rows_rolled_back = 0;        // rows of the batch being written that did not fit either
   } full;
   std::string reserve_path;               // "" once released, or when none could be made
   std::optional<int64_t> max_pages;       // limit_size()

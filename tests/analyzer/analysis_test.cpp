@@ -415,7 +415,8 @@ TEST(Analysis, SchemaTwoTraceReadsAsOneProcessOfRankZero) {
   const auto current = make_trace("schema3", o);
   const auto older = make_trace("schema2", o);
   std::string drop;
-  for (const char* view : {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary", "v_step_loss", "v_op_ranges",
+  for (const char* view : {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary", "v_step_loss",
+                           "v_step_ranges", "v_op_ranges",
                            "v_loss_scale", "v_memory_peak", "v_memory_peak_moment", "v_memory_timeline",
                            "v_memory_live", "v_memory_deltas"})
     drop += std::string("drop view ") + view + "; ";

@@ -466,9 +466,8 @@ struct Cause {
   std::string subject;                 // what it is about, in a few words ("fc1.weight (2^12.6 at step 0)")
 };
 
-// A range heading for fp16's edge: a least-squares line through log2(absmax) over the row's last
-// measured steps, and the step where it would cross fp16's largest value if it kept that rate.
-// How a range grows, as the fitted steps support it: by a factor a step (a straight line through
+// A range heading for fp16's edge, and the step where it would cross fp16's largest value if it
+// kept growing as it did over the row's last measured steps. How a range grows, as the fitted steps support it: by a factor a step (a straight line through
 // log2 of the range: activations feeding on themselves, a loss scale too high) or by an amount a
 // step (a straight line through the values: a bias under Adam moves about the learning rate a
 // step). The exponential model is taken only when its squared error, measured in log2 over the

@@ -7,6 +7,8 @@
 
 #include "fpscope/analysis.h"
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,6 +33,8 @@ ReportData report_data(const Trace& trace, RangeView view = RangeView::Activatio
 
 // The JSON text of the report (2-space indented, ending in a newline).
 std::string report_json(const ReportData& data);
+// The `nonfinite.intended` object: {tensors, nan, pos_inf, neg_inf, made_by}.
+nlohmann::ordered_json intended_json(const IntendedNonfinite& intended);
 std::string compare_json(const Comparison& comparison);
 
 }  // namespace fpscope::analysis

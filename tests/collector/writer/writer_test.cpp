@@ -39,7 +39,8 @@ using wire::RecordType;
 namespace fs = std::filesystem;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_loss", "v_step_summary",
+constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_ranges", "v_step_loss",
+                                  "v_step_summary",
                                   "v_op_ranges", "v_loss_scale", "v_memory_deltas", "v_memory_live",
                                   "v_memory_timeline", "v_memory_peak_moment", "v_memory_peak"};
 
@@ -665,13 +666,12 @@ TEST_F(WriterTest, StorageFailureKeepsWhatWasCommitted) {
   EXPECT_EQ(db.integer("SELECT max(id) FROM kernels"), kept);  // a prefix: nothing torn out of order
 }
 
-// The summaries' SQL cannot include the contract: the phase names it reads (which steps are
-// training steps, summary_counts) are held to the contract's here.
-TEST(TraceFinalize, NamesThePhasesAsTheContractDoes) {
-  const std::string sql = embedded::kTraceFinalizeSql;
-  for (const char* phase : {contract::kPhaseBackward, contract::kPhaseOptimizer})
-    EXPECT_NE(sql.find("'" + std::string(phase) + "'"), std::string::npos) << phase;
-  EXPECT_NE(sql.find("n.value IN ('" + std::string(contract::kPhaseBackward) + "', '" + contract::kPhaseOptimizer + "')"),
+// The schema's SQL cannot include the contract: the phase names v_step_ranges reads (which step
+// ranges are training steps) are held to the contract's here.
+TEST(TraceSchema, NamesTheTrainingPhasesAsTheContractDoes) {
+  const std::string sql = embedded::kTraceSchemaSql;
+  EXPECT_NE(sql.find("n.value IN ('" + std::string(contract::kPhaseForward) + "', '" + contract::kPhaseBackward +
+                     "', '" + contract::kPhaseOptimizer + "')"),
             std::string::npos);
 }
 

@@ -90,7 +90,11 @@ class FrontEndTest(support.FrontEndCase):
                                  self.dir).stdout)["run"]
         self.assertEqual((summary["steps"], summary["tail_step"], summary["final_loss_step"],
                           summary["first_nonfinite_loss_step"]), (5, 5, 2, 3))
-        _, trapped = self.trace(script, "--trap", "nonfinite", args=[pattern], check=False)
+        trapped_trace, trapped = self.trace(script, "--trap", "nonfinite", args=[pattern], check=False)
+        # Stopped inside step 3's forward: step 3 is a step, not the run's tail.
+        stopped = json.loads(run([FPSCOPE, "report", "--section", "summary", "--format", "json", trapped_trace],
+                                 self.dir).stdout)["run"]
+        self.assertEqual((stopped["steps"], stopped["last_step"], stopped["tail_step"]), (4, 3, None))
         self.assertIn("FloatingPointError: fpscope: first NaN made by log (layer faulty, step 3, phase forward)",
                       trapped.stderr)
         lines = trapped.stderr.splitlines()

@@ -367,6 +367,7 @@ class FrontEndTest(support.FrontEndCase):
                     return self.head(self.net(x).double())
             g, d = Generator(), Critic()
             og, od = torch.optim.SGD(g.parameters(), lr=0.01), torch.optim.SGD(d.parameters(), lr=0.01)
+            nn.Identity()(torch.zeros(1))  # a module without parameters runs first: no model of its own
             for step in range(3):
                 z = torch.randn(8, 4)
                 od.zero_grad(); d(g(z).detach()).mean().backward(); od.step()

@@ -29,7 +29,7 @@ constexpr unsigned slot_of(uint8_t role_slot) { return role_slot & (kMaxSlots - 
 // layer's activation: the activation views, heat maps, layer-range tables and comparisons read main
 // outputs only, and count the side outputs' NaN/Inf all the same. A backward-phase kernel's later
 // outputs are gradients like its first (the weight's and the bias's), so the rule is the forward
-// phase's. Both trainers' traces follow it: mptrain's kernels and PyTorch's operators put their
+// phase's (and an evaluation's, whose forward runs in phase eval). Both trainers' traces follow it: mptrain's kernels and PyTorch's operators put their
 // result first.
 inline constexpr unsigned kMainOutputSlot = 0;
 constexpr bool is_later_output(Role role, unsigned slot) { return role == Role::Output && slot != kMainOutputSlot; }

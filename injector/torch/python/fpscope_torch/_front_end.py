@@ -46,8 +46,6 @@ _MEASURED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
 _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 _PRECISION_WORDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
-# The floating dtypes whose tensors are measured.
-_DTYPES_MEASURED = (torch.float32, torch.float16, torch.bfloat16)
 # Modules that wrap the model for data parallelism (torch.nn.parallel).
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 
@@ -872,11 +870,10 @@ class FrontEnd:
 
     def configure(self, model):
         self.configured = True
+        self.first_model = model
         params = list(model.parameters())
         log = self.lib.log_text
         log(b"framework", ("torch " + torch.__version__).encode())
-        if not self.models:
-            self.models.append((type(model).__name__, sum(p.numel() for p in params)))
         device = params[0].device.type if params else "cpu"
         log(b"device", device.encode())
         self.autocast = _autocast_dtype(device)
@@ -887,8 +884,9 @@ class FrontEnd:
     def configure_models(self):
         """The models named so far, with their parameters, and the precision they hold them in."""
         log = self.lib.log_text
-        log(b"model", ", ".join(label for label, _ in self.models).encode())
-        log(b"parameters", str(sum(n for _, n in self.models)).encode())
+        models = self.models or [(type(self.first_model).__name__, 0)]  # no model with parameters yet
+        log(b"model", ", ".join(label for label, _ in models).encode())
+        log(b"parameters", str(sum(n for _, n in models)).encode())
         if len(self.models) > 1:
             for label, n in self.models:
                 log(("parameters.%s" % label).encode(), str(n).encode())
@@ -910,10 +908,10 @@ class FrontEnd:
             others.append("%s in %s%s" % (word(dtype), ", ".join(named[:3]), " and %d more" % (len(named) - 3)
                                           if len(named) > 3 else ""))
         log(b"precision", (precision + ("; " + "; ".join(others) if others else "")).encode())
-        unmeasured = sorted({m for d, modules in by_dtype.items() if d not in _DTYPES_MEASURED for m in modules})
+        unmeasured = sorted({m for d, modules in by_dtype.items() if d not in _MEASURED_DTYPES for m in modules})
         if unmeasured:
             log(b"unmeasured", ("%s parameters (fpscope measures fp32, fp16 and bf16 tensors): %s" % (
-                ", ".join(sorted({word(d) for d in by_dtype if d not in _DTYPES_MEASURED})),
+                ", ".join(sorted({word(d) for d in by_dtype if d not in _MEASURED_DTYPES})),
                 ", ".join(unmeasured[:6]) + (" and %d more" % (len(unmeasured) - 6) if len(unmeasured) > 6 else ""))).encode())
 
     # [SECTION] Saved tensors -----------------------------------------------------------------------
