@@ -717,6 +717,23 @@ WhyReport why(const Trace& trace) {
           break;
         }
       }
+      // Inputs of a dtype fpscope does not measure (fp64) leave no rows: the NaN may have come in
+      // with them, so nothing says that this op made it.
+      if (report.causes.empty() && w.rows(o.kernel_id, "in").empty()) {
+        Cause c;
+        c.kind = CauseKind::NotMeasured;
+        c.kernel_id = o.kernel_id;
+        c.tensor_id = o.tensor_id;
+        c.step = o.step;
+        const std::string unmeasured = trace.meta_value("config.unmeasured").value_or("");
+        c.summary = fmt::format("{} returned {}, but none of its inputs was measured: the value may have come in "
+                                "with them (an input of a dtype fpscope does not measure{})",
+                                where_text(o.kernel, o.layer), o.kind,
+                                unmeasured.empty() ? std::string(", such as fp64") : ": " + unmeasured);
+        c.advice = "look at the op that made its input: a module the run keeps in fp64 is not measured; run it in "
+                   "fp32 to trace it, or find the NaN with torch.isfinite in that module";
+        report.causes.push_back(std::move(c));
+      }
       if (report.causes.empty()) {
         Cause c;
         c.kind = CauseKind::OpFromOrdinaryInputs;

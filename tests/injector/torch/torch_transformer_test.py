@@ -424,6 +424,38 @@ class FrontEndTest(support.FrontEndCase):
                 source = p.stderr.split(frames[own[-1]])[1].splitlines()[1]
                 self.assertIn(line, source, p.stderr)
 
+    def test_a_nan_made_in_an_fp64_module_is_not_blamed_on_the_cast_after_it(self):
+        script = self.write("double.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = nn.Linear(4, 4)
+                    self.head = nn.Linear(4, 4).double()  # kept in fp64, which fpscope does not measure
+                    self.shift = 0.0
+                def forward(self, x):
+                    h = torch.log(self.head(self.enc(x).double()).abs() - self.shift)
+                    return h.float().sum()
+            m = Model()
+            opt = torch.optim.SGD(m.parameters(), lr=0.01)
+            for step in range(3):
+                m.shift = 1e6 if step == 2 else 0.0
+                opt.zero_grad()
+                m(torch.randn(2, 4)).backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script)
+        first = self.query(trace, "SELECT kernel, step FROM v_first_nonfinite")
+        self.assertEqual([step for _, step in first], [2])
+        cause = self.why(trace)["causes"][0]
+        self.assertEqual(cause["kind"], "not_measured", cause)
+        self.assertIn("but none of its inputs was measured", cause["summary"])
+        self.assertIn("fp64 parameters", cause["summary"])  # the modules config.unmeasured names
+        self.assertIn("head", cause["summary"])
+        self.assertNotIn("look ordinary", cause["summary"])
+
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
         trace, traced = self.trace(script, args=["overflow", str(STEPS)])
