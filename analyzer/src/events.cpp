@@ -115,6 +115,36 @@ void add_loss_scale(const Trace& trace, const EventQuery& q, std::vector<Event>&
   }
 }
 
+// The trap, from the meta the collector wrote when the injector stopped the program.
+void add_trap(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
+  if (!wanted(q, EventKind::Trap)) return;
+  const auto kernel_id = trace.meta_value("trap.kernel_id");
+  const auto t_ns = trace.meta_value("trap.t_ns");
+  if (!kernel_id || !t_ns) return;
+  Event e;
+  e.kind = EventKind::Trap;
+  try {
+    e.kernel_id = std::stoll(*kernel_id);
+    e.t_ns = std::stoll(*t_ns);
+  } catch (const std::exception&) {
+    return;  // a damaged meta value: no trap to place
+  }
+  sql::Statement st(detail::db(trace),
+                    "SELECT k.step, sk.value, sl.value FROM kernels k JOIN strings sk ON sk.id = k.name_id"
+                    " LEFT JOIN strings sl ON sl.id = k.layer_id WHERE k.id = ?1");
+  st.bind(1, e.kernel_id);
+  if (st.step()) {
+    e.step = st.opt_i64(0);
+    e.kernel = st.text(1);
+    e.layer = st.opt_text(2).value_or("");
+  }
+  if (q.step && e.step != q.step) return;
+  std::string message = trace.meta_value("trap.message").value_or("");
+  if (message.rfind(contract::kTrapMessagePrefix, 0) == 0) message.erase(0, contract::kTrapMessagePrefix.size());
+  e.detail = "--trap stopped the program: " + message;
+  out.push_back(std::move(e));
+}
+
 }  // namespace
 
 const char* event_kind_name(EventKind kind) {
@@ -126,6 +156,7 @@ const char* event_kind_name(EventKind kind) {
     case EventKind::ScaleBackoff: return "scale backoff";
     case EventKind::ScaleGrowth: return "scale growth";
     case EventKind::SkippedStep: return "skipped step";
+    case EventKind::Trap: return "trap";
   }
   return "?";
 }
@@ -135,6 +166,7 @@ EventPage events(const Trace& trace, const EventQuery& query) {
   add_nonfinite(trace, query, all);
   add_cast_events(trace, query, all);
   add_loss_scale(trace, query, all);
+  add_trap(trace, query, all);
   std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
   EventPage page;
   const std::size_t end = query.offset + query.limit;

@@ -585,6 +585,11 @@ TEST(Analysis, EventsMatchSqlPageAndFilter) {
   o.activation_scale = 10000;  // fp32 outputs beyond fp16's range: overflow events
   o.scale_init = 1;            // small unscaled gradients: fp16 underflow events
   const auto path = make_trace("events", o);
+  // A trap at the first origin, as the collector records one (meta trap.*).
+  const int64_t trapped = static_cast<int64_t>(*sql_value(path, "select kernel_id from v_first_nonfinite"));
+  sql_exec(path, fmt::format("insert or replace into meta values ('trap.kernel_id', '{0}'), ('trap.t_ns', "
+                             "(select start_ns from kernels where id = {0})), ('trap.message', "
+                             "'fpscope: trap: first NaN made by the test')", trapped));
   auto t = Trace::open(path);
   const EventPage all = events(*t);
   EXPECT_FALSE(all.more);
@@ -603,7 +608,14 @@ TEST(Analysis, EventsMatchSqlPageAndFilter) {
   EXPECT_EQ(count[static_cast<size_t>(EventKind::SkippedStep)], sql_count("select count(*) from loss_scale where skipped = 1"));
   EXPECT_EQ(count[static_cast<size_t>(EventKind::ScaleBackoff)], sql_count("select count(*) from loss_scale where event = 'backoff'"));
   EXPECT_EQ(count[static_cast<size_t>(EventKind::ScaleGrowth)], sql_count("select count(*) from loss_scale where event = 'growth'"));
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::Trap)], 1);
   for (int64_t c : count) EXPECT_GT(c, 0) << "every kind should occur in this run";
+  for (const Event& e : all.events) {
+    if (e.kind != EventKind::Trap) continue;
+    EXPECT_EQ(e.kernel_id, trapped);
+    EXPECT_EQ(e.step, sql_value(path, fmt::format("select step from kernels where id = {}", trapped)));
+    EXPECT_EQ(e.detail, "--trap stopped the program: first NaN made by the test");
+  }
 
   // Pages of 7 put together are the whole list, in the same order.
   std::vector<Event> paged;

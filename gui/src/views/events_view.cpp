@@ -21,7 +21,7 @@
 namespace fpscope::gui {
 namespace {
 
-constexpr int kKinds = 7;
+constexpr int kKinds = analysis::kEventKindCount;
 
 ImU32 kind_color(analysis::EventKind kind) {
   switch (kind) {
@@ -32,6 +32,7 @@ ImU32 kind_color(analysis::EventKind kind) {
     case analysis::EventKind::ScaleBackoff: return colors::kScaleBackoff;
     case analysis::EventKind::ScaleGrowth: return colors::kScaleGrowth;
     case analysis::EventKind::SkippedStep: return colors::kSkipped;
+    case analysis::EventKind::Trap: return colors::kErrorText;
   }
   return colors::kDimText;
 }
@@ -92,7 +93,8 @@ class EventsView final : public View {
   void draw_filters() {
     static constexpr std::array<analysis::EventKind, kKinds> kinds = {
         analysis::EventKind::NaN,      analysis::EventKind::Inf,     analysis::EventKind::Overflow, analysis::EventKind::Underflow,
-        analysis::EventKind::ScaleBackoff,  analysis::EventKind::ScaleGrowth,  analysis::EventKind::SkippedStep};
+        analysis::EventKind::ScaleBackoff,  analysis::EventKind::ScaleGrowth,  analysis::EventKind::SkippedStep,
+        analysis::EventKind::Trap};
     for (size_t i = 0; i < kinds.size(); ++i) {
       ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(kind_color(kinds[i])));
       rows_dirty_ |= ImGui::Checkbox(analysis::event_kind_name(kinds[i]), &show_kind_[i]);
@@ -250,7 +252,8 @@ class EventsView final : public View {
     ImGui::TableNextColumn();
     const double value = amount(row);
     const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
-    ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(value)) : analysis::human_number(value)).c_str());
+    if (e.kind == analysis::EventKind::Trap) ImGui::TextDisabled("-");  // no values: where it stopped
+    else ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(value)) : analysis::human_number(value)).c_str());
     ImGui::TableNextColumn();
     if (g && g->events > 1)
       ImGui::Text("%s launches (the largest count in values); the first: %s",
@@ -264,7 +267,7 @@ class EventsView final : public View {
   std::vector<Row> rows_;
   std::vector<Group> groups_;
   // By EventKind: the what-ifs (overflow, underflow) start hidden.
-  std::array<bool, kKinds> show_kind_{true, true, false, false, true, true, true};
+  std::array<bool, kKinds> show_kind_{true, true, false, false, true, true, true, true};
   ImGuiTextFilter filter_;
   bool rows_dirty_ = true;
   bool sort_dirty_ = true;

@@ -367,7 +367,7 @@ class TimelineView final : public View {
                                [](const analysis::Event& e, double t) { return static_cast<double>(e.t_ns) < t; });
     const float h = lane_h_ - 3;
     const float mouse_x = ImGui::GetIO().MousePos.x;
-    std::array<float, 7> last_x;  // per kind: one mark a pixel, but every kind keeps its marks
+    std::array<float, analysis::kEventKindCount> last_x;  // per kind: one mark a pixel, but every kind keeps its marks
     last_x.fill(-1e9f);
     for (; it != events.end() && static_cast<double>(it->t_ns) < t1; ++it) {
       ImU32 color;
@@ -377,6 +377,7 @@ class TimelineView final : public View {
         case analysis::EventKind::ScaleBackoff: color = colors::kScaleBackoff; break;
         case analysis::EventKind::ScaleGrowth: color = colors::kScaleGrowth; break;
         case analysis::EventKind::SkippedStep: color = colors::kSkipped; break;
+        case analysis::EventKind::Trap: color = colors::kErrorText; break;
         default: continue;  // overflow/underflow rows are too many to mark; the table lists them
       }
       const float x = x_of(static_cast<double>(it->t_ns - run.origin));
