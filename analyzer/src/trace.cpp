@@ -217,6 +217,10 @@ bool add_missing_columns(const sql::Database& db) {
     std::string extra;
     // Schema 1: no allow rules existed, so nothing was allowed.
     if (std::strcmp(table, "nonfinite") == 0 && !has_column(db, table, "allowed")) extra += ", 0 AS allowed";
+    // Schemas 1 to 3 measured no fp64 tensor: nothing lay beyond the histogram.
+    if (std::strcmp(table, "tensors") == 0 && !has_column(db, table, "hist_below"))
+      extra += ", CASE WHEN exp_hist IS NULL THEN NULL ELSE 0 END AS hist_below,"
+               " CASE WHEN exp_hist IS NULL THEN NULL ELSE 0 END AS hist_above";
     // Schemas 1 and 2: one traced process, rank 0.
     if (!has_column(db, table, "rank")) extra += ", 0 AS rank";
     if (extra.empty()) continue;

@@ -9,7 +9,7 @@
 -- process that recorded it (0 for a process no launcher gave a rank; since schema 3).
 
 PRAGMA application_id = 1179669315;  -- 0x46505343, "FPSC"
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -105,7 +105,9 @@ CREATE TABLE tensors (
   bf16_overflow INTEGER, bf16_underflow INTEGER, bf16_subnormal INTEGER, bf16_near_max INTEGER,
   e4m3_overflow INTEGER, e4m3_underflow INTEGER, e4m3_subnormal INTEGER, e4m3_near_max INTEGER,
   e5m2_overflow INTEGER, e5m2_underflow INTEGER, e5m2_subnormal INTEGER, e5m2_near_max INTEGER,
-  exp_hist    TEXT,                 -- JSON object {"exponent": count}: 2^e <= |x| < 2^(e+1)
+  exp_hist    TEXT,                 -- JSON object {"exponent": count}: 2^e <= |x| < 2^(e+1), e in [-149, 127]
+  hist_below  INTEGER,              -- fp64 values 0 < |x| < 2^-149, beyond exp_hist; since schema 4
+  hist_above  INTEGER,              -- fp64 values |x| >= 2^128; 0 for the narrower types; since schema 4
   rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
@@ -116,7 +118,7 @@ CREATE TABLE nonfinite (
   kernel_id   INTEGER NOT NULL REFERENCES kernels(id),
   kind        TEXT NOT NULL,       -- of the first one: 'nan', '+inf' or '-inf'
   first_index INTEGER NOT NULL,    -- flat, row-major
-  first_bits  INTEGER NOT NULL,    -- bit pattern in the tensor's dtype
+  first_bits  INTEGER NOT NULL,    -- bit pattern in the tensor's dtype (fp64: 64 bits, signed)
   origin      INTEGER NOT NULL,    -- 1: all inputs finite, this kernel made it; 0: passed on
   allowed     INTEGER NOT NULL DEFAULT 0,  -- 1: intended, an allow rule covers it (since schema 2)
   rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3

@@ -316,9 +316,14 @@ void TraceWriter::Impl::bind_tensor(sql::Statement& st, int first, const Pending
       else st.bind_null(at + 21 + 4 * f + i);
     }
   }
-  if (t.has_histogram) st.bind_static(at + 37, t.histogram);
-  else st.bind_null(at + 37);
-  st.bind(at + 38, t.rank);
+  if (t.has_histogram) {
+    st.bind_static(at + 37, t.histogram);
+    st.bind(at + 38, t.hist_below);
+    st.bind(at + 39, t.hist_above);
+  } else {
+    for (int i = 37; i <= 39; ++i) st.bind_null(at + i);
+  }
+  st.bind(at + 40, t.rank);
 }
 
 void TraceWriter::Impl::flush_all_tensors() {
@@ -391,6 +396,8 @@ void TraceWriter::Impl::handle(const wire::TensorHistogramRecord& r) {
   json.resize(static_cast<std::size_t>(out - json.data()));
   if (pending) {
     pending->has_histogram = true;
+    pending->hist_below = r.below;
+    pending->hist_above = r.above;
     return;
   }
   auto row = tensor_row(r.seq, r.role_slot);
@@ -401,6 +408,8 @@ void TraceWriter::Impl::handle(const wire::TensorHistogramRecord& r) {
   insert_ready_tensors();
   update_tensor_histogram.bind(1, *row);
   update_tensor_histogram.bind(2, json);
+  update_tensor_histogram.bind(3, r.below);
+  update_tensor_histogram.bind(4, r.above);
   update_tensor_histogram.run();
 }
 
@@ -415,7 +424,8 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   st.bind(2, kernel_id(r.seq));
   st.bind(3, std::string_view(nonfinite_kind_name(r.kind)));
   st.bind(4, r.first_index);
-  st.bind(5, r.first_bits);
+  // The whole pattern, fp64's 64 bits as SQLite's signed integer (two's complement).
+  st.bind(5, static_cast<int64_t>(uint64_t{r.first_bits_high} << 32 | r.first_bits));
   st.bind(6, uint32_t{r.origin});
   st.bind(7, uint32_t{r.allowed});
   st.bind(8, src->rank);

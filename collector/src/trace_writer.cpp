@@ -37,7 +37,7 @@ std::string insert_tensors_sql(int rows) {
       " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
       " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
       " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
-      " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist, rank) VALUES ";
+      " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist, hist_below, hist_above, rank) VALUES ";
   std::string row = "(?";
   for (int c = 1; c < TraceWriter::Impl::kTensorColumns; ++c) row += ",?";
   row += ")";
@@ -97,7 +97,7 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
       insert_tensor(db, insert_tensors_sql(1)),
       insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert)),
       update_tensor_formats(db, kUpdateFormats),
-      update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2 WHERE id = ?1"),
+      update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2, hist_below = ?3, hist_above = ?4 WHERE id = ?1"),
       insert_nonfinite(db,
                        "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin, allowed,"
                        " rank) VALUES (?,?,?,?,?,?,?,?)"),

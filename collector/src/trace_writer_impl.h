@@ -37,6 +37,7 @@ struct PendingTensor {
   wire::FormatCounts formats[wire::kFormatCount]{};
   bool has_histogram = false;
   std::string histogram;  // JSON object text; its buffer is reused from tensor to tensor
+  uint64_t hist_below = 0, hist_above = 0;  // fp64 values beyond the histogram's range
   bool intended = false;  // its Nonfinite record came: an allow rule covers its NaN/Inf
 };
 
@@ -211,7 +212,7 @@ class TraceWriter::Impl {
   // Finished tensors are inserted kTensorsPerInsert at a time: one statement per row costs more
   // than the row itself for a table this wide.
   static constexpr int kTensorsPerInsert = 16;
-  static constexpr int kTensorColumns = 38;
+  static constexpr int kTensorColumns = 40;
   sql::Statement insert_tensor;
   sql::Statement insert_tensor_batch;
   PendingTensor ready_tensors[kTensorsPerInsert];

@@ -504,6 +504,9 @@ void scan_avx2(const void* data, ElementType type, std::size_t n, StatsLevel lev
       full ? scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, true>(base, n, acc)
            : scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, false>(base, n, acc);
       break;
+    case ElementType::F64:  // fp64 tensors are rare: the portable kernel scans them
+      scan_scalar(data, type, n, level, acc);
+      break;
   }
 }
 

@@ -684,6 +684,9 @@ void scan_avx512(const void* data, ElementType type, std::size_t n, StatsLevel l
       full ? scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, true>(base, n, gfni, acc)
            : scan_half<ElementType::BF16, kLayoutBF16, kThresholdsBF16, false>(base, n, gfni, acc);
       break;
+    case ElementType::F64:  // fp64 tensors are rare: the portable kernel scans them
+      scan_scalar(data, type, n, level, acc);
+      break;
   }
 }
 

@@ -17,6 +17,8 @@ const SourceLayout& layout_of(ElementType type) {
       return kLayoutF16;
     case ElementType::BF16:
       return kLayoutBF16;
+    case ElementType::F64:
+      return kLayoutF64;
     case ElementType::F32:
       break;
   }
@@ -29,6 +31,8 @@ const ThresholdTable& thresholds_of(ElementType type) {
       return kThresholdsF16;
     case ElementType::BF16:
       return kThresholdsBF16;
+    case ElementType::F64:
+      return kThresholdsF64;
     case ElementType::F32:
       break;
   }
@@ -36,7 +40,8 @@ const ThresholdTable& thresholds_of(ElementType type) {
 }
 
 // The value whose total-order key is `key` (order_key() is its own inverse).
-double key_to_double(ElementType type, int32_t key) {
+double key_to_double(ElementType type, int64_t key) {
+  if (type == ElementType::F64) return f64_bits_to_double(uint64_t(order_key(uint64_t(key))));
   if (type == ElementType::F32) return bits_to_double(uint32_t(order_key(uint32_t(key))));
   const auto bits = uint16_t(order_key(uint16_t(key)));
   return type == ElementType::F16 ? f16_bits_to_double(bits) : bf16_bits_to_double(bits);
@@ -91,6 +96,8 @@ void finalize(const Accumulator& acc, ElementType type, StatsLevel level, Tensor
 
   if (level == StatsLevel::Full) {
     out->hist = acc.hist;
+    out->hist_below = acc.hist_below;
+    out->hist_above = acc.hist_above;
     fill_cast_counts(acc, thresholds_of(type), out);
   }
 }

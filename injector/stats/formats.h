@@ -24,6 +24,7 @@ using contract::kE4M3;
 using contract::kE5M2;
 using contract::kF16;
 using contract::kF32;
+using contract::kF64;
 using contract::pow2;
 
 constexpr const FloatFormat& cast_format(int f) { return contract::kCastFormats[f].bits; }  // CastFormat order
@@ -55,26 +56,27 @@ constexpr CastBounds cast_bounds(const FloatFormat& f) {
   };
 }
 
-// How a source format's magnitude bits are laid out.
+// How a source format's magnitude bits are laid out (in 64 bits, for fp64 sources; the 32- and
+// 16-bit formats' kernels narrow these constants to their own width).
 struct SourceLayout {
   FloatFormat format;
-  uint32_t abs_mask;  // all bits but the sign
-  uint32_t inf_abs;   // abs bits of infinity; every abs at or above it is Inf or NaN
-  uint32_t min_normal_abs;
+  uint64_t abs_mask;  // all bits but the sign
+  uint64_t inf_abs;   // abs bits of infinity; every abs at or above it is Inf or NaN
+  uint64_t min_normal_abs;
 
   // The exact value of finite magnitude bits `a`.
-  constexpr double magnitude(uint32_t a) const {
-    const uint32_t field = a >> format.mantissa_bits;
-    const uint32_t mant = a & ((1u << format.mantissa_bits) - 1);
+  constexpr double magnitude(uint64_t a) const {
+    const uint64_t field = a >> format.mantissa_bits;
+    const uint64_t mant = a & ((uint64_t{1} << format.mantissa_bits) - 1);
     if (field == 0) return double(mant) * format.min_subnormal();
-    return double((1u << format.mantissa_bits) + mant) *
+    return double((uint64_t{1} << format.mantissa_bits) + mant) *
            pow2(int(field) - format.bias - format.mantissa_bits);
   }
   // The smallest finite magnitude bits that satisfy `b`, or inf_abs when none does.
-  constexpr uint32_t first_reaching(Bound b) const {
-    uint32_t lo = 0, hi = inf_abs;  // answer in [lo, hi]
+  constexpr uint64_t first_reaching(Bound b) const {
+    uint64_t lo = 0, hi = inf_abs;  // answer in [lo, hi]
     while (lo < hi) {
-      const uint32_t mid = lo + (hi - lo) / 2;
+      const uint64_t mid = lo + (hi - lo) / 2;
       const double v = magnitude(mid);
       const bool reaches = b.inclusive ? v >= b.value : v > b.value;
       if (reaches)
@@ -88,14 +90,15 @@ struct SourceLayout {
 
 constexpr SourceLayout make_layout(const FloatFormat& f) {
   const int width = 1 + f.exponent_bits + f.mantissa_bits;
-  const uint32_t abs_mask = (width == 32) ? 0x7FFFFFFFu : ((1u << (width - 1)) - 1);
-  const uint32_t inf_abs = ((1u << f.exponent_bits) - 1) << f.mantissa_bits;
-  return SourceLayout{f, abs_mask, inf_abs, 1u << f.mantissa_bits};
+  const uint64_t abs_mask = (uint64_t{1} << (width - 1)) - 1;
+  const uint64_t inf_abs = ((uint64_t{1} << f.exponent_bits) - 1) << f.mantissa_bits;
+  return SourceLayout{f, abs_mask, inf_abs, uint64_t{1} << f.mantissa_bits};
 }
 
 inline constexpr SourceLayout kLayoutF32 = make_layout(kF32);
 inline constexpr SourceLayout kLayoutF16 = make_layout(kF16);
 inline constexpr SourceLayout kLayoutBF16 = make_layout(kBF16);
+inline constexpr SourceLayout kLayoutF64 = make_layout(kF64);
 
 // Cast thresholds of one source format, deduplicated. For each cast format, each bound either is
 // an index into `value` (count of finite |x| bits >= value[i]), or one of two trivial cases that
@@ -126,7 +129,7 @@ constexpr int fp32_field_of(double v) {
 
 struct ThresholdTable {
   int count = 0;
-  std::array<uint32_t, kMaxThresholds> value{};
+  std::array<uint64_t, kMaxThresholds> value{};
   std::array<CastRefs, kCastFormatCount> refs{};
   // For the vector kernels, which know each block's histogram of fp32 exponent fields: the field
   // of each threshold's value, and whether the threshold is the smallest value of that binade
@@ -138,7 +141,7 @@ struct ThresholdTable {
   std::array<bool, kMaxThresholds> follows_binade_start{};
 
   constexpr int8_t add(const SourceLayout& s, Bound b) {
-    const uint32_t t = s.first_reaching(b);
+    const uint64_t t = s.first_reaching(b);
     if (t >= s.inf_abs) return kNoneReach;
     if (t <= 1) return kAllNonzeroReach;
     for (int i = 0; i < count; ++i)
@@ -171,6 +174,7 @@ constexpr ThresholdTable make_thresholds(const SourceLayout& s) {
 inline constexpr ThresholdTable kThresholdsF32 = make_thresholds(kLayoutF32);
 inline constexpr ThresholdTable kThresholdsF16 = make_thresholds(kLayoutF16);
 inline constexpr ThresholdTable kThresholdsBF16 = make_thresholds(kLayoutBF16);
+inline constexpr ThresholdTable kThresholdsF64 = make_thresholds(kLayoutF64);
 
 // The boundaries spelled out in docs/statistics.md, checked at compile time.
 static_assert(kThresholdsF32.value[kThresholdsF32.refs[0].overflow] == 0x477FF000u);  // 65520
@@ -179,6 +183,10 @@ static_assert(kThresholdsF32.value[kThresholdsF32.refs[2].overflow] == 0x43E8000
 static_assert(kThresholdsF32.value[kThresholdsF32.refs[3].overflow] == 0x47700000u);  // 61440
 static_assert(kThresholdsF32.value[kThresholdsF32.refs[1].overflow] == 0x7F7F8000u);
 static_assert(kThresholdsF16.refs[1].overflow == kNoneReach);
+static_assert(kThresholdsF64.value[kThresholdsF64.refs[0].overflow] == 0x40EFFE0000000000u);  // 65520
+static_assert(kThresholdsF64.value[kThresholdsF64.refs[0].nonzero] == 0x3E60000000000001u);   // > 2^-25
+// A 32-bit kernel compares its own abs bits with these: they must fit.
+static_assert(kLayoutF32.inf_abs <= UINT32_MAX && kThresholdsF32.value[kThresholdsF32.refs[1].overflow] <= UINT32_MAX);
 static_assert(kThresholdsF16.refs[1].nonzero == kAllNonzeroReach);
 // The fp16, e4m3 and e5m2 underflow bounds of fp32 values lie one step above a power of two.
 static_assert(kThresholdsF32.follows_binade_start[kThresholdsF32.refs[0].nonzero]);

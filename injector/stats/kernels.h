@@ -3,7 +3,8 @@
 //
 // Every kernel scans the whole array into an Accumulator and must give exactly the same counts,
 // extremes, histogram and cast counts as the scalar kernel; sums may differ in rounding only
-// within the bound stated in docs/statistics.md.
+// within the bound stated in docs/statistics.md. fp64 arrays take the scalar kernel under every
+// kernel.
 #pragma once
 
 #include <cstddef>

@@ -32,6 +32,9 @@ void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel l
     case ElementType::BF16:
       scan<kLayoutBF16, kThresholdsBF16, uint16_t>(data, n, parts, acc, bf16_bits_to_double);
       break;
+    case ElementType::F64:
+      scan<kLayoutF64, kThresholdsF64, uint64_t>(data, n, parts, acc, f64_bits_to_double);
+      break;
   }
 }
 

@@ -184,7 +184,9 @@ struct TensorHistogramRecord {
   uint8_t role_slot;
   uint8_t reserved[3];
   uint32_t bins;       // number of HistogramBin entries following this struct
-  uint8_t reserved2[40];
+  uint64_t below;      // fp64 values beyond the bins' range: |x| < 2^kMinExponent
+  uint64_t above;      // and |x| >= 2^(kMaxExponent + 1); 0 for the narrower types
+  uint8_t reserved2[24];
   // HistogramBin entries[bins] follow, filling this record's remaining slots.
 };
 static_assert(sizeof(TensorHistogramRecord) == kSlotBytes);
@@ -193,15 +195,18 @@ struct NonfiniteRecord {
   RecordHeader h;
   uint64_t seq;
   uint64_t first_index; // flat index of the first NaN/Inf in the tensor
-  uint32_t first_bits;  // its bit pattern in the tensor's dtype (zero-extended for 16-bit)
+  uint32_t first_bits;  // its bit pattern in the tensor's dtype (zero-extended for 16-bit), low half
   uint8_t role_slot;
   NonfiniteKind kind;   // of the first one
   uint8_t origin;       // 1: every input of the launch was finite, so this kernel made it
   uint8_t dtype;
   uint8_t allowed;      // 1: an allow rule covers every non-finite kind it holds (intended)
-  uint8_t reserved[31];
+  uint8_t reserved0[3];
+  uint32_t first_bits_high;  // the pattern's high half: nonzero for fp64 only
+  uint8_t reserved[24];
 };
 static_assert(sizeof(NonfiniteRecord) == 64);
+static_assert(offsetof(NonfiniteRecord, first_bits_high) % 4 == 0);
 
 struct AllocRecord {
   RecordHeader h;

@@ -30,15 +30,16 @@ StatsParams stats_params(ElementType type, StatsLevel level) {
   const stats::ThresholdTable& table = thresholds_of(type);
   StatsParams s{};
   s.bytes = type == ElementType::F32 ? 4 : 2;
-  s.abs_mask = layout.abs_mask;
-  s.inf_abs = layout.inf_abs;
-  s.min_normal_abs = layout.min_normal_abs;
+  // The device scans fp32, fp16 and bf16 only: their layouts and thresholds fit 32 bits.
+  s.abs_mask = static_cast<uint32_t>(layout.abs_mask);
+  s.inf_abs = static_cast<uint32_t>(layout.inf_abs);
+  s.min_normal_abs = static_cast<uint32_t>(layout.min_normal_abs);
   s.mantissa_bits = layout.format.mantissa_bits;
   s.bias = layout.format.bias;
   s.is_f16 = type == ElementType::F16;
   s.full = level == StatsLevel::Full;
   s.threshold_count = table.count;
-  for (int t = 0; t < kMaxThresholds; ++t) s.thresholds[t] = t < table.count ? table.value[t] : UINT32_MAX;
+  for (int t = 0; t < kMaxThresholds; ++t) s.thresholds[t] = t < table.count ? static_cast<uint32_t>(table.value[t]) : UINT32_MAX;
   return s;
 }
 

@@ -1,6 +1,6 @@
 // One-pass numerical statistics of a tensor: what fpscope measures for every tensor it sees.
 //
-// compute_stats() reads a contiguous array of fp32, fp16 or bf16 values once and fills TensorStats:
+// compute_stats() reads a contiguous array of fp32, fp16, bf16 or fp64 values once and fills TensorStats:
 // counts of NaN, +Inf, -Inf, zeros and subnormals (in the array's own format), min, max, absmax,
 // smallest nonzero magnitude, mean and rms over the finite values, the first non-finite value, an
 // exponent histogram, and for each narrower format (fp16, bf16, fp8 e4m3, fp8 e5m2) how many values
@@ -17,11 +17,15 @@
 
 namespace fpscope {
 
-enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };  // the measured contract::Dtype values
+// The measured contract::Dtype values (contract::is_measured), under the same numbers.
+enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 6 };
 static_assert(static_cast<int>(ElementType::BF16) == static_cast<int>(contract::Dtype::BF16));
+static_assert(static_cast<int>(ElementType::F64) == static_cast<int>(contract::Dtype::F64));
 
 // Bytes of one element of that type.
-constexpr std::size_t element_bytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
+constexpr std::size_t element_bytes(ElementType type) {
+  return type == ElementType::F64 ? 8 : type == ElementType::F32 ? 4 : 2;
+}
 
 enum class StatsLevel : uint8_t {
   Basic = 0,  // counts, min/max/absmax/min_nonzero, mean/rms, first non-finite
@@ -51,10 +55,14 @@ struct TensorStats {
   // error bound given in docs/statistics.md.
   double min, max, absmax, min_nonzero, mean, rms;
   int64_t first_nonfinite = -1;     // flat index of the first NaN/Inf, -1 if none
-  uint32_t first_nonfinite_bits = 0;  // its raw bits (fp16/bf16: zero-extended 16 bits)
+  uint64_t first_nonfinite_bits = 0;  // its raw bits, zero-extended
   // Full level only (zero otherwise):
   std::array<CastCounts, kCastFormatCount> cast{};
-  // hist[e - kHistMinExponent] counts finite nonzero x with 2^e <= |x| < 2^(e+1).
+  // Finite nonzero fp64 values beyond the histogram's range: |x| < 2^kHistMinExponent, and
+  // |x| >= 2^(kHistMaxExponent + 1). Always 0 for the narrower types.
+  uint64_t hist_below = 0, hist_above = 0;
+  // hist[e - kHistMinExponent] counts finite nonzero x with 2^e <= |x| < 2^(e+1). Last: a copy
+  // may keep the fields before it whole and the histogram's populated span only.
   std::array<uint64_t, kHistBins> hist{};
 
   uint64_t nonfinite() const { return nan + pos_inf + neg_inf; }

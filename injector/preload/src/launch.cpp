@@ -433,6 +433,8 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     h.seq = seq;
     h.role_slot = rs;
     h.bins = n;
+    h.below = s.hist_below;
+    h.above = s.hist_above;
     writer_.put_with_tail(h, bins, n * sizeof(wire::HistogramBin), thread);
   }
 
@@ -441,7 +443,8 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     wire::NonfiniteRecord nf{};
     nf.seq = seq;
     nf.first_index = static_cast<uint64_t>(s.first_nonfinite);
-    nf.first_bits = s.first_nonfinite_bits;
+    nf.first_bits = static_cast<uint32_t>(s.first_nonfinite_bits);
+    nf.first_bits_high = static_cast<uint32_t>(s.first_nonfinite_bits >> 32);
     nf.role_slot = rs;
     nf.kind = nonfinite_kind(type, s.first_nonfinite_bits);
     nf.origin = finite_in ? 1 : 0;
@@ -533,8 +536,10 @@ bool host_inputs_finite(const mpt_launch_desc* d) {
   return true;
 }
 
+// The device scan reads fp32, fp16 and bf16; an fp64 device tensor goes unmeasured.
 bool on_device(const mpt_tensor& t) {
-  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && float_type(t.dtype).has_value();
+  const auto type = float_type(t.dtype);
+  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && type.has_value() && *type != ElementType::F64;
 }
 
 }  // namespace

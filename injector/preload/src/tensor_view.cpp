@@ -8,10 +8,11 @@ namespace {
 
 // Exponent mask and sign bit of each element type; all-ones exponent means NaN or Inf.
 struct BitLayout {
-  uint32_t exponent, sign;
+  uint64_t exponent, sign;
 };
 constexpr BitLayout layout_of(ElementType type) {
   switch (type) {
+    case ElementType::F64: return {0x7ff0000000000000u, 0x8000000000000000u};
     case ElementType::F32: return {0x7f800000u, 0x80000000u};
     case ElementType::F16: return {0x7c00u, 0x8000u};
     default: return {0x7f80u, 0x8000u};  // bf16
@@ -49,6 +50,7 @@ std::optional<ElementType> float_type(int32_t dtype) {
     case MPT_DTYPE_F32: return ElementType::F32;
     case MPT_DTYPE_F16: return ElementType::F16;
     case MPT_DTYPE_BF16: return ElementType::BF16;
+    case MPT_DTYPE_F64: return ElementType::F64;
     default: return std::nullopt;
   }
 }
@@ -83,32 +85,39 @@ bool overlaps(const mpt_tensor& a, const mpt_tensor& b) {
 
 bool all_finite(const void* data, ElementType type, size_t n) {
   const BitLayout l = layout_of(type);
-  if (type == ElementType::F32) return all_finite_bits(static_cast<const uint32_t*>(data), n, l.exponent);
-  return all_finite_bits(static_cast<const uint16_t*>(data), n, static_cast<uint16_t>(l.exponent));
+  switch (type) {
+    case ElementType::F64: return all_finite_bits(static_cast<const uint64_t*>(data), n, l.exponent);
+    case ElementType::F32:
+      return all_finite_bits(static_cast<const uint32_t*>(data), n, static_cast<uint32_t>(l.exponent));
+    default:
+      return all_finite_bits(static_cast<const uint16_t*>(data), n, static_cast<uint16_t>(l.exponent));
+  }
 }
 
 int64_t first_of_kind(const void* data, ElementType type, size_t n, bool want_nan) {
   const BitLayout l = layout_of(type);
-  if (type == ElementType::F32)
-    return first_of_kind_bits(static_cast<const uint32_t*>(data), n, l.exponent, want_nan);
-  return first_of_kind_bits(static_cast<const uint16_t*>(data), n, static_cast<uint16_t>(l.exponent),
-                            want_nan);
+  switch (type) {
+    case ElementType::F64:
+      return first_of_kind_bits(static_cast<const uint64_t*>(data), n, l.exponent, want_nan);
+    case ElementType::F32:
+      return first_of_kind_bits(static_cast<const uint32_t*>(data), n, static_cast<uint32_t>(l.exponent),
+                                want_nan);
+    default:
+      return first_of_kind_bits(static_cast<const uint16_t*>(data), n, static_cast<uint16_t>(l.exponent),
+                                want_nan);
+  }
 }
 
-uint32_t element_bits(const void* data, ElementType type, size_t i) {
-  if (type == ElementType::F32) {
-    uint32_t bits;
-    std::memcpy(&bits, static_cast<const unsigned char*>(data) + 4 * i, 4);
-    return bits;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, static_cast<const unsigned char*>(data) + 2 * i, 2);
+uint64_t element_bits(const void* data, ElementType type, size_t i) {
+  const size_t width = element_bytes(type);
+  uint64_t bits = 0;  // little-endian: the low bytes
+  std::memcpy(&bits, static_cast<const unsigned char*>(data) + width * i, width);
   return bits;
 }
 
-wire::NonfiniteKind nonfinite_kind(ElementType type, uint32_t bits) {
+wire::NonfiniteKind nonfinite_kind(ElementType type, uint64_t bits) {
   const BitLayout l = layout_of(type);
-  const uint32_t mantissa = ~l.exponent & (l.sign - 1);
+  const uint64_t mantissa = ~l.exponent & (l.sign - 1);
   if (bits & mantissa) return wire::NonfiniteKind::NaN;
   return (bits & l.sign) ? wire::NonfiniteKind::NegInf : wire::NonfiniteKind::PosInf;
 }

@@ -13,7 +13,7 @@
 
 namespace fpscope::inject {
 
-// f32, f16 and bf16 map to an ElementType; every other dtype has none.
+// f32, f16, bf16 and f64 map to an ElementType; every other dtype has none.
 std::optional<ElementType> float_type(int32_t dtype);
 size_t dtype_bytes(int32_t dtype);
 uint64_t element_count(const mpt_tensor& t);
@@ -27,9 +27,9 @@ bool all_finite(const void* data, ElementType type, size_t n);
 // Index of the first NaN (want_nan) or first +-Inf (!want_nan), -1 if none.
 int64_t first_of_kind(const void* data, ElementType type, size_t n, bool want_nan);
 // Bit pattern of element i, zero-extended.
-uint32_t element_bits(const void* data, ElementType type, size_t i);
+uint64_t element_bits(const void* data, ElementType type, size_t i);
 // Kind of a non-finite bit pattern.
-wire::NonfiniteKind nonfinite_kind(ElementType type, uint32_t bits);
+wire::NonfiniteKind nonfinite_kind(ElementType type, uint64_t bits);
 // "NaN", "+Inf", "-Inf".
 const char* nonfinite_word(wire::NonfiniteKind kind);
 

@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/tensor_names.h"
 #include "fpscope/inject_api.h"
 
@@ -386,7 +387,8 @@ int32_t dtype_of(c10::ScalarType s) {
 }
 
 bool measured_dtype(c10::ScalarType s) {
-  return s == c10::ScalarType::Float || s == c10::ScalarType::Half || s == c10::ScalarType::BFloat16;
+  const int32_t d = dtype_of(s);
+  return d >= 0 && fpscope::contract::is_measured(static_cast<fpscope::contract::Dtype>(d));
 }
 
 // The mpt_tensor of `t`. A non-contiguous float tensor is measured through a contiguous copy kept

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "fpscope/contract/environment.h"
+#include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/nvtx.h"
 #include "fpscope/contract/run_end.h"
 #include "fpscope/contract/tensor_names.h"
@@ -39,6 +40,14 @@ static_assert(offsetof(mpt_tensor, ndim) == 24 + 8 * MPT_MAX_DIMS &&
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
+// The dtypes fpscope measures (contract::is_measured), as a Python tuple of mpt_dtype values.
+std::string measured_dtypes() {
+  std::string tuple = "(";
+  for (int d = 0; d < contract::kDtypeCount; ++d)
+    if (contract::is_measured(static_cast<contract::Dtype>(d))) tuple += std::to_string(d) + ", ";
+  return tuple + ")";
+}
+
 std::map<std::string, std::string> facts() {
   const auto n = [](long long v) { return std::to_string(v); };
   return {
@@ -59,6 +68,7 @@ std::map<std::string, std::string> facts() {
       {"DTYPE_I64", n(MPT_DTYPE_I64)},
       {"DTYPE_U8", n(MPT_DTYPE_U8)},
       {"DTYPE_F64", n(MPT_DTYPE_F64)},
+      {"MEASURED_DTYPES", measured_dtypes()},
       {"DEVICE_CPU", n(MPT_DEVICE_CPU)},
       {"DEVICE_CUDA", n(MPT_DEVICE_CUDA)},
       {"CAT_WEIGHT", n(MPT_CAT_WEIGHT)},

@@ -3,21 +3,24 @@
 
 Usage: reference_stats.py MANIFEST.json OUTPUT.json
 
-MANIFEST lists tensors as {"name", "dtype" ("f32"|"f16"|"bf16"), "file"} where each file holds the
+MANIFEST lists tensors as {"name", "dtype" ("f32"|"f16"|"bf16"|"f64"), "file"} where each file holds the
 raw little-endian element bits. For each tensor this writes every statistic of TensorStats at the
 Full level, computed with numpy and exact Python arithmetic only: nothing here shares code or
 thresholds with the C++ implementation. Cast outcomes come from actually rounding each value:
 fp16 by numpy's astype(np.float16); bf16, fp8 e4m3 and fp8 e5m2 by round-to-nearest-even against a
-table of every representable magnitude of the format. NaN results are written as null.
+table of every representable magnitude of the format. fp64 sums and squares are exact fractions.
+NaN results are written as null, infinities as "inf" and "-inf".
 """
 import json
 import math
 import sys
+from fractions import Fraction
 
 import numpy as np
 
 HIST_MIN_EXPONENT = -149
-HIST_BINS = 127 - HIST_MIN_EXPONENT + 1
+HIST_MAX_EXPONENT = 127
+HIST_BINS = HIST_MAX_EXPONENT - HIST_MIN_EXPONENT + 1
 
 
 def decode(raw, dtype):
@@ -35,6 +38,11 @@ def _decode(raw, dtype):
         bits = np.frombuffer(raw, dtype="<u2").astype(np.int64)
         values = np.frombuffer(raw, dtype="<f2").astype(np.float64)
         sign = (bits >> 15) & 1
+    elif dtype == "f64":
+        bits = np.frombuffer(raw, dtype="<u8")
+        values = np.frombuffer(raw, dtype="<f8").astype(np.float64)
+        sign = (bits >> np.uint64(63)).astype(np.int64)
+        bits = [int(b) for b in bits]  # all 64 bits, beyond int64
     elif dtype == "bf16":
         bits = np.frombuffer(raw, dtype="<u2").astype(np.int64)
         values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -42,6 +50,21 @@ def _decode(raw, dtype):
     else:
         raise ValueError(f"unknown dtype {dtype!r}")
     return values, sign, bits
+
+
+def number(x):
+    """x for JSON: infinities as the strings "inf" and "-inf" (JSON has no literal for them)."""
+    if x is not None and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def as_float(fraction):
+    """The double nearest an exact fraction; +-Inf beyond double's range."""
+    try:
+        return float(fraction)
+    except OverflowError:
+        return math.inf if fraction > 0 else -math.inf
 
 
 def magnitude_table(exponent_bits, mantissa_bits, bias):
@@ -76,7 +99,8 @@ class RoundedFormat:
         hi = np.minimum(hi, len(t) - 1)
         lo = np.maximum(hi - 1, 0)
         exact = t[hi] == magnitudes
-        twice = 2.0 * magnitudes                 # exact in float64
+        with np.errstate(over="ignore"):
+            twice = 2.0 * magnitudes             # exact in float64 (Inf only beyond the table)
         mid = t[lo] + t[hi]                      # exact: adjacent values of a short format
         pick_hi = (twice > mid) | ((twice == mid) & (hi % 2 == 0))
         result = np.where(exact, hi, np.where(pick_hi, hi, lo))
@@ -101,8 +125,9 @@ F16_MAX = 65504.0
 def cast_counts(finite_values):
     mags = np.abs(finite_values)
     out = []
-    with np.errstate(over="ignore"):
-        h = finite_values.astype(np.float32).astype(np.float16)  # float32 holds every input exactly
+    with np.errstate(over="ignore", under="ignore"):
+        # numpy rounds float64 to float16 directly, once (never through float32)
+        h = finite_values.astype(np.float16)
     h_mag = np.abs(h.astype(np.float64))
     ovf = np.isinf(h)
     out.append({
@@ -146,20 +171,33 @@ def statistics(raw, dtype):
     finite = values[~nonfinite]
     finite_sign = sign[~nonfinite]
     mags = np.abs(finite)
-    min_normal = {"f32": 2.0 ** -126, "f16": 2.0 ** -14, "bf16": 2.0 ** -126}[dtype]
+    min_normal = {"f32": 2.0 ** -126, "f16": 2.0 ** -14, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}[dtype]
     nonzero = mags[mags != 0]
 
     first = np.flatnonzero(nonfinite)
     hist = [0] * HIST_BINS
+    below = above = 0
     if nonzero.size:
         _, exps = np.frexp(nonzero)               # |x| = m * 2^e with 0.5 <= m < 1
         idx, counts = np.unique(exps - 1 - HIST_MIN_EXPONENT, return_counts=True)
         for i, c in zip(idx, counts):
-            hist[int(i)] = int(c)
+            if i < 0:
+                below += int(c)
+            elif i >= HIST_BINS:
+                above += int(c)
+            else:
+                hist[int(i)] = int(c)
 
     mean = rms = None
     sum_abs = 0.0
-    if finite.size:
+    if finite.size and dtype == "f64":
+        # Exact sums; a sum of squares beyond double's range makes rms +Inf (docs/statistics.md).
+        as_list = [Fraction(x) for x in finite.tolist()]
+        mean = as_float(sum(as_list) / finite.size)
+        squares = sum(x * x for x in as_list)
+        rms = math.inf if squares > Fraction(sys.float_info.max) else math.sqrt(float(squares / finite.size))
+        sum_abs = as_float(sum(abs(x) for x in as_list))
+    elif finite.size:
         as_list = finite.tolist()
         mean = math.fsum(as_list) / finite.size
         rms = math.sqrt(math.fsum(x * x for x in as_list) / finite.size)  # x*x exact for these
@@ -175,12 +213,14 @@ def statistics(raw, dtype):
         "max": extreme(finite, finite_sign, False),
         "absmax": float(mags.max()) if mags.size else None,
         "min_nonzero": float(nonzero.min()) if nonzero.size else None,
-        "mean": mean,
-        "rms": rms,
-        "sum_abs": sum_abs,
+        "mean": number(mean),
+        "rms": number(rms),
+        "sum_abs": number(sum_abs),
         "first_nonfinite": int(first[0]) if first.size else -1,
         "first_nonfinite_bits": int(bits[first[0]]) if first.size else 0,
         "hist": hist,
+        "hist_below": below,
+        "hist_above": above,
         "cast": cast_counts(finite),
     }
 

@@ -6,30 +6,44 @@
 namespace fpscope::stats_test {
 namespace {
 
-uint32_t sign_bit(ElementType t) { return t == ElementType::F32 ? 0x80000000u : 0x8000u; }
-uint32_t inf_bits(ElementType t) {
-  return t == ElementType::F32 ? 0x7F800000u : t == ElementType::F16 ? 0x7C00u : 0x7F80u;
+uint64_t sign_bit(ElementType t) {
+  return t == ElementType::F64 ? 0x8000000000000000u : t == ElementType::F32 ? 0x80000000u : 0x8000u;
 }
-uint32_t max_finite_bits(ElementType t) { return inf_bits(t) - 1; }
-uint32_t min_normal_bits(ElementType t) {
-  return t == ElementType::F32 ? 0x00800000u : t == ElementType::F16 ? 0x0400u : 0x0080u;
+uint64_t inf_bits(ElementType t) {
+  return t == ElementType::F64   ? 0x7FF0000000000000u
+         : t == ElementType::F32 ? 0x7F800000u
+         : t == ElementType::F16 ? 0x7C00u
+                                 : 0x7F80u;
+}
+uint64_t max_finite_bits(ElementType t) { return inf_bits(t) - 1; }
+uint64_t min_normal_bits(ElementType t) {
+  return t == ElementType::F64   ? 0x0010000000000000u
+         : t == ElementType::F32 ? 0x00800000u
+         : t == ElementType::F16 ? 0x0400u
+                                 : 0x0080u;
 }
 
-void push_both_signs(TestTensor& t, uint32_t abs_bits) {
+void push_both_signs(TestTensor& t, uint64_t abs_bits) {
   t.push_bits(abs_bits);
   t.push_bits(abs_bits | sign_bit(t.type));
 }
 
 }  // namespace
 
-double bits_value(ElementType type, uint32_t bits) {
+double bits_value(ElementType type, uint64_t bits) {
+  if (type == ElementType::F64) {
+    double d;
+    std::memcpy(&d, &bits, 8);
+    return d;
+  }
   if (type == ElementType::F32) {
+    const auto b32 = uint32_t(bits);
     float f;
-    std::memcpy(&f, &bits, 4);
+    std::memcpy(&f, &b32, 4);
     return f;
   }
   if (type == ElementType::BF16) {
-    const uint32_t wide = bits << 16;
+    const uint32_t wide = uint32_t(bits) << 16;
     float f;
     std::memcpy(&f, &wide, 4);
     return f;
@@ -42,13 +56,13 @@ double bits_value(ElementType type, uint32_t bits) {
   return (bits & 0x8000u) ? -mag : mag;
 }
 
-uint32_t nearest_bits(ElementType type, double value) {
+uint64_t nearest_bits(ElementType type, double value) {
   // Binary search over finite magnitudes, then pick the closer neighbour (ties: either is fine,
   // the callers add neighbours on both sides anyway).
   const double mag = std::fabs(value);
-  uint32_t lo = 0, hi = max_finite_bits(type);
+  uint64_t lo = 0, hi = max_finite_bits(type);
   while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo) / 2;
+    const uint64_t mid = lo + (hi - lo) / 2;
     if (bits_value(type, mid) < mag)
       lo = mid + 1;
     else
@@ -100,8 +114,9 @@ std::vector<double> cast_boundaries() {
 
 TestTensor specials_tensor(ElementType type) {
   TestTensor t{std::string("specials_") + type_name(type), type, {}};
-  const uint32_t inf = inf_bits(type);
-  const uint32_t quiet = type == ElementType::F32   ? 0x00400000u
+  const uint64_t inf = inf_bits(type);
+  const uint64_t quiet = type == ElementType::F64   ? 0x0008000000000000u
+                         : type == ElementType::F32 ? 0x00400000u
                          : type == ElementType::F16 ? 0x0200u
                                                     : 0x0040u;
   t.push_bits(0);                                 // +0
@@ -120,13 +135,13 @@ TestTensor specials_tensor(ElementType type) {
 
 TestTensor boundaries_tensor(ElementType type) {
   TestTensor t{std::string("boundaries_") + type_name(type), type, {}};
-  const uint32_t max_bits = max_finite_bits(type);
+  const uint64_t max_bits = max_finite_bits(type);
   for (double b : cast_boundaries()) {
-    const uint32_t center = nearest_bits(type, b);
+    const uint64_t center = nearest_bits(type, b);
     for (int d = -2; d <= 2; ++d) {
       const int64_t bits = int64_t(center) + d;
       if (bits < 0 || bits > int64_t(max_bits)) continue;
-      push_both_signs(t, uint32_t(bits));
+      push_both_signs(t, uint64_t(bits));
     }
   }
   return t;
@@ -147,31 +162,35 @@ TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double 
   std::normal_distribution<double> gauss;
   std::uniform_real_distribution<double> unit;
   std::uniform_int_distribution<int> scale(-30, 30);
-  const int width = type == ElementType::F32 ? 32 : 16;
+  const int width = int(8 * element_bytes(type));
   const std::vector<double> bounds = cast_boundaries();
   for (std::size_t i = 0; i < n; ++i) {
     const double u = unit(rng);
     if (u < special_rate) {
       // A special or a boundary: NaN, +-Inf, +-0, subnormal, or a value next to a cast bound.
       const uint32_t kind = uint32_t(rng() % 6);
-      const uint32_t sign = (rng() & 1) ? sign_bit(type) : 0;
-      uint32_t bits = 0;
+      const uint64_t sign = (rng() & 1) ? sign_bit(type) : 0;
+      uint64_t bits = 0;
       if (kind == 0)
-        bits = inf_bits(type) | 1 | uint32_t(rng() % 4);
+        bits = inf_bits(type) | 1 | (rng() % 4);
       else if (kind == 1)
         bits = inf_bits(type);
       else if (kind == 2)
         bits = 0;
       else if (kind == 3)
-        bits = 1 + uint32_t(rng() % (min_normal_bits(type) - 1));
+        bits = 1 + rng() % (min_normal_bits(type) - 1);
       else
-        bits = nearest_bits(type, bounds[rng() % bounds.size()]) + uint32_t(rng() % 3) - 1;
+        bits = nearest_bits(type, bounds[rng() % bounds.size()]) + rng() % 3 - 1;
       t.push_bits(bits | sign);
     } else if (u < 0.6) {
       const double v = gauss(rng) * std::ldexp(1.0, scale(rng));
       t.push_bits(nearest_bits(type, std::fmax(std::fmin(v, 3e38), -3e38)));
     } else if (u < 0.8) {
-      t.push_bits(uint32_t(rng()) & uint32_t((uint64_t(1) << width) - 1));  // any pattern
+      uint64_t bits = width == 64 ? rng() : rng() & ((uint64_t(1) << width) - 1);  // any pattern
+      // fp64: below 2^501, so that no square and no sum leaves double's range (specials_tensor
+      // and wide_range_tensor reach the largest values).
+      if (width == 64 && ((bits >> 52) & 0x7FF) > 1023 + 500) bits &= ~(uint64_t(1) << 62);
+      t.push_bits(bits);
     } else {
       t.push_bits(nearest_bits(type, gauss(rng)));
     }
@@ -190,6 +209,19 @@ TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int s
     const double v = (rng() % 5 == 0) ? 0.0 : gauss(rng) * std::ldexp(1.0, scale_exponent);
     t.push_bits(nearest_bits(type, v));
   }
+  return t;
+}
+
+TestTensor wide_range_tensor() {
+  TestTensor t{"wide_range_f64", ElementType::F64, {}};
+  for (int e : {-1074, -1073, -1000, -300, -151, -150, -149, -148, 127, 128, 129, 300, 1000, 1023}) {
+    const double v = std::ldexp(1.0, e);
+    push_both_signs(t, nearest_bits(t.type, v));
+    if (e > -1074) push_both_signs(t, nearest_bits(t.type, v) - 1);  // just below the power of two
+    push_both_signs(t, nearest_bits(t.type, v) + 1);
+  }
+  push_both_signs(t, nearest_bits(t.type, 1e-310));  // subnormal in fp64
+  push_both_signs(t, nearest_bits(t.type, 3.5));
   return t;
 }
 

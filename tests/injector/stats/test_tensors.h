@@ -1,4 +1,4 @@
-// Test tensors for the statistics tests: raw element bits of fp32, fp16 and bf16 arrays, built by
+// Test tensors for the statistics tests: raw element bits of fp32, fp16, bf16 and fp64 arrays, built by
 // hand (specials, limits, values around every cast boundary) or at random (with specials mixed in).
 #pragma once
 
@@ -19,28 +19,23 @@ struct TestTensor {
   std::vector<unsigned char> bytes;
 
   std::size_t size() const { return bytes.size() / element_size(); }
-  std::size_t element_size() const { return type == ElementType::F32 ? 4 : 2; }
-  void push_bits(uint32_t bits) {
+  std::size_t element_size() const { return element_bytes(type); }
+  void push_bits(uint64_t bits) {  // the low element_size() bytes, little-endian
     const std::size_t at = bytes.size();
     bytes.resize(at + element_size());
-    if (type == ElementType::F32)
-      std::memcpy(&bytes[at], &bits, 4);
-    else {
-      const auto b16 = uint16_t(bits);
-      std::memcpy(&bytes[at], &b16, 2);
-    }
+    std::memcpy(&bytes[at], &bits, element_size());
   }
 };
 
 inline const char* type_name(ElementType t) {
-  return t == ElementType::F32 ? "f32" : t == ElementType::F16 ? "f16" : "bf16";
+  return t == ElementType::F64 ? "f64" : t == ElementType::F32 ? "f32" : t == ElementType::F16 ? "f16" : "bf16";
 }
 
 // Nearest bits of `value` (a finite double, exact in fp32) in the source format, by search over
 // the format's own bit patterns, so that the hand-made boundary tensors do not lean on the code
 // under test.
-uint32_t nearest_bits(ElementType type, double value);
-double bits_value(ElementType type, uint32_t bits);
+uint64_t nearest_bits(ElementType type, double value);
+double bits_value(ElementType type, uint64_t bits);
 
 // Magnitudes at which some cast outcome changes (docs/statistics.md), written out by hand.
 std::vector<double> cast_boundaries();
@@ -59,5 +54,8 @@ TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double 
 // `n` gaussian values times 2^scale_exponent with one zero in five: few binades per block, like a
 // real activation or gradient tensor (the vector kernels count such blocks differently).
 TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int scale_exponent);
+// fp64 values beyond fp32's range, both signs: below its smallest subnormal (to fp64's own), above
+// its largest value (to fp64's), and next to the histogram's edges 2^-149 and 2^128.
+TestTensor wide_range_tensor();
 
 }  // namespace fpscope::stats_test

@@ -29,7 +29,7 @@ struct FloatFormat {
   int mantissa_bits;
   int bias;
   int max_finite_field;
-  uint32_t max_finite_mantissa;
+  uint64_t max_finite_mantissa;
 
   constexpr double min_subnormal() const { return pow2(1 - bias - mantissa_bits); }
   constexpr double min_normal() const { return pow2(1 - bias); }
@@ -45,6 +45,7 @@ struct FloatFormat {
 
 inline constexpr FloatFormat kF32{8, 23, 127, 254, 0x7FFFFF};
 inline constexpr FloatFormat kF16{5, 10, 15, 30, 0x3FF};
+inline constexpr FloatFormat kF64{11, 52, 1023, 2046, 0xFFFFFFFFFFFFF};
 inline constexpr FloatFormat kBF16{8, 7, 127, 254, 0x7F};
 inline constexpr FloatFormat kE4M3{4, 3, 7, 15, 0x6};  // OCP 8-bit "E4M3FN": no infinities
 inline constexpr FloatFormat kE5M2{5, 2, 15, 30, 0x3};
@@ -52,6 +53,7 @@ inline constexpr FloatFormat kE5M2{5, 2, 15, 30, 0x3};
 static_assert(kF16.max_finite() == 65504.0 && kF16.min_normal() == pow2(-14) && kF16.min_subnormal() == pow2(-24));
 static_assert(kBF16.max_finite() == 255.0 * pow2(120) && kBF16.min_subnormal() == pow2(-133));
 static_assert(kE4M3.max_finite() == 448.0 && kE5M2.max_finite() == 57344.0);
+static_assert(kF64.min_exponent() == -1074 && kF64.max_exponent() == 1023);
 
 // Element types of a traced tensor. The values are the kernel ABI's mpt_dtype and are stored in
 // traces (tensors.dtype); the injector asserts that they agree.
@@ -60,7 +62,9 @@ inline constexpr int kDtypeCount = 7;
 inline constexpr std::array<const char*, kDtypeCount> kDtypeNames = {"f32", "f16", "bf16", "i32",
                                                                     "i64", "u8",  "f64"};
 // Whether fpscope measures values of this type (the floating types a tensor statistic covers).
-constexpr bool is_measured(Dtype d) { return d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16; }
+constexpr bool is_measured(Dtype d) {
+  return d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16 || d == Dtype::F64;
+}
 
 // The narrower formats whose cast outcome is counted for every measured tensor, in this order in
 // wire records, in the trace's format columns and in the analyzer's arrays.
@@ -87,7 +91,8 @@ static_assert([] {
 }(), "kCastFormats must list the formats in CastFormat order");
 
 // Exponent histogram of finite nonzero values: bin e counts 2^e <= |x| < 2^(e+1), over fp32's
-// whole range, subnormals included (every measured type converts to fp32 exactly).
+// whole range, subnormals included (fp32, fp16 and bf16 values convert to fp32 exactly). An fp64
+// value beyond that range is counted apart, as below or above it (TensorStats::hist_below/above).
 inline constexpr int kHistMinExponent = kF32.min_exponent();
 inline constexpr int kHistMaxExponent = kF32.max_exponent();
 inline constexpr int kHistBins = kHistMaxExponent - kHistMinExponent + 1;

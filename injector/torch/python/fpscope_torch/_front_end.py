@@ -41,7 +41,7 @@ _DTYPES = {
     torch.bool: _api.DTYPE_U8,
     torch.float64: _api.DTYPE_F64,
 }
-_MEASURED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_MEASURED_DTYPES = tuple(t for t, d in _DTYPES.items() if d in _api.MEASURED_DTYPES)
 # Operators whose outputs hold whatever the memory held before: counted, never measured.
 _UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
 _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
