@@ -1,5 +1,6 @@
 // The event list (analysis.h, [SECTION] Events): non-finite outputs and fp16/bf16 cast outcomes
-// read from the trace's own rows, loss-scale events from loss_scale(). Each source is read in time
+// read from the trace's own rows, loss-scale events from loss_scale(), the trap from meta and the
+// forecasts from forecast(). Each source is read in time
 // order up to the end of the asked page, then the sources are merged.
 #include "fpscope/analysis.h"
 #include "fpscope/units.h"
@@ -145,6 +146,35 @@ void add_trap(const Trace& trace, const EventQuery& q, std::vector<Event>& out) 
   out.push_back(std::move(e));
 }
 
+// Forecasts (forecast()): each at the end of the last step its line was fitted to, on the launch that
+// wrote the row's largest tensor in that step.
+void add_forecasts(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
+  if (!wanted(q, EventKind::Forecast)) return;
+  for (const RangeForecast& f : forecast(trace)) {
+    if (q.step && f.last_step != *q.step) continue;
+    Event e;
+    e.kind = EventKind::Forecast;
+    e.step = f.last_step;
+    e.detail = f.summary;
+    e.amount = static_cast<double>(f.crossing_step);
+    if (std::string_view(range_view_info(f.view).rows) == "layer") e.layer = f.row;
+    if (const auto cell = largest_tensor_of_cell(trace, f.view, f.row, f.last_step)) {
+      e.kernel_id = cell->kernel_id;
+      e.tensor_id = cell->tensor_id;
+      e.tensor = cell->tensor;
+    }
+    sql::Statement st(detail::db(trace),
+                      "SELECT k.end_ns, sk.value, sl.value FROM kernels k JOIN strings sk ON sk.id = k.name_id"
+                      " LEFT JOIN strings sl ON sl.id = k.layer_id WHERE k.id = ?1");
+    st.bind(1, e.kernel_id);
+    if (!st.step()) continue;  // no measured tensor in that step: nothing to place it on
+    e.t_ns = st.i64(0);
+    e.kernel = st.text(1);
+    if (e.layer.empty()) e.layer = st.opt_text(2).value_or("");
+    out.push_back(std::move(e));
+  }
+}
+
 }  // namespace
 
 const char* event_kind_name(EventKind kind) {
@@ -157,6 +187,7 @@ const char* event_kind_name(EventKind kind) {
     case EventKind::ScaleGrowth: return "scale growth";
     case EventKind::SkippedStep: return "skipped step";
     case EventKind::Trap: return "trap";
+    case EventKind::Forecast: return "forecast";
   }
   return "?";
 }
@@ -167,6 +198,7 @@ EventPage events(const Trace& trace, const EventQuery& query) {
   add_cast_events(trace, query, all);
   add_loss_scale(trace, query, all);
   add_trap(trace, query, all);
+  add_forecasts(trace, query, all);
   std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
   EventPage page;
   const std::size_t end = query.offset + query.limit;

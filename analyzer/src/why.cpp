@@ -68,7 +68,13 @@ std::optional<Format> format_of_dtype(const std::string& dtype) {
   return std::nullopt;
 }
 
-bool is_float(const std::string& dtype) { return dtype == "f32" || dtype == "f16" || dtype == "bf16"; }
+// A floating dtype whose values fpscope measures (contract::is_measured), by its name in traces.
+bool is_float(const std::string& dtype) {
+  for (int d = 0; d < contract::kDtypeCount; ++d)
+    if (dtype == contract::kDtypeNames[static_cast<std::size_t>(d)])
+      return contract::is_measured(static_cast<contract::Dtype>(d));
+  return false;
+}
 
 std::string where_text(const std::string& kernel, const std::optional<std::string>& layer) {
   return layer ? kernel + " (" + *layer + ")" : kernel;

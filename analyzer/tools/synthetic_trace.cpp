@@ -324,7 +324,8 @@ void Writer::forward(int64_t step) {
       const bool plant = o_.nan_at_step && *o_.nan_at_step == step && std::string(layer.name) == "fc1" &&
                          std::string(kernel) == "linear_forward";
       TensorSpec y{alloc(std::string(layer.name) + "." + kernel, 3, elements * bytes_of(dtype)),
-                   std::string(layer.name) + ".out", dtype, elements, layer.magnitude * o_.activation_scale};
+                   std::string(layer.name) + ".out", dtype, elements,
+                   layer.magnitude * o_.activation_scale * std::pow(o_.activation_growth, static_cast<double>(step))};
       if (step_nan_ || params_nan_ || x.all_nan || x.one_nan) y.all_nan = true;
       if (plant) {
         y.all_nan = false;

@@ -21,6 +21,7 @@ struct Options {
   std::optional<int64_t> nan_at_step;       // fc1's forward output turns NaN at this step
   std::optional<int64_t> overflow_at_step;  // gradients overflow (Inf) at this step: a backoff
   double activation_scale = 1.0;     // multiplies every forward magnitude (large: fp16 overflow)
+  double activation_growth = 1.0;    // and this to the power of the step: a range that grows
   std::string end_reason = "exited";   // meta end_reason; "running" leaves the trace unfinished
   bool finalize = true;              // run trace_finalize.sql at the end
   bool basic_stats = false;          // leave the format counts and histograms NULL

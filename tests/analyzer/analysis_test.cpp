@@ -609,7 +609,9 @@ TEST(Analysis, EventsMatchSqlPageAndFilter) {
   EXPECT_EQ(count[static_cast<size_t>(EventKind::ScaleBackoff)], sql_count("select count(*) from loss_scale where event = 'backoff'"));
   EXPECT_EQ(count[static_cast<size_t>(EventKind::ScaleGrowth)], sql_count("select count(*) from loss_scale where event = 'growth'"));
   EXPECT_EQ(count[static_cast<size_t>(EventKind::Trap)], 1);
-  for (int64_t c : count) EXPECT_GT(c, 0) << "every kind should occur in this run";
+  EXPECT_EQ(count[static_cast<size_t>(EventKind::Forecast)], static_cast<int64_t>(forecast(*t).size()));
+  for (size_t k = 0; k < count.size(); ++k)  // forecasts have a test of their own
+    if (static_cast<EventKind>(k) != EventKind::Forecast) EXPECT_GT(count[k], 0) << "every kind should occur in this run";
   for (const Event& e : all.events) {
     if (e.kind != EventKind::Trap) continue;
     EXPECT_EQ(e.kernel_id, trapped);
@@ -651,6 +653,42 @@ TEST(Analysis, EventsMatchSqlPageAndFilter) {
     EXPECT_EQ(filtered.events[i].kernel_id, expected[i]->kernel_id);
   }
   EXPECT_STREQ(event_kind_name(EventKind::ScaleBackoff), "scale backoff");
+}
+
+// A range heading for fp16's edge is an event: one per forecast, at the last step fitted, on the
+// launch that wrote the row's largest tensor then.
+TEST(Analysis, ForecastsAreEventsAtTheirLastFittedStep) {
+  fpscope::synthetic::Options o;
+  o.steps = 30;
+  o.activation_growth = 1.25;  // every forward output grows a quarter a step
+  const auto path = make_trace("forecast_events", o);
+  auto t = Trace::open(path);
+  const std::vector<RangeForecast> forecasts = forecast(*t);
+  ASSERT_FALSE(forecasts.empty());
+  EventQuery only;
+  only.kinds.fill(false);
+  only.kinds[static_cast<size_t>(EventKind::Forecast)] = true;
+  const EventPage page = events(*t, only);
+  ASSERT_EQ(page.events.size(), forecasts.size());
+  for (const RangeForecast& f : forecasts) {
+    SCOPED_TRACE(f.row);
+    const auto e = std::find_if(page.events.begin(), page.events.end(), [&](const Event& e) { return e.detail == f.summary; });
+    ASSERT_NE(e, page.events.end());
+    EXPECT_EQ(e->step, f.last_step);
+    ASSERT_TRUE(e->tensor_id);
+    if (f.view != RangeView::Activations) continue;
+    EXPECT_EQ(e->layer, f.row);
+    // The event's tensor is the largest forward output of that layer in that step, by SQL.
+    EXPECT_EQ(sql_value(path, fmt::format("select absmax from tensors where id = {}", *e->tensor_id)),
+              sql_value(path, fmt::format("select max(t.absmax) from v_tensors t join v_kernels k on k.id = t.kernel_id"
+                                          " where k.layer = '{}' and k.phase = 'forward' and k.step = {} and t.role = 'out'",
+                                          f.row, f.last_step)));
+    EXPECT_EQ(sql_value(path, fmt::format("select end_ns from kernels where id = {}", e->kernel_id)),
+              static_cast<double>(e->t_ns));
+  }
+  // Asked for one step, only the forecasts fitted up to it.
+  only.step = forecasts.front().last_step;
+  for (const Event& e : events(*t, only).events) EXPECT_EQ(e.step, only.step);
 }
 
 // The HTML report's structure as a browser lays it out: long values wrap inside the page, every

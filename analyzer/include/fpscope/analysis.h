@@ -651,8 +651,10 @@ std::optional<CellTensor> largest_tensor_of_cell(const Trace& trace, RangeView v
 // One thing that went wrong, or that the loss scaler did: a non-finite output, an output that would
 // overflow or flush to zero in fp16 or bf16, a loss-scale backoff or growth, a skipped step.
 // Trap: where `fpscope run --trap` stopped the program (meta trap.*), with the trap's message.
-enum class EventKind : uint8_t { NaN, Inf, Overflow, Underflow, ScaleBackoff, ScaleGrowth, SkippedStep, Trap };
-inline constexpr int kEventKindCount = 8;
+// Forecast: a range heading for fp16's largest value (forecast()), placed at the last step fitted,
+// on the launch that wrote the row's largest tensor then.
+enum class EventKind : uint8_t { NaN, Inf, Overflow, Underflow, ScaleBackoff, ScaleGrowth, SkippedStep, Trap, Forecast };
+inline constexpr int kEventKindCount = 9;
 const char* event_kind_name(EventKind kind);  // "NaN", "overflow", "scale backoff", ...
 
 struct Event {
@@ -668,7 +670,7 @@ struct Event {
 };
 
 struct EventQuery {
-  std::array<bool, kEventKindCount> kinds = {true, true, true, true, true, true, true, true};  // by EventKind
+  std::array<bool, kEventKindCount> kinds = {true, true, true, true, true, true, true, true, true};  // by EventKind
   std::optional<int64_t> step;  // only this step's events
   std::size_t offset = 0;       // skip this many (in time order) ...
   std::size_t limit = 50'000;   // ... then return at most this many

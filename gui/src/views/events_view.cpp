@@ -1,10 +1,11 @@
 // Events view: one sortable, filterable table of the open pair's events. It opens on what matters:
-// every non-finite output (the origins say so) and loss-scale event (backoff, growth, skipped
-// step). The fp16/bf16 what-ifs (an output a cast would overflow or flush to zero) are behind their
+// every non-finite output (the origins say so), loss-scale event (backoff, growth, skipped step),
+// the trap and the forecasts of ranges heading for fp16's edge. The fp16/bf16 what-ifs (an output a cast would overflow or flush to zero) are behind their
 // two filters, and grouped: one row per run, kind and tensor name, with how many launches and the
 // steps they span, since a run makes the same what-if at every step. Only the visible rows are
 // drawn (ImGuiListClipper). A click selects the (first) event's kernel and step; a double click also
 // shows it in the timeline.
+#include <fmt/format.h>
 #include <imgui.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@ ImU32 kind_color(analysis::EventKind kind) {
     case analysis::EventKind::ScaleGrowth: return colors::kScaleGrowth;
     case analysis::EventKind::SkippedStep: return colors::kSkipped;
     case analysis::EventKind::Trap: return colors::kErrorText;
+    case analysis::EventKind::Forecast: return colors::kWarningText;
   }
   return colors::kDimText;
 }
@@ -94,7 +96,7 @@ class EventsView final : public View {
     static constexpr std::array<analysis::EventKind, kKinds> kinds = {
         analysis::EventKind::NaN,      analysis::EventKind::Inf,     analysis::EventKind::Overflow, analysis::EventKind::Underflow,
         analysis::EventKind::ScaleBackoff,  analysis::EventKind::ScaleGrowth,  analysis::EventKind::SkippedStep,
-        analysis::EventKind::Trap};
+        analysis::EventKind::Trap, analysis::EventKind::Forecast};
     for (size_t i = 0; i < kinds.size(); ++i) {
       ImGui::PushStyleColor(ImGuiCol_Text, colors::to_vec4(kind_color(kinds[i])));
       rows_dirty_ |= ImGui::Checkbox(analysis::event_kind_name(kinds[i]), &show_kind_[i]);
@@ -104,20 +106,23 @@ class EventsView final : public View {
                           "and steps", kinds[i] == analysis::EventKind::Overflow ? "overflow" : "flush to zero");
       ImGui::SameLine();
     }
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 16);
-    if (filter_.Draw("filter", ImGui::GetFontSize() * 16)) rows_dirty_ = true;
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+    if (filter_.Draw("filter", ImGui::GetFontSize() * 12)) rows_dirty_ = true;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("Matches kernel, layer, tensor or detail; e.g. conv1,-backward");
-    ImGui::SameLine();
     size_t total = 0;
     bool truncated = false;
     for (const auto& s : sources_) {
       total += s.data->events.size();
       truncated |= s.data->events_truncated;
     }
-    ImGui::TextDisabled("%s rows of %s events%s%s", analysis::human_count(static_cast<int64_t>(rows_.size())).c_str(),
-                        analysis::human_count(static_cast<int64_t>(total)).c_str(),
-                        groups_.empty() ? "" : " (what-ifs grouped by tensor)",
-                        truncated ? " (the trace has more; the first 50,000 are listed)" : "");
+    const std::string counts =
+        fmt::format("{} rows of {} events{}{}", analysis::human_count(static_cast<int64_t>(rows_.size())),
+                    analysis::human_count(static_cast<int64_t>(total)), groups_.empty() ? "" : " (what-ifs grouped by tensor)",
+                    truncated ? " (the trace has more; the first 50,000 are listed)" : "");
+    // Beside the filter when it fits, else on a line of its own.
+    ImGui::SameLine();
+    if (ImGui::CalcTextSize(counts.c_str()).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
+    ImGui::TextDisabled("%s", counts.c_str());
   }
 
   bool passes(const analysis::Event& e) const {
@@ -192,15 +197,16 @@ class EventsView final : public View {
     if (!ImGui::BeginTable("events", kColumns, flags)) return;
     const float em = ImGui::GetFontSize();
     ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("run", 0, em * 4.5f, kRun);
-    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 5.5f, kTime);
-    ImGui::TableSetupColumn("step", 0, em * 4.5f, kStep);
-    ImGui::TableSetupColumn("kind", 0, em * 7.5f, kKind);
-    ImGui::TableSetupColumn("kernel", 0, em * 11, kKernel);
-    ImGui::TableSetupColumn("layer", 0, em * 7, kLayer);
-    ImGui::TableSetupColumn("values", 0, em * 5.5f, kAmount);
-    ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_NoSort, em * 22, kDetail);
-    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthStretch, 0, kTensor);
+    ImGui::TableSetupColumn("run", 0, em * 4, kRun);
+    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 4.5f, kTime);
+    ImGui::TableSetupColumn("step", 0, em * 3.5f, kStep);
+    ImGui::TableSetupColumn("kind", 0, em * 7, kKind);
+    ImGui::TableSetupColumn("kernel", 0, em * 8, kKernel);
+    ImGui::TableSetupColumn("layer", 0, em * 6, kLayer);
+    ImGui::TableSetupColumn("values", 0, em * 4.5f, kAmount);
+    // The detail is the long text: it takes the width the fixed columns leave.
+    ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_NoSort | ImGuiTableColumnFlags_WidthStretch, 0, kDetail);
+    ImGui::TableSetupColumn("tensor", 0, em * 9, kTensor);
     ImGui::TableHeadersRow();
     if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || sort_dirty_)) {
       sort_rows(specs);
@@ -252,14 +258,18 @@ class EventsView final : public View {
     ImGui::TableNextColumn();
     const double value = amount(row);
     const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
-    if (e.kind == analysis::EventKind::Trap) ImGui::TextDisabled("-");  // no values: where it stopped
+    if (e.kind == analysis::EventKind::Trap || e.kind == analysis::EventKind::Forecast)
+      ImGui::TextDisabled("-");  // no values: where it stopped, or what is to come (said in the detail)
     else ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(value)) : analysis::human_number(value)).c_str());
     ImGui::TableNextColumn();
-    if (g && g->events > 1)
-      ImGui::Text("%s launches (the largest count in values); the first: %s",
-                  analysis::human_count(g->events).c_str(), e.detail.c_str());
-    else
-      ImGui::TextUnformatted(e.detail.c_str());
+    const std::string detail =
+        g && g->events > 1 ? fmt::format("{} launches (the largest count in values); the first: {}",
+                                         analysis::human_count(g->events), e.detail)
+                           : e.detail;
+    ImGui::TextUnformatted(detail.c_str());
+    // A detail wider than its column is shown whole on hover.
+    if (ImGui::IsItemHovered() && ImGui::CalcTextSize(detail.c_str()).x > ImGui::GetColumnWidth())
+      ImGui::SetTooltip("%s", detail.c_str());
     ImGui::TableNextColumn(); ImGui::TextUnformatted(e.tensor.c_str());
   }
 
@@ -267,7 +277,7 @@ class EventsView final : public View {
   std::vector<Row> rows_;
   std::vector<Group> groups_;
   // By EventKind: the what-ifs (overflow, underflow) start hidden.
-  std::array<bool, kKinds> show_kind_{true, true, false, false, true, true, true, true};
+  std::array<bool, kKinds> show_kind_{true, true, false, false, true, true, true, true, true};
   ImGuiTextFilter filter_;
   bool rows_dirty_ = true;
   bool sort_dirty_ = true;

@@ -378,6 +378,7 @@ class TimelineView final : public View {
         case analysis::EventKind::ScaleGrowth: color = colors::kScaleGrowth; break;
         case analysis::EventKind::SkippedStep: color = colors::kSkipped; break;
         case analysis::EventKind::Trap: color = colors::kErrorText; break;
+        case analysis::EventKind::Forecast: color = colors::kWarningText; break;
         default: continue;  // overflow/underflow rows are too many to mark; the table lists them
       }
       const float x = x_of(static_cast<double>(it->t_ns - run.origin));

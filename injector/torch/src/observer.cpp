@@ -441,9 +441,12 @@ void for_each_place(const c10::IValue& v, Fn&& fn) {
   }
 }
 
+// The tensors of `v`. A Python number the program wrote into the call (`x * 0.5`) reaches the
+// operator as a 0-dim "wrapped number" tensor: it is not one of the program's tensors, and the
+// dispatch mode sees it as the number it is, so it is left out here too.
 void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tensor, bool>>& out) {
   for_each_place(v, [&](const at::Tensor& t) {
-    if (t.defined()) out.emplace_back(t, written);
+    if (t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number()) out.emplace_back(t, written);
   });
 }
 

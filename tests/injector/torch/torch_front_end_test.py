@@ -358,6 +358,46 @@ class FrontEndTest(support.FrontEndCase):
                                 " ON k.id = t.kernel_id WHERE k.kernel = 'addmm' AND t.role = 'out'")
         self.assertEqual(row, [("bf16", a.min(), a.max(), a.size)])
 
+
+    def test_fp64_tensors_are_measured_beyond_fp32s_range(self):
+        """An fp64 tensor gets the same statistics: its extremes as the program holds them, values
+        beyond fp32's range counted below or above the histogram, its first NaN's 64-bit pattern,
+        and its cast counts (here: what fp16 would flush or overflow)."""
+        script = self.write("fp64.py", """
+            import sys, numpy as np, torch
+            x = torch.tensor([1e-300, -2.0 ** -1074, 3.0, 1e300, -0.0, 2.0 ** -149, 2.0 ** 128, -7.5e-9],
+                             dtype=torch.float64)
+            y = x * 1.0          # an operator whose output holds x's values
+            z = torch.log(y)     # NaN for the negatives, -inf for -0
+            np.save(sys.argv[1], y.numpy())
+            np.save(sys.argv[2], z.numpy())
+        """)
+        saved_y, saved_z = (os.path.join(self.dir, n) for n in ("y.npy", "z.npy"))
+        trace, _ = self.trace(script, args=[saved_y, saved_z])
+        y = np.load(saved_y)
+        finite = y[np.isfinite(y)]
+        nonzero = np.abs(finite[finite != 0])
+        exps = np.frexp(nonzero)[1] - 1
+        row = self.query(trace, "SELECT t.dtype_name, t.count, t.zero, t.min, t.max, t.absmax, t.min_nonzero,"
+                                " t.hist_below, t.hist_above, t.exp_hist, t.f16_underflow, t.f16_overflow"
+                                " FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                " WHERE k.kernel = 'mul' AND t.role = 'out'")
+        self.assertEqual(len(row), 1, row)
+        dtype, count, zero, lo, hi, absmax, min_nonzero, below, above, hist, f16_under, f16_over = row[0]
+        self.assertEqual((dtype, count, zero), ("f64", y.size, int((finite == 0).sum())))
+        self.assertEqual((lo, hi, absmax, min_nonzero), (finite.min(), finite.max(), np.abs(finite).max(), nonzero.min()))
+        self.assertEqual((below, above), (int((exps < -149).sum()), int((exps > 127).sum())))
+        inside = exps[(exps >= -149) & (exps <= 127)]
+        self.assertEqual({int(k): v for k, v in json.loads(hist).items()},
+                         {int(e): int((inside == e).sum()) for e in set(inside.tolist())})
+        # fp16's smallest subnormal is 2^-24: 1e-300, 2^-1074, 2^-149 and 7.5e-9 flush; 1e300 and
+        # 2^128 overflow.
+        self.assertEqual((f16_under, f16_over), (4, 2))
+        z = np.load(saved_z)
+        first = int(np.flatnonzero(~np.isfinite(z))[0])
+        nonfinite = self.query(trace, "SELECT n.kind, n.first_index, printf('%016x', n.first_bits) FROM nonfinite n"
+                                      " JOIN v_kernels k ON k.id = n.kernel_id WHERE k.kernel = 'log'")
+        self.assertEqual(nonfinite, [("nan", first, "%016x" % z[first:first + 1].view(np.uint64)[0])])
     def test_compare_aligns_mptrain_and_pytorch_layers_by_name(self):
         if not (MPTRAIN and DATA_DIR):
             self.skipTest("needs --mptrain and --data-dir")

@@ -381,14 +381,17 @@ class FrontEndTest(support.FrontEndCase):
         self.assertEqual((config["parameters"], config["parameters.Generator"], config["parameters.Critic"]),
                          (str(g_params + d_params), str(g_params), str(d_params)))
         self.assertEqual(config["precision"], "fp32; fp64 in Critic.head")
-        self.assertIn("Critic.head", config["unmeasured"])
+        self.assertNotIn("unmeasured", config)  # fp64 is measured like the narrower types
+        self.assertEqual(self.query(trace, "SELECT DISTINCT d.name FROM tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                           " JOIN dtypes d ON d.id = t.dtype WHERE k.layer = 'Critic.head'"
+                                           " AND t.role = 'out' AND k.phase = 'forward'"), [("f64",)])
         layers = {l for (l,) in self.query(trace, "SELECT DISTINCT layer FROM v_kernels WHERE layer IS NOT NULL")}
         self.assertEqual(layers, {"net.0", "net.1", "net.2", "Critic.net.0", "Critic.net.1", "Critic.net.2", "Critic.head"})
         weights = {n for (n,) in self.query(trace, "SELECT DISTINCT s.value FROM memory_events m JOIN strings s"
                                                    " ON s.id = m.name_id WHERE m.category = 0")}
         self.assertTrue({"net.0.weight", "Critic.net.0.weight"} <= weights, weights)
         report = run([FPSCOPE, "report", "--section", "summary", trace], self.dir).stdout
-        self.assertIn("NOTE: not measured: fp64 parameters", report)
+        self.assertNotIn("not measured", report)
 
     def test_the_trap_ends_at_the_line_that_holds_the_operator(self):
         """An operator reached through Python's operator methods (`x / d`) traps at its own line, as
@@ -424,37 +427,46 @@ class FrontEndTest(support.FrontEndCase):
                 source = p.stderr.split(frames[own[-1]])[1].splitlines()[1]
                 self.assertIn(line, source, p.stderr)
 
-    def test_a_nan_made_in_an_fp64_module_is_not_blamed_on_the_cast_after_it(self):
+    def test_a_nan_made_in_an_fp64_module_is_found_where_it_is_made(self):
         script = self.write("double.py", """
             import torch, torch.nn as nn
             torch.manual_seed(0)
             torch.set_num_threads(1)
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.shift = 0.0
+                def forward(self, x):
+                    return torch.log(self.fc(x).abs() - self.shift)
             class Model(nn.Module):
                 def __init__(self):
                     super().__init__()
                     self.enc = nn.Linear(4, 4)
-                    self.head = nn.Linear(4, 4).double()  # kept in fp64, which fpscope does not measure
-                    self.shift = 0.0
+                    self.head = Head().double()  # kept in fp64
                 def forward(self, x):
-                    h = torch.log(self.head(self.enc(x).double()).abs() - self.shift)
-                    return h.float().sum()
+                    return self.head(self.enc(x).double()).float().sum()
             m = Model()
             opt = torch.optim.SGD(m.parameters(), lr=0.01)
             for step in range(3):
-                m.shift = 1e6 if step == 2 else 0.0
+                m.head.shift = 1e6 if step == 2 else 0.0
                 opt.zero_grad()
                 m(torch.randn(2, 4)).backward()
                 opt.step()
         """)
         trace, _ = self.trace(script)
-        first = self.query(trace, "SELECT kernel, step FROM v_first_nonfinite")
-        self.assertEqual([step for _, step in first], [2])
+        # The log of the fp64 module made the NaN: it is the origin, not the cast to fp32 after it.
+        self.assertEqual(self.query(trace, "SELECT kernel, layer, step, phase FROM v_first_nonfinite"),
+                         [("log", "head", 2, "forward")])
+        self.assertEqual(self.query(trace, "SELECT DISTINCT d.name FROM v_first_nonfinite f JOIN tensors t"
+                                           " ON t.id = f.tensor_id JOIN dtypes d ON d.id = t.dtype"), [("f64",)])
         cause = self.why(trace)["causes"][0]
-        self.assertEqual(cause["kind"], "not_measured", cause)
-        self.assertIn("but none of its inputs was measured", cause["summary"])
-        self.assertIn("fp64 parameters", cause["summary"])  # the modules config.unmeasured names
-        self.assertIn("head", cause["summary"])
-        self.assertNotIn("look ordinary", cause["summary"])
+        self.assertEqual(cause["kind"], "outside_domain", cause)
+        self.assertIn("sub (head) wrote it at step 2", cause["summary"])
+        # fp64 statistics are exact: the head's weight as the program holds it.
+        config = dict(self.query(trace, "SELECT substr(key, 8), value FROM meta WHERE key LIKE 'config.%'"))
+        self.assertNotIn("unmeasured", config)
+        self.assertEqual(config["precision"], "fp32; fp64 in head.fc")  # the module holding fp64 parameters
 
     def test_a_real_origin_is_counted_beside_the_intended_infinities(self):
         script = self.write("gpt.py", TRANSFORMER)
