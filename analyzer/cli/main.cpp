@@ -11,7 +11,7 @@
 #include <map>
 
 #ifdef FPSCOPE_HAVE_RUN
-#include "fpscope/run_command.h"
+#include "fpscope/collector/run_command.h"
 #endif
 
 namespace {

@@ -1,10 +1,10 @@
-// The analyzer's side of the SQLite wrapper (fpscope/sqlite.h): failures become TraceError with
+// The analyzer's side of the SQLite wrapper (fpscope/common/sqlite.h): failures become TraceError with
 // the kind a user can act on. Damaged files (SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_IOERR) are
 // Corrupt, interrupted calls are Cancelled, the rest Query.
 #pragma once
 
 #include "fpscope/analysis.h"
-#include "fpscope/sqlite.h"
+#include "fpscope/common/sqlite.h"
 
 #include <string>
 #include <string_view>

@@ -2,7 +2,8 @@
 // (precomputed or built into temporary tables), and the read-only query entry point.
 #include "trace_impl.h"
 
-#include "fpscope/embedded_sql.h"
+#include "fpscope/common/process_identity.h"
+#include "fpscope/contract/embedded_sql.h"
 
 #include <fmt/format.h>
 
@@ -170,7 +171,7 @@ std::optional<bool> collector_alive(const std::map<std::string, std::string>& me
   const auto ticks = meta_integer(meta, "collector_start_ticks");
   auto boot = meta.find("collector_boot_id");
   if (!pid || !ticks || boot == meta.end()) return std::nullopt;
-  return contract::is_alive({static_cast<pid_t>(*pid), static_cast<unsigned long long>(*ticks), boot->second});
+  return common::is_alive({static_cast<pid_t>(*pid), static_cast<unsigned long long>(*ticks), boot->second});
 }
 
 RunEnd state_of(const std::map<std::string, std::string>& meta) {

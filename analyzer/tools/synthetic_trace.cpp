@@ -5,8 +5,8 @@
 
 #include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/nvtx.h"
-#include "fpscope/trace_writer.h"
-#include "fpscope/wire.h"
+#include "fpscope/collector/trace_writer.h"
+#include "fpscope/contract/wire.h"
 
 #include <array>
 #include <cmath>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The summaries a run's end waits for: mptrain's CNN traced by `fpscope run` (full statistics, and
 # `--every 10`), and for each trace the time the collector took to make its summary tables (meta
-# finalize_ms: on two connections) against the same collector/schema/trace_finalize.sql run again
+# finalize_ms: on two connections) against the same contract/schema/trace_finalize.sql run again
 # by the sqlite3 shell on one connection on a copy of the trace (synchronous off, as the collector
 # runs it). Medians and min-max over REPS runs, the two measurements of each trace taken one after
 # the other.
@@ -12,8 +12,8 @@
 #   CASES    space separated IMAGES-MODE, MODE full or every10 (default "6000-full 6000-every10
 #            30000-full 30000-every10"); 28 px fp32, 32 images a step
 #   SCRIPT   the summaries' SQL the one-connection column runs (default: this tree's
-#            collector/schema/trace_finalize.sql; an earlier version, to compare:
-#            SCRIPT=<(git show REV:collector/schema/trace_finalize.sql))
+#            contract/schema/trace_finalize.sql; an earlier version, to compare:
+#            SCRIPT=<(git show REV:contract/schema/trace_finalize.sql))
 set -euo pipefail
 
 build=${1:-build}

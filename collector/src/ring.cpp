@@ -1,7 +1,7 @@
 // The shared-memory ring's two ends: mapping, claiming, reserving with back-pressure, publishing
-// and draining. See fpscope/ring.h for the protocol. Only libc, pthread and rt: the injector links
+// and draining. See fpscope/collector/ring.h for the protocol. Only libc, pthread and rt: the injector links
 // this file into the traced process.
-#include "fpscope/ring.h"
+#include "fpscope/collector/ring.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -121,8 +121,6 @@ std::unique_ptr<RingMapping> open_ring_object(const std::string& name, std::stri
 }
 
 }  // namespace
-
-std::string sibling_ring_name(const std::string& first, uint32_t k) { return first + "-" + std::to_string(k); }
 
 RingMapping::~RingMapping() { munmap(base_, bytes_); }
 

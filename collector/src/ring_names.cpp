@@ -1,5 +1,5 @@
 // Ring names that carry their collector's identity, and the sweep of orphaned rings (ring_names.h).
-#include "fpscope/ring_names.h"
+#include "fpscope/collector/ring_names.h"
 
 #include <dirent.h>
 #include <sys/mman.h>
@@ -23,11 +23,11 @@ bool parse_number(std::string_view text, T* out, int base = 10) {
 
 }  // namespace
 
-std::string ring_name_for(const contract::ProcessIdentity& collector, uint32_t random) {
+std::string ring_name_for(const common::ProcessIdentity& collector, uint32_t random) {
   return fmt::format("/{}{}-{}-{:08x}", kPrefix, collector.pid, collector.start_ticks, random);
 }
 
-std::optional<contract::ProcessIdentity> ring_collector(std::string_view name) {
+std::optional<common::ProcessIdentity> ring_collector(std::string_view name) {
   if (!name.empty() && name.front() == '/') name.remove_prefix(1);
   if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
   name.remove_prefix(kPrefix.size());
@@ -45,7 +45,7 @@ std::optional<contract::ProcessIdentity> ring_collector(std::string_view name) {
     if (!parse_number(parts[2].substr(dash + 1), &k) || k == 0) return std::nullopt;
     parts[2] = parts[2].substr(0, dash);
   }
-  contract::ProcessIdentity who;
+  common::ProcessIdentity who;
   uint32_t random = 0;
   if (!parse_number(parts[0], &who.pid) || who.pid <= 0 || !parse_number(parts[1], &who.start_ticks) ||
       parts[2].size() != 8 || !parse_number(parts[2], &random, 16)) {
@@ -62,7 +62,7 @@ std::vector<std::string> remove_orphaned_rings(const std::string& shm_dir) {
     const std::string name = entry->d_name;
     const auto collector = ring_collector(name);
     if (!collector) continue;
-    const auto ticks = contract::process_start_ticks(collector->pid);
+    const auto ticks = common::process_start_ticks(collector->pid);
     if (ticks && *ticks == collector->start_ticks) continue;  // its collector still runs
     if (shm_unlink(("/" + name).c_str()) == 0) removed.push_back("/" + name);
   }

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/ring.h"
-#include "fpscope/trace_writer.h"
+#include "fpscope/collector/ring.h"
+#include "fpscope/collector/trace_writer.h"
 
 namespace fpscope {
 

@@ -2,7 +2,7 @@
 // creates the ring and the trace; starts the program with the injector preloaded; drains the ring
 // into the trace while it runs; and, however it ends, drains what is left, records how it ended,
 // finishes the trace, prints a short summary and exits with the program's status.
-#include "fpscope/run_command.h"
+#include "fpscope/collector/run_command.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -31,9 +31,9 @@
 #include "child_process.h"
 #include "fpscope/contract/environment.h"
 #include "fpscope/contract/run_end.h"
-#include "fpscope/ring.h"
-#include "fpscope/ring_names.h"
-#include "fpscope/trace_writer.h"
+#include "fpscope/collector/ring.h"
+#include "fpscope/collector/ring_names.h"
+#include "fpscope/collector/trace_writer.h"
 #include "ring_set.h"
 #include "run_options.h"
 #include "trace_meta.h"
@@ -184,7 +184,7 @@ std::vector<std::string> user_environment() {
 
 std::string ring_name() {
   std::random_device rd;
-  return ring_name_for(contract::self_identity(), rd());
+  return ring_name_for(common::self_identity(), rd());
 }
 
 void nap() {

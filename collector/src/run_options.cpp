@@ -1,5 +1,6 @@
 // Parsing and validating the options of `fpscope run` with CLI11. Every value is checked here,
 // before the trace or the program exists, so a mistake costs nothing and says how to fix it.
+#include "fpscope/common/allow_rules.h"
 #include "run_options.h"
 
 #include "fpscope/contract/environment.h"
@@ -12,7 +13,7 @@
 #include <ctime>
 #include <iostream>
 
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope {
 namespace {
@@ -97,7 +98,7 @@ std::string validate(const RunOptions& o) {
   {
     std::vector<contract::AllowRule> rules;
     std::string why;
-    if (!contract::parse_allow_rules(o.allow, &rules, &why)) return "--allow: " + why;
+    if (!common::parse_allow_rules(o.allow, &rules, &why)) return "--allow: " + why;
   }
   if (o.ring_mib < 1 || o.ring_mib > 4096) return "--ring-size is in MiB, from 1 to 4096";
   if (o.max_size_mib > (uint64_t{1} << 30)) return "--max-size is in MiB, 0 (no limit) to 2^30";

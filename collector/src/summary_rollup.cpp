@@ -1,7 +1,7 @@
 // Writing the rolled-up summary tables (summary_rollup.h).
 #include "summary_rollup.h"
 
-#include "fpscope/trace_template.h"
+#include "fpscope/collector/trace_template.h"
 
 namespace fpscope {
 

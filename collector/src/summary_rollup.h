@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "fpscope/sqlite.h"
+#include "fpscope/common/sqlite.h"
 
 namespace fpscope {
 
@@ -51,7 +51,7 @@ sql::Statement declare(sql::Database& db, const std::string& create, const std::
 
 // Creates each table as its statement would and writes its rollup's rows into it. The columns are
 // declared as SQLite declares them for the statement: the build ran the statements on an empty
-// trace (fpscope/trace_template.h; on the trace itself a statement would read every row,
+// trace (fpscope/collector/trace_template.h; on the trace itself a statement would read every row,
 // even with LIMIT 0). Throws sql::Error when a statement's columns are not the ones its rollup
 // writes (the statement changed, the rollup not), or the build declared no such table.
 void write_rolled_up(sql::Database& db,

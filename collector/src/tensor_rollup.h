@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 #include "summary_rollup.h"
 
 namespace fpscope {

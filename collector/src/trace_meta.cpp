@@ -7,9 +7,9 @@
 #include <ctime>
 
 #include "child_process.h"
-#include "fpscope/contract/process_identity.h"
-#include "fpscope/trace_writer.h"
-#include "fpscope/wire.h"
+#include "fpscope/common/process_identity.h"
+#include "fpscope/collector/trace_writer.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope {
 namespace {
@@ -56,7 +56,7 @@ void write_start_meta(TraceWriter& w, const StartMeta& m) {
   w.set_meta("start_time", iso8601_utc(m.start_ns));
   w.set_meta("start_ns", std::to_string(m.start_ns));
   w.set_meta("end_reason", std::string(contract::info(contract::RunEnd::Running).meta));
-  const contract::ProcessIdentity me = contract::self_identity();
+  const common::ProcessIdentity me = common::self_identity();
   w.set_meta("collector_pid", std::to_string(me.pid));
   w.set_meta("collector_start_ticks", std::to_string(me.start_ticks));
   w.set_meta("collector_boot_id", me.boot_id);

@@ -1,7 +1,7 @@
 // The trace writer's frame: writing out the empty trace and opening it, the prepared statements,
 // batched transactions, storage failures, meta, and finishing the trace. The record handlers are
 // in trace_records.cpp.
-#include "fpscope/trace_writer.h"
+#include "fpscope/collector/trace_writer.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "fpscope/contract/collectives.h"
-#include "fpscope/embedded_sql.h"
-#include "fpscope/trace_template.h"
+#include "fpscope/contract/embedded_sql.h"
+#include "fpscope/collector/trace_template.h"
 #include "trace_writer_impl.h"
 
 namespace fpscope {
@@ -51,7 +51,7 @@ constexpr const char* kUpdateFormats =
     " e4m3_overflow=?10, e4m3_underflow=?11, e4m3_subnormal=?12, e4m3_near_max=?13,"
     " e5m2_overflow=?14, e5m2_underflow=?15, e5m2_subnormal=?16, e5m2_near_max=?17 WHERE id=?1";
 
-// Writes the empty trace (fpscope/trace_template.h: the schema, made at build time) to `path`,
+// Writes the empty trace (fpscope/collector/trace_template.h: the schema, made at build time) to `path`,
 // which must not exist. Returns "" or what went wrong; a file it could not finish is removed.
 std::string write_empty_trace(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

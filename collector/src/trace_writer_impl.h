@@ -12,8 +12,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "fpscope/trace_writer.h"
-#include "fpscope/sqlite.h"
+#include "fpscope/collector/trace_writer.h"
+#include "fpscope/common/sqlite.h"
 #include "memory_rollup.h"
 #include "tensor_rollup.h"
 

@@ -1,5 +1,5 @@
-// A build step: what every trace starts from, derived from collector/schema/*.sql once here rather
-// than at every run, written as fpscope/trace_template.h:
+// A build step: what every trace starts from, derived from contract/schema/*.sql once here rather
+// than at every run, written as fpscope/collector/trace_template.h:
 //   - the empty trace: the file SQLite makes of the schema (32 KiB pages, WAL mode in its header),
 //     as the runs of nonzero bytes of a file that is otherwise zeros. `fpscope run` writes it out
 //     instead of running the schema's statements while the program waits to start;
@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "fpscope/embedded_sql.h"
-#include "fpscope/sqlite.h"
+#include "fpscope/contract/embedded_sql.h"
+#include "fpscope/common/sqlite.h"
 
 namespace {
 
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::ofstream out(argv[1]);
-  out << "// Generated at build time by collector/tools/trace_template.cpp from collector/schema/*.sql.\n"
+  out << "// Generated at build time by collector/tools/trace_template.cpp from contract/schema/*.sql.\n"
          "// Edit the .sql files.\n"
          "#pragma once\n\n"
          "#include <cstddef>\n\n"

@@ -3,7 +3,7 @@
 // the fp16 run's memory against the fp32 run's; and `advise` must turn a run that goes non-finite
 // into one that stays finite.
 #include "fpscope/analysis.h"
-#include "fpscope/embedded_sql.h"
+#include "fpscope/contract/embedded_sql.h"
 #include "fpscope/export.h"
 #include "fpscope/units.h"
 #include "test_util.h"

@@ -1,6 +1,7 @@
 // The run summary of libfpscope_analysis on synthetic traces: every figure against direct SQL on
 // the same file or the meta it comes from (the tracer's own cost, how the run ended, the final
 // loss), and the lines every front end shows from it.
+#include "fpscope/common/process_identity.h"
 #include "fpscope/analysis.h"
 #include "fpscope/export.h"
 #include "fpscope/units.h"
@@ -14,6 +15,7 @@
 
 using namespace fpscope::analysis;
 namespace contract = fpscope::contract;
+namespace common = fpscope::common;
 using fpscope::test::make_trace;
 using fpscope::test::nan_run;
 using fpscope::test::sql_exec;
@@ -162,7 +164,7 @@ TEST(Analysis, RunningTraceWhoseCollectorDiedIsCollectorLost) {
   o.end_reason = "running";
   o.finalize = false;
   const auto path = make_trace("lost", o);
-  const contract::ProcessIdentity me = contract::self_identity();
+  const common::ProcessIdentity me = common::self_identity();
   set_meta(path, "collector_boot_id", me.boot_id);
   // Named collector alive (this test process): still being written.
   set_meta(path, "collector_pid", std::to_string(me.pid));

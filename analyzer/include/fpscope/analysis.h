@@ -1,5 +1,5 @@
 // libfpscope_analysis: the one place where fpscope turns a trace (an SQLite file written by
-// `fpscope run`, schema in collector/schema/trace_schema.sql) into numbers. The command line
+// `fpscope run`, schema in contract/schema/trace_schema.sql) into numbers. The command line
 // (`fpscope report|compare|advise|export|query`) and fpscope-gui are thin front ends over this API,
 // so both always show the same values.
 //
@@ -12,7 +12,7 @@
 // can cancel) and used on another. Its connection is serialized, so calls from several threads are
 // safe but run one at a time; Trace::interrupt() stops a long call from any thread.
 //
-// Speed: reports read the summary tables that collector/schema/trace_finalize.sql adds when a run
+// Speed: reports read the summary tables that contract/schema/trace_finalize.sql adds when a run
 // ends. When they are absent (a trace still being written, a collector that was killed), open()
 // computes the same tables into temporary tables of its own connection, which scans the trace once.
 //
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "fpscope/contract/contract.h"
-#include "fpscope/embedded_sql.h"
+#include "fpscope/contract/embedded_sql.h"
 
 namespace fpscope::analysis {
 

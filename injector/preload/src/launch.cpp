@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "fpscope/contract/allow_rules.h"
+#include "fpscope/common/allow_rules.h"
 #include "fpscope/contract/loss_scaler.h"
 #include "fpscope/contract/run_end.h"
 #include "fpscope/inject_api.h"
@@ -250,7 +250,7 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
       if (m.stats.nonfinite() == 0) continue;
       const uint8_t kinds = kinds_of(m.stats);
       m.allowed = (carried != 0 && (kinds & ~carried) == 0) ||
-                  contract::allowed_by(options_.allow, p.kernel, s->where.layer, kinds);
+                  common::allowed_by(options_.allow, p.kernel, s->where.layer, kinds);
       if (m.allowed && p.memo)
         memo_.intended(memo_key(*m.tensor), options_.stats, kinds);
       outputs_nonfinite = true;
@@ -864,7 +864,7 @@ void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
   if (t.role == wire::Role::Input && (kinds & ~intended_kinds_) != 0)
     launch.inputs_finite = false;
   const bool allowed = t.role == wire::Role::Output && kinds != 0 &&
-                       contract::allowed_by(options_.allow, launch.kernel.c_str(),
+                       common::allowed_by(options_.allow, launch.kernel.c_str(),
                                             launch.layer ? launch.layer->c_str() : nullptr, kinds);
   if (t.recorded) {
     t.meta.name = t.name.c_str();

@@ -1,7 +1,7 @@
 // Parsing and matching of the injector's selection options (see options.h, docs/injector.md).
 #include "options.h"
 
-#include "fpscope/contract/allow_rules.h"
+#include "fpscope/common/allow_rules.h"
 #include "fpscope/contract/environment.h"
 
 #include <fnmatch.h>
@@ -136,7 +136,7 @@ bool parse_trap(const char* v, Options* o, std::string* error) {
 
 bool parse_allow(const char* v, Options* o, std::string* error) {
   std::string why;
-  if (contract::parse_allow_rules(v, &o->allow, &why)) {
+  if (common::parse_allow_rules(v, &o->allow, &why)) {
     o->allow_text = v;
     return true;
   }
@@ -261,7 +261,7 @@ std::string Options::describe() const {
 bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
   Options o;
   std::string unused;
-  contract::parse_allow_rules(contract::kDefaultAllowRules, &o.allow, &unused);
+  common::parse_allow_rules(contract::kDefaultAllowRules, &o.allow, &unused);
   if (const char* v = env(contract::env::kRing)) o.ring_name = v;
   using Parser = bool (*)(const char*, Options*, std::string*);
   struct Field { const char* var; Parser parse; };

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope::inject {
 

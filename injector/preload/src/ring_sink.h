@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "fpscope/ring.h"
+#include "fpscope/collector/ring.h"
 #include "record_writer.h"
 
 namespace fpscope::inject {

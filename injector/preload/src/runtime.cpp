@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "fpscope/contract/launcher_rank.h"
+#include "fpscope/common/launcher_rank.h"
 #include "ring_sink.h"
 
 namespace fpscope::inject {
@@ -58,7 +58,7 @@ Session* start_session() {
     }
   }
   auto* session = new Session(std::move(options), std::make_unique<RingSink>(std::move(producer)));
-  const contract::LauncherRank rank = contract::launcher_rank();
+  const common::LauncherRank rank = common::launcher_rank();
   if (rank.source != nullptr) session->set_dump_prefix("rank" + std::to_string(rank.rank) + "-");
   else if (!first) session->set_dump_prefix("pid" + std::to_string(getpid()) + "-");
   session->announce();

@@ -8,7 +8,8 @@
 #include <climits>
 #include <cstdio>
 
-#include "fpscope/contract/launcher_rank.h"
+#include "fpscope/common/allow_rules.h"
+#include "fpscope/common/launcher_rank.h"
 
 namespace fpscope::inject {
 
@@ -52,7 +53,7 @@ std::string host_name() {
 
 Session::Session(Options options, std::unique_ptr<RecordSink> sink)
     : options_(std::move(options)),
-      intended_kinds_(contract::allowed_kinds(options_.allow)),
+      intended_kinds_(common::allowed_kinds(options_.allow)),
       sink_(std::move(sink)),
       stats_workers_(options_.stats_threads > 0 ? options_.stats_threads : default_stats_threads(),
                      options_.stats_threads == 0),
@@ -66,7 +67,7 @@ void Session::announce() {
   const std::string exe = executable_path();
   const std::string described = options_.describe();
   const std::string host = host_name();
-  const contract::LauncherRank rank = contract::launcher_rank();
+  const common::LauncherRank rank = common::launcher_rank();
   std::lock_guard lock(mutex_);
   wire::ProcessRecord r{};
   r.protocol = wire::kProtocolVersion;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fpscope/tensor_stats.h"
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 #include "mpt/abi.h"
 #include "device_stats.h"
 #include "options.h"
@@ -254,7 +254,7 @@ class Session {
   void device_result_locked(PendingTensor t, const TensorStats& stats);
 
   Options options_;
-  // The kinds some allow rule permits anywhere (contract::allowed_kinds): values of only these
+  // The kinds some allow rule permits anywhere (common::allowed_kinds): values of only these
   // kinds pass through a kernel as intended values, not as non-finite input.
   uint8_t intended_kinds_ = 0;
   std::string dump_prefix_;

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "fpscope/tensor_stats.h"
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 #include "mpt/abi.h"
 
 namespace fpscope::inject {

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "fpscope/ring.h"
-#include "fpscope/ring_names.h"
+#include "fpscope/collector/ring.h"
+#include "fpscope/collector/ring_names.h"
 #include "processes.h"
 
 namespace fpscope {
@@ -17,7 +17,7 @@ namespace {
 bool shm_exists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
 TEST(RingNames, NameCarriesTheCollectorsIdentity) {
-  const contract::ProcessIdentity me = contract::self_identity();
+  const common::ProcessIdentity me = common::self_identity();
   ASSERT_GT(me.start_ticks, 0u);
   const std::string name = ring_name_for(me, 0xabcdef12u);
   EXPECT_EQ(name, "/fpscope-" + std::to_string(me.pid) + "-" + std::to_string(me.start_ticks) + "-abcdef12");
@@ -43,11 +43,11 @@ TEST(RingNames, OtherNamesAreNotRings) {
 
 TEST(RingNames, OrphanedRingsAreRemovedLiveOnesKept) {
   std::string error;
-  contract::ProcessIdentity dead = contract::self_identity();
+  common::ProcessIdentity dead = common::self_identity();
   dead.pid = test::reaped_pid();
-  contract::ProcessIdentity reused = contract::self_identity();
+  common::ProcessIdentity reused = common::self_identity();
   reused.start_ticks += 1;  // our pid, but not our start: a collector that had this pid before us
-  const contract::ProcessIdentity me = contract::self_identity();
+  const common::ProcessIdentity me = common::self_identity();
   // Each name holds a collector identity no other test process has, so a fixed random part will do.
   const uint32_t token = 0x7e57;
   auto orphan = RingConsumer::create(ring_name_for(dead, token), kMinRingSlots, &error);

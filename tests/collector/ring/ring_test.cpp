@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "fpscope/ring.h"
+#include "fpscope/collector/ring.h"
 #include "temp_path.h"
 
 namespace fpscope {

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "../writer/sqlite_reader.h"
-#include "fpscope/run_command.h"
-#include "fpscope/contract/process_identity.h"
-#include "fpscope/ring_names.h"
+#include "fpscope/collector/run_command.h"
+#include "fpscope/common/process_identity.h"
+#include "fpscope/collector/ring_names.h"
 #include "temp_path.h"
 
 namespace fpscope {
@@ -309,9 +309,9 @@ TEST_F(RunTest, SigkilledCollectorLeavesNoRingAndATraceThatSaysSo) {
   Reader db(trace_);
   EXPECT_EQ(db.meta("end_reason"), "running");
   EXPECT_EQ(db.meta("collector_pid"), std::to_string(collector));
-  const contract::ProcessIdentity named{collector, std::stoull(db.meta("collector_start_ticks").value_or("0")),
+  const common::ProcessIdentity named{collector, std::stoull(db.meta("collector_start_ticks").value_or("0")),
                                         db.meta("collector_boot_id").value_or("")};
-  EXPECT_EQ(contract::is_alive(named), false);
+  EXPECT_EQ(common::is_alive(named), false);
   const std::string ring = db.meta("ring").value_or("");
   ASSERT_EQ(ring_collector(ring)->pid, collector) << ring;
 

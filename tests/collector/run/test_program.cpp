@@ -31,7 +31,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
-#include "fpscope/ring.h"
+#include "fpscope/collector/ring.h"
 
 extern char** environ;
 

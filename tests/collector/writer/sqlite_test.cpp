@@ -1,6 +1,6 @@
-// The one SQLite wrapper (fpscope/sqlite.h): binding round trips, NULL for NaN and empty optionals,
+// The one SQLite wrapper (fpscope/common/sqlite.h): binding round trips, NULL for NaN and empty optionals,
 // errors with SQLite's code through the default handler, and a part's own handler.
-#include "fpscope/sqlite.h"
+#include "fpscope/common/sqlite.h"
 
 #include "temp_path.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "fpscope/contract/contract.h"
-#include "fpscope/embedded_sql.h"
-#include "fpscope/trace_writer.h"
+#include "fpscope/contract/embedded_sql.h"
+#include "fpscope/collector/trace_writer.h"
 #include "sqlite_reader.h"
 #include "temp_path.h"
 #include "wire_builder.h"

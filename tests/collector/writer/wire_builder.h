@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope::test {
 

@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "fpscope/contract/contract.h"
-#include "fpscope/embedded_sql.h"
-#include "fpscope/sqlite.h"
-#include "fpscope/trace_writer.h"
+#include "fpscope/contract/embedded_sql.h"
+#include "fpscope/common/sqlite.h"
+#include "fpscope/collector/trace_writer.h"
 #include "sqlite_reader.h"
 #include "wire_builder.h"
 #include "temp_path.h"
@@ -403,7 +403,7 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
 #endif
 }
 
-// The empty trace the build made (fpscope/trace_template.h) is what running the schema gives: the
+// The empty trace the build made (fpscope/collector/trace_template.h) is what running the schema gives: the
 // same tables, indexes and views declared alike, the same lookup rows, 32 KiB pages, WAL mode.
 TEST_F(WriterTest, NewTraceIsTheSchemaAsItsStatementsMakeIt) {
   ASSERT_TRUE(writer_->commit());

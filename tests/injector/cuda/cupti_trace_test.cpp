@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "fpscope/cupti_wire.h"
-#include "fpscope/trace_writer.h"
+#include "fpscope/collector/trace_writer.h"
 
 namespace fpscope_gpu_test {
 namespace {

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "fpscope/tensor_stats.h"
-#include "fpscope/trace_writer.h"
+#include "fpscope/collector/trace_writer.h"
 #include "temp_path.h"
 #include "traced_child.h"
 

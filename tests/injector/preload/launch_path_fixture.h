@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/ring.h"
+#include "fpscope/common/allow_rules.h"
+#include "fpscope/collector/ring.h"
 #include "memory_sink.h"
 #include "ring_sink.h"
 #include "session.h"
@@ -122,7 +123,7 @@ class LaunchPath : public ::testing::Test {
     Options o;
     o.trap = TrapKind::Nonfinite;
     std::string error;
-    ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+    ASSERT_TRUE(common::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
     start(o);
     consumer_->mark_collector_gone();
   }

@@ -490,7 +490,7 @@ TEST_F(LaunchPath, AllowedValuesAreFlaggedKeptFromTheTrapAndPassThroughAsIntende
   ASSERT_NO_FATAL_FAILURE(start_trapping_with_mask_rule());
   std::vector<contract::AllowRule> rules;  // the session's rules, for the checks at the end
   std::string error;
-  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &rules, &error)) << error;
+  ASSERT_TRUE(common::parse_allow_rules("mask_*:-inf", &rules, &error)) << error;
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8], w[8];
   EXPECT_EXIT(
       {
@@ -505,15 +505,15 @@ TEST_F(LaunchPath, AllowedValuesAreFlaggedKeptFromTheTrapAndPassThroughAsIntende
       ::testing::KilledBySignal(SIGTRAP), "first NaN made by copy_with_nan in p at index 1");
   expect_intended_mask_then_own_nan(drain());
   // A rule covers only its kinds: a NaN from a masking kernel is not intended.
-  EXPECT_FALSE(contract::allowed_by(rules, "mask_fill", nullptr, contract::nonfinite_kinds(1, 0, 1)));
-  EXPECT_TRUE(contract::allowed_by(rules, "other", "mask_layer", contract::nonfinite_kinds(0, 0, 3)));
+  EXPECT_FALSE(common::allowed_by(rules, "mask_fill", nullptr, contract::nonfinite_kinds(1, 0, 1)));
+  EXPECT_TRUE(common::allowed_by(rules, "other", "mask_layer", contract::nonfinite_kinds(0, 0, 3)));
   (void)w;
 }
 
 TEST_F(LaunchPath, IntendedValuesPassedOnStayIntended) {
   Options o;
   std::string error;
-  ASSERT_TRUE(contract::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
+  ASSERT_TRUE(common::parse_allow_rules("mask_*:-inf", &o.allow, &error)) << error;
   start(o);
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, mask[8], passed[8], made[8], both[8], data[8], from_data[8];
   // Passing on follows what the injector knows of the memory's last write: allocations it saw.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 #include "record_writer.h"
 
 namespace fpscope::inject::testing {

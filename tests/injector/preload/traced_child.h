@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "fpscope/ring.h"
+#include "fpscope/collector/ring.h"
 #include "memory_sink.h"
 #include "temp_path.h"
 

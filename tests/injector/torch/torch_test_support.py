@@ -21,7 +21,7 @@ MPTRAIN = None
 DATA_DIR = None
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "injector", "torch",
                        "examples", "fashion_cnn.py")
-FINALIZE_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "collector", "schema",
+FINALIZE_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "contract", "schema",
                             "trace_finalize.sql")
 TENSORS = "SELECT count(*) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
 PYTHON = sys.executable  # the interpreter that runs this test has torch and numpy

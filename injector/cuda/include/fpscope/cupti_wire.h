@@ -1,5 +1,5 @@
 // Converts the CUPTI activity of libfpscope_gpu.so (fpscope/gpu_stats.h) into the ring's wire
-// records (fpscope/wire.h), for the injector to publish. Header-only and free of CUDA: the
+// records (fpscope/contract/wire.h), for the injector to publish. Header-only and free of CUDA: the
 // injector includes it without linking CUDA. Times move from CUPTI's clock to the traced
 // process's monotonic clock with the offset fpscope_gpu_cupti_clock_offset() reports; strings
 // (kernel names) are interned by the caller, which passes their id.
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "fpscope/gpu_stats.h"
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope::gpu {
 

@@ -1,6 +1,6 @@
 // A traced process's rank in a multi-process run, as its launcher tells it through the environment.
-// Part of the trace contract (see contract.h): the injector reads it, docs/multirank.md lists the
-// variables, and the trace stores what was found (processes.rank, .local_rank, .world_size).
+// The injector reads it, docs/multirank.md lists the variables, and the trace stores what was found
+// (processes.rank, .local_rank, .world_size).
 //
 // Launchers and the variables they set, first match wins:
 //   Open MPI's mpirun      OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_SIZE
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-namespace fpscope::contract {
+namespace fpscope::common {
 
 struct LauncherRank {
   int32_t rank = 0;
@@ -66,4 +66,4 @@ LauncherRank launcher_rank(Lookup&& lookup) {
 
 inline LauncherRank launcher_rank() { return launcher_rank([](const char* name) { return std::getenv(name); }); }
 
-}  // namespace fpscope::contract
+}  // namespace fpscope::common

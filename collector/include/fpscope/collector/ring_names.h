@@ -13,16 +13,16 @@
 #include <string_view>
 #include <vector>
 
-#include "fpscope/contract/process_identity.h"
+#include "fpscope/common/process_identity.h"
 
 namespace fpscope {
 
 // "/fpscope-<pid>-<start_ticks>-<random as 8 hex digits>".
-std::string ring_name_for(const contract::ProcessIdentity& collector, uint32_t random);
+std::string ring_name_for(const common::ProcessIdentity& collector, uint32_t random);
 
 // The collector named by a ring's name (with or without the leading '/'), or nullopt if the name
 // is not one ring_name_for() makes, or a sibling of one (sibling_ring_name(), ring.h). Its boot_id is left empty: /dev/shm does not outlive a boot.
-std::optional<contract::ProcessIdentity> ring_collector(std::string_view name);
+std::optional<common::ProcessIdentity> ring_collector(std::string_view name);
 
 // Removes every ring in `shm_dir` (the folder behind shm_open, /dev/shm on Linux) whose collector
 // no longer runs; returns the names removed.

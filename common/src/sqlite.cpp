@@ -1,5 +1,5 @@
-// The sqlite3 wrapper of fpscope/sqlite.h.
-#include "fpscope/sqlite.h"
+// The sqlite3 wrapper of fpscope/common/sqlite.h.
+#include "fpscope/common/sqlite.h"
 
 #include <cctype>
 #include <cmath>

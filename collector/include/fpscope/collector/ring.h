@@ -16,8 +16,8 @@
 // sibling ring "<first name>-<k>" of the same size and marks it ready in the first ring's header,
 // where the collector finds it and drains it like the first.
 //
-// Memory layout of the shared object: one RingHeader, then slot_count slots of kSlotBytes.
-// This header is self-contained (libc, pthread, rt) because the injector links it.
+// The layout of the shared object is the contract's (fpscope/contract/ring_layout.h). This header
+// is self-contained (libc, pthread, rt) because the injector links it.
 #pragma once
 
 #include <atomic>
@@ -27,53 +27,10 @@
 #include <memory>
 #include <string>
 
-#include "fpscope/contract/environment.h"
-#include "fpscope/wire.h"
+#include "fpscope/contract/ring_layout.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope {
-
-inline constexpr uint64_t kRingMagic = 0x474e495250435346ull;  // "FSCPRING"
-inline constexpr const char* kRingEnv = contract::env::kRing;
-inline constexpr auto kProducerWaitLimit = std::chrono::seconds(30);
-
-// The largest record a producer may reserve, in slots. A ring must hold at least a few of them.
-inline constexpr uint16_t kMaxRecordSlots = 256;
-inline constexpr uint64_t kMinRingSlots = 1024;
-// The part of a ring a producer goes round while the collector keeps up (RingProducer::reserve):
-// 4 MiB of slots, or half the ring if that is less.
-inline constexpr uint64_t kWarmRingSlots = (uint64_t{4} << 20) / wire::kSlotBytes;
-
-// Rings of one run, the first included: one per traced process. A process beyond them runs
-// untraced and is counted (RingHeader::rings_refused).
-inline constexpr uint32_t kMaxRings = 256;
-
-struct alignas(64) RingHeader {
-  uint64_t magic;
-  uint32_t protocol;            // wire::kProtocolVersion
-  uint32_t reserved0;
-  uint64_t slot_count;          // a power of two
-  std::atomic<int32_t> owner_pid;   // the one process allowed to produce (first to claim), 0 free
-  std::atomic<uint32_t> collector_alive; // 1 while the collector drains
-  alignas(64) std::atomic<uint64_t> head;  // slots published by the producer (monotonic)
-  alignas(64) std::atomic<uint64_t> tail;  // slots consumed by the collector (monotonic)
-  alignas(64) std::atomic<uint64_t> dropped_records;  // records the producer gave up on
-  std::atomic<uint64_t> producer_waits;   // times the producer found the ring full
-  // In the first ring's header only: the sibling rings of the run's other processes.
-  alignas(64) std::atomic<uint32_t> rings_created;  // sibling numbers handed out (1, 2, ...)
-  std::atomic<uint32_t> rings_refused;              // processes left untraced: kMaxRings reached
-  alignas(64) std::atomic<uint8_t> ring_ready[kMaxRings];  // [k]: sibling k is complete
-};
-static_assert(sizeof(RingHeader) % wire::kSlotBytes == 0);
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free &&
-              std::atomic<uint8_t>::is_always_lock_free);
-
-// The name of sibling ring k (1 .. kMaxRings - 1) of the run whose first ring is `first`.
-std::string sibling_ring_name(const std::string& first, uint32_t k);
-
-// Bytes of the shared object for a ring of `slot_count` slots.
-constexpr std::size_t ring_bytes(uint64_t slot_count) {
-  return sizeof(RingHeader) + static_cast<std::size_t>(slot_count) * wire::kSlotBytes;
-}
 
 // The mapping of one ring, shared by both ends: unmaps on destruction.
 class RingMapping {

@@ -1,5 +1,5 @@
 // The trace writer: turns wire records drained from the ring into rows of an fpscope trace
-// (SQLite, schema in collector/schema/trace_schema.sql, documented in docs/schema.md).
+// (SQLite, schema in contract/schema/trace_schema.sql, documented in docs/schema.md).
 //
 // One switch, generated from the wire's record list, dispatches each record to its handler. Rows go through prepared statements in
 // batched transactions (a commit every ~250 ms or every kBatchRows rows), in WAL mode, so a trace
@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "fpscope/wire.h"
+#include "fpscope/contract/wire.h"
 
 namespace fpscope {
 

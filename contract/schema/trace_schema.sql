@@ -30,7 +30,7 @@ INSERT INTO categories VALUES (0,'weight'),(1,'master_weight'),(2,'gradient'),(3
 
 -- The traced processes, one per ring: the first to trace is 0. A multi-process run (MPI ranks,
 -- PyTorch DDP, a script that starts several programs) has one row per process; its rank comes from
--- the launcher's environment (fpscope/contract/launcher_rank.h), 0 when none was given. Since schema 3.
+-- the launcher's environment (fpscope/common/launcher_rank.h), 0 when none was given. Since schema 3.
 CREATE TABLE processes (
   id           INTEGER PRIMARY KEY,  -- the process's ring; kernels.id >> 40 and memory_events.alloc_id >> 40
   rank         INTEGER NOT NULL,
