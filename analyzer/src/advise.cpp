@@ -136,7 +136,8 @@ GradientRange unscaled_gradients(const Trace& trace) {
   }
   sql::Statement st(detail::db(trace),
           "SELECT r.step, min(r.min_nonzero), max(r.absmax), sum(r.nan + r.inf) FROM summary_layer_steps r "
-          "JOIN strings sp ON sp.id = r.phase_id WHERE sp.value = 'backward' GROUP BY r.step");
+          "JOIN strings sp ON sp.id = r.phase_id WHERE sp.value = ?1 GROUP BY r.step");
+  st.bind(1, std::string_view(contract::kPhaseBackward));
   while (st.step()) {
     g.nonfinite += st.i64(3);
     double s = fixed.value_or(1.0);

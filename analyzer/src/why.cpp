@@ -101,9 +101,9 @@ class Walker {
     return l;
   }
 
-  std::vector<Row> rows(int64_t kernel_id, const char* role) {
+  std::vector<Row> rows(int64_t kernel_id, contract::Role role) {
     sql::Statement st(db_, std::string(kRowColumns) + "WHERE t.kernel_id = ?1 AND t.role = ?2 ORDER BY t.slot");
-    st.bind(1, kernel_id).bind(2, std::string_view(role));
+    st.bind(1, kernel_id).bind(2, std::string_view(contract::role_name(role)));
     std::vector<Row> out;
     while (st.step()) out.push_back(read_row(st));
     return out;
@@ -174,7 +174,7 @@ class Walker {
   // The inputs of launch `kernel_id` and, through their writers, what they came from.
   void walk(int64_t kernel_id, int depth, WhyReport& report) {
     if (depth > kMaxDepth) return;
-    for (const Row& in : rows(kernel_id, "in")) {
+    for (const Row& in : rows(kernel_id, contract::Role::Input)) {
       if (report.chain.size() >= kMaxLinks) return;
       if (!is_float(in.dtype)) continue;
       CauseLink link;
@@ -296,7 +296,7 @@ std::string advice_for_scale(const Trace& trace) {
 // finite output of the same kernel and layer, and the largest power of two that keeps it finite.
 std::optional<Cause> loss_scale_cause(Walker& w, const NonfiniteEvent& o, const LossScaleReport& ls,
                                       const std::string& scale_advice) {
-  if (o.phase != std::optional<std::string>("backward") || o.kind == "nan") return std::nullopt;
+  if (o.phase != std::optional<std::string>(contract::kPhaseBackward) || o.kind == "nan") return std::nullopt;
   const auto scale = scale_at(w.trace(), ls, o.step);
   const auto format = format_of_dtype(o.dtype);
   if (!scale || *scale <= 1 || !format) return std::nullopt;
@@ -341,7 +341,7 @@ std::optional<double> optimizer_epsilon(const Trace& trace);
 // A parameter an optimizer step blew up, and what the trace shows made the step large.
 std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
   using contract::MemoryCategory;
-  if (link.writer_phase != std::optional<std::string>("optimizer") || !link.jump_log2 || *link.jump_log2 < kJumpLog2 ||
+  if (link.writer_phase != std::optional<std::string>(contract::kPhaseOptimizer) || !link.jump_log2 || *link.jump_log2 < kJumpLog2 ||
       !link.tensor_uid)
     return std::nullopt;
   const auto category = w.category(*link.tensor_uid);
@@ -359,9 +359,9 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
                           human_number(*link.absmax_after), binades(*link.jump_log2));
   // The gradient it read, and the optimizer state it wrote.
   std::optional<Row> gradient;
-  for (const Row& in : w.rows(*link.writer_kernel_id, "in"))
+  for (const Row& in : w.rows(*link.writer_kernel_id, contract::Role::Input))
     if (in.uid && w.category(*in.uid) == static_cast<int64_t>(MemoryCategory::Gradient)) gradient = in;
-  for (const Row& out : w.rows(*link.writer_kernel_id, "out")) {
+  for (const Row& out : w.rows(*link.writer_kernel_id, contract::Role::Output)) {
     if (!out.uid || w.category(*out.uid) != static_cast<int64_t>(MemoryCategory::OptimizerState)) continue;
     const int64_t gradient_zeros = gradient ? gradient->zero : 0;
     if (out.zero <= gradient_zeros) continue;
@@ -488,11 +488,11 @@ bool divides_or_logs(const std::string& kernel) {
 // does not count: its reciprocal deviation (a side output, contract::kMainOutputSlot) is +Inf in as
 // many places as rows without variance, and their normalised values are 0 * Inf = NaN.
 std::optional<Cause> zero_variance_cause(Walker& w, const NonfiniteEvent& o) {
-  const std::vector<Row> outs = w.rows(o.kernel_id, "out");
+  const std::vector<Row> outs = w.rows(o.kernel_id, contract::Role::Output);
   const Row* deviation = nullptr;
   for (const Row& out : outs)
     if (out.slot > static_cast<int64_t>(contract::kMainOutputSlot) && out.nonfinite > 0 && is_float(out.dtype)) deviation = &out;
-  const std::vector<Row> ins = w.rows(o.kernel_id, "in");
+  const std::vector<Row> ins = w.rows(o.kernel_id, contract::Role::Input);
   if (!deviation || ins.empty() || !is_float(ins.front().dtype) || ins.front().nonfinite > 0) return std::nullopt;
   const Row& x = ins.front();
   Cause c;
@@ -615,7 +615,7 @@ WhyReport why(const Trace& trace) {
         if (auto c = zero_variance_cause(w, o)) report.causes.push_back(std::move(*c));
       }
       if (report.causes.empty() && o.kind == "nan") {
-        for (const Row& in : w.rows(o.kernel_id, "in")) {
+        for (const Row& in : w.rows(o.kernel_id, contract::Role::Input)) {
           if (!is_float(in.dtype)) continue;
           const auto breach = outside_domain(o.kernel, in);
           if (!breach) continue;
@@ -648,7 +648,7 @@ WhyReport why(const Trace& trace) {
       if (report.causes.empty() && divides_or_logs(o.kernel)) {
         // The input with zeros that matters: a division's divisor (its second input) when it holds
         // any, else the input with the largest share of zeros.
-        const std::vector<Row> ins = w.rows(o.kernel_id, "in");
+        const std::vector<Row> ins = w.rows(o.kernel_id, contract::Role::Input);
         const Row* zeros = nullptr;
         for (const Row& in : ins) {
           if (!is_float(in.dtype) || in.zero == 0) continue;
@@ -725,7 +725,7 @@ WhyReport why(const Trace& trace) {
       }
       // Inputs of a dtype fpscope does not measure (fp64) leave no rows: the NaN may have come in
       // with them, so nothing says that this op made it.
-      if (report.causes.empty() && w.rows(o.kernel_id, "in").empty()) {
+      if (report.causes.empty() && w.rows(o.kernel_id, contract::Role::Input).empty()) {
         Cause c;
         c.kind = CauseKind::NotMeasured;
         c.kernel_id = o.kernel_id;
@@ -768,8 +768,8 @@ WhyReport why(const Trace& trace) {
                       "SELECT k.id, k.kernel, k.layer, s.value, n.kind, t.id FROM nonfinite n "
                       "JOIN v_kernels k ON k.id = n.kernel_id JOIN tensors t ON t.id = n.tensor_id "
                       "JOIN strings s ON s.id = t.name_id "
-                      "WHERE k.step = ?1 AND k.phase = 'backward' AND n.allowed = 0 ORDER BY n.origin DESC, k.start_ns, k.id LIMIT 1");
-    st.bind(1, *e.step);
+                      "WHERE k.step = ?1 AND k.phase = ?2 AND n.allowed = 0 ORDER BY n.origin DESC, k.start_ns, k.id LIMIT 1");
+    st.bind(1, *e.step).bind(2, std::string_view(contract::kPhaseBackward));
     Cause c;
     c.kind = CauseKind::SkippedStep;
     c.step = e.step;

@@ -138,7 +138,7 @@ void TensorRollup::write_rows(const std::string& table, sql::Statement& insert) 
 void TensorRollup::write_ranges(sql::Statement& insert) const {
   for (const auto& [key, r] : ranges_) {
     const auto& [name_id, layer_id, phase_id, out, dtype, side] = key;
-    insert.bind(1, name_id).bind(2, layer_id).bind(3, phase_id).bind(4, out ? "out" : "in").bind(5, dtype);
+    insert.bind(1, name_id).bind(2, layer_id).bind(3, phase_id).bind(4, contract::role_name(out ? contract::Role::Output : contract::Role::Input)).bind(5, dtype);
     insert.bind(6, int64_t{side});
     insert.bind(7, r.tensors).bind(8, r.elements).bind(9, r.first_kernel_id);
     insert.bind(10, r.unintended.nan).bind(11, r.unintended.pos_inf).bind(12, r.unintended.neg_inf);

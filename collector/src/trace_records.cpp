@@ -298,7 +298,7 @@ void TraceWriter::Impl::bind_tensor(sql::Statement& st, int first, const Pending
   const int at = first - 1;
   st.bind(at + 1, t.row_id);
   st.bind(at + 2, t.kernel_id);
-  st.bind_static(at + 3, s.role == wire::Role::Output ? "out" : "in");
+  st.bind_static(at + 3, contract::role_name(s.role));
   st.bind(at + 4, uint32_t{s.slot});
   t.uid ? st.bind(at + 5, t.uid) : st.bind_null(at + 5);
   st.bind(at + 6, t.name_id);

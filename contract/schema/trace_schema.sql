@@ -83,7 +83,7 @@ CREATE TABLE kernels (
 CREATE TABLE tensors (
   id          INTEGER PRIMARY KEY,
   kernel_id   INTEGER NOT NULL REFERENCES kernels(id),
-  role        TEXT NOT NULL,       -- 'in' or 'out'
+  role        TEXT NOT NULL CHECK (role IN ('in', 'out')),  -- contract::kRoleNames
   slot        INTEGER NOT NULL,    -- index among the launch's inputs or outputs
   tensor_uid  INTEGER,             -- allocation id; NULL if the tensor has none
   name_id     INTEGER NOT NULL REFERENCES strings(id),

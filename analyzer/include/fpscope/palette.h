@@ -34,6 +34,12 @@ inline constexpr Rgb kSkipped{250, 190, 40};     // a step the loss scaler skipp
 inline constexpr Rgb kScaleBackoff{250, 120, 40};
 inline constexpr Rgb kScaleGrowth{90, 200, 110};
 inline constexpr Rgb kLoss = kRuns[0];          // the loss curve of a single run
+// Where a value falls in a format (the GUI's exponent histogram and its format strips): flushed to
+// zero, subnormal, normal, beyond the largest value.
+inline constexpr Rgb kBandFlush = kUnderflow;
+inline constexpr Rgb kBandSubnormal{250, 190, 70};
+inline constexpr Rgb kBandNormal{90, 200, 110};
+inline constexpr Rgb kBandOverflow = kOverflow;
 inline constexpr Rgb kLossScale{225, 87, 89};   // the loss scale curve
 
 // Memory categories, in the contract's order (weight, master_weight, gradient, activation,

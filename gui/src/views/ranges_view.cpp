@@ -387,7 +387,8 @@ class RangesView final : public View {
       if (const auto* ts = details_.tensors(d, ctx.selection.kernel->kernel_id, nullptr); ts && !ts->empty()) {
         const analysis::TensorRecord* pick = &ts->front();
         for (const auto& t : *ts) {
-          if (t.role == "out" && t.absmax && (!pick->absmax || pick->role != "out" || *t.absmax > *pick->absmax)) pick = &t;
+          const std::string_view out = contract::role_name(contract::Role::Output);
+          if (t.role == out && t.absmax && (!pick->absmax || pick->role != out || *t.absmax > *pick->absmax)) pick = &t;
         }
         ctx.selection.tensor_id = pick->id;
         ctx.selection.tensor_name = pick->name;
@@ -497,20 +498,23 @@ class RangesView final : public View {
       plot::Plot p("hist", ImVec2(-side_w, -strips_h),
                    plot::Axis{"exponent e (values in [2^e, 2^(e+1)))", xr, plot::Scale::kLinear, exp_label},
                    plot::Axis{"values", plot::Range{0, static_cast<double>(peak) * 1.08}, plot::Scale::kLinear, {}});
-      p.vband(xr.lo, fsub, IM_COL32(60, 200, 190, 40));
-      p.vband(fsub, fnorm, IM_COL32(250, 190, 70, 45));
-      p.vband(fnorm, fmax, IM_COL32(90, 200, 110, 30));
-      p.vband(fmax, xr.hi, IM_COL32(235, 90, 60, 50));
+      p.vband(xr.lo, fsub, colors::im(palette::kBandFlush, 40));
+      p.vband(fsub, fnorm, colors::im(palette::kBandSubnormal, 45));
+      p.vband(fnorm, fmax, colors::im(palette::kBandNormal, 30));
+      p.vband(fmax, xr.hi, colors::im(palette::kBandOverflow, 50));
       for (const auto& [e, n] : h.bins) {
         const bool over = e + 1 > fmax, under = e < fsub, sub = e < fnorm;
-        const ImU32 c = over ? colors::kOverflow : under ? colors::kUnderflow : sub ? colors::kWarningText : IM_COL32(200, 200, 215, 255);
+        const ImU32 c = over    ? colors::im(palette::kBandOverflow)
+                         : under ? colors::im(palette::kBandFlush)
+                         : sub   ? colors::im(palette::kBandSubnormal)
+                                 : IM_COL32(200, 200, 215, 255);
         p.bar(e + 0.08, e + 0.92, 0, static_cast<double>(n), c);
       }
       const std::vector<plot::LegendItem> legend = {
-          {std::string(f.name) + " normal", IM_COL32(90, 200, 110, 160), true},
-          {std::string(f.name) + " subnormal", IM_COL32(250, 190, 70, 160), true},
-          {std::string(f.name) + " overflow", IM_COL32(235, 90, 60, 160), true},
-          {"flush to zero", IM_COL32(60, 200, 190, 160), true}};
+          {std::string(f.name) + " normal", colors::im(palette::kBandNormal, 160), true},
+          {std::string(f.name) + " subnormal", colors::im(palette::kBandSubnormal, 160), true},
+          {std::string(f.name) + " overflow", colors::im(palette::kBandOverflow, 160), true},
+          {"flush to zero", colors::im(palette::kBandFlush, 160), true}};
       p.legend(legend);
       p.hover_readout([&](double x) {
         const int e = static_cast<int>(std::floor(x));
@@ -551,10 +555,10 @@ class RangesView final : public View {
         const float x1 = std::clamp(px(std::min(e1, xr.hi)), left, right);
         if (x1 > x0) dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + line), c);
       };
-      band(xr.lo, fsub, IM_COL32(60, 200, 190, 150));
-      band(fsub, fnorm, IM_COL32(250, 190, 70, 170));
-      band(fnorm, fmax, IM_COL32(90, 200, 110, 150));
-      band(fmax, xr.hi, IM_COL32(235, 90, 60, 170));
+      band(xr.lo, fsub, colors::im(palette::kBandFlush, 150));
+      band(fsub, fnorm, colors::im(palette::kBandSubnormal, 170));
+      band(fnorm, fmax, colors::im(palette::kBandNormal, 150));
+      band(fmax, xr.hi, colors::im(palette::kBandOverflow, 170));
       const float w = ImGui::CalcTextSize(f.name).x;
       dl->AddText(ImVec2(left - w - 8, y), IM_COL32(210, 210, 220, 255), f.name);
     }

@@ -222,6 +222,10 @@ TEST_F(WriterTest, FullStepRoundTrip) {
 
   for (uint32_t id = 1; id < std::size(kStrings); ++id)
     EXPECT_EQ(db.text("SELECT value FROM strings WHERE id = " + std::to_string(id)), kStrings[id]);
+  const auto roles = db.rows("SELECT DISTINCT role FROM tensors ORDER BY role");
+  ASSERT_EQ(roles.size(), 2u);
+  EXPECT_EQ(roles[0][0].s, contract::role_name(contract::Role::Input));
+  EXPECT_EQ(roles[1][0].s, contract::role_name(contract::Role::Output));
 
   auto ranges = db.rows("SELECT id, start_ns, end_ns, thread, depth, kind, name_id, domain_id, step FROM nvtx_ranges ORDER BY id");
   ASSERT_EQ(ranges.size(), 4u);
@@ -396,6 +400,12 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
     EXPECT_EQ(categories[static_cast<size_t>(i)][0].i, i);
     EXPECT_EQ(categories[static_cast<size_t>(i)][1].s, contract::kMemoryCategoryNames[static_cast<size_t>(i)]);
   }
+  // tensors.role holds the contract's words and nothing else (the schema's CHECK).
+  const auto roles = db.text("SELECT sql FROM sqlite_schema WHERE name = 'tensors'");
+  EXPECT_NE(roles.find(std::string("CHECK (role IN ('") + contract::role_name(contract::Role::Input) + "', '" +
+                       contract::role_name(contract::Role::Output) + "'))"),
+            std::string::npos)
+      << roles;
 #if FPSCOPE_TEST_HAS_FINALIZE
   EXPECT_EQ(db.meta("finalize_status"), "ok");
 #else

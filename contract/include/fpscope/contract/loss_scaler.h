@@ -4,7 +4,7 @@
 // inputs scale (f32, one value), growth tracker (i32, one value), found-inf flag (f32, one value);
 // outputs scale and growth tracker, updated in place. mptrain's kernel is "amp_update_scale";
 // PyTorch's GradScaler calls the operator "_amp_update_scale_", whose first three arguments and
-// two written arguments are exactly these. The unscale-and-check kernels set the flag.
+// two written arguments are exactly these.
 #pragma once
 
 #include <string_view>
@@ -12,8 +12,6 @@
 namespace fpscope::contract {
 
 inline constexpr std::string_view kScaleUpdateKernels[] = {"amp_update_scale", "_amp_update_scale_"};
-inline constexpr std::string_view kUnscaleCheckKernels[] = {"amp_unscale_check",
-                                                            "_amp_foreach_non_finite_check_and_unscale_"};
 
 constexpr bool is_scale_update_kernel(std::string_view kernel) {
   for (std::string_view k : kScaleUpdateKernels)

@@ -11,7 +11,10 @@
 namespace fpscope::contract {
 
 enum class Role : uint8_t { Input = 0, Output = 1 };
-inline constexpr const char* kRoleNames[] = {"input", "output"};  // tensors.role in the trace
+// tensors.role in the trace, by Role: the words the schema stores (its CHECK says so) and every
+// reader compares with.
+inline constexpr const char* kRoleNames[] = {"in", "out"};
+constexpr const char* role_name(Role role) { return kRoleNames[static_cast<unsigned>(role)]; }
 
 // A launch may have at most this many inputs and as many outputs: the slot takes 7 bits.
 inline constexpr unsigned kMaxSlots = 128;
