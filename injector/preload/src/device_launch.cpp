@@ -1,0 +1,247 @@
+// Launches with device tensors: their tensors are measured on the GPU (libfpscope_gpu.so), inputs
+// before the kernel and outputs after it on the launch's stream; the results come back
+// asynchronously and are written, judged and trapped on as they arrive.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "fpscope/contract/run_end.h"
+#include "fpscope/inject_api.h"
+#include "launch_path.h"
+#include "tensor_view.h"
+#include "verdict.h"
+
+namespace fpscope::inject {
+
+namespace {
+
+// Host float inputs of a device launch (copies from the host): all finite?
+bool host_inputs_finite(const mpt_launch_desc* d) {
+  for (int i = 0; i < d->n_inputs; ++i) {
+    const mpt_tensor& in = d->inputs[i];
+    if (measurable_on_host(in) && !all_finite(in.data, *float_type(in.dtype), element_count(in))) return false;
+  }
+  return true;
+}
+
+// The device scan reads fp32, fp16 and bf16; an fp64 device tensor goes unmeasured.
+bool on_device(const mpt_tensor& t) {
+  const auto type = float_type(t.dtype);
+  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && type.has_value() && *type != ElementType::F64;
+}
+
+}  // namespace
+
+const fpscope_gpu_api* Session::gpu() {
+  std::call_once(gpu_once_, [this] {
+    std::string why;
+    gpu_ = gpu_loader_ ? gpu_loader_(&why) : nullptr;
+    if (gpu_ == nullptr)
+      std::fprintf(stderr, "fpscope: device tensors are not measured (%s); their launches are recorded\n",
+                   why.c_str());
+  });
+  return gpu_;
+}
+
+// Device tensors are queued on the GPU: inputs before the kernel, outputs after it, all on the
+// launch's stream. Host tensors of a mixed launch (a copy from or to the host) are measured on the
+// host. Dumps of device tensors are not written.
+int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, int64_t entered, LaunchFn real) {
+  LaunchPlan& p = s->p;
+  before_device_kernel(d, s);
+  p.start_ns = monotonic_ns();
+  try {
+    p.status = real(d);
+  } catch (...) {  // the kernel's own exception, on its way to the program: the launch is given up
+    std::lock_guard lock(mutex_);
+    pending_launches_.erase(p.seq);  // its queued results are dropped as they arrive
+    throw;
+  }
+  p.end_ns = monotonic_ns();
+  const std::string trapped = after_device_kernel(d, s);
+  add_own_time((p.start_ns - entered) + (monotonic_ns() - p.end_ns));
+  if (!trapped.empty()) raise_trap(trapped);
+  return p.status;
+}
+
+void Session::before_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
+  LaunchPlan& p = s->p;
+  poll_device(false, s);
+  device_launch_begins(p.seq, p.kernel, s->where);
+  s->measured.clear();
+  if (p.inputs) measure(d, p, wire::Role::Input, &s->measured);  // host inputs: a copy from the host
+  // The host inputs' part of the origin (the device inputs' part arrives with their results).
+  s->in_place_finite = !p.outputs || (p.inputs ? inputs_finite(d, p, s->measured) : host_inputs_finite(d));
+  // Inputs are needed for the outputs' origin even when only outputs are recorded.
+  if (p.inputs || p.outputs) submit_device(d, p, wire::Role::Input, p.inputs);
+  probe_loss_scale_before(d, p, &s->probe);
+}
+
+std::string Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* s) {
+  LaunchPlan& p = s->p;
+  if (p.outputs) {
+    submit_device(d, p, wire::Role::Output, true);
+    // A copy to the host may still be on its way (into pinned memory): wait for the stream
+    // before its host outputs are read (not measured if the wait fails).
+    const bool host_outputs = std::any_of(d->outputs, d->outputs + d->n_outputs, measurable_on_host);
+    if (host_outputs && gpu_->read(nullptr, nullptr, 0, d->stream) != 0) p.outputs = false;
+  }
+  // Host tensors, their origin, the allow rules, the trap and the records: as for a host launch.
+  std::string message = after_kernel(d, s);
+  device_launch_written(p.seq, s->in_place_finite);
+  return message;
+}
+
+void Session::device_launch_begins(uint64_t seq, const char* kernel, const Attribution& where) {
+  std::lock_guard lock(mutex_);
+  PendingLaunch& pending = pending_launches_[seq];
+  pending.kernel = kernel;
+  pending.where = verdict::place_of(where);
+  if (where.layer) pending.layer = where.layer;
+}
+
+void Session::device_launch_written(uint64_t seq, bool host_inputs_finite) {
+  std::lock_guard lock(mutex_);
+  PendingLaunch& pending = pending_launches_[seq];
+  pending.launch_written = true;
+  pending.inputs_finite = pending.inputs_finite && host_inputs_finite;
+  auto early = std::move(pending.early);
+  for (auto& [tensor, stats] : early) device_result_locked(std::move(tensor), stats);
+  auto it = pending_launches_.find(seq);
+  if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
+}
+
+bool Session::device_inputs_finite(LaunchState* s) {
+  poll_device(true, s);
+  for (int round = 0;; ++round) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = pending_launches_.find(s->p.seq);
+      if (it == pending_launches_.end()) return true;
+      for (const auto& [tensor, stats] : it->second.early)
+        if (tensor.role == wire::Role::Input && verdict::damages(verdict::kinds_of(stats), intended_kinds_)) return false;
+      // Results another thread has taken from the library but not handed over yet.
+      bool in_flight = false;
+      for (const auto& [token, tensor] : pending_tensors_)
+        in_flight |= tensor.seq == s->p.seq && tensor.role == wire::Role::Input;
+      if (!in_flight || round == 1000) return true;
+    }
+    std::this_thread::yield();
+  }
+}
+
+void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded) {
+  const bool inputs = role == wire::Role::Input;
+  const mpt_tensor* tensors = inputs ? d->inputs : d->outputs;
+  const int n = inputs ? d->n_inputs : d->n_outputs;
+  for (int i = 0; i < n && i < kMaxSlots; ++i) {
+    const mpt_tensor& t = tensors[i];
+    if (!on_device(t)) continue;
+    uint64_t token;
+    {
+      std::lock_guard lock(mutex_);
+      token = next_token_++;
+      PendingTensor& pt = pending_tensors_[token];
+      pt.seq = p.seq;
+      pt.role = role;
+      pt.slot = static_cast<uint8_t>(i);
+      pt.recorded = recorded;
+      pt.meta = t;
+      pt.meta.data = nullptr;  // the device memory may be gone when the result arrives
+      pt.name = t.name ? t.name : "";
+      ++pending_launches_[p.seq].outstanding;
+    }
+    const int rc = gpu_->submit(t.data, static_cast<int>(*float_type(t.dtype)), element_count(t),
+                                static_cast<int>(options_.stats), d->stream, token);
+    if (rc != 0) {
+      std::fprintf(stderr, "fpscope: device statistics of %s failed: %s\n", (t.name ? t.name : "a tensor"),
+                   gpu_->last_error ? gpu_->last_error() : "unknown error");
+      std::lock_guard lock(mutex_);
+      pending_tensors_.erase(token);
+      --pending_launches_[p.seq].outstanding;
+    }
+  }
+}
+
+void Session::poll_device(bool wait) { poll_device(wait, nullptr); }
+
+void Session::poll_device(bool wait, LaunchState* s) {
+  uint64_t seq = 0;
+  std::string message = collect_device(wait, &seq);
+  if (message.empty()) return;
+  if (s != nullptr && s->front_end) {  // the front end raises it when its op ends
+    if (s->trap_message.empty()) s->trap_message = std::move(message), s->trap_seq = seq;
+    return;
+  }
+  trap(seq, message);
+}
+
+std::string Session::collect_device(bool wait, uint64_t* seq) {
+  if (gpu_ == nullptr) return {};
+  gpu_->poll(wait ? 1 : 0, &Session::on_device_result, this);
+  std::string message;
+  std::lock_guard lock(mutex_);
+  message.swap(trap_message_);
+  *seq = trap_seq_;
+  return message;
+}
+
+int Session::front_end_device_trap(LaunchState* s, std::string* trapped) {
+  std::string message = std::move(s->trap_message);
+  uint64_t seq = s->trap_seq;
+  if (message.empty() && options_.trap != TrapKind::None) message = collect_device(true, &seq);
+  if (message.empty() || !record_trap(seq, message)) return 0;
+  if (trapped) *trapped = std::move(message);
+  return FPSCOPE_TRAPPED;
+}
+
+void Session::on_device_result(uint64_t token, const TensorStats* stats, void* session) {
+  auto* self = static_cast<Session*>(session);
+  std::lock_guard lock(self->mutex_);
+  auto it = self->pending_tensors_.find(token);
+  if (it == self->pending_tensors_.end() || stats == nullptr) return;
+  PendingTensor tensor = std::move(it->second);
+  self->pending_tensors_.erase(it);
+  self->device_result_locked(std::move(tensor), *stats);
+}
+
+// Writes a device tensor's records once its launch's Launch record is in the ring.
+void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
+  auto it = pending_launches_.find(t.seq);
+  if (it == pending_launches_.end()) return;
+  PendingLaunch& launch = it->second;
+  if (!launch.launch_written) {
+    launch.early.emplace_back(std::move(t), stats);
+    return;
+  }
+  // The host's verdict (verdict.h), without carried intended kinds: a device input's last writer
+  // is not known here.
+  const uint8_t kinds = verdict::kinds_of(stats);
+  if (t.role == wire::Role::Input && verdict::damages(kinds, intended_kinds_)) launch.inputs_finite = false;
+  const bool allowed = t.role == wire::Role::Output &&
+                       verdict::output_allowed(kinds, 0, options_.allow, launch.kernel.c_str(),
+                                               launch.layer ? launch.layer->c_str() : nullptr);
+  if (t.recorded) {
+    t.meta.name = t.name.c_str();
+    Measurement m;
+    m.tensor = &t.meta;
+    m.role = t.role;
+    m.slot = t.slot;
+    m.stats = stats;
+    m.allowed = allowed;
+    write_tensor_records(t.seq, m, launch.inputs_finite);
+  }
+  if (t.role == wire::Role::Output && !allowed && launch.inputs_finite && verdict::trap_wants(options_.trap, stats) &&
+      trap_message_.empty() && !trapped_.load()) {
+    const ElementType type = *float_type(t.meta.dtype);
+    trap_seq_ = t.seq;
+    trap_message_ = std::string(contract::kTrapMessagePrefix) +
+                    verdict::trap_text(options_.trap, launch.kernel, launch.where, verdict::tensor_label(t.name.c_str(), t.slot),
+                                       nonfinite_kind(type, stats.first_nonfinite_bits), stats.first_nonfinite,
+                                       std::nullopt);  // the device memory may be gone: no search
+  }
+  if (--launch.outstanding <= 0) pending_launches_.erase(it);
+}
+
+}  // namespace fpscope::inject
