@@ -8,6 +8,7 @@ Usage: torch_transformer_test.py --fpscope PATH [--torch-operators observer|disp
 """
 import csv
 import json
+import math
 import os
 
 import torch_test_support as support
@@ -297,6 +298,89 @@ class FrontEndTest(support.FrontEndCase):
         self.assertIn("(x/0 is Inf, 0/0 is NaN)", cause["summary"])
         self.assertTrue(cause["advice"].startswith("keep the divisor away from zero"), cause["advice"])
         self.assertIn("already runs in fp32", cause["advice"])
+
+    def test_a_write_that_made_a_range_jump_is_the_cause(self):
+        """The overflowing exp read a log temperature that one write (fill_ at the fault's step) set
+        to 100: that write, its step and the jump are the cause, and the chain holds its link."""
+        script = self.write("gpt.py", TRANSFORMER)
+        trace, _ = self.trace(script, args=["overflow", str(STEPS)])
+        why = self.why(trace)
+        cause = why["causes"][0]
+        self.assertEqual(cause["kind"], "range_jump", cause)
+        self.assertEqual(cause["step"], 5)
+        before = self.query(trace, "SELECT max(t.absmax) FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                   " WHERE t.tensor = 'blocks.1.log_temp' AND k.step < 5")[0][0]
+        self.assertIn("fill_ at step 5 wrote blocks.1.log_temp with absmax 100, 2^%.1f above its previous"
+                      % math.log2(100 / before), cause["summary"])
+        self.assertIn("exp (blocks.1) then made +inf of it", cause["summary"])
+        link = next(l for l in why["chain"] if l["tensor"] == "blocks.1.log_temp")
+        self.assertEqual((link["writer_kernel"], link["absmax_after"]), ("fill_", 100.0))
+
+    def test_zeros_a_write_flushed_into_a_division_are_the_cause(self):
+        """A divisor drifting down through fp16's subnormals (step 1) until its product rounds to zero
+        (step 2): the division by it makes Inf. The cause names the divisor, the write that flushed it
+        and the format to keep."""
+        script = self.write("flush.py", """
+            import torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            class Ratio(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(8, 8)
+                    self.scale = 1.0
+                def forward(self, x):
+                    h = self.lin(x)
+                    with torch.no_grad():  # a ratio the loss reports, outside the backward
+                        hh = h.half()
+                        d = hh.abs() * self.scale  # fp16: subnormal with 1e-4, zero with 1e-9
+                        ratio = (hh / d).float().sum()
+                    return h.sum() + ratio
+            m = Ratio()
+            opt = torch.optim.SGD(m.parameters(), lr=0.0)
+            x = torch.randn(4, 8)
+            for step in range(4):
+                m.scale = {1: 1e-4, 2: 1e-9}.get(step, 1.0)
+                opt.zero_grad()
+                m(x).backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script)
+        self.assertEqual(self.query(trace, "SELECT kernel, step FROM v_first_nonfinite"), [("div", 2)])
+        zeros, count = self.query(trace, "SELECT t.zero, t.count FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                         " WHERE k.kernel = 'div' AND k.step = 2 AND t.role = 'in' AND t.slot = 1")[0]
+        self.assertEqual((zeros, count), (32, 32))
+        cause = self.why(trace)["causes"][0]
+        self.assertEqual(cause["kind"], "underflow_into_division", cause)
+        self.assertIn("32 of 32 values of its divisor", cause["summary"])
+        self.assertIn("mul flushed 32 of them to zero at step 2", cause["summary"])
+        self.assertTrue(cause["advice"].startswith("keep this op (and what feeds it) in fp32"), cause["advice"])
+
+    def test_a_nan_in_the_data_of_a_fully_traced_run_is_said_as_such(self):
+        """No launch made the NaN: it came in with a batch, loaded without any operator. Every step
+        was traced, so the cause points at the data, not at a selection."""
+        script = self.write("data.py", """
+            import numpy as np, torch, torch.nn as nn
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            net = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.05)
+            batches = np.random.default_rng(0).standard_normal((4, 8, 6)).astype(np.float32)
+            batches[2, 3, 1] = np.nan  # a bad sample in step 2's batch
+            data = torch.from_numpy(batches)
+            for step in range(4):
+                opt.zero_grad()
+                net(data[step]).square().mean().backward()
+                opt.step()
+        """)
+        trace, _ = self.trace(script)
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM v_first_nonfinite"), [(0,)])
+        cause = self.why(trace)["causes"][0]
+        self.assertEqual(cause["kind"], "nonfinite_data", cause)
+        self.assertEqual(cause["step"], 2)
+        self.assertIn("already received it at step 2, from input data", cause["summary"])
+        self.assertNotIn("selection", cause["summary"])
+        self.assertTrue(cause["advice"].startswith("check the input data for NaN/Inf"), cause["advice"])
 
     def test_a_sampled_run_that_missed_the_origin_says_which_steps_to_trace(self):
         script = self.write("gpt.py", TRANSFORMER)
