@@ -10,7 +10,8 @@ import sys
 import torch
 
 from . import _api, _front_end, _observer
-from ._front_end import FrontEnd, _describe, _Trapped, threading_ident
+from ._failures import _describe, _Trapped
+from ._front_end import FrontEnd, threading_ident
 
 
 def _started_by_multiprocessing():
