@@ -2,6 +2,10 @@
 // headings, clickable links and key-value rows.
 #pragma once
 
+#include <cstdio>
+
+#include <cmath>
+
 #include <imgui.h>
 
 #include <string>
@@ -44,6 +48,13 @@ inline bool draw_still_reading(const TraceDoc& doc, const char* what) {
   ImGui::TextDisabled("%s: reading %s... (%s, %.0f%%)", doc.name().c_str(), what, doc.stage().c_str(),
                       100.0 * doc.progress());
   return true;
+}
+
+// "2^e" for an exponent axis's tick at e.
+inline std::string exp_label(double e) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "2^%d", static_cast<int>(std::lround(e)));
+  return buf;
 }
 
 inline void heading(const char* text) {
