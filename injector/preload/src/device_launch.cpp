@@ -55,7 +55,7 @@ int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, int64_t 
     p.status = real(d);
   } catch (...) {  // the kernel's own exception, on its way to the program: the launch is given up
     std::lock_guard lock(mutex_);
-    pending_launches_.erase(p.seq);  // its queued results are dropped as they arrive
+    device_results_.drop(p.seq);  // its queued results are dropped as they arrive
     throw;
   }
   p.end_ns = monotonic_ns();
@@ -95,21 +95,14 @@ std::string Session::after_device_kernel(const mpt_launch_desc* d, LaunchState* 
 
 void Session::device_launch_begins(uint64_t seq, const char* kernel, const Attribution& where) {
   std::lock_guard lock(mutex_);
-  PendingLaunch& pending = pending_launches_[seq];
-  pending.kernel = kernel;
-  pending.where = verdict::place_of(where);
-  if (where.layer) pending.layer = where.layer;
+  device_results_.begin(seq, kernel, verdict::place_of(where), where.layer);
 }
 
 void Session::device_launch_written(uint64_t seq, bool host_inputs_finite) {
   std::lock_guard lock(mutex_);
-  PendingLaunch& pending = pending_launches_[seq];
-  pending.launch_written = true;
-  pending.inputs_finite = pending.inputs_finite && host_inputs_finite;
-  auto early = std::move(pending.early);
-  for (auto& [tensor, stats] : early) device_result_locked(std::move(tensor), stats);
-  auto it = pending_launches_.find(seq);
-  if (it != pending_launches_.end() && it->second.outstanding == 0) pending_launches_.erase(it);
+  for (auto& [tensor, stats] : device_results_.written(seq, host_inputs_finite))
+    device_result_locked(std::move(tensor), stats);
+  device_results_.settle(seq);
 }
 
 bool Session::device_inputs_finite(LaunchState* s) {
@@ -117,15 +110,12 @@ bool Session::device_inputs_finite(LaunchState* s) {
   for (int round = 0;; ++round) {
     {
       std::lock_guard lock(mutex_);
-      auto it = pending_launches_.find(s->p.seq);
-      if (it == pending_launches_.end()) return true;
-      for (const auto& [tensor, stats] : it->second.early)
+      const DeviceResults::Launch* launch = device_results_.launch(s->p.seq);
+      if (launch == nullptr) return true;
+      for (const auto& [tensor, stats] : launch->early)
         if (tensor.role == wire::Role::Input && verdict::damages(verdict::kinds_of(stats), intended_kinds_)) return false;
       // Results another thread has taken from the library but not handed over yet.
-      bool in_flight = false;
-      for (const auto& [token, tensor] : pending_tensors_)
-        in_flight |= tensor.seq == s->p.seq && tensor.role == wire::Role::Input;
-      if (!in_flight || round == 1000) return true;
+      if (!device_results_.input_queued(s->p.seq) || round == 1000) return true;
     }
     std::this_thread::yield();
   }
@@ -138,19 +128,18 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
   for (int i = 0; i < n && i < kMaxSlots; ++i) {
     const mpt_tensor& t = tensors[i];
     if (!on_device(t)) continue;
+    DeviceResults::Tensor queued;
+    queued.seq = p.seq;
+    queued.role = role;
+    queued.slot = static_cast<uint8_t>(i);
+    queued.recorded = recorded;
+    queued.meta = t;
+    queued.meta.data = nullptr;  // the device memory may be gone when the result arrives
+    queued.name = t.name ? t.name : "";
     uint64_t token;
     {
       std::lock_guard lock(mutex_);
-      token = next_token_++;
-      PendingTensor& pt = pending_tensors_[token];
-      pt.seq = p.seq;
-      pt.role = role;
-      pt.slot = static_cast<uint8_t>(i);
-      pt.recorded = recorded;
-      pt.meta = t;
-      pt.meta.data = nullptr;  // the device memory may be gone when the result arrives
-      pt.name = t.name ? t.name : "";
-      ++pending_launches_[p.seq].outstanding;
+      token = device_results_.queue(std::move(queued));
     }
     const int rc = gpu_->submit(t.data, static_cast<int>(*float_type(t.dtype)), element_count(t),
                                 static_cast<int>(options_.stats), d->stream, token);
@@ -158,8 +147,7 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
       std::fprintf(stderr, "fpscope: device statistics of %s failed: %s\n", (t.name ? t.name : "a tensor"),
                    gpu_->last_error ? gpu_->last_error() : "unknown error");
       std::lock_guard lock(mutex_);
-      pending_tensors_.erase(token);
-      --pending_launches_[p.seq].outstanding;
+      device_results_.unqueue(token);
     }
   }
 }
@@ -199,19 +187,17 @@ int Session::front_end_device_trap(LaunchState* s, std::string* trapped) {
 void Session::on_device_result(uint64_t token, const TensorStats* stats, void* session) {
   auto* self = static_cast<Session*>(session);
   std::lock_guard lock(self->mutex_);
-  auto it = self->pending_tensors_.find(token);
-  if (it == self->pending_tensors_.end() || stats == nullptr) return;
-  PendingTensor tensor = std::move(it->second);
-  self->pending_tensors_.erase(it);
-  self->device_result_locked(std::move(tensor), *stats);
+  std::optional<DeviceResults::Tensor> tensor = self->device_results_.take(token);
+  if (!tensor || stats == nullptr) return;
+  self->device_result_locked(std::move(*tensor), *stats);
 }
 
 // Writes a device tensor's records once its launch's Launch record is in the ring.
-void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
-  auto it = pending_launches_.find(t.seq);
-  if (it == pending_launches_.end()) return;
-  PendingLaunch& launch = it->second;
-  if (!launch.launch_written) {
+void Session::device_result_locked(DeviceResults::Tensor t, const TensorStats& stats) {
+  DeviceResults::Launch* found = device_results_.launch(t.seq);
+  if (found == nullptr) return;  // given up, its kernel having thrown
+  DeviceResults::Launch& launch = *found;
+  if (!launch.written) {
     launch.early.emplace_back(std::move(t), stats);
     return;
   }
@@ -241,7 +227,7 @@ void Session::device_result_locked(PendingTensor t, const TensorStats& stats) {
                                        nonfinite_kind(type, stats.first_nonfinite_bits), stats.first_nonfinite,
                                        std::nullopt);  // the device memory may be gone: no search
   }
-  if (--launch.outstanding <= 0) pending_launches_.erase(it);
+  device_results_.handled(t.seq);
 }
 
 }  // namespace fpscope::inject

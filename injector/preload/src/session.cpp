@@ -1,5 +1,5 @@
 // Session: the process announcement, allocations, logged values and NVTX ranges. The launch path
-// is in launch.cpp.
+// is launch.cpp and the files beside it (launch_path.h).
 #include "session.h"
 
 #include <time.h>

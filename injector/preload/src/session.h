@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "device_results.h"
 #include "fpscope/tensor_stats.h"
 #include "fpscope/contract/wire.h"
 #include "mpt/abi.h"
@@ -110,7 +111,7 @@ class Session {
   void log_scalar(const char* name, double value, int64_t step);
   void log_text(const char* key, const char* value);
 
-  // Operations a front end runs itself (fpscope/inject_api.h, launch.cpp).
+  // Operations a front end runs itself (fpscope/inject_api.h, front_end_ops.cpp).
   struct ForeignOp;
   int plan_op(const char* kernel);
   ForeignOp* begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
@@ -166,29 +167,10 @@ class Session {
   };
   struct LaunchPlan;
   struct LaunchState;
-  // A device tensor queued on the GPU, waiting for its statistics.
-  struct PendingTensor {
-    uint64_t seq = 0;
-    wire::Role role = wire::Role::Input;
-    uint8_t slot = 0;
-    bool recorded = true;  // false: measured only to judge the outputs' origin
-    mpt_tensor meta{};     // shape, dtype, id; name points at `name`
-    std::string name;
-  };
-  // A device launch with tensors still queued.
-  struct PendingLaunch {
-    bool launch_written = false;  // results that come earlier wait in `early`
-    bool inputs_finite = true;
-    int outstanding = 0;
-    std::string kernel, where;    // for allow rules and a trap message
-    std::optional<std::string> layer;  // for allow rules
-    std::vector<std::pair<PendingTensor, TensorStats>> early;
-  };
-
   uint32_t intern_locked(std::string_view text) { return writer_.intern(text, this_thread_number()); }
   uint32_t domain_id_locked(const NvtxDomainInfo* domain);
 
-  // The launch path (launch.cpp).
+  // The launch path (launch.cpp; its records: launch_records.cpp).
   LaunchPlan plan(const mpt_launch_desc* d, const Attribution& where);
   void measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role,
                std::vector<Measurement>* out);
@@ -224,7 +206,7 @@ class Session {
   bool record_trap(uint64_t seq, const std::string& message);
   [[noreturn]] void raise_trap(const std::string& message);
 
-  // Device tensors (the end of launch.cpp).
+  // Device tensors (device_launch.cpp).
   const fpscope_gpu_api* gpu();
   int launch_on_device(const mpt_launch_desc* d, LaunchState* state, int64_t entered, LaunchFn real);
   // Around a kernel (or a front end's op) on device tensors: its tensors are queued on the launch's
@@ -251,7 +233,7 @@ class Session {
   int front_end_device_trap(LaunchState* state, std::string* trapped);
   void submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded);
   static void on_device_result(uint64_t token, const TensorStats* stats, void* session);
-  void device_result_locked(PendingTensor t, const TensorStats& stats);
+  void device_result_locked(DeviceResults::Tensor t, const TensorStats& stats);
 
   Options options_;
   // The kinds some allow rule permits anywhere (common::allowed_kinds): values of only these
@@ -288,9 +270,7 @@ class Session {
   const fpscope_gpu_api* gpu_ = nullptr;
   std::atomic<bool> scalar_read_failed_{false};  // a device scalar could not be read (said once)
   // Under mutex_:
-  std::unordered_map<uint64_t, PendingTensor> pending_tensors_;  // by token
-  std::unordered_map<uint64_t, PendingLaunch> pending_launches_; // by seq
-  uint64_t next_token_ = 1;
+  DeviceResults device_results_;  // under mutex_
   uint64_t trap_seq_ = 0;
   std::string trap_message_;  // a device result asked for a trap, raised after the poll
 };
