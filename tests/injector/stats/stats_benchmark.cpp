@@ -2,8 +2,9 @@
 //
 //   stats_benchmark [--benchmark_filter=...]
 //
-// For each element type (fp32, fp16, bf16), level (Basic, Full) and kernel, on a tensor larger
-// than the last-level cache (64 MiB) and one that fits in L2 (1 MiB): elements/s and bytes/s, plus
+// For each element type (fp32, fp16, bf16; fp64 with the scalar kernel, the one it takes), level
+// (Basic, Full) and kernel, on a tensor larger than the last-level cache (64 MiB) and one that fits
+// in L2 (1 MiB): elements/s and bytes/s, plus
 // `GBps` (bytes per second of this thread's CPU time), `read_GBps` (the best of several plain
 // vectorized reads, XOR of every byte, of the same buffer, timed the same way just before) and
 // `vs_read`, their ratio. CPU time, not wall time: the machine may be shared.
@@ -32,7 +33,7 @@ constexpr std::size_t kL2Bytes = std::size_t(1) << 20;
 // Gaussian values over a few scales, with a sprinkling of zeros: a typical activation tensor.
 __attribute__((target("f16c"))) std::vector<unsigned char> make_tensor(ElementType type,
                                                                        std::size_t bytes) {
-  const std::size_t n = bytes / (type == ElementType::F32 ? 4 : 2);
+  const std::size_t n = bytes / fpscope::element_bytes(type);
   std::vector<unsigned char> out(bytes);
   std::mt19937 rng(42);
   std::normal_distribution<float> gauss;
@@ -40,7 +41,10 @@ __attribute__((target("f16c"))) std::vector<unsigned char> make_tensor(ElementTy
     float v = (i % 7 == 0) ? 0.0f : gauss(rng) * ((i % 3 == 0) ? 0.01f : 1.0f);
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
-    if (type == ElementType::F32) {
+    if (type == ElementType::F64) {
+      const double d = v;
+      std::memcpy(&out[8 * i], &d, 8);
+    } else if (type == ElementType::F32) {
       std::memcpy(&out[4 * i], &bits, 4);
     } else {
       uint16_t half;
@@ -113,7 +117,7 @@ void BM_Stats(benchmark::State& state) {
     return;
   }
   const auto& t = tensor(type, bytes);
-  const std::size_t n = bytes / (type == ElementType::F32 ? 4 : 2);
+  const std::size_t n = bytes / fpscope::element_bytes(type);
   const double read = read_rate(t.data(), bytes);
   fpscope::TensorStats s;
   const double t0 = thread_seconds();
@@ -132,10 +136,11 @@ void BM_Stats(benchmark::State& state) {
 void stats_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "full", "kernel", "bytes"});
   for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
-    for (int type : {0, 1, 2})
+    for (int type : {0, 1, 2, 6})
       for (int level : {0, 1})
         for (Kernel kernel : {Kernel::Avx512Gfni, Kernel::Avx512, Kernel::Avx2, Kernel::Scalar})
-          b->Args({type, level, int64_t(kernel), bytes});
+          if (type != int(ElementType::F64) || kernel == Kernel::Scalar)  // fp64 always takes the scalar kernel
+            b->Args({type, level, int64_t(kernel), bytes});
   b->Unit(benchmark::kMillisecond);
 }
 
