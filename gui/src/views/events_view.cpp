@@ -201,8 +201,8 @@ class EventsView final : public View {
     ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_DefaultSort, em * 4.5f, kTime);
     ImGui::TableSetupColumn("step", 0, em * 3.5f, kStep);
     ImGui::TableSetupColumn("kind", 0, em * 7, kKind);
-    ImGui::TableSetupColumn("kernel", 0, em * 8, kKernel);
-    ImGui::TableSetupColumn("layer", 0, em * 6, kLayer);
+    ImGui::TableSetupColumn("kernel", 0, em * 11, kKernel);
+    ImGui::TableSetupColumn("layer", 0, em * 5.5f, kLayer);
     ImGui::TableSetupColumn("values", 0, em * 4.5f, kAmount);
     // The detail is the long text: it takes the width the fixed columns leave.
     ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_NoSort | ImGuiTableColumnFlags_WidthStretch, 0, kDetail);
