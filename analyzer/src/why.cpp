@@ -38,6 +38,17 @@ std::string advice_for_scale(const Trace& trace) {
                      human_scale(*a.initial_scale), *a.initial_scale);
 }
 
+// A cause of the first NaN/Inf `o`: its launch and step, and the tensor that shows it (the
+// non-finite output unless another is named).
+Cause cause_at(CauseKind kind, const NonfiniteEvent& o, std::optional<int64_t> tensor_id = std::nullopt) {
+  Cause c;
+  c.kind = kind;
+  c.kernel_id = o.kernel_id;
+  c.tensor_id = tensor_id ? tensor_id : std::optional<int64_t>(o.tensor_id);
+  c.step = o.step;
+  return c;
+}
+
 // A gradient that overflowed in backward at scale S: the unscaled magnitude is read off a later
 // finite output of the same kernel and layer, and the largest power of two that keeps it finite.
 std::optional<Cause> loss_scale_cause(Walker& w, const NonfiniteEvent& o, const LossScaleReport& ls,
@@ -47,11 +58,7 @@ std::optional<Cause> loss_scale_cause(Walker& w, const NonfiniteEvent& o, const 
   const auto format = format_of_dtype(o.dtype);
   if (!scale || *scale <= 1 || !format) return std::nullopt;
   const FormatLimits& limits = format_limits(*format);
-  Cause c;
-  c.kind = CauseKind::LossScale;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = o.tensor_id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::LossScale, o);
   sql::Statement st(w.db(),
                     "SELECT t.absmax, k.step, k.id FROM tensors t JOIN v_kernels k ON k.id = t.kernel_id "
                     "WHERE k.kernel = ?1 AND k.layer IS ?2 AND t.role = 'out' AND t.slot = "
@@ -241,11 +248,7 @@ std::optional<Cause> zero_variance_cause(Walker& w, const NonfiniteEvent& o) {
   const std::vector<Row> ins = w.rows(o.kernel_id, contract::Role::Input);
   if (!deviation || ins.empty() || !is_float(ins.front().dtype) || ins.front().nonfinite > 0) return std::nullopt;
   const Row& x = ins.front();
-  Cause c;
-  c.kind = CauseKind::ZeroVarianceNorm;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = deviation->id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::ZeroVarianceNorm, o, deviation->id);
   c.subject = x.name;
   c.summary = fmt::format("{} made {}: {} of the rows it normalises have no variance (its reciprocal deviation {} is "
                           "Inf there), so its epsilon is 0, or too small to count in {}; {} of {} values of its input "
@@ -313,11 +316,7 @@ struct CauseContext {
 // No launch made the first NaN/Inf from finite inputs: it came in with the data, from another
 // rank, or through launches the run did not measure (then: the exact steps to trace).
 Cause nonfinite_data_cause(const Trace& trace, const NonfiniteEvent& o) {
-  Cause c;
-  c.kind = CauseKind::NonfiniteData;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = o.tensor_id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::NonfiniteData, o);
   if (how_it_came(o) == FirstNonfinite::ReceivedFromAnotherRank) {
     c.summary = fmt::format("no launch of this rank made the first NaN/Inf from finite inputs: {} received it from "
                             "another rank at {}",
@@ -381,11 +380,7 @@ std::optional<Cause> outside_domain_rule(const CauseContext& x) {
     if (!is_float(in.dtype)) continue;
     const auto breach = outside_domain(o.kernel, in);
     if (!breach) continue;
-    Cause c;
-    c.kind = CauseKind::OutsideDomain;
-    c.kernel_id = o.kernel_id;
-    c.tensor_id = in.id;
-    c.step = o.step;
+    Cause c = cause_at(CauseKind::OutsideDomain, o, in.id);
     c.subject = in.name;
     c.summary = fmt::format("{} read {} holding {}: {}", where_text(o.kernel, o.layer), in.name, breach->what,
                             breach->rule);
@@ -427,11 +422,7 @@ std::optional<Cause> underflow_into_division_rule(const CauseContext& x) {
   if (!zeros) return std::nullopt;
   const Row& in = *zeros;
   const bool divisor = is_division(o.kernel) && in.slot == 1;
-  Cause c;
-  c.kind = CauseKind::UnderflowIntoDivision;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = in.id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::UnderflowIntoDivision, o, in.id);
   c.subject = in.name;
   const std::string smallest = in.min_nonzero ? human_number(*in.min_nonzero) : std::string("-");
   c.summary = divisor ? fmt::format("{} of {} values of its divisor {} are zero (smallest nonzero {}), and {} made {} "
@@ -457,11 +448,7 @@ std::optional<Cause> unmeasured_writers_rule(const CauseContext& x) {
   for (const CauseLink& link : x.chain)
     if (!link.writer_kernel_id) names += (unknown++ ? ", " : "") + link.tensor;
   if (unknown == 0) return std::nullopt;
-  Cause c;
-  c.kind = CauseKind::NotMeasured;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = o.tensor_id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::NotMeasured, o);
   c.summary = fmt::format("{} made {}, but the trace cannot tell why: the launches that wrote its input{} {} "
                           "were not measured",
                           where_text(o.kernel, o.layer), o.kind, unknown == 1 ? "" : "s", names);
@@ -496,11 +483,7 @@ std::optional<Cause> range_jump_rule(const CauseContext& x) {
 std::optional<Cause> unmeasured_inputs_rule(const CauseContext& x) {
   const NonfiniteEvent& o = x.origin;
   if (!x.walker.rows(o.kernel_id, contract::Role::Input).empty()) return std::nullopt;
-  Cause c;
-  c.kind = CauseKind::NotMeasured;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = o.tensor_id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::NotMeasured, o);
   const std::string unmeasured = x.trace.meta_value("config.unmeasured").value_or("");
   c.summary = fmt::format("{} returned {}, but none of its inputs was measured: the value may have come in "
                           "with them (an input of a dtype fpscope does not measure{})",
@@ -514,11 +497,7 @@ std::optional<Cause> unmeasured_inputs_rule(const CauseContext& x) {
 // Nothing in the trace explains it: the op's own arguments.
 std::optional<Cause> ordinary_inputs_rule(const CauseContext& x) {
   const NonfiniteEvent& o = x.origin;
-  Cause c;
-  c.kind = CauseKind::OpFromOrdinaryInputs;
-  c.kernel_id = o.kernel_id;
-  c.tensor_id = o.tensor_id;
-  c.step = o.step;
+  Cause c = cause_at(CauseKind::OpFromOrdinaryInputs, o);
   c.summary = fmt::format("{} made {} from inputs whose ranges look ordinary: no precursor in the trace",
                           where_text(o.kernel, o.layer), o.kind);
   c.advice = o.kind == "nan"

@@ -52,10 +52,13 @@
 #include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/tensor_names.h"
 #include "fpscope/inject_api.h"
+#include "observer_memory.h"
 
 #define FPSCOPE_TORCH_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+using namespace fpscope::torch_observer;
 
 // [SECTION] Operators, worked out once each ---------------------------------------------------
 
@@ -137,185 +140,6 @@ const OpInfo* info_of(const at::RecordFunction& fn) {
 // dispatch mode below autocast sees them.
 bool autocast_passes_through(const OpInfo& info) {
   return (info.autocast_cpu && at::autocast::is_cpu_enabled()) || (info.autocast_cuda && at::autocast::is_enabled());
-}
-
-// [SECTION] Memory: storages as allocations -------------------------------------------------------
-
-struct Allocation {
-  uint64_t ident = 0;
-  int32_t category = MPT_CAT_ACTIVATION;
-  std::string name;
-  bool uninitialized = false;  // made by torch.empty and kin, not written by an operator since
-  const void* data = nullptr;
-  bool held_weakly = false;  // its deleter is not taken over: `storage` tells its end
-  c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
-};
-
-// By the DataPtr's context (what its deleter receives). The map outlives every storage: frees can
-// come after static destructors ran, so it is never destroyed.
-std::mutex& memory_mutex() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::unordered_map<void*, Allocation>& live() {
-  static auto* m = new std::unordered_map<void*, Allocation>;
-  return *m;
-}
-
-// Storages held weakly (their contexts), checked for their end before each operator.
-std::vector<void*> g_held_weakly;
-
-// The CPU allocator's deleters (the default one and the one in use, often the same), and a
-// replacement for each that reports the free and then runs it: the memory is freed even when the
-// map has no entry for it.
-c10::DeleterFnPtr g_cpu_deleters[2] = {nullptr, nullptr};
-
-template <int Which>
-void free_watched(void* context) {
-  const void* data = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(memory_mutex());
-    auto it = live().find(context);
-    if (it != live().end()) {
-      data = it->second.data;
-      live().erase(it);
-    }
-  }
-  if (data) fpscope_free_seen(data);
-  g_cpu_deleters[Which](context);
-}
-
-// The replacement for a deleter, or null for memory whose deleter is kept.
-c10::DeleterFnPtr replacement_for(c10::DeleterFnPtr deleter) {
-  static const bool known = [] {
-    g_cpu_deleters[0] = c10::GetCPUAllocator()->raw_deleter();
-    g_cpu_deleters[1] = c10::GetDefaultCPUAllocator()->raw_deleter();
-    return true;
-  }();
-  (void)known;
-  if (deleter == nullptr) return nullptr;
-  if (deleter == g_cpu_deleters[0]) return &free_watched<0>;
-  if (deleter == g_cpu_deleters[1]) return &free_watched<1>;
-  return nullptr;
-}
-
-bool is_replacement(c10::DeleterFnPtr deleter) { return deleter == &free_watched<0> || deleter == &free_watched<1>; }
-
-// A forked child (a DataLoader worker) inherits the replaced deleters: the mutex they take must not
-// be held by a thread that does not exist there.
-void lock_memory_for_fork() { memory_mutex().lock(); }
-void unlock_memory_after_fork() { memory_mutex().unlock(); }
-
-std::atomic<bool> g_reports_writes{false};  // the injector reuses statistics: unseen writes are reported
-
-void report_written(const at::Tensor& t) {
-  if (!g_reports_writes || t.layout() != c10::kStrided || t.is_meta() || t.numel() == 0) return;
-  fpscope_memory_written(t.data_ptr(), static_cast<uint64_t>(t.numel()) * t.element_size());
-}
-
-const char* dtype_word(c10::ScalarType s) {
-  switch (s) {
-    case c10::ScalarType::Float: return "f32";
-    case c10::ScalarType::Half: return "f16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Byte: return "u8";
-    case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::Double: return "f64";
-    default: return c10::toString(s);
-  }
-}
-
-// "data f32[3000,1,28,28]": a tensor no operator made, by its type and shape.
-std::string data_name(const at::Tensor& t) {
-  std::string name = std::string("data ") + dtype_word(t.scalar_type()) + "[";
-  for (int64_t i = 0; i < t.dim(); ++i) name += (i ? "," : "") + std::to_string(t.size(i));
-  return name + "]";
-}
-
-// A weakly held storage still alive and still on the memory it was first seen on (resize_ and
-// set_ give a storage new memory).
-bool still_holds(const Allocation& entry, void* context) {
-  c10::intrusive_ptr<c10::StorageImpl> storage = entry.storage.lock();
-  return storage && storage->data_ptr().get_context() == context;
-}
-
-// Reports the end of the weakly held storages that are gone (the program's thread only).
-void collect_weakly_held() {
-  if (g_held_weakly.empty()) return;
-  std::vector<const void*> freed;
-  {
-    std::lock_guard<std::mutex> lock(memory_mutex());
-    size_t kept = 0;
-    for (void* context : g_held_weakly) {
-      auto it = live().find(context);
-      if (it == live().end() || !it->second.held_weakly) continue;  // gone, or another storage's now
-      if (!still_holds(it->second, context)) {
-        freed.push_back(it->second.data);
-        live().erase(it);
-      } else {
-        g_held_weakly[kept++] = context;
-      }
-    }
-    g_held_weakly.resize(kept);
-  }
-  for (const void* data : freed) fpscope_free_seen(data);
-}
-
-// The allocation `t`'s storage is, counted from now when it is new (named what `name_of` says);
-// null for a tensor without memory of its own to follow.
-template <typename NameOf>
-Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool unknown_writes) {
-  if (!t.defined() || !t.has_storage() || t.is_meta() || t.layout() != c10::kStrided) return nullptr;
-  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-  c10::DataPtr& memory = storage->data_ptr();
-  void* context = memory.get_context();
-  const void* data = memory.get();
-  if (context == nullptr || data == nullptr) return nullptr;
-  {
-    std::unique_lock<std::mutex> lock(memory_mutex());
-    auto it = live().find(context);
-    if (it != live().end()) {
-      if (!it->second.held_weakly || still_holds(it->second, context)) return &it->second;
-      // A weakly held storage ended and left its context to this one.
-      const void* gone = it->second.data;
-      live().erase(it);
-      lock.unlock();
-      fpscope_free_seen(gone);
-    }
-  }
-  const c10::DeleterFnPtr deleter = memory.get_deleter();
-  if (is_replacement(deleter)) return nullptr;  // followed, yet not in the map: cannot happen
-  const c10::DeleterFnPtr replacement = replacement_for(deleter);
-  const bool take_over = replacement != nullptr;
-  std::string name = name_of(t);
-  const int32_t device = t.is_cuda() ? MPT_DEVICE_CUDA : MPT_DEVICE_CPU;
-  const uint64_t ident = fpscope_alloc_seen(data, storage->nbytes(), device, category, name.c_str());
-  if (ident == 0) return nullptr;
-  Allocation* entry;
-  {
-    std::lock_guard<std::mutex> lock(memory_mutex());
-    entry = &live()[context];
-    entry->ident = ident;
-    entry->category = category;
-    entry->name = std::move(name);
-    entry->data = data;
-    if (!take_over) {
-      entry->held_weakly = true;
-      entry->storage = t.storage().getWeakStorageImpl();
-      g_held_weakly.push_back(context);
-    }
-  }
-  if (take_over && !memory.compare_exchange_deleter(deleter, replacement)) {  // cannot follow its free
-    std::lock_guard<std::mutex> lock(memory_mutex());
-    live().erase(context);
-    fpscope_free_seen(data);
-    return nullptr;
-  }
-  // A tensor no watched operator made may have been filled where the front end could not see.
-  if (unknown_writes && g_reports_writes) fpscope_memory_written(data, storage->nbytes());
-  return entry;
 }
 
 // [SECTION] The program's place: layer, phase, step ---------------------------------------------
