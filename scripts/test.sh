@@ -13,7 +13,7 @@ echo "== tests =="
 
 echo "== build (address,undefined sanitizers) =="
 BUILD_TYPE=Debug bash scripts/build.sh build-sanitize -DFPSCOPE_SANITIZE=address,undefined \
-  -DFPSCOPE_BUILD_GUI=OFF -DFPSCOPE_BUILD_BENCHMARKS=OFF -DFPSCOPE_CUDA=OFF
+  -DFPSCOPE_BUILD_GUI=OFF -DFPSCOPE_BUILD_BENCHMARKS=OFF -DFPSCOPE_CUDA=OFF -DFPSCOPE_TORCH_OBSERVER=OFF
 echo "== tests under sanitizers =="
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j "$(nproc)" --timeout 1200 -LE 'injection|gui|slow')

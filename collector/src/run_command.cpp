@@ -226,7 +226,7 @@ void print_summary(const RunOptions& o, const TraceWriter& w, const RingSet& rin
     std::cerr << fmt::format("fpscope: trace written to {}\n", o.output);
   else
     std::cerr << fmt::format("fpscope: incomplete trace in {}: {}\n", o.output, incomplete);
-  const uint32_t processes = rings.traced_processes();
+  const uint64_t processes = rings.traced_processes() - c.idle_processes;
   if (w.incomplete().empty()) {
     std::cerr << fmt::format("fpscope: {} kernels, {} tensors, {} events{}; the program {}\n", c.kernels, c.tensors,
                              c.events(), processes > 1 ? fmt::format(" from {} processes", processes) : "",
@@ -430,7 +430,7 @@ void write_ring_meta(TraceWriter& w, const RingSet& rings) {
   w.set_meta("dropped_records", std::to_string(rings.dropped_records()));
   w.set_meta("producer_waits", std::to_string(rings.producer_waits()));
   w.set_meta("corrupt_ring_records", std::to_string(rings.corrupt_records()));
-  w.set_meta("traced_processes", std::to_string(rings.traced_processes()));
+  w.set_traced_processes(rings.traced_processes());
   w.set_meta("untraced_processes", std::to_string(rings.refused_processes()));
 }
 

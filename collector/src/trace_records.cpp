@@ -103,6 +103,12 @@ void TraceWriter::Impl::dispatch(const wire::RecordHeader* h) {
     default: ++counts.unknown_records; break;
   }
   if (!ok) ++counts.malformed_records;
+  // Work of the process's own: anything but its start, its configuration, its ranges and its exit.
+  if (src != nullptr && !src->active && h->type != T::Pad && h->type != T::String && h->type != T::Process &&
+      h->type != T::Text && h->type != T::NvtxPush && h->type != T::NvtxPop && h->type != T::ProcessExit) {
+    src->active = true;
+    src->ranges_while_idle.clear();
+  }
 }
 
 ThreadState& TraceWriter::Impl::thread_state(uint32_t thread) {
@@ -486,6 +492,7 @@ void TraceWriter::Impl::handle(const wire::NvtxPopRecord& r) {
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
     if (it->domain != r.domain) continue;
     insert_range(*it, r.t_ns, r.h.thread, src->rank);
+    if (!src->active) src->ranges_while_idle.push_back(it->row_id);
     ranges.erase(std::next(it).base());
     return;
   }
@@ -636,9 +643,10 @@ void TraceWriter::Impl::handle(const wire::ProcessExitRecord& r) {
 // Processes that never said they exit were killed or crashed (or their last records were lost).
 // Meta ranks_ended says it in one line, by rank: "0:exited 1:vanished".
 void TraceWriter::Impl::finish_processes() {
+  leave_out_idle_processes();
   std::vector<std::pair<int32_t, const char*>> ended;
   for (const auto& source : sources) {
-    if (!source || !source->announced) continue;
+    if (!source || !source->announced || source->left_out) continue;
     ended.emplace_back(source->rank, source->exited ? "exited" : "vanished");
     if (source->exited) continue;
     end_process.bind(1, source->index).bind(2, std::string_view("vanished")).bind_null(3);
@@ -648,6 +656,42 @@ void TraceWriter::Impl::finish_processes() {
   std::string text;
   for (const auto& [rank, how] : ended) text += (text.empty() ? "" : " ") + std::to_string(rank) + ":" + how;
   if (!text.empty()) set_meta("ranks_ended", text);
+}
+
+// A process of a multi-process run that imported torch, so traced, but only started the others
+// (torchrun's elastic agent; a program whose ranks torch.multiprocessing.spawn starts) exits having
+// done no work of its own (no launch, allocation, scalar: at most the ranges the front end opens
+// on its own): it is not a rank, and its row would stand beside the real rank 0. Once another
+// process did work, such a process is taken out of `processes`, with its ranges and its meta (a
+// lone process that did nothing stays: the trace then says how it ended). Only a process that
+// said it exits: it sends nothing more, so this holds however often the trace is completed.
+void TraceWriter::Impl::leave_out_idle_processes() {
+  bool any_active = false;
+  for (const auto& source : sources) any_active = any_active || (source && source->active);
+  if (!any_active) return;
+  for (const auto& source : sources) {
+    if (!source || !source->announced || !source->exited || source->active || source->left_out) continue;
+    source->left_out = true;
+    ++counts.idle_processes;
+    const std::string index = std::to_string(source->index);
+    db.exec("DELETE FROM processes WHERE id = " + index);
+    for (const int64_t range : source->ranges_while_idle)
+      db.exec("DELETE FROM nvtx_ranges WHERE id = " + std::to_string(range));
+    counts.nvtx_ranges -= source->ranges_while_idle.size();
+    source->ranges_while_idle.clear();
+    db.exec("DELETE FROM meta WHERE key LIKE 'injector.%' AND key LIKE '%.process" + index + "'");
+    if (source->index != 0) continue;
+    // The meta that describe the first traced process describe the first one left.
+    db.exec("DELETE FROM meta WHERE key LIKE 'injector.%' AND key NOT LIKE '%.process%'");
+    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'traced_exe', exe FROM processes ORDER BY id LIMIT 1");
+    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'traced_pid', pid FROM processes ORDER BY id LIMIT 1");
+    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'injector_options', injector_options FROM processes "
+            "ORDER BY id LIMIT 1");
+    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'process.realtime_ns', realtime_ns FROM processes "
+            "ORDER BY id LIMIT 1");
+    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'process.monotonic_ns', monotonic_ns FROM processes "
+            "ORDER BY id LIMIT 1");
+  }
 }
 
 // [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------

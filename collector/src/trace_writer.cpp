@@ -310,8 +310,10 @@ void TraceWriter::Impl::write_counts() {
       {"malformed_records", counts.malformed_records},
       {"unmatched_events", counts.unmatched_events},
       {"cuda_activity", counts.cuda_activity},
+      {"idle_processes", counts.idle_processes},
   };
   for (const auto& [key, value] : values) set_meta(key, std::to_string(value));
+  if (traced_rings) set_meta("traced_processes", std::to_string(*traced_rings - counts.idle_processes));
 }
 
 // [SECTION] Summaries -------------------------------------------------------------------------------
@@ -733,6 +735,10 @@ NonfiniteOutcome TraceWriter::nonfinite_outcome() const {
 }
 
 void TraceWriter::set_meta(const std::string& key, const std::string& value) { impl_->set_meta(key, value); }
+void TraceWriter::set_traced_processes(uint64_t rings) {
+  impl_->traced_rings = rings;
+  impl_->set_meta("traced_processes", std::to_string(rings - impl_->counts.idle_processes));
+}
 bool TraceWriter::commit() { return impl_->commit(); }
 bool TraceWriter::commit_if_due() { return impl_->commit_if_due(); }
 bool TraceWriter::prepare_finish(Summaries summaries) { return impl_->prepare_finish(summaries); }

@@ -107,6 +107,9 @@ struct Source {
   int32_t rank = 0;
   bool announced = false;
   bool exited = false;
+  bool active = false;  // sent a record of its own work (not only its start, configuration, exit)
+  bool left_out = false;  // idle: its row was taken out of `processes` (leave_out_idle_processes)
+  std::vector<int64_t> ranges_while_idle;  // nvtx_ranges rows it closed before any work
   std::vector<int64_t> string_ids;   // wire id -> trace string id, 0 unknown
   std::vector<std::string> strings;  // wire id -> text
   uint32_t mptrain_domain = 0;       // the wire id of the string "mptrain", 0 until seen
@@ -188,9 +191,11 @@ class TraceWriter::Impl {
 
   const std::string& string_value(uint32_t id) const;  // of the source in hand
   void finish_processes();
+  void leave_out_idle_processes();
   void resolve_collective_origins();
 
   sql::Database db;
+  std::optional<uint64_t> traced_rings;  // set_traced_processes
   std::string path;
   std::string dump_folder;
   TraceCounts counts;

@@ -38,7 +38,7 @@ CREATE TABLE processes (
   world_size   INTEGER,              -- NULL: the launcher gave none
   pid          INTEGER NOT NULL,
   host         TEXT NOT NULL,
-  rank_source  TEXT,                 -- the variable the rank came from (OMPI_COMM_WORLD_RANK, RANK, ...)
+  rank_source  TEXT,                 -- the variable the rank came from (OMPI_COMM_WORLD_RANK, RANK, ...), or init_process_group
   exe          TEXT NOT NULL,
   injector_options TEXT NOT NULL,
   realtime_ns  INTEGER NOT NULL,     -- CLOCK_REALTIME when its tracing started

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FPSCOPE_INJECT_API_VERSION 3
+#define FPSCOPE_INJECT_API_VERSION 4
 
 /* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
 #define FPSCOPE_MEASURE_INPUTS 1
@@ -44,6 +44,11 @@ typedef struct fpscope_op fpscope_op;
 MPT_API int fpscope_api_version(void);
 /* 1 when this process writes a trace (it claims the run's ring at its first call), else 0. */
 MPT_API int fpscope_tracing(void);
+/* The rank this process traces under, where its launcher's environment does not say it (a rank a
+ * Python program started with torch.multiprocessing.spawn learns it from init_process_group):
+ * `local_rank` and `world_size` -1 when unknown, `source` what said it ("init_process_group").
+ * Only before the process's first other call: 1 when taken, 0 when tracing had already started. */
+MPT_API int fpscope_set_rank(int32_t rank, int32_t local_rank, int32_t world_size, const char* source);
 /* 1 when ops of optimizer step `step` may be measured (the --every and --steps filters, and
  * --dump), else 0: a front end may skip watching the ops of steps that answer 0. */
 MPT_API int fpscope_step_watched(int64_t step);

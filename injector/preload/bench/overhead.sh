@@ -19,7 +19,9 @@
 #            28-30000-amp 128-640-fp32 torch-6000-fp32 torch-6000-amp (default: all). A case is
 #            PIXELS-IMAGES-PRECISION; images are training images (32 a step), amp is amp-fp16 with
 #            dynamic loss scaling. torch-IMAGES-PRECISION is the PyTorch CNN at 28 px (amp: CPU
-#            autocast to bf16), run by /usr/bin/python3 (Debian's python3-torch).
+#            autocast to bf16), run by TORCH_PYTHON.
+#   TORCH_PYTHON  the interpreter of the PyTorch cases (default /usr/bin/python3, Debian's torch
+#            1.13; `scripts/python-env.sh --python` is the PyPI torch 2.x)
 #   THREADS  the trainer's threads (default 2)
 #   BEFORE   another build folder whose bin/fpscope (with its own injector, lib/ beside it) is
 #            timed in the same alternation, on the same program, against the same untraced runs:
@@ -124,7 +126,7 @@ for c in $cases; do
         exit 2
       fi
     done
-    program=/usr/bin/python3
+    program=${TORCH_PYTHON:-/usr/bin/python3}
     train=("$torch_cnn" --images "$images" --threads "$threads" --data-dir "$data")
     if [[ $precision == amp ]]; then train+=(--precision amp-bf16); fi
   else

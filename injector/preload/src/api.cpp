@@ -36,6 +36,18 @@ FPSCOPE_EXPORT int fpscope_tracing(void) {
   return call.session() ? 1 : 0;
 }
 
+FPSCOPE_EXPORT int fpscope_set_rank(int32_t rank, int32_t local_rank, int32_t world_size, const char* source) {
+  if (rank < 0) return 0;
+  fpscope::common::LauncherRank r;
+  r.rank = rank;
+  r.local_rank = local_rank;
+  r.world_size = world_size;
+  return fpscope::inject::guarded("fpscope_set_rank", false,
+                                  [&] { return fpscope::inject::set_rank(r, source ? source : "front end"); })
+             ? 1
+             : 0;
+}
+
 FPSCOPE_EXPORT int fpscope_step_watched(int64_t step) {
   HookCall call;
   return call.session() && guarded("fpscope_step_watched", false, [&] { return call.session()->watches_step(step); }) ? 1 : 0;

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <string>
 
-#include "fpscope/common/launcher_rank.h"
 #include "ring_sink.h"
 
 namespace fpscope::inject {
@@ -58,7 +57,7 @@ Session* start_session() {
     }
   }
   auto* session = new Session(std::move(options), std::make_unique<RingSink>(std::move(producer)));
-  const common::LauncherRank rank = common::launcher_rank();
+  const common::LauncherRank rank = process_rank();
   if (rank.source != nullptr) session->set_dump_prefix("rank" + std::to_string(rank.rank) + "-");
   else if (!first) session->set_dump_prefix("pid" + std::to_string(getpid()) + "-");
   session->announce();
@@ -123,6 +122,12 @@ __attribute__((destructor)) void on_unload() {
 }  // namespace
 
 bool torn_down() { return g_torn_down.load(std::memory_order_acquire); }
+
+bool set_rank(const common::LauncherRank& rank, std::string source) {
+  if (g_state.load(std::memory_order_acquire) != State::Unstarted) return false;
+  set_process_rank(rank, std::move(source));
+  return true;
+}
 
 void tracing_failed(const char* where) noexcept {
   std::string what;

@@ -8,6 +8,8 @@
 // a call made from inside the injector itself, or a call during exit after teardown.
 #pragma once
 
+#include <string>
+
 #include "session.h"
 
 namespace fpscope::inject {
@@ -67,6 +69,10 @@ void guarded(const char* where, Body&& body) noexcept {
 // possibly from inside a hooked call: started if this process can claim the ring, null when it
 // only forwards. Unlike HookCall it does not mark the thread as inside a hook.
 Session* session_for_entry_point();
+
+// Sets the rank this process traces under (process_rank, session.h); false when tracing has
+// already started (the process has announced its rank).
+bool set_rank(const common::LauncherRank& rank, std::string source);
 
 // Stops CUPTI collection (cupti_injection.cpp): flushes device activity into the ring. Idempotent;
 // runs at exit, before teardown.

@@ -63,11 +63,32 @@ Session::Session(Options options, std::unique_ptr<RecordSink> sink)
                  std::memory_order_relaxed);
 }
 
+namespace {
+std::mutex g_rank_mutex;
+std::optional<common::LauncherRank> g_set_rank;
+std::string g_set_rank_source;  // what g_set_rank.source points into
+}  // namespace
+
+common::LauncherRank process_rank() {
+  {
+    std::lock_guard lock(g_rank_mutex);
+    if (g_set_rank) return *g_set_rank;
+  }
+  return common::launcher_rank();
+}
+
+void set_process_rank(const common::LauncherRank& rank, std::string source) {
+  std::lock_guard lock(g_rank_mutex);
+  g_set_rank_source = std::move(source);
+  g_set_rank = rank;
+  g_set_rank->source = g_set_rank_source.c_str();
+}
+
 void Session::announce() {
   const std::string exe = executable_path();
   const std::string described = options_.describe();
   const std::string host = host_name();
-  const common::LauncherRank rank = common::launcher_rank();
+  const common::LauncherRank rank = process_rank();
   std::lock_guard lock(mutex_);
   wire::ProcessRecord r{};
   r.protocol = wire::kProtocolVersion;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "device_results.h"
+#include "fpscope/common/launcher_rank.h"
 #include "fpscope/tensor_stats.h"
 #include "fpscope/contract/wire.h"
 #include "mpt/abi.h"
@@ -29,6 +30,12 @@
 #include "stats_workers.h"
 
 namespace fpscope::inject {
+
+// The rank this process traces under, announced when its session starts: the one a front end set
+// (set_process_rank: a rank torch.multiprocessing.spawn started learns it from
+// init_process_group), else its launcher's (fpscope/common/launcher_rank.h).
+common::LauncherRank process_rank();
+void set_process_rank(const common::LauncherRank& rank, std::string source);
 
 using LaunchFn = int (*)(const mpt_launch_desc*);
 

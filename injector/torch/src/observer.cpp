@@ -51,6 +51,7 @@
 
 #include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/tensor_names.h"
+#include "fpscope/contract/torch_operators.h"
 #include "fpscope/inject_api.h"
 #include "observer_memory.h"
 
@@ -61,10 +62,6 @@ namespace {
 using namespace fpscope::torch_observer;
 
 // [SECTION] Operators, worked out once each ---------------------------------------------------
-
-// Operators whose outputs hold whatever the memory held before: counted, never measured.
-constexpr std::string_view kUninitialized[] = {"empty", "empty_like", "empty_strided", "new_empty",
-                                               "new_empty_strided"};
 
 struct OpInfo {
   std::string full_name;        // as the dispatcher names it: "aten::convolution"
@@ -82,6 +79,11 @@ struct OpInfo {
 };
 
 bool has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) { return op.hasKernelForDispatchKey(key); }
+
+// "c10d::allreduce_" is in namespace "c10d".
+bool in_namespace(std::string_view full_name, std::string_view ns) {
+  return full_name.size() > ns.size() + 2 && full_name.starts_with(ns) && full_name.substr(ns.size(), 2) == "::";
+}
 
 OpInfo make_info(const at::RecordFunction& fn) {
   OpInfo info;
@@ -113,8 +115,10 @@ OpInfo make_info(const at::RecordFunction& fn) {
   for (const c10::Argument& r : returns)
     info.return_names.push_back(r.type()->kind() == c10::TypeKind::TensorType ? r.name() : std::string());
   info.unmeasured = info.view;
-  for (std::string_view u : kUninitialized)
+  for (std::string_view u : fpscope::contract::kUninitializedOperators)
     if (info.name == u) info.unmeasured = true;
+  for (std::string_view ns : fpscope::contract::kUnmeasuredNamespaces)
+    if (in_namespace(info.full_name, ns)) info.unmeasured = true;
   return info;
 }
 
@@ -123,13 +127,20 @@ OpInfo make_info(const at::RecordFunction& fn) {
 // that ended leaves its address to other strings).
 std::unordered_map<const char*, std::unique_ptr<OpInfo>> g_ops;
 
+bool unwatched(std::string_view full_name) {
+  for (std::string_view ns : fpscope::contract::kUnwatchedNamespaces)
+    if (in_namespace(full_name, ns)) return true;
+  return false;
+}
+
 // Null for a record that is not an operator (the autograd engine's evaluate_function ranges share
-// the operators' scope): those are never kept, their names are the record's own strings.
+// the operators' scope: those are never kept, their names are the record's own strings) or is one
+// left out (contract/torch_operators.h).
 const OpInfo* info_of(const at::RecordFunction& fn) {
   const char* name = fn.name();
   auto it = g_ops.find(name);
   if (it != g_ops.end() && it->second->full_name == name) return it->second.get();
-  if (!fn.operator_name()) return nullptr;
+  if (!fn.operator_name() || unwatched(name)) return nullptr;
   auto& slot = g_ops[name];
   slot = std::make_unique<OpInfo>(make_info(fn));
   return slot.get();
@@ -139,7 +150,12 @@ const OpInfo* info_of(const at::RecordFunction& fn) {
 // again with autocast off for the call: the casts and that inner call are the launches, as a
 // dispatch mode below autocast sees them.
 bool autocast_passes_through(const OpInfo& info) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return (info.autocast_cpu && at::autocast::is_autocast_enabled(at::kCPU)) ||
+         (info.autocast_cuda && at::autocast::is_autocast_enabled(at::kCUDA));
+#else  // one function per device type before 2.4
   return (info.autocast_cpu && at::autocast::is_cpu_enabled()) || (info.autocast_cuda && at::autocast::is_enabled());
+#endif
 }
 
 // [SECTION] The program's place: layer, phase, step ---------------------------------------------

@@ -62,13 +62,24 @@ bool still_holds(const Allocation& entry, void* context);
 // Reports the end of the weakly held storages that are gone (the program's thread only).
 void collect_weakly_held();
 
+// The storage's memory, to take its deleter over: torch 2.x guards the mutable accessor (copy-on-write
+// storages), torch 1.13 has only the one.
+template <typename Storage>
+c10::DataPtr& mutable_memory(Storage* storage) {
+  if constexpr (requires { storage->_mutable_data_ptr_no_checks(); }) {
+    return storage->_mutable_data_ptr_no_checks();
+  } else {
+    return storage->data_ptr();
+  }
+}
+
 // The allocation `t`'s storage is, counted from now when it is new (named what `name_of` says);
 // null for a tensor without memory of its own to follow.
 template <typename NameOf>
 Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool unknown_writes) {
   if (!t.defined() || !t.has_storage() || t.is_meta() || t.layout() != c10::kStrided) return nullptr;
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-  c10::DataPtr& memory = storage->data_ptr();
+  c10::DataPtr& memory = mutable_memory(storage);
   void* context = memory.get_context();
   const void* data = memory.get();
   if (context == nullptr || data == nullptr) return nullptr;

@@ -21,6 +21,7 @@
 #include "fpscope/contract/nvtx.h"
 #include "fpscope/contract/run_end.h"
 #include "fpscope/contract/tensor_names.h"
+#include "fpscope/contract/torch_operators.h"
 #include "fpscope/inject_api.h"
 #include "mpt/abi.h"
 
@@ -48,6 +49,14 @@ std::string measured_dtypes() {
   return tuple + ")";
 }
 
+// A list of names as a Python tuple of bytes.
+template <size_t N>
+std::string bytes_tuple(const std::string_view (&names)[N]) {
+  std::string tuple = "(";
+  for (std::string_view name : names) tuple += "b" + quoted(std::string(name)) + ", ";
+  return tuple + ")";
+}
+
 std::map<std::string, std::string> facts() {
   const auto n = [](long long v) { return std::to_string(v); };
   return {
@@ -69,6 +78,9 @@ std::map<std::string, std::string> facts() {
       {"DTYPE_U8", n(MPT_DTYPE_U8)},
       {"DTYPE_F64", n(MPT_DTYPE_F64)},
       {"MEASURED_DTYPES", measured_dtypes()},
+      {"UNINITIALIZED_OPERATORS", bytes_tuple(contract::kUninitializedOperators)},
+      {"UNMEASURED_NAMESPACES", bytes_tuple(contract::kUnmeasuredNamespaces)},
+      {"UNWATCHED_NAMESPACES", bytes_tuple(contract::kUnwatchedNamespaces)},
       {"DEVICE_CPU", n(MPT_DEVICE_CPU)},
       {"DEVICE_CUDA", n(MPT_DEVICE_CUDA)},
       {"CAT_WEIGHT", n(MPT_CAT_WEIGHT)},

@@ -8,10 +8,10 @@ Usage: torch_front_end_programs_test.py --fpscope PATH [--torch-operators observ
 """
 import json
 import os
-import socket
 
 import torch_test_support as support
-from torch_test_support import DDP_PROGRAM, OUTSIDE_DOMAIN, PLANTED, PYTHON, SCALED, losses, run
+from torch_test_support import (DDP_PROGRAM, OUTSIDE_DOMAIN, PLANTED, PYTHON, SCALED, SPAWNED_DDP_PROGRAM,
+                                TORCH_MAJOR, losses, run)
 
 FPSCOPE = OPERATORS = MPTRAIN = DATA_DIR = None
 
@@ -367,25 +367,36 @@ class FrontEndTest(support.FrontEndCase):
                          [(3,)])
 
     def test_ddp_ranks_land_in_one_trace(self):
-        """A DistributedDataParallel program (gloo on the CPU) of two ranks, launched with RANK and
-        WORLD_SIZE as torchrun would: one trace, each rank's operators under the model's own layer
-        names, losses bit-identical with and without tracing."""
+        """A DistributedDataParallel program (gloo on the CPU) of two ranks: one trace, each rank's
+        operators under the model's own layer names, losses bit-identical with and without
+        tracing. torch 2 launches it with torchrun, whose elastic agent (a Python process that
+        imports torch and only starts the ranks) is left out of the trace; torch 1.13's torchrun
+        does not run under Python 3.11, so the ranks are started by hand with RANK and WORLD_SIZE,
+        as torchrun sets them."""
         script = self.write("ddp.py", DDP_PROGRAM)
+        torchrun = os.path.join(os.path.dirname(PYTHON), "torchrun")
+        if TORCH_MAJOR >= 2:
+            self.assertTrue(os.path.exists(torchrun), torchrun)
 
         def launch():
-            with socket.socket() as s:  # a free port for the ranks' rendezvous
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
+            port = support.free_port()
+            if TORCH_MAJOR >= 2:
+                return [torchrun, "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+                        script]
             return ["/bin/sh", "-c", "export MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=2; "
                     "RANK=0 %s %s & RANK=1 %s %s; wait" % (port, PYTHON, script, PYTHON, script)]
 
-        plain = run(launch(), self.dir)
         out = os.path.join(self.dir, "ddp.sqlite")
-        traced = run([FPSCOPE, "run", "-q", "-o", out, "--torch-operators", OPERATORS, "--"] + launch(), self.dir)
+        plain = support.run_ranks(lambda: launch(), self.dir)
+        traced = support.run_ranks(lambda: [FPSCOPE, "run", "-q", "--force", "-o", out, "--torch-operators", OPERATORS,
+                                            "--"] + launch(), self.dir)
         self.assertEqual(traced.stdout, plain.stdout)
         self.assertEqual(plain.stdout.count("loss"), 4)
         self.assertEqual(self.query(out, "SELECT rank, world_size, rank_source, ended FROM processes ORDER BY rank"),
                          [(0, 2, "RANK", "exited"), (1, 2, "RANK", "exited")])
+        idle = "1" if TORCH_MAJOR >= 2 else "0"  # the agent
+        self.assertEqual(self.query(out, "SELECT key, value FROM meta WHERE key IN ('idle_processes', 'traced_processes')"
+                                         " ORDER BY key"), [("idle_processes", idle), ("traced_processes", "2")])
         # The model's own names (DDP holds it as `.module`), in forward and backward, on both ranks.
         layers = self.query(out, "SELECT rank, layer, phase, count(*) FROM v_kernels WHERE layer IS NOT NULL "
                                  "GROUP BY rank, layer, phase ORDER BY 1, 2, 3")
@@ -393,9 +404,43 @@ class FrontEndTest(support.FrontEndCase):
                          [(r, l, p) for r in (0, 1) for l in ("conv1", "fc1") for p in ("backward", "forward")])
         self.assertEqual(self.query(out, "SELECT count(DISTINCT rank) FROM scalars s JOIN strings n ON n.id = s.name_id "
                                          "WHERE n.value = 'loss'"), [(2,)])
+        # The step ranges are the ranks' own: four optimizer steps each.
+        self.assertEqual(self.query(out, "SELECT rank, count(*) FROM nvtx_ranges WHERE kind = 'step' AND step > 0"
+                                         " GROUP BY rank"), [(0, 4), (1, 4)])
         # The all-reduce writes the gradient buckets on gloo's threads, out of the front end's sight:
         # no statistics are reused once the process group exists.
         self.assertEqual(self.query(out, "SELECT count(*) FROM meta WHERE key = 'injector.reused_input_stats'"), [(0,)])
+
+    def test_ranks_the_program_spawns_are_traced_under_the_rank_they_join(self):
+        """The DDP tutorial's launcher: the program starts its ranks itself, as fresh interpreters
+        (torch.multiprocessing.spawn; mp.Process under the "spawn" start method). Each rank is
+        traced from its init_process_group on, under the rank it joined; the parent, which only
+        spawns, is left out; the NaN rank 1 makes (log of its batch at step 2) is found there."""
+        script = self.write("spawned_ddp.py", SPAWNED_DDP_PROGRAM)
+        for launcher in ("spawn", "process"):
+            with self.subTest(launcher=launcher):
+                trace = os.path.join(self.dir, "spawned-%s.sqlite" % launcher)
+                plain = support.run_ranks(lambda: [PYTHON, script, str(support.free_port()), launcher], self.dir)
+                traced = support.run_ranks(lambda: [FPSCOPE, "run", "-q", "--force", "-o", trace, "--torch-operators",
+                                                    OPERATORS, "--", PYTHON, script, str(support.free_port()),
+                                                    launcher], self.dir)
+                self.assertEqual(sorted(traced.stdout.splitlines()), sorted(plain.stdout.splitlines()))
+                self.assertEqual(len(plain.stdout.splitlines()), 8)
+                self.assertEqual(self.query(trace, "SELECT rank, local_rank, world_size, rank_source, ended FROM processes"
+                                                   " ORDER BY rank"),
+                                 [(0, None, 2, "init_process_group", "exited"),
+                                  (1, None, 2, "init_process_group", "exited")])
+                self.assertEqual(self.query(trace, "SELECT value FROM meta WHERE key = 'idle_processes'"), [("1",)])
+                layers = self.query(trace, "SELECT DISTINCT rank, layer FROM v_kernels WHERE layer IS NOT NULL"
+                                           " ORDER BY 1, 2")
+                self.assertEqual(layers, [(r, l) for r in (0, 1) for l in ("conv1", "fc1")])
+                first = self.query(trace, "SELECT rank, kernel, step FROM v_first_nonfinite")
+                self.assertEqual(first, [(1, "log", 2)])
+                # Collectives are counted, not measured (they finish after the call returns).
+                collectives = self.query(trace, "SELECT count(*), sum(sampled) FROM v_kernels WHERE kernel = 'allreduce_'")
+                self.assertEqual(collectives, [(8, 0)])  # one bucket a step and rank
+                report = run([FPSCOPE, "report", trace, "--section", "nonfinite"], self.dir).stdout
+                self.assertIn("on rank 1", report)
 
     def test_program_without_torch_and_users_sitecustomize(self):
         own = os.path.join(self.dir, "own")

@@ -35,6 +35,9 @@ struct TraceCounts {
   uint64_t malformed_records = 0; // records whose contents were impossible (skipped)
   uint64_t unmatched_events = 0;  // NvtxPop without a push, Free of an unknown allocation, ...
   uint64_t lost_to_storage = 0;   // records received after the storage failed
+  // Processes that exited having traced nothing (no launch, range, allocation, scalar) while
+  // others did: launchers such as torchrun's agent, left out of `processes`.
+  uint64_t idle_processes = 0;
   // Rows of the event tables: nvtx_ranges, memory_events, loss_scale and scalars.
   uint64_t events() const { return nvtx_ranges + memory_events + loss_scale + scalars; }
 };
@@ -93,6 +96,9 @@ class TraceWriter {
 
   // Sets a meta key (in the current batch).
   void set_meta(const std::string& key, const std::string& value);
+  // How many processes wrote a ring: meta traced_processes is that less the idle ones left out
+  // (TraceCounts::idle_processes), written when the trace is completed.
+  void set_traced_processes(uint64_t rings);
 
   // Commits the open batch now. False once the storage has failed.
   bool commit();

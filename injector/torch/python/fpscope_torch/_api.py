@@ -7,13 +7,14 @@ import ctypes
 import sys
 
 # The constants of mpt/abi.h, fpscope/inject_api.h and fpscope/contract/ (nvtx.h, run_end.h,
-# tensor_names.h), as the build wrote them from those headers.
+# tensor_names.h, torch_operators.h), as the build wrote them from those headers.
 from ._contract import (  # noqa: F401 (the front end reads them from here)
     API_VERSION, CAT_ACTIVATION, CAT_DATA, CAT_GRADIENT, CAT_MASTER_WEIGHT, CAT_OPTIMIZER_STATE,
     CAT_WEIGHT, CAT_WORKSPACE, DEVICE_CPU, DEVICE_CUDA, DTYPE_BF16, DTYPE_F16, DTYPE_F32, DTYPE_F64,
     DTYPE_I32, DTYPE_I64, DTYPE_U8, MAX_DIMS, MEASURE_INPUTS, MEASURED_DTYPES, MEASURE_OUTPUTS, NAME_SEPARATOR,
     PHASE_BACKWARD, PHASE_EVAL, PHASE_FORWARD, PHASE_OPTIMIZER, RANGE_LAYER, RANGE_PHASE, RANGE_STEP,
-    TENSOR_FORMAT, TRAP_MESSAGE_PREFIX, TRAPPED, UNNAMED_OUTPUT_PREFIX)
+    TENSOR_FORMAT, TRAP_MESSAGE_PREFIX, TRAPPED, UNINITIALIZED_OPERATORS, UNMEASURED_NAMESPACES,
+    UNNAMED_OUTPUT_PREFIX, UNWATCHED_NAMESPACES)
 
 
 class Library:
@@ -36,6 +37,8 @@ class Library:
             f.argtypes = list(argtypes)
             return f
         self.tracing = bind("fpscope_tracing", ctypes.c_int)
+        self.set_rank = bind("fpscope_set_rank", ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                             ctypes.c_char_p)
         self.step_watched = bind("fpscope_step_watched", ctypes.c_int, ctypes.c_int64)
         self.range_push = bind("fpscope_range_push", ctypes.c_int, ctypes.c_int32, ctypes.c_char_p,
                                ctypes.c_int64)

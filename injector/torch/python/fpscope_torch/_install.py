@@ -37,13 +37,50 @@ def install():
 def _install():
     if _front_end._front is not None:
         return
-    # A worker multiprocessing started (a DataLoader worker under the "spawn" or "forkserver" start
-    # method, or the fork server itself) is not the program: it is not traced, as a forked worker is
-    # not. Its command line tells it: torch is imported while the child prepares, before
-    # parent_process() is set, and after sys.argv was given the parent's.
+    # A process multiprocessing started (under the "spawn" or "forkserver" start method: a fresh
+    # interpreter of the program) is a DataLoader worker, the fork server, or a rank of a program
+    # that starts its ranks itself (torch.multiprocessing.spawn, mp.Process). Its command line tells
+    # it: torch is imported while the child prepares, before parent_process() is set, and after
+    # sys.argv was given the parent's. A worker is not the program and is not traced, as a forked
+    # worker is not; a rank says so by joining a process group: it is traced from then on.
     import multiprocessing
     if multiprocessing.parent_process() is not None or _started_by_multiprocessing():
+        _trace_from_init_process_group()
         return
+    _install_now()
+
+
+def _trace_from_init_process_group():
+    """Installs the front end when this process joins a process group, under the rank it joined."""
+    if not torch.distributed.is_available():
+        return
+    import torch.distributed.distributed_c10d as c10d
+    original_init_group = c10d.init_process_group
+
+    @functools.wraps(original_init_group)
+    def init_process_group(*args, **kwargs):
+        result = original_init_group(*args, **kwargs)
+        c10d.init_process_group = torch.distributed.init_process_group = original_init_group
+        try:
+            lib = _api.Library()
+            local_rank = os.environ.get("LOCAL_RANK", "")
+            lib.set_rank(c10d.get_rank(), int(local_rank) if local_rank.isdigit() else -1, c10d.get_world_size(),
+                         b"init_process_group")
+            _install_now()
+            if _front_end._front is not None:
+                _front_end._front.process_group_coming()
+        except Exception as error:
+            if _front_end._front is not None:
+                _front_end._front.fail(error)
+            else:
+                _api.front_end_failed(_describe(error))
+        return result
+
+    c10d.init_process_group = init_process_group
+    torch.distributed.init_process_group = init_process_group
+
+
+def _install_now():
     try:
         lib = _api.Library()
     except RuntimeError as error:

@@ -1,9 +1,10 @@
-"""ctypes bindings to libfpscope_torch.so, the operators observed in C++ (injector/torch/src/observer.cpp).
+"""ctypes bindings to libfpscope_torch-<version>.so, the operators observed in C++
+(injector/torch/src/observer.cpp).
 
-The library is built beside the injector (<lib>/libfpscope_torch.so, this package being in
-<lib>/../share/fpscope/python) against the C++ headers of the torch it runs in. load() returns None,
-with the reason, when it cannot be used; the front end then watches operators with its Python
-dispatch mode.
+The build makes one library for each torch it finds, beside the injector (<lib>/, this package
+being in <lib>/../share/fpscope/python), against that torch's C++ headers and libtorch; _observers.py
+lists them. load() picks the one linked to the libtorch this process runs, or returns None with the
+reason; the front end then watches operators with its Python dispatch mode.
 """
 import ctypes
 import os
@@ -13,7 +14,7 @@ import torch
 from ._contract import ENV_TORCH_DISPATCH_MODE
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-LIBRARY = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "..", "lib", "libfpscope_torch.so"))
+LIBRARY_DIR = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "..", "lib"))
 # `fpscope run --torch-operators dispatch-mode` asks for the Python dispatch mode.
 DISPATCH_MODE_ENV = ENV_TORCH_DISPATCH_MODE
 
@@ -59,27 +60,33 @@ def load():
     """(Observer, None), or (None, why not)."""
     if os.environ.get(DISPATCH_MODE_ENV):
         return None, "asked for the dispatch mode"
-    if not os.path.exists(LIBRARY):
-        return None, ("%s is not there (a build makes it where libtorch-dev is installed; a copied "
-                      "build may have left it out)" % LIBRARY)
-    # The library links one libtorch; a process running another (a torch from elsewhere) must not
-    # load it, or it would bring a second libtorch in.
-    running = _mapped("libtorch_cpu.so")
     try:
-        from . import _linked
-        linked = os.path.realpath(_linked.TORCH_CPU_LIBRARY)
+        from ._observers import OBSERVERS
     except ImportError:
-        return None, "the build did not say which libtorch %s links" % LIBRARY
-    if running and linked not in running:
-        return None, "%s links %s, this torch runs %s" % (LIBRARY, linked, ", ".join(sorted(running)))
+        return None, "the build did not say which observers it made (_observers.py is missing)"
+    # Each library links one libtorch; a process running another must not load it, or it would
+    # bring a second libtorch in.
+    running = _mapped("libtorch_cpu.so")
+    built = []
+    for name, linked, version in OBSERVERS:
+        built.append("torch %s" % version)
+        if os.path.realpath(linked) in running:
+            break
+    else:
+        return None, ("no operator observer was built for this torch (%s, %s); this build has one for %s. "
+                      "Rebuild fpscope with this interpreter in FPSCOPE_TORCH_PYTHONS" %
+                      (torch.__version__, ", ".join(sorted(running)) or "libtorch_cpu not mapped",
+                       ", ".join(built) or "no torch"))
+    library = os.path.join(LIBRARY_DIR, name)
+    if not os.path.exists(library):
+        return None, "%s is not there (a copied build may have left it out)" % library
     try:
-        lib = ctypes.CDLL(LIBRARY)
+        lib = ctypes.CDLL(library)
     except OSError as error:
-        return None, "cannot load %s: %s" % (LIBRARY, error)
-    version = lib.fpscope_torch_built_for
-    version.restype = ctypes.c_char_p
-    wanted = version().decode()
-    running = ".".join(torch.__version__.split(".")[:2])
-    if running != wanted:
-        return None, "%s was built for torch %s, this is torch %s" % (LIBRARY, wanted, torch.__version__)
-    return Observer(lib, ctypes.PyDLL(LIBRARY)), None
+        return None, "cannot load %s: %s" % (library, error)
+    built_for = lib.fpscope_torch_built_for
+    built_for.restype = ctypes.c_char_p
+    wanted = built_for().decode()
+    if ".".join(torch.__version__.split(".")[:2]) != wanted:
+        return None, "%s was built for torch %s, this is torch %s" % (library, wanted, torch.__version__)
+    return Observer(lib, ctypes.PyDLL(library)), None

@@ -29,23 +29,26 @@ _DTYPES = {
 }
 _MEASURED_DTYPES = tuple(t for t, d in _DTYPES.items() if d in _api.MEASURED_DTYPES)
 # Operators whose outputs hold whatever the memory held before: counted, never measured.
-_UNINITIALIZED = {b"empty", b"empty_like", b"empty_strided", b"new_empty", b"new_empty_strided"}
+_UNINITIALIZED = frozenset(_api.UNINITIALIZED_OPERATORS)
 _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 
 
 class _OpInfo:
     """What the front end needs to know of one operator overload, worked out once."""
 
-    __slots__ = ("name", "unmeasured", "view", "arguments", "return_names")
+    __slots__ = ("name", "unwatched", "unmeasured", "view", "arguments", "return_names")
 
     def __init__(self, func):
         self.name = func.overloadpacket.__name__.encode()
         schema = func._schema
+        namespace = schema.name.split("::")[0].encode()
+        # The profiler's bookkeeping and the like: run, never a launch.
+        self.unwatched = namespace in _api.UNWATCHED_NAMESPACES
         returns = schema.returns
         # A pure view or metadata operator: it returns tensors, each aliasing an input, none written.
         # (An operator that returns nothing, as the in-place _foreach_add_, writes its arguments.)
         self.view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-        self.unmeasured = self.view or self.name in _UNINITIALIZED
+        self.unmeasured = self.view or self.name in _UNINITIALIZED or namespace in _api.UNMEASURED_NAMESPACES
         # (position, keyword, written) of each argument that can hold a tensor (Tensor, Tensor?,
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
@@ -288,6 +291,8 @@ class OperatorCalls:
     def dispatch(self, func, args, kwargs, call):
         lib = self.lib
         info = self.op_info(func)
+        if info.unwatched:
+            return func(*args, **kwargs)
         inputs = []
         for position, keyword, written in info.arguments:
             if position < len(args):
