@@ -195,8 +195,8 @@ Action add_advise(CLI::App& app) {
     };
     // The op lists name mptrain's ops; a PyTorch program's operators are not mapped to them, so
     // lists made from its trace would say "not seen" of every op it ran.
-    const std::string framework = trace->meta_value("config.framework").value_or("");
-    if (framework.rfind("torch", 0) == 0) {
+    if (trace->from_pytorch()) {
+      const std::string framework = trace->meta_value("config.framework").value_or("");
       print_loss_scaling();
       std::cout << fmt::format(
           "No op lists written: this trace is of a PyTorch program ({}), and the lists (fp32_ops.txt, bf16_ops.txt) name "

@@ -402,6 +402,8 @@ std::optional<std::string> Trace::meta_value(std::string_view key) const {
   return it->second;
 }
 
+bool Trace::from_pytorch() const { return meta_value("config.framework").value_or("").starts_with("torch"); }
+
 void Trace::interrupt() const { sqlite3_interrupt(impl_->db.handle()); }
 
 QueryResult Trace::query(std::string_view sql, std::size_t max_rows) const {

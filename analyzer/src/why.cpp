@@ -30,10 +30,21 @@ std::optional<double> scale_at(const Trace& trace, const LossScaleReport& ls, st
   return std::nullopt;
 }
 
+// How advice names a setting: mptrain's flag, or what a PyTorch program sets.
+std::string setting(const Trace& trace, std::string_view mptrain, std::string_view torch) {
+  return std::string(trace.from_pytorch() ? torch : mptrain);
+}
+
 // The loss-scale line of `fpscope advise`, worded as advice.
 std::string advice_for_scale(const Trace& trace) {
   const LossScaleAdvice a = advise(trace).loss_scale;
-  if (!a.initial_scale) return "use dynamic loss scaling (--loss-scale dynamic) so the scale backs off";
+  const bool torch = trace.from_pytorch();
+  if (!a.initial_scale)
+    return torch ? "use a dynamic loss scale (torch.amp.GradScaler) so the scale backs off"
+                 : "use dynamic loss scaling (--loss-scale dynamic) so the scale backs off";
+  if (torch)
+    return fmt::format("start the loss scale at {} or below: torch.amp.GradScaler(init_scale={:g}) (fpscope advise)",
+                       human_scale(*a.initial_scale), *a.initial_scale);
   return fmt::format("start the loss scale at {} or below: --loss-scale dynamic --scale-init {:g} (fpscope advise)",
                      human_scale(*a.initial_scale), *a.initial_scale);
 }
@@ -124,7 +135,9 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
         second_moment ? "second moment" : "optimizer state", out.name, out.zero, out.count, out.dtype,
         gradient ? gradient->name : std::string("(not measured)"), gradient_zeros,
         second_moment ? " (squares of small gradients flushed to zero), so the update divided by almost nothing" : "");
-    c.advice = "keep the optimizer state in fp32 (mptrain --optimizer-state fp32), or raise the optimizer's epsilon";
+    const std::string fp32_state =
+        setting(w.trace(), "mptrain --optimizer-state fp32", "fp32 parameters, with autocast for the forward pass");
+    c.advice = fmt::format("keep the optimizer state in fp32 ({}), or raise the optimizer's epsilon", fp32_state);
     const auto eps = optimizer_epsilon(w.trace());
     const auto format = format_of_dtype(out.dtype);
     if (second_moment && eps && format && *eps < format_limits(*format).min_subnormal) {
@@ -132,9 +145,8 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
       c.summary += fmt::format("; the epsilon {} is below {}'s smallest subnormal {}, so it cannot keep the "
                                "denominator away from zero",
                                human_number(*eps), limits.name, human_number(limits.min_subnormal));
-      c.advice = fmt::format("keep the optimizer state in fp32 (mptrain --optimizer-state fp32), or raise the "
-                             "epsilon above {} (mptrain --eps)",
-                             human_number(limits.min_subnormal));
+      c.advice = fmt::format("keep the optimizer state in fp32 ({}), or raise the epsilon above {} ({})", fp32_state,
+                             human_number(limits.min_subnormal), setting(w.trace(), "mptrain --eps", "the optimizer's eps"));
     }
     return c;
   }
@@ -147,14 +159,16 @@ std::optional<Cause> optimizer_cause(Walker& w, const CauseLink& link) {
         c.summary += fmt::format(": learning rate {} x gradient absmax {} = {}, beyond the weight's absmax {} before the step",
                                  human_number(lr), human_number(*gradient->absmax), human_number(update),
                                  human_number(*link.absmax_before));
-        c.advice = fmt::format("lower the learning rate (--lr): below {} keeps this update within the weight's range",
+        c.advice = fmt::format("lower the learning rate ({}): below {} keeps this update within the weight's range",
+                               setting(w.trace(), "--lr", "the optimizer's lr"),
                                human_number(*link.absmax_before / *gradient->absmax));
         return c;
       }
     } catch (const std::exception&) {
     }
   }
-  c.advice = "lower the learning rate (--lr), or keep this parameter and its optimizer state in fp32";
+  c.advice = fmt::format("lower the learning rate ({}), or keep this parameter and its optimizer state in fp32",
+                         setting(w.trace(), "--lr", "the optimizer's lr"));
   return c;
 }
 

@@ -7,9 +7,11 @@ so `fpscope compare` lines the two trainers up layer by layer:
     fpscope run -o runs/torch-bf16.sqlite -- python3 fashion_cnn.py --precision amp-bf16
     fpscope compare runs/mptrain-fp32.sqlite runs/torch-fp32.sqlite
 
-Options: --precision fp32|bf16|amp-bf16|amp-fp16 (amp-fp16: CUDA only, with GradScaler), --device
-cpu|cuda, --images N (6000), --batch-size (32), --lr (0.01), --optimizer sgd|adamw, --data-dir
-(/usr/share/datasets/fashion-mnist), --seed, --threads.
+Options: --precision fp32|bf16|amp-bf16|amp-fp16 (amp-fp16: with GradScaler, on the CPU from torch
+2.3), --init-scale (GradScaler's first loss scale, 65536), --device cpu|cuda, --images N (6000),
+--batch-size (32), --lr (0.01), --optimizer sgd|adamw, --data-dir
+(/usr/share/datasets/fashion-mnist), --seed, --threads. With a GradScaler, each printed step says
+the loss scale after it and whether the scaler skipped the optimizer's step.
 """
 import argparse
 import contextlib
@@ -85,11 +87,13 @@ def main():
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--init-scale", type=float, default=65536.0, help="GradScaler's first loss scale")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("fashion_cnn.py: --device cuda, but this PyTorch sees no CUDA device")
-    if args.precision == "amp-fp16" and args.device != "cuda":
-        sys.exit("fashion_cnn.py: --precision amp-fp16 needs --device cuda (GradScaler is CUDA only here)")
+    if args.precision == "amp-fp16" and args.device != "cuda" and not hasattr(torch.amp, "GradScaler"):
+        sys.exit("fashion_cnn.py: --precision amp-fp16 on the CPU needs torch 2.3 or newer (torch.amp.GradScaler); "
+                 "this is torch %s: use --device cuda" % torch.__version__)
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -110,7 +114,8 @@ def main():
                 else contextlib.nullcontext())
     scaler = None
     if args.precision == "amp-fp16":  # torch.amp.GradScaler from torch 2.3, torch.cuda.amp's before
-        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
+        scaler = (torch.amp.GradScaler(args.device, init_scale=args.init_scale) if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler(init_scale=args.init_scale))
     steps = len(x) // args.batch_size
     for step in range(steps):
         batch = slice(step * args.batch_size, (step + 1) * args.batch_size)
@@ -120,15 +125,18 @@ def main():
         optimizer.zero_grad()
         with autocast:
             loss = F.cross_entropy(model(inputs), labels)
+        skipped = ""
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(optimizer)
+            before = scaler.get_scale()
             scaler.update()
+            skipped = " scale %r%s" % (scaler.get_scale(), " skipped" if scaler.get_scale() < before else "")
         else:
             loss.backward()
             optimizer.step()
-        if step % 50 == 0 or step == steps - 1:
-            print("step %d loss %.4f" % (step, loss.item()))
+        if step % 50 == 0 or step == steps - 1 or skipped.endswith("skipped"):
+            print("step %d loss %.4f%s" % (step, loss.item(), skipped))
 
 
 if __name__ == "__main__":

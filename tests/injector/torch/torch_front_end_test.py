@@ -441,6 +441,45 @@ class FrontEndTest(support.FrontEndCase):
         self.assertEqual(peak["weight"], 4 * parameters)
         self.assertEqual(peak["data"], 320 * 28 * 28 * 4 + 320 * 8)  # images (f32) and labels (i64)
 
+    def test_torch2_amp_fp16_with_a_grad_scaler_on_the_cpu(self):
+        """torch.autocast("cpu", dtype=torch.float16) and torch.amp.GradScaler("cpu") for real (torch
+        2.3 and newer; torch 1.13's CPU scaler is disabled, see the stand-in test): the example CNN
+        starts its scale at 2^24, too high for fp16, and backs off. The trace's loss-scale history
+        and skipped steps are the ones the program's scaler reports of itself, and the why of each
+        skip names its scale and the tensor that overflowed, with advice in GradScaler's terms."""
+        if not DATA_DIR:
+            self.skipTest("needs --data-dir")
+        program = [PYTHON, EXAMPLE, "--precision", "amp-fp16", "--init-scale", str(2.0 ** 24), "--images", "640",
+                   "--data-dir", DATA_DIR, "--threads", "1"]
+        plain = run(program, self.dir)
+        trace, traced = self.trace_program(program)
+        self.assertEqual(traced.stdout, plain.stdout)
+        # The program's word: "step N loss L scale S [skipped]", for every step that skipped and
+        # the last.
+        said = {}
+        for line in plain.stdout.splitlines():
+            words = line.split()
+            said[int(words[1])] = (float(words[5]), words[-1] == "skipped")
+        events = self.query(trace, "SELECT step, scale_before, scale_after, found_inf, skipped, event FROM loss_scale"
+                                   " ORDER BY t_ns")
+        self.assertEqual([e[0] for e in events], list(range(20)))  # 640 images, 32 a step
+        self.assertEqual(events[0][1], 2.0 ** 24)
+        for step, before, after, found_inf, skipped, event in events:
+            if step in said:
+                self.assertEqual((after, bool(skipped)), said[step], step)
+            self.assertEqual((found_inf, event, after), (1, "backoff", before / 2) if skipped else (0, "unchanged", before))
+        skipped_steps = [e[0] for e in events if e[4]]
+        self.assertEqual(skipped_steps, sorted(step for step, (_, skip) in said.items() if skip))
+        self.assertGreater(len(skipped_steps), 3)
+        why = json.loads(run([FPSCOPE, "report", trace, "--section", "why", "--format", "json"], self.dir).stdout)["why"]
+        explained = [s for s in why["skipped_steps"] if s["kind"] == "skipped_step"]
+        self.assertEqual([s["step"] for s in explained], skipped_steps)
+        scale_at = {e[0]: e[1] for e in events}
+        for s in explained:
+            self.assertIn("step %d skipped at loss scale 2^%d" % (s["step"], math.log2(scale_at[s["step"]])), s["summary"])
+            self.assertIn("overflowed first", s["summary"])
+            self.assertIn("torch.amp.GradScaler(init_scale=", s["advice"])
+
     def test_a_growing_range_is_forecast_before_it_overflows(self):
         script = self.write("grow.py", """
             import torch, torch.nn as nn

@@ -95,6 +95,9 @@ class Trace {
   bool summaries_precomputed() const;
   const std::map<std::string, std::string>& meta() const;
   std::optional<std::string> meta_value(std::string_view key) const;
+  // The program was a PyTorch program (its front end wrote config.framework "torch <version>"):
+  // advice names GradScaler rather than mptrain's flags.
+  bool from_pytorch() const;
 
   // Runs one read-only SQL statement. Writing statements are refused (TraceError Query), as is
   // more than one statement. max_rows 0: no limit.

@@ -62,7 +62,7 @@ def _returned(info, args, result):
     """What the dispatch mode hands back for an operator's result. A view of a wrapped number (a
     Python scalar PyTorch holds as a 0-dim tensor, as autograd detaches one to save it) comes back
     to Python as a number; the view is the tensor itself, which no gradient touches."""
-    if info.unmeasured and result is not None and not isinstance(result, (torch.Tensor, list, tuple)):
+    if info.view and result is not None and not isinstance(result, (torch.Tensor, list, tuple)):
         return args[0]
     return result
 
