@@ -21,8 +21,9 @@
 namespace fpscope::contract {
 
 // The rules in force when none are given: masks are made of -inf on purpose, by a masking operator
-// (masked_fill) or as a constant (torch.full(..., -inf), then triu: PyTorch's causal mask).
-inline constexpr const char* kDefaultAllowRules = "masked_fill*:-inf,full:-inf,fill_:-inf";
+// (masked_fill) or as a constant (torch.full(..., -inf), then triu: PyTorch's causal mask; a 0-dim
+// scalar_tensor(-inf) that torch.where spreads: Hugging Face transformers' masks).
+inline constexpr const char* kDefaultAllowRules = "masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf";
 
 // Kinds of non-finite value, as bits.
 inline constexpr uint8_t kAllowNan = 1, kAllowPosInf = 2, kAllowNegInf = 4;

@@ -1,0 +1,120 @@
+"""End-to-end tests on programs built on libraries nobody here wrote, traced unmodified: a Hugging
+Face transformers causal language model built from a config (random weights, nothing downloaded),
+trained on the Zen of Python, byte by byte. The libraries come from the PyPI environment
+(scripts/python-env.sh), so these tests run under torch 2 only (their names start test_torch2_).
+
+Usage: torch_libraries_test.py --fpscope PATH [--torch-operators observer|dispatch-mode]
+       [unittest arguments]
+"""
+import json
+import math
+
+import torch_test_support as support
+from torch_test_support import PYTHON, losses, run
+
+FPSCOPE = OPERATORS = MPTRAIN = DATA_DIR = None
+
+# argv: [FAULT_STEP]. GPT-2 of two blocks from transformers, trained six steps with AdamW under CPU
+# bf16 autocast on the Zen of Python's bytes (it ships with Python). At FAULT_STEP the second block's
+# attention projection is scaled by 1e30 between steps, so its query-key products overflow. Prints
+# each step's loss exactly. With LM_REFERENCE set, it also says, from forward hooks of its own, the
+# modules whose forward ran at step 0 and the first module whose output held NaN or Inf made from
+# finite inputs (hooks run innermost first: a module that only passed its child's NaN on is not it).
+GPT2 = """
+import codecs, contextlib, io, os, sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints it
+    import this
+torch.manual_seed(0)
+torch.set_num_threads(1)
+text = codecs.decode(this.s, "rot13").encode()
+data = torch.tensor(list(text), dtype=torch.long)
+config = GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=2, bos_token_id=0,
+                    eos_token_id=0)
+model = GPT2LMHeadModel(config)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+fault_step = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+reference = bool(os.environ.get("LM_REFERENCE"))
+ran, first_bad, step = [], [], 0
+
+def finite(values):
+    return all(torch.isfinite(v).all() for v in values if isinstance(v, torch.Tensor) and v.is_floating_point())
+
+def seen(name):
+    def hook(module, args, kwargs, output):
+        out = output[0] if isinstance(output, tuple) else output
+        if step == 0 and name not in ran:
+            ran.append(name)
+        inputs = list(args) + [kwargs.get("hidden_states")]  # the mask's -inf are meant
+        if not first_bad and finite(inputs) and not finite([out]):
+            first_bad.append((name, step))
+    return hook
+
+if reference:
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(seen(name), with_kwargs=True)
+for step in range(6):
+    batch = torch.stack([data[i:i + 64] for i in (0, 100, 200, 300)])
+    if step == fault_step:
+        with torch.no_grad():
+            model.transformer.h[1].attn.c_attn.weight.mul_(1e30)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=batch, labels=batch)
+    opt.zero_grad()
+    out.loss.backward()
+    opt.step()
+    print("loss", step, out.loss.item().hex())
+if reference:
+    print("ran", " ".join(ran))
+    print("first", *(first_bad[0] if first_bad else ("none", -1)))
+"""
+
+
+class FrontEndTest(support.FrontEndCase):
+    def test_torch2_hugging_face_gpt2_names_its_layers_and_its_first_nan(self):
+        """GPT-2 from transformers, untouched: every layer is a module path of the model, the loss
+        of every step is the program's, the attention mask's -inf (a scalar_tensor spread by
+        where) is intended, and the overflow planted at step 3 is found where forward hooks of
+        the program's own first see it, in the product of queries and keys."""
+        script = self.write("gpt2.py", GPT2)
+        reference = run([PYTHON, script, "3"], self.dir, env={"LM_REFERENCE": "1"})
+        ran = next(l.split()[1:] for l in reference.stdout.splitlines() if l.startswith("ran "))
+        first_module, first_step = next(l.split()[1:] for l in reference.stdout.splitlines()
+                                        if l.startswith("first "))
+        self.assertEqual((first_module, first_step), ("transformer.h.1.attn", "3"))
+
+        plain = run([PYTHON, script, "3"], self.dir)
+        trace, traced = self.trace(script, args=["3"])
+        self.assertEqual(traced.stdout, plain.stdout)
+        # The program's hooks change nothing it computes either: the same loss lines.
+        self.assertEqual(plain.stdout.splitlines(), reference.stdout.splitlines()[:6])
+        recorded = self.query(trace, "SELECT s.step, s.value FROM scalars s JOIN strings n ON n.id = s.name_id"
+                                     " WHERE n.value = 'loss' ORDER BY s.step")
+        printed = losses(plain.stdout)
+        self.assertEqual([step for step, _ in recorded], list(range(6)))
+        self.assertEqual(recorded[:3], list(enumerate(printed))[:3])  # finite until the fault
+        # NaN losses after it: SQLite keeps a NaN REAL as NULL.
+        self.assertTrue(all(v is None and math.isnan(p) for (_, v), p in zip(recorded[3:], printed[3:])))
+        # Layers are module paths of the model, and every module with parameters of its own is one.
+        layers = {l for (l,) in self.query(trace, "SELECT DISTINCT layer FROM v_kernels"
+                                                   " WHERE phase = 'forward' AND layer IS NOT NULL")}
+        self.assertTrue(layers <= set(ran), layers - set(ran))
+        for name in ("transformer.wte", "transformer.wpe", "transformer.h.0.ln_1", "transformer.h.0.attn.c_attn",
+                     "transformer.h.1.mlp.c_fc", "transformer.h.1.mlp.c_proj", "transformer.ln_f", "lm_head"):
+            self.assertIn(name, layers)
+        # The first NaN/Inf: where the program's hooks saw it, made by the scores' batched matmul.
+        first = self.query(trace, "SELECT kernel, layer, phase, step FROM v_first_nonfinite")
+        self.assertEqual(first, [("bmm", first_module, "forward", int(first_step))])
+        report = json.loads(run([FPSCOPE, "report", trace, "--section", "nonfinite", "--format", "json"],
+                                self.dir).stdout)["nonfinite"]
+        self.assertEqual(report["first_step"], 3)
+        self.assertIn("scalar_tensor", report["intended"]["made_by"])
+        # The mask's -inf alone made nothing before the fault.
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM nonfinite n JOIN v_kernels k ON k.id = n.kernel_id"
+                                           " WHERE n.allowed = 0 AND k.step < 3"), [(0,)])
+
+
+if __name__ == "__main__":
+    support.main(globals())
