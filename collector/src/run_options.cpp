@@ -134,6 +134,10 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "default when it was built) or dispatch-mode (Python's TorchDispatchMode, slower)")
       ->check(CLI::IsMember({"observer", "dispatch-mode"}))
       ->capture_default_str();
+  app.add_flag("--eager", o.eager,
+               "Run a PyTorch program with torch.compile turned off (TorchDynamo disabled), so that every "
+               "operator runs eagerly and is measured; compiled, Inductor's fused kernels are not seen. "
+               "Numerics can differ from the compiled run's");
   app.add_option("--trap", o.trap, "Stop the program (SIGTRAP) at the first kernel that makes a NaN/Inf")
       ->check(CLI::IsMember({"nonfinite", "nan", "inf"}));
   app.add_option("--allow", o.allow,
@@ -193,6 +197,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
   if (o.stats_threads > 0) env.emplace_back(contract::env::kStatsThreads, std::to_string(o.stats_threads));
   if (o.rescan_inputs) env.emplace_back(contract::env::kRescanInputs, "1");
   if (o.torch_operators == "dispatch-mode") env.emplace_back(contract::env::kTorchDispatchMode, "1");
+  if (o.eager) env.emplace_back(contract::env::kTorchEager, "1");
   if (!o.steps.empty()) env.emplace_back(contract::env::kSteps, o.steps);
   if (!o.ops.empty()) env.emplace_back(contract::env::kOps, o.ops);
   if (!o.trap.empty()) env.emplace_back(contract::env::kTrap, o.trap);
@@ -204,7 +209,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
                       {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads},
-                      {"rescan_inputs", o.rescan_inputs}, {"torch_operators", o.torch_operators},
+                      {"rescan_inputs", o.rescan_inputs}, {"torch_operators", o.torch_operators}, {"eager", o.eager},
                       {"trap", o.trap},
                       {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti},
                       {"max_size_mib", o.max_size_mib}};

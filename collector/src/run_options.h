@@ -22,6 +22,7 @@ struct RunOptions {
   std::string stats = "full";      // full | basic
   int stats_threads = 0;           // threads sharing a large tensor's scan; 0: automatic
   std::string torch_operators = "observer";  // how the PyTorch front end sees operators
+  bool eager = false;                        // torch.compile off in PyTorch programs
   bool rescan_inputs = false;      // scan every input, never reuse an output's statistics
   std::string trap;                // nonfinite | nan | inf, empty: none
   std::string allow = contract::kDefaultAllowRules;  // --allow: intended NaN/Inf

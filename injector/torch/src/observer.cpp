@@ -290,6 +290,15 @@ void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tenso
   });
 }
 
+// A tensor whose operators are not the program's computation on data: a tensor subclass that
+// dispatches in Python (torch.compile's FakeTensor, and wrappers such as torchao's float8 tensors,
+// whose operators run again on the plain tensors inside them, which are measured), a functional
+// wrapper (torch.compile's functionalization) or a meta tensor. Operators on one are not launches.
+bool without_data_of_its_own(const at::Tensor& t) {
+  const c10::DispatchKeySet keys = t.key_set();
+  return keys.has(c10::DispatchKey::Python) || keys.has(c10::DispatchKey::Functionalize) || t.is_meta();
+}
+
 std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn) {
   const OpInfo* known = info_of(fn);
   if (known == nullptr || known->pass_through || autocast_passes_through(*known)) return nullptr;
@@ -306,6 +315,8 @@ std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn
   o->info = &info;
   const c10::ArrayRef<const c10::IValue> args = fn.inputs();
   for (size_t i = 0; i < args.size(); ++i) collect(args[i], i < info.written.size() && info.written[i], o->inputs);
+  for (const auto& [t, w] : o->inputs)
+    if (without_data_of_its_own(t)) return nullptr;
   std::vector<Allocation*> entries;
   entries.reserve(o->inputs.size());
   for (const auto& [t, w] : o->inputs)

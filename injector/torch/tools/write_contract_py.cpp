@@ -99,6 +99,7 @@ std::map<std::string, std::string> facts() {
       {"PHASE_EVAL", quoted(contract::kPhaseEval)},
       {"ENV_RING", quoted(contract::env::kRing)},
       {"ENV_TORCH_DISPATCH_MODE", quoted(contract::env::kTorchDispatchMode)},
+      {"ENV_TORCH_EAGER", quoted(contract::env::kTorchEager)},
   };
 }
 

@@ -194,7 +194,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   Reader db(trace_);
   EXPECT_EQ(db.meta("env.OMP_NUM_THREADS"), "3");
   EXPECT_EQ(db.meta("options"),
-            R"({"allow":"masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf","cupti":true,"dump":"op=conv2d_backward,step=4","every":2,)"
+            R"({"allow":"masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf","cupti":true,"dump":"op=conv2d_backward,step=4","eager":false,"every":2,)"
             R"("max_size_mib":0,"ops":"conv*,fc1",)"
             R"("rescan_inputs":false,"ring_size_mib":64,)"
             R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","torch_operators":"observer",)"

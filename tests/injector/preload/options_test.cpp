@@ -54,12 +54,14 @@ TEST(Options, DefaultsMeasureEverythingFully) {
 
 TEST(Options, AllowRulesParseAndRejectWhatTheyCannotRead) {
   Options def = parsed(Env{{}});
-  ASSERT_EQ(def.allow.size(), 3u);  // masks are made of -inf on purpose
+  ASSERT_EQ(def.allow.size(), 4u);  // masks are made of -inf on purpose
   EXPECT_EQ(def.allow[0].glob, "masked_fill*");
   EXPECT_EQ(def.allow[0].kinds, contract::kAllowNegInf);
   EXPECT_EQ(def.allow[1].glob, "full");
   EXPECT_EQ(def.allow[2].glob, "fill_");
   EXPECT_EQ(def.allow[2].kinds, contract::kAllowNegInf);
+  EXPECT_EQ(def.allow[3].glob, "scalar_tensor");
+  EXPECT_EQ(def.allow[3].kinds, contract::kAllowNegInf);
   Options o = parsed(Env{{{"FPSCOPE_ALLOW", "attn.*:-inf|nan,log_*:inf"}}});
   ASSERT_EQ(o.allow.size(), 2u);
   EXPECT_EQ(o.allow[0].kinds, contract::kAllowNegInf | contract::kAllowNan);

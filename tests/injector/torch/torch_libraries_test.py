@@ -1,6 +1,6 @@
 """End-to-end tests on programs built on libraries nobody here wrote, traced unmodified: a Hugging
 Face transformers causal language model built from a config (random weights, nothing downloaded),
-trained on the Zen of Python, byte by byte. The libraries come from the PyPI environment
+trained on the Zen of Python, byte by byte; a model compiled with torch.compile. The libraries come from the PyPI environment
 (scripts/python-env.sh), so these tests run under torch 2 only (their names start test_torch2_).
 
 Usage: torch_libraries_test.py --fpscope PATH [--torch-operators observer|dispatch-mode]
@@ -72,7 +72,71 @@ if reference:
 """
 
 
+# A small model compiled with torch.compile (TorchDynamo and Inductor, which builds its fused CPU
+# kernels with the C++ compiler), trained three steps with SGD. Prints each step's loss exactly.
+COMPILED = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 4)
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)) * 2.0)
+net = Net()
+model = torch.compile(net)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+for step in range(3):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+"""
+
+
 class FrontEndTest(support.FrontEndCase):
+    def test_torch2_a_compiled_model_says_what_was_not_measured(self):
+        """torch.compile: traced with the C++ observer, the program computes what it computes
+        untraced; the trace says it was compiled and the report says what that hides (Inductor's
+        fused gelu and mul), while the matmuls Inductor calls as operators are measured. With
+        `fpscope run --eager` TorchDynamo is off and every operator is measured, as the program
+        computes with compilation disabled. Under the dispatch mode TorchDynamo compiles nothing,
+        and the trace says so."""
+        script = self.write("compiled.py", COMPILED)
+        eager_env = {"TORCH_COMPILE_DISABLE": "1"}
+        eager = run([PYTHON, script], self.dir, env=eager_env)
+
+        def forward_kernels(trace):
+            return [k for (k,) in self.query(trace, "SELECT kernel FROM v_kernels WHERE step = 1 AND sampled = 1"
+                                                    " AND phase = 'forward' ORDER BY id")]
+
+        def compile_config(trace):
+            return self.query(trace, "SELECT value FROM meta WHERE key = 'config.torch_compile'")[0][0]
+
+        if OPERATORS == "observer":
+            plain = run([PYTHON, script], self.dir)
+            trace, traced = self.trace(script)
+            self.assertEqual(traced.stdout, plain.stdout)
+            self.assertEqual(compile_config(trace), "compiled")
+            self.assertEqual(forward_kernels(trace), ["addmm", "addmm", "_log_softmax", "nll_loss_forward"])
+            summary = run([FPSCOPE, "report", trace, "--section", "summary"], self.dir).stdout
+            self.assertIn("compiled by torch.compile", summary)
+            self.assertIn("fpscope run --eager", summary)
+            trace, traced = self.trace(script, "--eager")
+            self.assertEqual(traced.stdout, eager.stdout)
+            self.assertEqual(compile_config(trace), "off (--eager): every operator ran eagerly")
+        else:
+            trace, traced = self.trace(script)
+            self.assertEqual(traced.stdout, eager.stdout)
+            self.assertEqual(compile_config(trace), "not compiled: the dispatch mode keeps TorchDynamo off")
+        self.assertEqual(forward_kernels(trace), ["addmm", "gelu", "mul", "addmm", "_log_softmax", "nll_loss_forward"])
+        summary = run([FPSCOPE, "report", trace, "--section", "summary"], self.dir).stdout
+        self.assertNotIn("compiled by torch.compile", summary)
+
     def test_torch2_hugging_face_gpt2_names_its_layers_and_its_first_nan(self):
         """GPT-2 from transformers, untouched: every layer is a module path of the model, the loss
         of every step is the program's, the attention mask's -inf (a scalar_tensor spread by

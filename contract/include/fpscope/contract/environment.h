@@ -22,6 +22,9 @@ inline constexpr const char* kGpuLibrary = "FPSCOPE_GPU_LIBRARY";  // libfpscope
 // 1: the PyTorch front end watches operators with its Python dispatch mode, not the C++ observer
 // (read by the front end's Python, whose build writes the name in from here, as it does kRing).
 inline constexpr const char* kTorchDispatchMode = "FPSCOPE_TORCH_DISPATCH_MODE";
+// 1: the PyTorch front end turns torch.compile off (TorchDynamo disabled): every operator runs
+// eagerly and is measured (`fpscope run --eager`).
+inline constexpr const char* kTorchEager = "FPSCOPE_TORCH_EAGER";
 
 // Every variable `fpscope run` may set in the program's environment starts with this prefix, so
 // a value inherited from an outer run is dropped before the new ones are added.

@@ -10,6 +10,7 @@ import sys
 import torch
 
 from . import _api, _front_end, _observer
+from ._contract import ENV_TORCH_EAGER
 from ._failures import _describe, _Trapped
 from ._front_end import FrontEnd, threading_ident
 
@@ -125,6 +126,7 @@ def _install_now():
     torch.nn.Parameter.__new__ = parameter_new
 
     _follow_grad_scalers(front)
+    _follow_compile(lib, dispatch_mode=observer is None)
 
     if torch.distributed.is_available():
         # Collectives (DDP's all-reduce of the gradient buckets, dist.all_reduce) write tensors on
@@ -149,6 +151,36 @@ def _install_now():
     front.watch(watched)
     os.register_at_fork(after_in_child=_forget_in_child)
     atexit.register(_finish)
+
+
+def _follow_compile(lib, dispatch_mode):
+    """Says in the trace (config.torch_compile) how torch.compile ran, the first time the program
+    calls it, and turns it off under `fpscope run --eager`. Compiled, the operators Inductor fuses
+    run in generated kernels no watcher sees; under the dispatch mode TorchDynamo compiles nothing
+    (it leaves frames alone while a dispatch mode is on), so the program runs eagerly."""
+    original = getattr(torch, "compile", None)
+    if original is None:  # torch 1.13
+        return
+    eager = bool(os.environ.get(ENV_TORCH_EAGER))
+    if eager:
+        dynamo_config = sys.modules.get("torch._dynamo.config")
+        if dynamo_config is not None:
+            dynamo_config.disable = True
+        else:  # read when TorchDynamo is first imported
+            os.environ["TORCH_COMPILE_DISABLE"] = "1"
+    how = (b"off (--eager): every operator ran eagerly" if eager
+           else b"not compiled: the dispatch mode keeps TorchDynamo off" if dispatch_mode
+           else b"compiled")
+    said = []
+
+    @functools.wraps(original)
+    def compile(*args, **kwargs):
+        if not said:
+            said.append(True)
+            lib.log_text(b"torch_compile", how)
+        return original(*args, **kwargs)
+
+    torch.compile = compile
 
 
 def _follow_grad_scalers(front):

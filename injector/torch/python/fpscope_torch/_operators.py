@@ -58,6 +58,22 @@ class _OpInfo:
         self.return_names = [r.name.encode() if r.type.kind() == "TensorType" else b"" for r in returns]
 
 
+_DISPATCHES_IN_PYTHON = {torch.Tensor: False, torch.nn.Parameter: False}
+
+
+def _without_data_of_its_own(t):
+    """A tensor whose operators are not the program's computation on data (as the C++ observer's
+    without_data_of_its_own): a subclass that dispatches in Python (torch.compile's FakeTensor,
+    torchao's float8 tensors, whose operators run again on the plain tensors inside), or a meta
+    tensor."""
+    kind = type(t)
+    python = _DISPATCHES_IN_PYTHON.get(kind)
+    if python is None:
+        python = _DISPATCHES_IN_PYTHON[kind] = (
+            getattr(kind, "__torch_dispatch__", None) is not getattr(torch.Tensor, "__torch_dispatch__", None))
+    return python or t.is_meta
+
+
 def _returned(info, args, result):
     """What the dispatch mode hands back for an operator's result. A view of a wrapped number (a
     Python scalar PyTorch holds as a 0-dim tensor, as autograd detaches one to save it) comes back
@@ -299,6 +315,8 @@ class OperatorCalls:
                 _tensors_in(args[position], written, inputs)
             elif keyword in kwargs:
                 _tensors_in(kwargs[keyword], written, inputs)
+        if any(_without_data_of_its_own(t) for t, _ in inputs):
+            return func(*args, **kwargs)
         adopt = self.memory.adopt
         # A tensor no operator made (torch.from_numpy, a batch from a worker) is data.
         entries = [adopt(t, _api.CAT_DATA, name_of=_data_name, unknown_writes=True) for t, _ in inputs]

@@ -16,9 +16,14 @@ from ._failures import _guarded
 from ._operators import _data_name, _tensor_list
 
 threading_ident = threading.get_ident
+# True while torch.compile traces a function (TorchDynamo reads the call as a constant): the module
+# hooks then do nothing, so that they become no part of the compiled graph and make it break
+# nowhere the untraced program's would not; torch 1.13 has no torch.compile.
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
-# Modules that wrap the model for data parallelism (torch.nn.parallel).
-_WRAPPERS = ("DistributedDataParallel", "DataParallel")
+# Modules that wrap the model, and the attribute that holds it: data parallelism
+# (torch.nn.parallel) and torch.compile's OptimizedModule.
+_WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module", "OptimizedModule": "_orig_mod"}
 
 
 class _Ranges:
@@ -91,15 +96,16 @@ class TrainingLoop:
 
     def name_model(self, root):
         """Names every module and parameter of a model the first time its outermost module runs.
-        DistributedDataParallel and DataParallel hold the model as `.module`: names are the model's
-        own, as without the wrapper (`conv1`, not `module.conv1`), and the wrapper is the model too.
+        DistributedDataParallel and DataParallel hold the model as `.module`, torch.compile's
+        OptimizedModule as `._orig_mod`: names are the model's own, as without the wrapper (`conv1`,
+        not `module.conv1`), and the wrapper is the model too.
         A program that trains more than one model (a generator and a discriminator) keeps them
         apart: the first model with parameters keeps its names, each later one's begin with its
         class name (`Discriminator.net.0`), and a number after it where two share a class
         (`Net#2.fc`). A model's own forward is a phase, never a layer."""
-        while type(root).__name__ in _WRAPPERS and isinstance(getattr(root, "module", None), torch.nn.Module):
+        while isinstance(getattr(root, _WRAPPERS.get(type(root).__name__, " "), None), torch.nn.Module):
             self.module_names[root] = ""
-            root = root.module
+            root = getattr(root, _WRAPPERS[type(root).__name__])
         parameters = sum(p.numel() for p in root.parameters())
         label = type(root).__name__
         if parameters and self.models:
@@ -121,7 +127,7 @@ class TrainingLoop:
 
     @_guarded
     def forward_pre_hook(self, module, inputs):
-        if threading_ident() != self.main_thread:
+        if _compiling() or threading_ident() != self.main_thread:
             return None
         name = self.module_names.get(module)
         if name is None:
@@ -146,7 +152,7 @@ class TrainingLoop:
 
     @_guarded
     def forward_hook(self, module, inputs, output):
-        if threading_ident() != self.main_thread:
+        if _compiling() or threading_ident() != self.main_thread:
             return None
         name = self.module_names.get(module, "")
         if name == "" or not self.mode_on:
