@@ -1,4 +1,5 @@
-// libfpscope_torch.so: the PyTorch front end's operators, observed in C++.
+// libfpscope_torch-<version>.so: the PyTorch front end's operators, observed in C++ (one library for
+// each torch the build finds).
 //
 // The Python front end (injector/torch/python/fpscope_torch) follows modules, steps, the loss and
 // the optimizer; this library follows the operators. It registers a RecordFunction callback on the

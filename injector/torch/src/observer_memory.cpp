@@ -1,4 +1,4 @@
-// libfpscope_torch.so's memory: storages as allocations (observer_memory.h).
+// libfpscope_torch-<version>.so's memory: storages as allocations (observer_memory.h).
 #include "observer_memory.h"
 
 namespace fpscope::torch_observer {

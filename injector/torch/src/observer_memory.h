@@ -1,8 +1,8 @@
-// libfpscope_torch.so's memory (observer.cpp): a storage is an allocation from the first operator
+// libfpscope_torch-<version>.so's memory (observer.cpp): a storage is an allocation from the first operator
 // that reads or makes it until its memory is freed. Memory of the CPU allocator has its deleter
 // taken over, so the free is reported when PyTorch frees it, on whatever thread; other memory keeps
 // its deleter, its storage is held weakly, and its free is reported at the first operator after the
-// storage is gone. Internal to libfpscope_torch.so.
+// storage is gone. Internal to libfpscope_torch-<version>.so.
 #pragma once
 
 #include <ATen/Tensor.h>

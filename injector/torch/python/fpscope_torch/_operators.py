@@ -4,8 +4,9 @@ measured; inputs are measured before the operator runs, outputs after, by the in
 on the tensors' memory.
 
 Two watchers do it, behind one interface (watch, place, new_step, memory): the C++ observer
-(libfpscope_torch.so, _observer.py), which follows storages itself, and the Python dispatch mode
-(_Mode), which calls OperatorCalls.dispatch for each operator. The front end picks one at start.
+(libfpscope_torch-<version>.so, _observer.py), which follows storages itself, and the Python
+dispatch mode (_Mode), which calls OperatorCalls.dispatch for each operator. The front end picks
+one at start.
 """
 import ctypes
 import struct
