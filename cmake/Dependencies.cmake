@@ -46,6 +46,10 @@ if(NOT FPSCOPE_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# The Pythons whose torch gets an operator observer and the PyTorch tests: worked out here, in the
+# top directory's scope, so that injector/torch and tests/injector/torch see the same list.
+include(TorchPythons)
+
 # Test-only tools.
 if(FPSCOPE_BUILD_TESTS)
   find_package(GTest REQUIRED)            # libgtest-dev

@@ -1,6 +1,7 @@
 # The Python interpreters whose torch fpscope builds an operator observer for and runs its PyTorch
 # tests under: Debian's /usr/bin/python3 (python3-torch 1.13) and the virtual environment of PyPI
 # packages (a current torch 2.x) that scripts/python-env.sh installs outside the checkout.
+# Included once, by cmake/Dependencies.cmake in the top directory, so every directory sees the list.
 include_guard(GLOBAL)
 # Set FPSCOPE_TORCH_PYTHONS (a list) to choose others; left unset, it is worked out at each configure,
 # so that a build folder configured before the environment was installed picks it up.
