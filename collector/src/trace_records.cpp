@@ -634,66 +634,6 @@ void TraceWriter::Impl::handle(const wire::ScalarRecord& r) {
   ++counts.scalars;
 }
 
-void TraceWriter::Impl::handle(const wire::ProcessExitRecord& r) {
-  src->exited = true;
-  end_process.bind(1, src->index).bind(2, std::string_view("exited")).bind(3, r.t_ns);
-  end_process.run();
-}
-
-// Processes that never said they exit were killed or crashed (or their last records were lost).
-// Meta ranks_ended says it in one line, by rank: "0:exited 1:vanished".
-void TraceWriter::Impl::finish_processes() {
-  leave_out_idle_processes();
-  std::vector<std::pair<int32_t, const char*>> ended;
-  for (const auto& source : sources) {
-    if (!source || !source->announced || source->left_out) continue;
-    ended.emplace_back(source->rank, source->exited ? "exited" : "vanished");
-    if (source->exited) continue;
-    end_process.bind(1, source->index).bind(2, std::string_view("vanished")).bind_null(3);
-    end_process.run();
-  }
-  std::sort(ended.begin(), ended.end());
-  std::string text;
-  for (const auto& [rank, how] : ended) text += (text.empty() ? "" : " ") + std::to_string(rank) + ":" + how;
-  if (!text.empty()) set_meta("ranks_ended", text);
-}
-
-// A process of a multi-process run that imported torch, so traced, but only started the others
-// (torchrun's elastic agent; a program whose ranks torch.multiprocessing.spawn starts) exits having
-// done no work of its own (no launch, allocation, scalar: at most the ranges the front end opens
-// on its own): it is not a rank, and its row would stand beside the real rank 0. Once another
-// process did work, such a process is taken out of `processes`, with its ranges and its meta (a
-// lone process that did nothing stays: the trace then says how it ended). Only a process that
-// said it exits: it sends nothing more, so this holds however often the trace is completed.
-void TraceWriter::Impl::leave_out_idle_processes() {
-  bool any_active = false;
-  for (const auto& source : sources) any_active = any_active || (source && source->active);
-  if (!any_active) return;
-  for (const auto& source : sources) {
-    if (!source || !source->announced || !source->exited || source->active || source->left_out) continue;
-    source->left_out = true;
-    ++counts.idle_processes;
-    const std::string index = std::to_string(source->index);
-    db.exec("DELETE FROM processes WHERE id = " + index);
-    for (const int64_t range : source->ranges_while_idle)
-      db.exec("DELETE FROM nvtx_ranges WHERE id = " + std::to_string(range));
-    counts.nvtx_ranges -= source->ranges_while_idle.size();
-    source->ranges_while_idle.clear();
-    db.exec("DELETE FROM meta WHERE key LIKE 'injector.%' AND key LIKE '%.process" + index + "'");
-    if (source->index != 0) continue;
-    // The meta that describe the first traced process describe the first one left.
-    db.exec("DELETE FROM meta WHERE key LIKE 'injector.%' AND key NOT LIKE '%.process%'");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'traced_exe', exe FROM processes ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'traced_pid', pid FROM processes ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'injector_options', injector_options FROM processes "
-            "ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'process.realtime_ns', realtime_ns FROM processes "
-            "ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'process.monotonic_ns', monotonic_ns FROM processes "
-            "ORDER BY id LIMIT 1");
-  }
-}
-
 // [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------
 
 void TraceWriter::Impl::handle(const wire::CudaKernelRecord& r) {
