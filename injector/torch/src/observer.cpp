@@ -32,6 +32,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/version.h>
 
 #include <pthread.h>
@@ -39,7 +40,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -249,7 +249,7 @@ mpt_tensor describe(Operator& o, const at::Tensor& t, const Allocation* entry, b
   bool copied = false;
   if (entry && entry->uninitialized) {
     // counted, not measured: its values mean nothing yet
-  } else if (dtype >= 0 && t.layout() == c10::kStrided && !t.is_meta() && t.numel() > 0) {
+  } else if (dtype >= 0 && t.layout() == c10::kStrided && !without_data_of_its_own(t) && t.numel() > 0) {
     if (t.is_contiguous()) {
       d.data = t.data_ptr();
     } else if (measured_dtype(t.scalar_type())) {
@@ -291,18 +291,21 @@ void collect(const c10::IValue& v, bool written, std::vector<std::pair<at::Tenso
   });
 }
 
-// A tensor whose operators are not the program's computation on data: a tensor subclass that
-// dispatches in Python (torch.compile's FakeTensor, and wrappers such as torchao's float8 tensors,
-// whose operators run again on the plain tensors inside them, which are measured), a functional
-// wrapper (torch.compile's functionalization) or a meta tensor. Operators on one are not launches.
-bool without_data_of_its_own(const at::Tensor& t) {
-  const c10::DispatchKeySet keys = t.key_set();
-  return keys.has(c10::DispatchKey::Python) || keys.has(c10::DispatchKey::Functionalize) || t.is_meta();
+// An operator whose outputs will have no data of their own whatever its inputs: one called while a
+// Python dispatch mode is active (torch.compile's FakeTensorMode as it traces a graph, or a mode of
+// the program's), whose result is what the mode makes of it; the mode's own call of the operator,
+// made with the mode set aside, is the launch if there is one. And a factory operator asked for
+// meta tensors (device="meta"), which have no memory.
+bool makes_no_data(const at::RecordFunction& fn) {
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return true;
+  for (const c10::IValue& v : fn.inputs())
+    if (v.isDevice() && v.toDevice().is_meta()) return true;
+  return false;
 }
 
 std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn) {
   const OpInfo* known = info_of(fn);
-  if (known == nullptr || known->pass_through || autocast_passes_through(*known)) return nullptr;
+  if (known == nullptr || known->pass_through || autocast_passes_through(*known) || makes_no_data(fn)) return nullptr;
   const OpInfo& info = *known;
   collect_weakly_held();
   ++t_depth;  // from here on, operators this one runs (the copies below too) are its own
@@ -519,8 +522,11 @@ void guarded(Work&& work) {
   }
 }
 
+// TorchDynamo is compiling: its operators are not the program's (fpscope_torch_compiling).
+std::atomic<bool> g_compiling{false};
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (t_depth > 0 || at::in_parallel_region()) return nullptr;
+  if (t_depth > 0 || g_compiling.load(std::memory_order_relaxed) || at::in_parallel_region()) return nullptr;
   std::lock_guard<std::mutex> lock(operators_mutex());
   std::unique_ptr<at::ObserverContext> context;
   guarded([&] { context = start_operator(fn); });
@@ -568,6 +574,12 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
     g_handle = 0;
   }
 }
+
+// TorchDynamo begins (1) or ends (0) compiling. Operators are not watched meanwhile, on any thread.
+// A flag rather than the callback taken off: compilation may run inside the autograd engine (a
+// backward compiled when first needed), which puts back the thread's callbacks as they were when
+// backward() began once it is done.
+FPSCOPE_TORCH_EXPORT void fpscope_torch_compiling(int on) { g_compiling.store(on != 0, std::memory_order_relaxed); }
 
 // The innermost layer open ("" for none) and the category of what operators make now.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_category) {

@@ -59,7 +59,7 @@ void unlock_memory_after_fork() { memory_mutex().unlock(); }
 std::atomic<bool> g_reports_writes{false};
 
 void report_written(const at::Tensor& t) {
-  if (!g_reports_writes || t.layout() != c10::kStrided || t.is_meta() || t.numel() == 0) return;
+  if (!g_reports_writes || t.layout() != c10::kStrided || without_data_of_its_own(t) || t.numel() == 0) return;
   fpscope_memory_written(t.data_ptr(), static_cast<uint64_t>(t.numel()) * t.element_size());
 }
 

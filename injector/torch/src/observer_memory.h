@@ -62,6 +62,16 @@ bool still_holds(const Allocation& entry, void* context);
 // Reports the end of the weakly held storages that are gone (the program's thread only).
 void collect_weakly_held();
 
+// A tensor whose operators are not the program's computation on data: a tensor subclass that
+// dispatches in Python (torch.compile's FakeTensor, and wrappers such as torchao's float8 tensors,
+// whose operators run again on the plain tensors inside them, which are measured), a functional
+// wrapper (torch.compile's functionalization) or a meta tensor. Operators on one are not launches,
+// and its memory, if it has any, is not the program's to follow.
+inline bool without_data_of_its_own(const at::Tensor& t) {
+  const c10::DispatchKeySet keys = t.key_set();
+  return keys.has(c10::DispatchKey::Python) || keys.has(c10::DispatchKey::Functionalize) || t.is_meta();
+}
+
 // The storage's memory, to take its deleter over: torch 2.x guards the mutable accessor (copy-on-write
 // storages), torch 1.13 has only the one.
 template <typename Storage>
@@ -77,7 +87,7 @@ c10::DataPtr& mutable_memory(Storage* storage) {
 // null for a tensor without memory of its own to follow.
 template <typename NameOf>
 Allocation* adopt(const at::Tensor& t, int32_t category, NameOf name_of, bool unknown_writes) {
-  if (!t.defined() || !t.has_storage() || t.is_meta() || t.layout() != c10::kStrided) return nullptr;
+  if (!t.defined() || !t.has_storage() || without_data_of_its_own(t) || t.layout() != c10::kStrided) return nullptr;
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   c10::DataPtr& memory = mutable_memory(storage);
   void* context = memory.get_context();

@@ -8,6 +8,7 @@ Usage: torch_libraries_test.py --fpscope PATH [--torch-operators observer|dispat
 """
 import json
 import math
+import tempfile
 
 import torch_test_support as support
 from torch_test_support import PYTHON, losses, run
@@ -73,9 +74,11 @@ if reference:
 
 
 # A small model compiled with torch.compile (TorchDynamo and Inductor, which builds its fused CPU
-# kernels with the C++ compiler), trained three steps with SGD. Prints each step's loss exactly.
+# kernels with the C++ compiler), trained three steps with SGD. Prints each step's loss exactly, and
+# at the end how many frames TorchDynamo compiled.
 COMPILED = """
 import torch, torch.nn as nn, torch.nn.functional as F
+from torch._dynamo.utils import counters
 torch.manual_seed(0)
 torch.set_num_threads(1)
 class Net(nn.Module):
@@ -95,6 +98,7 @@ for step in range(3):
     loss.backward()
     opt.step()
     print("loss", step, loss.item().hex())
+print("frames compiled", counters["frames"]["ok"])
 """
 
 
@@ -105,24 +109,37 @@ class FrontEndTest(support.FrontEndCase):
         fused gelu and mul), while the matmuls Inductor calls as operators are measured. With
         `fpscope run --eager` TorchDynamo is off and every operator is measured, as the program
         computes with compilation disabled. Under the dispatch mode TorchDynamo compiles nothing,
-        and the trace says so."""
+        and the trace says so. Each run compiles afresh (an empty Inductor cache of its own), so
+        compilation runs real operators of its own: they are not launches of the program, and
+        TorchDynamo compiles only the program's frame, none of the front end's hooks."""
         script = self.write("compiled.py", COMPILED)
+        def cold():  # an Inductor cache of its own, empty
+            return {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-", dir=self.dir)}
+
         eager_env = {"TORCH_COMPILE_DISABLE": "1"}
         eager = run([PYTHON, script], self.dir, env=eager_env)
+        self.assertIn("frames compiled 0", eager.stdout)
 
-        def forward_kernels(trace):
-            return [k for (k,) in self.query(trace, "SELECT kernel FROM v_kernels WHERE step = 1 AND sampled = 1"
-                                                    " AND phase = 'forward' ORDER BY id")]
+        def forward_kernels(trace, step=1):
+            return [k for (k,) in self.query(trace, "SELECT kernel FROM v_kernels WHERE step = ? AND sampled = 1"
+                                                    " AND phase = 'forward' ORDER BY id", step)]
 
         def compile_config(trace):
             return self.query(trace, "SELECT value FROM meta WHERE key = 'config.torch_compile'")[0][0]
 
         if OPERATORS == "observer":
-            plain = run([PYTHON, script], self.dir)
-            trace, traced = self.trace(script)
+            plain = run([PYTHON, script], self.dir, env=cold())
+            self.assertIn("frames compiled 1", plain.stdout)
+            trace, traced = self.trace(script, env=cold())
             self.assertEqual(traced.stdout, plain.stdout)
             self.assertEqual(compile_config(trace), "compiled")
+            self.assertEqual(self.query(trace, "SELECT count(*) FROM meta WHERE key = 'injector.failure'"), [(0,)])
+            # The first step compiles the forward and the backward: only the program's operators.
+            self.assertEqual(forward_kernels(trace, 0), ["addmm", "addmm", "_log_softmax", "nll_loss_forward"])
             self.assertEqual(forward_kernels(trace), ["addmm", "addmm", "_log_softmax", "nll_loss_forward"])
+            self.assertEqual(self.query(trace, "SELECT group_concat(kernel) FROM v_kernels WHERE step = 0"
+                                               " AND phase = 'backward'"), self.query(
+                trace, "SELECT group_concat(kernel) FROM v_kernels WHERE step = 1 AND phase = 'backward'"))
             summary = run([FPSCOPE, "report", trace, "--section", "summary"], self.dir).stdout
             self.assertIn("compiled by torch.compile", summary)
             self.assertIn("fpscope run --eager", summary)

@@ -72,6 +72,11 @@ def _guarded(method):
     return guarded
 
 
+def guarded_code():
+    """The code every method `_guarded` wraps runs in first."""
+    return _guarded(lambda self: None).__code__
+
+
 class _Trapped(FloatingPointError):
     """The exception the C++ observer raises in the program at a trap (it passes no arguments).
     Shown as a FloatingPointError, which it is."""

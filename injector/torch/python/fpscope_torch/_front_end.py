@@ -87,6 +87,21 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
             self.mode_on = False
 
     @_guarded
+    def compilation_started(self, _how=None):
+        """TorchDynamo compiles a frame, or a backward when first needed: the operators it runs
+        meanwhile on real tensors (copies of the inputs, buffers it tries kernels on) are not the
+        program's computation, and are not watched."""
+        self.watcher.compiling(True)
+
+    @_guarded
+    def compilation_ended(self, _how=None):
+        self.watcher.compiling(False)
+        if self.mode_on:  # as after any stretch of operators unwatched
+            if self.reports_writes:
+                self.lib.memory_written(None, 0)
+            self.memory.initialized_all()
+
+    @_guarded
     def process_group_coming(self):
         self.writes_unseen()
 

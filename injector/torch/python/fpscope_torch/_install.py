@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from . import _api, _front_end, _observer
+from . import _api, _failures, _front_end, _observer
 from ._contract import ENV_TORCH_EAGER
 from ._failures import _describe, _Trapped
 from ._front_end import FrontEnd, threading_ident
@@ -126,7 +126,7 @@ def _install_now():
     torch.nn.Parameter.__new__ = parameter_new
 
     _follow_grad_scalers(front)
-    _follow_compile(lib, dispatch_mode=observer is None)
+    _follow_compile(lib, front, dispatch_mode=observer is None)
 
     if torch.distributed.is_available():
         # Collectives (DDP's all-reduce of the gradient buckets, dist.all_reduce) write tensors on
@@ -153,11 +153,14 @@ def _install_now():
     atexit.register(_finish)
 
 
-def _follow_compile(lib, dispatch_mode):
+def _follow_compile(lib, front, dispatch_mode):
     """Says in the trace (config.torch_compile) how torch.compile ran, the first time the program
     calls it, and turns it off under `fpscope run --eager`. Compiled, the operators Inductor fuses
     run in generated kernels no watcher sees; under the dispatch mode TorchDynamo compiles nothing
-    (it leaves frames alone while a dispatch mode is on), so the program runs eagerly."""
+    (it leaves frames alone while a dispatch mode is on), so the program runs eagerly. While
+    TorchDynamo compiles (a frame, or a backward it compiles when first needed), operators are not
+    watched: what compilation runs on real tensors (copies of the inputs, buffers it benchmarks)
+    is no part of the program's computation."""
     original = getattr(torch, "compile", None)
     if original is None:  # torch 1.13
         return
@@ -178,9 +181,31 @@ def _follow_compile(lib, dispatch_mode):
         if not said:
             said.append(True)
             lib.log_text(b"torch_compile", how)
+            _pause_while_compiling(front)
         return original(*args, **kwargs)
 
     torch.compile = compile
+
+
+def _pause_while_compiling(front):
+    """Registers TorchDynamo's compilation callbacks (run once around the outermost compilation),
+    and keeps TorchDynamo out of the front end's hooks: while a compiled function runs, TorchDynamo
+    compiles every Python frame it enters, so the hooks a compiled module's call runs outside its
+    graph (the model's own, under the OptimizedModule) would each become a graph of their own, one
+    per hook, which the program untraced does not have. Their frames, and all they call, run as
+    Python. (Hooks of the modules inside the graph are traced into it, where they do nothing.)"""
+    try:
+        from torch._dynamo import callback
+    except ImportError:  # a torch 2 without them: compilation's operators are watched
+        return
+    callback.on_compile_start(front.compilation_started)
+    callback.on_compile_end(front.compilation_ended)
+    try:
+        from torch._C._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:
+        return
+    set_code_exec_strategy(_failures.guarded_code(), FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
 
 
 def _follow_grad_scalers(front):

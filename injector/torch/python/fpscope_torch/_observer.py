@@ -31,6 +31,7 @@ class Observer:
         self.new_step = bind("fpscope_torch_new_step", None)
         self.reports_writes = bind("fpscope_torch_reports_writes", None, ctypes.c_int)
         self.initialized_all = bind("fpscope_torch_initialized_all", None)
+        self.compiling = bind("fpscope_torch_compiling", None, ctypes.c_int)
         self._label = bind("fpscope_torch_label", None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p)
         # It keeps a reference to a Python object: called with the GIL held.
         self.trap_exception = bind("fpscope_torch_trap_exception", None, ctypes.py_object, library=with_gil)

@@ -230,6 +230,9 @@ class ObserverWatcher:
     def new_step(self):
         self.observer.new_step()
 
+    def compiling(self, on):
+        self.observer.compiling(1 if on else 0)
+
 
 class DispatchModeWatcher:
     """Operators watched by the Python dispatch mode, which hands each to the front end's dispatch();
@@ -251,6 +254,9 @@ class DispatchModeWatcher:
 
     def new_step(self):
         pass
+
+    def compiling(self, on):
+        pass  # TorchDynamo compiles nothing while a dispatch mode is on
 
 
 class OperatorCalls:
