@@ -60,6 +60,17 @@ if(FPSCOPE_BUILD_TESTS)
   if(_numpy_missing)
     message(FATAL_ERROR "${FPSCOPE_REFERENCE_PYTHON} cannot import numpy: apt-get install python3-numpy")
   endif()
+  # The reference for the 8-bit float formats decodes them with ml_dtypes (PyPI): the first of the
+  # torch Pythons that has it (the PyPI environment's). Without one, those tests skip and say why.
+  set(FPSCOPE_ML_DTYPES_PYTHON "")
+  foreach(_python IN LISTS FPSCOPE_TORCH_PYTHONS)
+    execute_process(COMMAND ${_python} -c "import numpy, ml_dtypes"
+                    RESULT_VARIABLE _ml_dtypes_missing OUTPUT_QUIET ERROR_QUIET)
+    if(NOT _ml_dtypes_missing)
+      set(FPSCOPE_ML_DTYPES_PYTHON ${_python})
+      break()
+    endif()
+  endforeach()
 endif()
 if(FPSCOPE_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)        # libbenchmark-dev

@@ -507,6 +507,8 @@ void scan_avx2(const void* data, ElementType type, std::size_t n, StatsLevel lev
     case ElementType::F64:  // fp64 tensors are rare: the portable kernel scans them
       scan_scalar(data, type, n, level, acc);
       break;
+    default:  // the 8-bit formats reach no kernel (kernels.h)
+      break;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "byte_stats.h"
 #include "fp_mode.h"
 #include "kernels.h"
 
@@ -19,7 +20,7 @@ const SourceLayout& layout_of(ElementType type) {
       return kLayoutBF16;
     case ElementType::F64:
       return kLayoutF64;
-    case ElementType::F32:
+    default:  // fp32 (the 8-bit formats have no layout here: byte_stats.h)
       break;
   }
   return kLayoutF32;
@@ -33,7 +34,7 @@ const ThresholdTable& thresholds_of(ElementType type) {
       return kThresholdsBF16;
     case ElementType::F64:
       return kThresholdsF64;
-    case ElementType::F32:
+    default:  // fp32 (the 8-bit formats have no thresholds here: byte_stats.h)
       break;
   }
   return kThresholdsF32;
@@ -181,10 +182,43 @@ void scan_chunk(Kernel k, const void* data, ElementType type, std::size_t n, Sta
        level, part);
 }
 
+// An 8-bit array (byte_stats.h), in the same chunks as the others: on this thread, or each chunk's
+// counts on any thread, merged in chunk order.
+void compute_byte_stats(const void* data, ElementType type, std::size_t n, StatsLevel level, TensorStats* out,
+                        ChunkRunner* runner) {
+  const DefaultFloatingPointMode mode;
+  const ByteTable& table = byte_table(type);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  const std::size_t chunks = chunk_count(n);
+  ByteCounts total;
+  if (runner == nullptr || chunks == 1) {
+    count_bytes(bytes, n, table, total);
+  } else {
+    thread_local std::vector<ByteCounts> parts;
+    parts.assign(chunks, ByteCounts{});
+    struct Job {
+      const uint8_t* bytes;
+      std::size_t n;
+      const ByteTable* table;
+      ByteCounts* parts;
+    } job{bytes, n, &table, parts.data()};
+    runner->run(
+        chunks,
+        [](void* context, std::size_t i) {
+          const Job& j = *static_cast<const Job*>(context);
+          count_bytes(j.bytes + chunk_begin(i), chunk_length(j.n, i), *j.table, j.parts[i]);
+        },
+        &job);
+    for (std::size_t i = 0; i < chunks; ++i) total.merge(parts[i], chunk_begin(i));
+  }
+  finalize_bytes(total, type, level, out);
+}
+
 }  // namespace
 
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out) {
+  if (is_byte_type(type)) return compute_byte_stats(data, type, n, level, out, nullptr);
   // Chunk 0 goes straight into the total; each later chunk into a partial state, merged in order.
   const DefaultFloatingPointMode mode;
   Accumulator acc;
@@ -199,6 +233,7 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
 
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out, ChunkRunner& runner) {
+  if (is_byte_type(type)) return compute_byte_stats(data, type, n, level, out, &runner);
   const DefaultFloatingPointMode mode;  // the chunks on this thread, the merges
   const std::size_t chunks = chunk_count(n);
   if (chunks == 1) {

@@ -4,7 +4,8 @@
 // Every kernel scans the whole array into an Accumulator and must give exactly the same counts,
 // extremes, histogram and cast counts as the scalar kernel; sums may differ in rounding only
 // within the bound stated in docs/statistics.md. fp64 arrays take the scalar kernel under every
-// kernel.
+// kernel. The 8-bit formats reach no kernel: compute_stats() counts their bit patterns instead
+// (byte_stats.h), the same under every kernel.
 #pragma once
 
 #include <cstddef>

@@ -35,6 +35,8 @@ void scan_scalar(const void* data, ElementType type, std::size_t n, StatsLevel l
     case ElementType::F64:
       scan<kLayoutF64, kThresholdsF64, uint64_t>(data, n, parts, acc, f64_bits_to_double);
       break;
+    default:  // the 8-bit formats reach no kernel (kernels.h)
+      break;
   }
 }
 

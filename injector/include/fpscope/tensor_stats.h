@@ -1,6 +1,7 @@
 // One-pass numerical statistics of a tensor: what fpscope measures for every tensor it sees.
 //
-// compute_stats() reads a contiguous array of fp32, fp16, bf16 or fp64 values once and fills TensorStats:
+// compute_stats() reads a contiguous array of fp32, fp16, bf16, fp64 or 8-bit float values once and
+// fills TensorStats:
 // counts of NaN, +Inf, -Inf, zeros and subnormals (in the array's own format), min, max, absmax,
 // smallest nonzero magnitude, mean and rms over the finite values, the first non-finite value, an
 // exponent histogram, and for each narrower format (fp16, bf16, fp8 e4m3, fp8 e5m2) how many values
@@ -18,13 +19,23 @@
 namespace fpscope {
 
 // The measured contract::Dtype values (contract::is_measured), under the same numbers.
-enum class ElementType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 6 };
+enum class ElementType : uint8_t {
+  F32 = 0, F16 = 1, BF16 = 2, F64 = 6,
+  E4M3 = 7, E5M2 = 8, E4M3FNUZ = 9, E5M2FNUZ = 10, E8M0 = 11  // the 8-bit formats
+};
 static_assert(static_cast<int>(ElementType::BF16) == static_cast<int>(contract::Dtype::BF16));
 static_assert(static_cast<int>(ElementType::F64) == static_cast<int>(contract::Dtype::F64));
+static_assert(static_cast<int>(ElementType::E4M3) == static_cast<int>(contract::Dtype::E4M3));
+static_assert(static_cast<int>(ElementType::E8M0) == static_cast<int>(contract::Dtype::E8M0));
+
+// Whether the type is one of the 8-bit formats (contract::kByteFormats).
+constexpr bool is_byte_type(ElementType type) {
+  return contract::is_byte_float(static_cast<contract::Dtype>(type));
+}
 
 // Bytes of one element of that type.
 constexpr std::size_t element_bytes(ElementType type) {
-  return type == ElementType::F64 ? 8 : type == ElementType::F32 ? 4 : 2;
+  return is_byte_type(type) ? 1 : type == ElementType::F64 ? 8 : type == ElementType::F32 ? 4 : 2;
 }
 
 enum class StatsLevel : uint8_t {

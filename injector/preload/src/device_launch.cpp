@@ -25,10 +25,11 @@ bool host_inputs_finite(const mpt_launch_desc* d) {
   return true;
 }
 
-// The device scan reads fp32, fp16 and bf16; an fp64 device tensor goes unmeasured.
+// The device scan reads fp32, fp16 and bf16; an fp64 or 8-bit device tensor goes unmeasured.
 bool on_device(const mpt_tensor& t) {
   const auto type = float_type(t.dtype);
-  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && type.has_value() && *type != ElementType::F64;
+  return t.device == MPT_DEVICE_CUDA && t.data != nullptr && type.has_value() && *type != ElementType::F64 &&
+         !is_byte_type(*type);
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ const char* npy_descr(int32_t dtype) {
     case MPT_DTYPE_I64: return "<i8";
     case MPT_DTYPE_U8: return "|u1";
     case MPT_DTYPE_F64: return "<f8";
+    // NumPy has no 8-bit floats: their bits, as for bf16 (ml_dtypes' types view them as values).
+    case MPT_DTYPE_E4M3:
+    case MPT_DTYPE_E5M2:
+    case MPT_DTYPE_E4M3FNUZ:
+    case MPT_DTYPE_E5M2FNUZ:
+    case MPT_DTYPE_E8M0: return "|u1";
     default: return nullptr;
   }
 }

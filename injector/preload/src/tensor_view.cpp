@@ -1,6 +1,7 @@
 // Tensor facts and finiteness scans (see tensor_view.h).
 #include "tensor_view.h"
 
+#include <array>
 #include <cstring>
 
 namespace fpscope::inject {
@@ -17,6 +18,46 @@ constexpr BitLayout layout_of(ElementType type) {
     case ElementType::F16: return {0x7c00u, 0x8000u};
     default: return {0x7f80u, 0x8000u};  // bf16
   }
+}
+
+// The 8-bit formats: what kind of value each pattern is (their NaNs and infinities follow no
+// common bit pattern; fpscope/contract/number_formats.h).
+enum class ByteKind : uint8_t { Finite, NaN, PosInf, NegInf };
+struct ByteKinds {
+  std::array<ByteKind, 256> of{};
+};
+constexpr ByteKinds byte_kinds(const contract::ByteFormat& f) {
+  ByteKinds k;
+  for (int b = 0; b < 256; ++b) {
+    const auto bits = uint8_t(b);
+    k.of[size_t(b)] = f.is_nan(bits)   ? ByteKind::NaN
+                      : f.is_inf(bits) ? (f.negative(bits) ? ByteKind::NegInf : ByteKind::PosInf)
+                                       : ByteKind::Finite;
+  }
+  return k;
+}
+constexpr std::array<ByteKinds, 5> kByteKinds = {byte_kinds(contract::kByteFormats[0]), byte_kinds(contract::kByteFormats[1]),
+                                                 byte_kinds(contract::kByteFormats[2]), byte_kinds(contract::kByteFormats[3]),
+                                                 byte_kinds(contract::kByteFormats[4])};
+const ByteKinds& kinds_of_bytes(ElementType type) { return kByteKinds[size_t(int(type) - int(ElementType::E4M3))]; }
+
+bool all_finite_bytes(const uint8_t* v, size_t n, const ByteKinds& k) {
+  constexpr size_t kBlock = 1024;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = start + kBlock < n ? start + kBlock : n;
+    unsigned any = 0;
+    for (size_t i = start; i < end; ++i) any |= static_cast<unsigned>(k.of[v[i]] != ByteKind::Finite);
+    if (any) return false;
+  }
+  return true;
+}
+
+int64_t first_of_kind_bytes(const uint8_t* v, size_t n, const ByteKinds& k, bool want_nan) {
+  for (size_t i = 0; i < n; ++i) {
+    const ByteKind kind = k.of[v[i]];
+    if (kind != ByteKind::Finite && (kind == ByteKind::NaN) == want_nan) return static_cast<int64_t>(i);
+  }
+  return -1;
 }
 
 template <typename Bits>
@@ -51,6 +92,11 @@ std::optional<ElementType> float_type(int32_t dtype) {
     case MPT_DTYPE_F16: return ElementType::F16;
     case MPT_DTYPE_BF16: return ElementType::BF16;
     case MPT_DTYPE_F64: return ElementType::F64;
+    case MPT_DTYPE_E4M3: return ElementType::E4M3;
+    case MPT_DTYPE_E5M2: return ElementType::E5M2;
+    case MPT_DTYPE_E4M3FNUZ: return ElementType::E4M3FNUZ;
+    case MPT_DTYPE_E5M2FNUZ: return ElementType::E5M2FNUZ;
+    case MPT_DTYPE_E8M0: return ElementType::E8M0;
     default: return std::nullopt;
   }
 }
@@ -61,7 +107,12 @@ size_t dtype_bytes(int32_t dtype) {
     case MPT_DTYPE_BF16: return 2;
     case MPT_DTYPE_I64:
     case MPT_DTYPE_F64: return 8;
-    case MPT_DTYPE_U8: return 1;
+    case MPT_DTYPE_U8:
+    case MPT_DTYPE_E4M3:
+    case MPT_DTYPE_E5M2:
+    case MPT_DTYPE_E4M3FNUZ:
+    case MPT_DTYPE_E5M2FNUZ:
+    case MPT_DTYPE_E8M0: return 1;
     default: return 4;
   }
 }
@@ -84,6 +135,7 @@ bool overlaps(const mpt_tensor& a, const mpt_tensor& b) {
 }
 
 bool all_finite(const void* data, ElementType type, size_t n) {
+  if (is_byte_type(type)) return all_finite_bytes(static_cast<const uint8_t*>(data), n, kinds_of_bytes(type));
   const BitLayout l = layout_of(type);
   switch (type) {
     case ElementType::F64: return all_finite_bits(static_cast<const uint64_t*>(data), n, l.exponent);
@@ -95,6 +147,8 @@ bool all_finite(const void* data, ElementType type, size_t n) {
 }
 
 int64_t first_of_kind(const void* data, ElementType type, size_t n, bool want_nan) {
+  if (is_byte_type(type))
+    return first_of_kind_bytes(static_cast<const uint8_t*>(data), n, kinds_of_bytes(type), want_nan);
   const BitLayout l = layout_of(type);
   switch (type) {
     case ElementType::F64:
@@ -116,6 +170,12 @@ uint64_t element_bits(const void* data, ElementType type, size_t i) {
 }
 
 wire::NonfiniteKind nonfinite_kind(ElementType type, uint64_t bits) {
+  if (is_byte_type(type)) {
+    const ByteKind kind = kinds_of_bytes(type).of[bits & 0xFF];
+    return kind == ByteKind::NegInf ? wire::NonfiniteKind::NegInf
+           : kind == ByteKind::PosInf ? wire::NonfiniteKind::PosInf
+                                      : wire::NonfiniteKind::NaN;
+  }
   const BitLayout l = layout_of(type);
   const uint64_t mantissa = ~l.exponent & (l.sign - 1);
   if (bits & mantissa) return wire::NonfiniteKind::NaN;

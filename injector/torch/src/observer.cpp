@@ -223,6 +223,18 @@ int32_t dtype_of(c10::ScalarType s) {
     case c10::ScalarType::Byte:
     case c10::ScalarType::Bool: return MPT_DTYPE_U8;
     case c10::ScalarType::Double: return MPT_DTYPE_F64;
+    // The 8-bit floats, where this torch has them (2.1: e4m3fn and e5m2; 2.2: fnuz; 2.7: e8m0fnu).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+    case c10::ScalarType::Float8_e4m3fn: return MPT_DTYPE_E4M3;
+    case c10::ScalarType::Float8_e5m2: return MPT_DTYPE_E5M2;
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+    case c10::ScalarType::Float8_e4m3fnuz: return MPT_DTYPE_E4M3FNUZ;
+    case c10::ScalarType::Float8_e5m2fnuz: return MPT_DTYPE_E5M2FNUZ;
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+    case c10::ScalarType::Float8_e8m0fnu: return MPT_DTYPE_E8M0;
+#endif
     default: return -1;
   }
 }

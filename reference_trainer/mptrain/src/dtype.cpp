@@ -12,6 +12,11 @@ std::string dtype_name(DType dtype) {
     case MPT_DTYPE_I64: return "i64";
     case MPT_DTYPE_U8: return "u8";
     case MPT_DTYPE_F64: return "fp64";
+    case MPT_DTYPE_E4M3: return "fp8-e4m3";
+    case MPT_DTYPE_E5M2: return "fp8-e5m2";
+    case MPT_DTYPE_E4M3FNUZ: return "fp8-e4m3fnuz";
+    case MPT_DTYPE_E5M2FNUZ: return "fp8-e5m2fnuz";
+    case MPT_DTYPE_E8M0: return "e8m0";
   }
   return "dtype" + std::to_string(static_cast<int>(dtype));
 }
@@ -27,7 +32,12 @@ std::size_t dtype_size(DType dtype) {
   switch (dtype) {
     case MPT_DTYPE_F16:
     case MPT_DTYPE_BF16: return 2;
-    case MPT_DTYPE_U8: return 1;
+    case MPT_DTYPE_U8:
+    case MPT_DTYPE_E4M3:
+    case MPT_DTYPE_E5M2:
+    case MPT_DTYPE_E4M3FNUZ:
+    case MPT_DTYPE_E5M2FNUZ:
+    case MPT_DTYPE_E8M0: return 1;
     case MPT_DTYPE_I64:
     case MPT_DTYPE_F64: return 8;
     case MPT_DTYPE_F32:

@@ -3,8 +3,9 @@
 
 Usage: reference_stats.py MANIFEST.json OUTPUT.json
 
-MANIFEST lists tensors as {"name", "dtype" ("f32"|"f16"|"bf16"|"f64"), "file"} where each file holds the
-raw little-endian element bits. For each tensor this writes every statistic of TensorStats at the
+MANIFEST lists tensors as {"name", "dtype", "file"} where each file holds the raw little-endian element
+bits; dtype is "f32", "f16", "bf16", "f64", or one of the 8-bit formats "e4m3", "e5m2", "e4m3fnuz",
+"e5m2fnuz" and "e8m0", which ml_dtypes (PyPI) decodes: only a manifest that holds them needs it. For each tensor this writes every statistic of TensorStats at the
 Full level, computed with numpy and exact Python arithmetic only: nothing here shares code or
 thresholds with the C++ implementation. Cast outcomes come from actually rounding each value:
 fp16 by numpy's astype(np.float16); bf16, fp8 e4m3 and fp8 e5m2 by round-to-nearest-even against a
@@ -47,9 +48,27 @@ def _decode(raw, dtype):
         bits = np.frombuffer(raw, dtype="<u2").astype(np.int64)
         values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         sign = (bits >> 15) & 1
+    elif dtype in BYTE_FORMATS:
+        import ml_dtypes
+        bits = np.frombuffer(raw, dtype="u1").astype(np.int64)
+        values = np.frombuffer(raw, dtype=getattr(ml_dtypes, BYTE_FORMATS[dtype])).astype(np.float64)
+        # e8m0 has no sign bit; elsewhere the top bit is the sign (of zeros too, where there is -0)
+        sign = np.zeros_like(bits) if dtype == "e8m0" else (bits >> 7) & 1
     else:
         raise ValueError(f"unknown dtype {dtype!r}")
     return values, sign, bits
+
+
+# The 8-bit formats, by the names of ml_dtypes' types.
+BYTE_FORMATS = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
+                "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu"}
+
+
+def smallest_normal(dtype):
+    if dtype in BYTE_FORMATS:
+        import ml_dtypes
+        return float(ml_dtypes.finfo(getattr(ml_dtypes, BYTE_FORMATS[dtype])).smallest_normal)
+    return {"f32": 2.0 ** -126, "f16": 2.0 ** -14, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}[dtype]
 
 
 def number(x):
@@ -171,7 +190,7 @@ def statistics(raw, dtype):
     finite = values[~nonfinite]
     finite_sign = sign[~nonfinite]
     mags = np.abs(finite)
-    min_normal = {"f32": 2.0 ** -126, "f16": 2.0 ** -14, "bf16": 2.0 ** -126, "f64": 2.0 ** -1022}[dtype]
+    min_normal = smallest_normal(dtype)
     nonzero = mags[mags != 0]
 
     first = np.flatnonzero(nonfinite)

@@ -51,11 +51,21 @@ std::vector<TestTensor> all_cases() {
   return cases;
 }
 
-// A fingerprint of the tensors and of the reference script, naming the cached reference results.
-std::string fingerprint(const std::vector<TestTensor>& cases) {
+// The 8-bit formats' cases: their reference decodes them with ml_dtypes.
+std::vector<TestTensor> byte_cases() {
+  std::vector<TestTensor> cases;
+  for (ElementType t : {ElementType::E4M3, ElementType::E5M2, ElementType::E4M3FNUZ, ElementType::E5M2FNUZ,
+                        ElementType::E8M0})
+    for (TestTensor& tensor : byte_tensors(t)) cases.push_back(std::move(tensor));
+  return cases;
+}
+
+// A fingerprint of the tensors, of the reference script and of the Python that runs it, naming
+// the cached reference results.
+std::string fingerprint(const std::vector<TestTensor>& cases, const std::string& python) {
   std::ifstream script(FPSCOPE_STATS_REFERENCE);
   std::string text((std::istreambuf_iterator<char>(script)), std::istreambuf_iterator<char>());
-  uint64_t h = std::hash<std::string>{}(text);
+  uint64_t h = std::hash<std::string>{}(text) ^ std::hash<std::string>{}(python);
   for (const TestTensor& t : cases) {
     h = h * 1000003u ^ std::hash<std::string>{}(t.name);
     h = h * 1000003u ^ std::hash<std::string_view>{}(std::string_view(
@@ -67,9 +77,9 @@ std::string fingerprint(const std::vector<TestTensor>& cases) {
 // Writes the tensors, runs the reference, returns its results by tensor name. The results are
 // kept in the build folder under a fingerprint of their inputs, so the test cases of this binary
 // (which ctest runs as separate, possibly parallel processes) run the reference once.
-Json run_reference(const std::vector<TestTensor>& cases) {
+Json run_reference(const std::vector<TestTensor>& cases, const std::string& python = FPSCOPE_REFERENCE_PYTHON) {
   const fs::path work(FPSCOPE_STATS_TEST_WORK_DIR);
-  const fs::path cached = work / ("reference-" + fingerprint(cases) + ".json");
+  const fs::path cached = work / ("reference-" + fingerprint(cases, python) + ".json");
   if (fs::exists(cached)) return Json::parse(std::ifstream(cached));
   fs::create_directories(work);
   const fpscope::test::TempDir scratch(work, "reference");
@@ -82,7 +92,7 @@ Json run_reference(const std::vector<TestTensor>& cases) {
     manifest.push_back({{"name", t.name}, {"dtype", type_name(t.type)}, {"file", file.string()}});
   }
   std::ofstream(dir / "manifest.json") << manifest.dump();
-  const std::string cmd = std::string(FPSCOPE_REFERENCE_PYTHON) + " " + FPSCOPE_STATS_REFERENCE +
+  const std::string cmd = python + " " + FPSCOPE_STATS_REFERENCE +
                           " " + (dir / "manifest.json").string() + " " +
                           (dir / "reference.json").string();
   if (std::system(cmd.c_str()) != 0) {
@@ -204,6 +214,51 @@ TEST_P(ReferenceTest, MisalignedArraysGiveTheSameStatistics) {
       stats::compute_stats_with(k, shifted.data() + offset, t.type, t.size(), StatsLevel::Full, &s);
       expect_matches(s, c.reference[t.name]);
     }
+  }
+}
+
+// The 8-bit formats against ml_dtypes: every bit pattern of each, and arrays long enough to span
+// many chunks, scanned on this thread and with the chunks handed out in reverse order.
+struct ByteCases {
+  std::vector<TestTensor> tensors = byte_cases();
+  Json reference = run_reference(tensors, FPSCOPE_ML_DTYPES_PYTHON);
+};
+const ByteCases& byte_cases_and_reference() {
+  static const ByteCases* made = new ByteCases;
+  return *made;
+}
+
+// Runs the chunks last first, each on this thread.
+class BackwardsRunner final : public ChunkRunner {
+ public:
+  void run(std::size_t count, void (*body)(void*, std::size_t), void* context) override {
+    for (std::size_t i = count; i-- > 0;) body(context, i);
+  }
+};
+
+TEST(ByteFormats, EveryFieldMatchesMlDtypes) {
+  if (std::string_view(FPSCOPE_ML_DTYPES_PYTHON).empty())
+    GTEST_SKIP() << "no Python with ml_dtypes: scripts/python-env.sh installs one";
+  const ByteCases& c = byte_cases_and_reference();
+  ASSERT_EQ(c.reference.size(), c.tensors.size());
+  BackwardsRunner backwards;
+  for (const TestTensor& t : c.tensors) {
+    SCOPED_TRACE(t.name);
+    TensorStats s;
+    compute_stats(t.bytes.data(), t.type, t.size(), StatsLevel::Full, &s);
+    expect_matches(s, c.reference[t.name]);
+    TensorStats chunked;
+    compute_stats(t.bytes.data(), t.type, t.size(), StatsLevel::Full, &chunked, backwards);
+    expect_matches(chunked, c.reference[t.name]);
+    // The Basic level: the same counts, extremes and sums, no histogram or cast counts.
+    TensorStats basic;
+    compute_stats(t.bytes.data(), t.type, t.size(), StatsLevel::Basic, &basic);
+    EXPECT_EQ(basic.nan, s.nan);
+    EXPECT_EQ(basic.subnormal, s.subnormal);
+    EXPECT_EQ(basic.first_nonfinite, s.first_nonfinite);
+    EXPECT_TRUE(basic.mean == s.mean || (std::isnan(basic.mean) && std::isnan(s.mean)));
+    EXPECT_EQ(basic.hist, decltype(basic.hist){});
+    EXPECT_EQ(basic.cast, decltype(basic.cast){});
   }
 }
 

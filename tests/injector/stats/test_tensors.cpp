@@ -1,6 +1,7 @@
 // Builders of the hand-made and random test tensors (see test_tensors.h).
 #include "test_tensors.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fpscope::stats_test {
@@ -210,6 +211,48 @@ TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int s
     t.push_bits(nearest_bits(type, v));
   }
   return t;
+}
+
+std::vector<TestTensor> byte_tensors(ElementType type) {
+  const contract::ByteFormat& f = contract::byte_format(static_cast<contract::Dtype>(type));
+  const std::string name = type_name(type);
+  std::vector<TestTensor> out;
+  auto tensor = [&](const std::string& what) -> TestTensor& {
+    out.push_back(TestTensor{what + "_" + name, type, {}});
+    return out.back();
+  };
+  TestTensor& all = tensor("all_patterns");
+  for (uint32_t b = 0; b < 256; ++b) all.push_bits(b);
+  std::mt19937_64 rng(uint64_t(type) * 7919u);
+  for (std::size_t n : {0, 1, 7, 8, 9, 4099, 16383, 16384, 16385, 70001, 300007}) {
+    TestTensor& t = tensor("random_" + std::to_string(n));
+    for (std::size_t i = 0; i < n; ++i) t.push_bits(rng() & 0xFF);
+  }
+  TestTensor& runs = tensor("runs");
+  for (uint32_t b = 0; b < 256; ++b)
+    for (int i = 0; i < 1000; ++i) runs.push_bits((b * 37u) & 0xFF);
+  // Quantized: a few binades around 1 (each pattern's neighbours, a geometric spread of steps).
+  uint8_t one = 0;
+  for (uint32_t b = 0; b < 256; ++b)
+    if (!f.is_nan(uint8_t(b)) && !f.is_inf(uint8_t(b)) && f.magnitude(uint8_t(b)) == 1.0 && !f.negative(uint8_t(b)))
+      one = uint8_t(b);
+  uint8_t nonfinite = 0;
+  for (uint32_t b = 255; b > 0 && nonfinite == 0; --b)
+    if (f.is_nan(uint8_t(b)) || f.is_inf(uint8_t(b))) nonfinite = uint8_t(b);
+  std::geometric_distribution<int> steps(0.3);
+  TestTensor& quantized = tensor("quantized");
+  for (std::size_t i = 0; i < 3 * 16384 + 100; ++i) {
+    const int step = (rng() & 1 ? 1 : -1) * steps(rng);
+    uint32_t b = uint32_t(std::clamp(int(one) + step, 0, f.has_sign ? 0x7E : 0xFE));
+    if (f.has_sign && (rng() & 1)) b |= 0x80;
+    if (f.is_nan(uint8_t(b)) || f.is_inf(uint8_t(b))) b = one;
+    quantized.push_bits(i == 3 * 16384 + 5 ? nonfinite : b);
+  }
+  TestTensor& nans = tensor("nan");
+  for (int i = 0; i < 77; ++i) nans.push_bits(nonfinite);
+  TestTensor& zeros = tensor("zeros");
+  for (int i = 0; i < 33; ++i) zeros.push_bits(i % 3 == 0 && f.has_sign && !f.is_nan(0x80) ? 0x80 : 0);
+  return out;
 }
 
 TestTensor wide_range_tensor() {

@@ -27,9 +27,8 @@ struct TestTensor {
   }
 };
 
-inline const char* type_name(ElementType t) {
-  return t == ElementType::F64 ? "f64" : t == ElementType::F32 ? "f32" : t == ElementType::F16 ? "f16" : "bf16";
-}
+// The trace's dtype name (contract::kDtypeNames), which reference_stats.py reads too.
+inline const char* type_name(ElementType t) { return contract::kDtypeNames[static_cast<std::size_t>(t)]; }
 
 // Nearest bits of `value` (a finite double, exact in fp32) in the source format, by search over
 // the format's own bit patterns, so that the hand-made boundary tensors do not lean on the code
@@ -54,6 +53,11 @@ TestTensor random_tensor(ElementType type, std::size_t n, uint64_t seed, double 
 // `n` gaussian values times 2^scale_exponent with one zero in five: few binades per block, like a
 // real activation or gradient tensor (the vector kernels count such blocks differently).
 TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int scale_exponent);
+// Arrays of an 8-bit format (`type` one of them): every bit pattern once; uniform random patterns
+// of lengths around the scan's chunk size; long runs of one pattern each; values concentrated on a
+// few binades as a quantized tensor holds them, with a NaN (or Inf) only late in the array; and
+// arrays of nothing but NaN, nothing but zeros (or e8m0's smallest value).
+std::vector<TestTensor> byte_tensors(ElementType type);
 // fp64 values beyond fp32's range, both signs: below its smallest subnormal (to fp64's own), above
 // its largest value (to fp64's), and next to the histogram's edges 2^-149 and 2^128.
 TestTensor wide_range_tensor();

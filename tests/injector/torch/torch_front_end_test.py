@@ -358,6 +358,74 @@ class FrontEndTest(support.FrontEndCase):
         self.assertEqual(row, [("bf16", a.min(), a.max(), a.size)])
 
 
+    def test_torch2_fp8_tensors_are_measured_in_their_own_format(self):
+        """torch's 8-bit floats are measured as what they are: every bit pattern of each format
+        (a clone of a byte tensor viewed as it) and a real cast of fp32 weights to e4m3fn agree
+        field by field with the same bytes decoded by ml_dtypes. torch saturates that cast: the
+        values the fp32 input's e4m3 overflow count says would overflow are held at +-448."""
+        import ml_dtypes
+        script = self.write("fp8.py", """
+            import sys, numpy as np, torch
+            torch.manual_seed(0)
+            patterns = torch.arange(256, dtype=torch.uint8)
+            names = [n for n in sys.argv[2:] if hasattr(torch, n)]
+            print("formats", *names)
+            for name in names:
+                every = patterns.view(getattr(torch, name)).clone()
+            w = torch.randn(64, 64) * 150.0
+            q = w.to(torch.float8_e4m3fn)
+            np.save(sys.argv[1], q.view(torch.uint8).numpy())
+            np.save(sys.argv[1] + ".w.npy", w.numpy())
+        """)
+        formats = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz",
+                   "float8_e5m2fnuz": "e5m2fnuz", "float8_e8m0fnu": "e8m0"}
+        saved = os.path.join(self.dir, "q.npy")
+        trace, traced = self.trace(script, args=[saved, *formats])
+        present = next(l.split()[1:] for l in traced.stdout.splitlines() if l.startswith("formats"))
+        self.assertIn("float8_e4m3fn", present)
+        self.assertIn("float8_e5m2", present)
+        columns = ("dtype_name", "count", "nan", "pos_inf", "neg_inf", "zero", "subnormal", "min", "max",
+                   "min_nonzero", "e4m3_overflow", "e4m3_underflow", "f16_subnormal")
+        rows = self.query(trace, "SELECT %s FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                 " WHERE t.role = 'out' AND t.dtype_name IN (%s) ORDER BY t.id"
+                          % (", ".join("t." + c for c in columns), ", ".join("?" * len(formats))),
+                          *formats.values())
+
+        def expected(name, raw):
+            values = raw.view(getattr(ml_dtypes, name)).astype(np.float64)
+            finite = values[np.isfinite(values)]
+            mags = np.abs(finite)
+            nonzero = mags[mags != 0]
+            smallest_normal = float(ml_dtypes.finfo(getattr(ml_dtypes, name)).smallest_normal)
+            # as a cast to e4m3fn rounds (to nearest, ties to even) and saturation starts past 464
+            e4m3 = np.abs(mags.astype(ml_dtypes.float8_e4m3fn).astype(np.float64))
+            min_value = finite.min() if finite.size else None
+            if min_value == 0 and np.signbit(finite[finite == 0]).any():
+                min_value = -0.0
+            return (formats[name], values.size, int(np.isnan(values).sum()), int(np.isposinf(values).sum()),
+                    int(np.isneginf(values).sum()), int((mags == 0).sum()),
+                    int(((mags > 0) & (mags < smallest_normal)).sum()), min_value,
+                    finite.max() if finite.size else None, nonzero.min() if nonzero.size else None,
+                    int((mags > 464).sum()), int(((e4m3 == 0) & (mags != 0)).sum()),
+                    int(((mags > 0) & (mags.astype(np.float16) != 0) & (np.abs(mags.astype(np.float16)) < 2.0 ** -14)).sum()))
+
+        every = np.arange(256, dtype=np.uint8)
+        want = [expected(name, every) for name in present]
+        want.append(expected("float8_e4m3fn", np.load(saved)))
+        self.assertEqual(len(rows), len(want))
+        for got, wanted in zip(rows, want):
+            self.assertEqual(got, wanted)
+        # The cast's fp32 input: the values beyond 464 that the trace counts as e4m3 overflows are
+        # those torch saturated to 448.
+        w = np.load(saved + ".w.npy").astype(np.float64)
+        q = np.load(saved).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+        overflow = self.query(trace, "SELECT t.e4m3_overflow FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                     " WHERE t.role = 'in' AND t.dtype_name = 'f32' AND k.id = (SELECT kernel_id"
+                                     " FROM v_tensors WHERE dtype_name = 'e4m3' ORDER BY id DESC LIMIT 1)")
+        self.assertEqual(overflow, [(int((np.abs(w) > 464).sum()),)])
+        self.assertGreater(overflow[0][0], 0)
+        self.assertTrue((np.abs(q[np.abs(w) > 464]) == 448).all())
+
     def test_fp64_tensors_are_measured_beyond_fp32s_range(self):
         """An fp64 tensor gets the same statistics: its extremes as the program holds them, values
         beyond fp32's range counted below or above the histogram, its first NaN's 64-bit pattern,

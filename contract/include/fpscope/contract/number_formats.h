@@ -56,15 +56,90 @@ static_assert(kE4M3.max_finite() == 448.0 && kE5M2.max_finite() == 57344.0);
 static_assert(kF64.min_exponent() == -1074 && kF64.max_exponent() == 1023);
 
 // Element types of a traced tensor. The values are the kernel ABI's mpt_dtype and are stored in
-// traces (tensors.dtype); the injector asserts that they agree.
-enum class Dtype : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, U8 = 5, F64 = 6 };
-inline constexpr int kDtypeCount = 7;
-inline constexpr std::array<const char*, kDtypeCount> kDtypeNames = {"f32", "f16", "bf16", "i32",
-                                                                    "i64", "u8",  "f64"};
+// traces (tensors.dtype); the injector asserts that they agree. The 8-bit floating types are
+// PyTorch's float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz and float8_e8m0fnu
+// (kByteFormats below says how each decodes); e4m3 and e5m2 are named as the cast formats are.
+enum class Dtype : uint8_t {
+  F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, U8 = 5, F64 = 6,
+  E4M3 = 7, E5M2 = 8, E4M3FNUZ = 9, E5M2FNUZ = 10, E8M0 = 11
+};
+inline constexpr int kDtypeCount = 12;
+inline constexpr std::array<const char*, kDtypeCount> kDtypeNames = {
+    "f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0"};
+constexpr bool is_byte_float(Dtype d) { return d >= Dtype::E4M3 && d <= Dtype::E8M0; }
 // Whether fpscope measures values of this type (the floating types a tensor statistic covers).
 constexpr bool is_measured(Dtype d) {
-  return d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16 || d == Dtype::F64;
+  return d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16 || d == Dtype::F64 || is_byte_float(d);
 }
+
+// The 8-bit floating formats, whose special values do not follow IEEE 754's pattern:
+//   e4m3 (E4M3FN)   sign, 4 exponent bits (bias 7), 3 mantissa bits; no infinities; NaN is
+//                   S.1111.111 (both signs), so the top binade ends at 448; -0 exists.
+//   e5m2            IEEE-like: bias 15, exponent 11111 is Inf (mantissa 0) or NaN; -0 exists.
+//   e4m3fnuz        bias 8, no infinities, no -0: the pattern 1000.0000 is the one NaN; 240 at most.
+//   e5m2fnuz        bias 16, likewise: 1000.0000 the one NaN, no -0; 57344 at most.
+//   e8m0 (E8M0FNU)  no sign, no mantissa, no zero: 2^(field - 127) for fields 0 to 254, and
+//                   11111111 the one NaN (OCP microscaling's shared scale).
+enum class ByteNans : uint8_t {
+  TopMantissa,   // every bit but the sign set: NaN (e4m3)
+  Ieee,          // exponent all ones: Inf with mantissa 0, else NaN (e5m2)
+  NegativeZero,  // the sign alone set: the one NaN; no -0 (the fnuz formats)
+  AllOnes,       // all eight bits set: the one NaN (e8m0)
+};
+struct ByteFormat {
+  Dtype dtype;
+  FloatFormat bits;  // exponent, mantissa, bias and largest finite value as for the wider formats
+  bool has_sign;     // false for e8m0: the top bit is the exponent's
+  ByteNans nans;
+
+  constexpr bool is_nan(uint8_t b) const {
+    switch (nans) {
+      case ByteNans::TopMantissa: return (b & 0x7F) == 0x7F;
+      case ByteNans::Ieee: return (b & 0x7C) == 0x7C && (b & 0x03) != 0;
+      case ByteNans::NegativeZero: return b == 0x80;
+      case ByteNans::AllOnes: return b == 0xFF;
+    }
+    return false;
+  }
+  constexpr bool is_inf(uint8_t b) const { return nans == ByteNans::Ieee && (b & 0x7F) == 0x7C; }
+  constexpr bool negative(uint8_t b) const { return has_sign && (b & 0x80) != 0; }
+  // The magnitude of a pattern that is neither NaN nor Inf (exact in double).
+  constexpr double magnitude(uint8_t b) const {
+    if (!has_sign) return pow2(int(b) - bits.bias);
+    const int field = (b & 0x7F) >> bits.mantissa_bits;
+    const int mant = b & ((1 << bits.mantissa_bits) - 1);
+    if (field == 0) return double(mant) * bits.min_subnormal();
+    return double((1 << bits.mantissa_bits) + mant) * pow2(field - bits.bias - bits.mantissa_bits);
+  }
+  // A nonzero finite pattern below the smallest normal value (e8m0 has none).
+  constexpr bool is_subnormal(uint8_t b) const {
+    return has_sign && !is_nan(b) && (b & 0x7F) != 0 && ((b & 0x7F) >> bits.mantissa_bits) == 0;
+  }
+};
+
+inline constexpr FloatFormat kE4M3FNUZ{4, 3, 8, 15, 0x7};
+inline constexpr FloatFormat kE5M2FNUZ{5, 2, 16, 31, 0x3};
+inline constexpr FloatFormat kE8M0{8, 0, 127, 254, 0};
+inline constexpr std::array<ByteFormat, 5> kByteFormats = {{
+    {Dtype::E4M3, kE4M3, true, ByteNans::TopMantissa},
+    {Dtype::E5M2, kE5M2, true, ByteNans::Ieee},
+    {Dtype::E4M3FNUZ, kE4M3FNUZ, true, ByteNans::NegativeZero},
+    {Dtype::E5M2FNUZ, kE5M2FNUZ, true, ByteNans::NegativeZero},
+    {Dtype::E8M0, kE8M0, false, ByteNans::AllOnes},
+}};
+constexpr const ByteFormat& byte_format(Dtype d) {
+  return kByteFormats[static_cast<int>(d) - static_cast<int>(Dtype::E4M3)];
+}
+static_assert([] {
+  for (int i = 0; i < 5; ++i)
+    if (static_cast<int>(kByteFormats[i].dtype) != static_cast<int>(Dtype::E4M3) + i) return false;
+  return true;
+}(), "kByteFormats must list the 8-bit formats in Dtype order");
+static_assert(byte_format(Dtype::E4M3).magnitude(0x7E) == 448.0 && byte_format(Dtype::E4M3).is_nan(0xFF));
+static_assert(byte_format(Dtype::E4M3FNUZ).magnitude(0x7F) == 240.0 && kE4M3FNUZ.max_finite() == 240.0);
+static_assert(byte_format(Dtype::E5M2FNUZ).magnitude(0x7F) == 57344.0 && kE5M2FNUZ.max_finite() == 57344.0);
+static_assert(byte_format(Dtype::E5M2).is_inf(0xFC) && byte_format(Dtype::E5M2).magnitude(0x7B) == 57344.0);
+static_assert(byte_format(Dtype::E8M0).magnitude(0) == pow2(-127) && byte_format(Dtype::E8M0).magnitude(254) == pow2(127));
 
 // The narrower formats whose cast outcome is counted for every measured tensor, in this order in
 // wire records, in the trace's format columns and in the analyzer's arrays.

@@ -28,6 +28,12 @@ _DTYPES = {
     torch.bool: _api.DTYPE_U8,
     torch.float64: _api.DTYPE_F64,
 }
+# The 8-bit floats, where this torch has them (torch 2.1 and later).
+for _name, _dtype in (("float8_e4m3fn", _api.DTYPE_E4M3), ("float8_e5m2", _api.DTYPE_E5M2),
+                      ("float8_e4m3fnuz", _api.DTYPE_E4M3FNUZ), ("float8_e5m2fnuz", _api.DTYPE_E5M2FNUZ),
+                      ("float8_e8m0fnu", _api.DTYPE_E8M0)):
+    if isinstance(getattr(torch, _name, None), torch.dtype):
+        _DTYPES[getattr(torch, _name)] = _dtype
 _MEASURED_DTYPES = tuple(t for t, d in _DTYPES.items() if d in _api.MEASURED_DTYPES)
 # Operators whose outputs hold whatever the memory held before: counted, never measured.
 _UNINITIALIZED = frozenset(_api.UNINITIALIZED_OPERATORS)

@@ -50,7 +50,13 @@ typedef enum mpt_dtype {
   MPT_DTYPE_I32 = 3,
   MPT_DTYPE_I64 = 4,
   MPT_DTYPE_U8 = 5,
-  MPT_DTYPE_F64 = 6
+  MPT_DTYPE_F64 = 6,
+  /* 8-bit floating formats, one byte each (fpscope/contract/number_formats.h defines them): */
+  MPT_DTYPE_E4M3 = 7,      /* OCP E4M3FN: no Inf, NaN S.1111.111, largest 448 */
+  MPT_DTYPE_E5M2 = 8,      /* OCP E5M2: IEEE-like, largest 57344 */
+  MPT_DTYPE_E4M3FNUZ = 9,  /* bias 8, no Inf, no -0, NaN 0x80, largest 240 */
+  MPT_DTYPE_E5M2FNUZ = 10, /* bias 16, no Inf, no -0, NaN 0x80, largest 57344 */
+  MPT_DTYPE_E8M0 = 11      /* E8M0FNU: unsigned powers of two 2^-127..2^127, NaN 0xFF */
 } mpt_dtype;
 
 typedef enum mpt_device {
