@@ -10,6 +10,8 @@ import json
 import math
 import tempfile
 
+import numpy as np
+
 import torch_test_support as support
 from torch_test_support import PYTHON, losses, run
 
@@ -102,7 +104,67 @@ print("frames compiled", counters["frames"]["ok"])
 """
 
 
+# torchao's float8 training (convert_to_float8_training: tensorwise scaling, e4m3 for inputs and
+# weights, e5m2 for output gradients; torch runs its _scaled_mm on the CPU) on a two-layer MLP,
+# three AdamW steps. Prints the first layer's weight amax before training and each loss exactly.
+FLOAT8 = """
+import torch, torch.nn as nn
+from torchao.float8 import convert_to_float8_training
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32))
+convert_to_float8_training(model)
+print("amax", model[0].weight.detach().abs().max().item().hex())
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x, y = torch.randn(16, 64), torch.randn(16, 32)
+for step in range(3):
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+"""
+
+
 class FrontEndTest(support.FrontEndCase):
+    def test_torch2_torchao_float8_training_measures_its_fp8_tensors(self):
+        """torchao's float8 training, untouched: the program computes what it computes untraced;
+        its fp8 tensors are measured in their formats, the e4m3 operands of each layer's forward
+        _scaled_mm and the e5m2 gradients of its backward; every cast to fp8 was scaled so that its
+        largest value is the format's largest (448, 57344) and nothing saturated; and the weight's
+        scale is in the trace, 448 / amax as torchao computes it (in double, rounded to fp32)."""
+        script = self.write("float8.py", FLOAT8)
+        plain = run([PYTHON, script], self.dir)
+        trace, traced = self.trace(script)
+        self.assertEqual(traced.stdout, plain.stdout)
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM meta WHERE key = 'injector.failure'"), [(0,)])
+        operands = self.query(trace, "SELECT k.layer, k.phase, group_concat(t.dtype_name, ' ') FROM v_tensors t"
+                                     " JOIN v_kernels k ON k.id = t.kernel_id WHERE k.kernel = '_scaled_mm'"
+                                     " AND k.step = 1 AND t.role = 'in' AND t.dtype_name IN ('e4m3', 'e5m2')"
+                                     " GROUP BY k.id ORDER BY k.id")
+        forward = [(layer, dtypes) for layer, phase, dtypes in operands if phase == "forward"]
+        self.assertEqual(forward, [("0", "e4m3 e4m3"), ("2", "e4m3 e4m3")])
+        backward = {(layer, dtypes) for layer, phase, dtypes in operands if phase == "backward"}
+        self.assertTrue({("0", "e5m2 e4m3"), ("2", "e5m2 e4m3")} <= backward, backward)
+        # Each cast to fp8: its output reaches the format's largest value, its input never passed it.
+        casts = self.query(trace, "SELECT o.dtype_name, o.absmax, i.absmax, i.e4m3_overflow, i.e5m2_overflow"
+                                  " FROM v_tensors o JOIN v_tensors i ON i.kernel_id = o.kernel_id AND i.role = 'in'"
+                                  " WHERE o.role = 'out' AND o.dtype_name IN ('e4m3', 'e5m2') AND o.count > 1")
+        self.assertGreaterEqual(len(casts), 12)
+        for dtype, out_max, in_max, e4m3_overflow, e5m2_overflow in casts:
+            largest = 448.0 if dtype == "e4m3" else 57344.0
+            self.assertEqual(out_max, largest)
+            self.assertLessEqual(in_max, largest)
+            self.assertEqual(e4m3_overflow if dtype == "e4m3" else e5m2_overflow, 0)
+        # The first layer's weight scale at the first step, as torchao's amax_to_scale makes it.
+        amax = float.fromhex(next(l.split()[1] for l in plain.stdout.splitlines() if l.startswith("amax ")))
+        scale = float(np.float32(448.0 * (1.0 / amax)))
+        scales = [v for (v,) in self.query(trace, "SELECT t.max FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                                  " WHERE k.step = 0 AND k.layer = '0' AND k.phase = 'forward'"
+                                                  " AND t.role = 'out' AND t.dtype_name = 'f32' AND t.count = 1")]
+        self.assertIn(scale, scales)
+
+
     def test_torch2_a_compiled_model_says_what_was_not_measured(self):
         """torch.compile: traced with the C++ observer, the program computes what it computes
         untraced; the trace says it was compiled and the report says what that hides (Inductor's

@@ -68,17 +68,27 @@ class _OpInfo:
 _DISPATCHES_IN_PYTHON = {torch.Tensor: False, torch.nn.Parameter: False}
 
 
-def _without_data_of_its_own(t):
-    """A tensor whose operators are not the program's computation on data (as the C++ observer's
-    without_data_of_its_own): a subclass that dispatches in Python (torch.compile's FakeTensor,
-    torchao's float8 tensors, whose operators run again on the plain tensors inside), or a meta
-    tensor."""
+def _dispatches_in_python(t):
+    """A tensor subclass with a __torch_dispatch__ of its own (torch.compile's FakeTensor, torchao's
+    float8 tensors, whose operators run again on the plain tensors inside them)."""
     kind = type(t)
     python = _DISPATCHES_IN_PYTHON.get(kind)
     if python is None:
         python = _DISPATCHES_IN_PYTHON[kind] = (
             getattr(kind, "__torch_dispatch__", None) is not getattr(torch.Tensor, "__torch_dispatch__", None))
-    return python or t.is_meta
+    return python
+
+
+def _without_data_of_its_own(t):
+    """A tensor whose operators are not the program's computation on data (as the C++ observer's
+    without_data_of_its_own): a subclass that dispatches in Python, or a meta tensor."""
+    return _dispatches_in_python(t) or t.is_meta
+
+
+# From torch 2 a dispatch mode may decline an operator on a subclass (NotImplemented): the
+# subclass's own __torch_dispatch__ runs it, and the operators that runs on the plain tensors
+# inside come back through the mode, which measures them, as the C++ observer does.
+_SUBCLASSES_DISPATCH_THROUGH_THE_MODE = int(torch.__version__.split(".")[0]) >= 2
 
 
 def _returned(info, args, result):
@@ -329,6 +339,8 @@ class OperatorCalls:
             elif keyword in kwargs:
                 _tensors_in(kwargs[keyword], written, inputs)
         if any(_without_data_of_its_own(t) for t, _ in inputs):
+            if _SUBCLASSES_DISPATCH_THROUGH_THE_MODE and any(_dispatches_in_python(t) for t, _ in inputs):
+                return NotImplemented
             return func(*args, **kwargs)
         adopt = self.memory.adopt
         # A tensor no operator made (torch.from_numpy, a batch from a worker) is data.
