@@ -76,11 +76,12 @@ Section summary_section(const Trace& trace) {
       sec.notes.push_back("NOTE: not measured: " + value + ". Their values are in no range, count or origin.");
     if (key == "torch_compile" && value == "compiled")
       sec.notes.push_back(
-          "NOTE: the program ran parts of its model compiled by torch.compile: the operators Inductor fused "
-          "ran inside generated kernels the tracer does not see, so their values are in no range, count or "
-          "origin (the matmuls and convolutions it calls as PyTorch operators are measured). To measure every "
-          "operator, run it with `fpscope run --eager` (TorchDynamo off); its numerics can differ from the "
-          "compiled run's.");
+          "NOTE: the program ran parts of its model compiled by torch.compile: each compiled forward graph is "
+          "one launch named after the code it compiles (such as \"compiled Net.forward\"), measured at its boundary, "
+          "its inputs and outputs; what ran "
+          "inside it, and the operators Inductor fused in the compiled backward, are in no range, count or "
+          "origin (the backward's matmuls and convolutions are measured). To measure every operator, run it "
+          "with `fpscope run --eager` (TorchDynamo off); its numerics can differ from the compiled run's.");
   }
   if (!s.tracing_failure.empty()) {
     sec.notes.push_back("NOTE: tracing stopped early after a failure of the tracer itself (" + s.tracing_failure +

@@ -315,6 +315,8 @@ bool makes_no_data(const at::RecordFunction& fn) {
   return false;
 }
 
+void begin_operator(Operator& o);
+
 std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn) {
   const OpInfo* known = info_of(fn);
   if (known == nullptr || known->pass_through || autocast_passes_through(*known) || makes_no_data(fn)) return nullptr;
@@ -333,31 +335,36 @@ std::unique_ptr<at::ObserverContext> start_operator(const at::RecordFunction& fn
   for (size_t i = 0; i < args.size(); ++i) collect(args[i], i < info.written.size() && info.written[i], o->inputs);
   for (const auto& [t, w] : o->inputs)
     if (without_data_of_its_own(t)) return nullptr;
+  begin_operator(*o);
+  undo.armed = false;
+  return o;
+}
+
+// Hands `o` (its info and inputs set) to the injector: adopts and describes its inputs.
+void begin_operator(Operator& o) {
+  const OpInfo& info = *o.info;
   std::vector<Allocation*> entries;
-  entries.reserve(o->inputs.size());
-  for (const auto& [t, w] : o->inputs)
+  entries.reserve(o.inputs.size());
+  for (const auto& [t, w] : o.inputs)
     entries.push_back(adopt(t, MPT_CAT_DATA, data_name, /*unknown_writes=*/true));
-  const int32_t n = static_cast<int32_t>(o->inputs.size());
+  const int32_t n = static_cast<int32_t>(o.inputs.size());
   const int plan = info.unmeasured ? 0 : plan_of(info);
   if (plan == 0) {
-    o->op = fpscope_op_begin(info.name.c_str(), nullptr, n, nullptr, 0);
-    undo.armed = false;
-    return o;
+    o.op = fpscope_op_begin(info.name.c_str(), nullptr, n, nullptr, 0);
+    return;
   }
-  o->measured = true;
-  o->descriptors.reserve(o->inputs.size());
-  for (size_t i = 0; i < o->inputs.size(); ++i) {
-    o->descriptors.push_back(describe(*o, o->inputs[i].first, entries[i], o->inputs[i].second));
-    o->flags.push_back(o->inputs[i].second ? 1 : 0);
+  o.measured = true;
+  o.descriptors.reserve(o.inputs.size());
+  for (size_t i = 0; i < o.inputs.size(); ++i) {
+    o.descriptors.push_back(describe(o, o.inputs[i].first, entries[i], o.inputs[i].second));
+    o.flags.push_back(o.inputs[i].second ? 1 : 0);
   }
   // A factory operator (randn, zeros) has no input tensor, yet its output is measured: the injector
   // reads a null `inputs` as "counted, not measured", so an empty list is passed as a real address.
   static const mpt_tensor no_inputs{};
   static const uint8_t no_flags = 0;
-  o->op = fpscope_op_begin(info.name.c_str(), n ? o->descriptors.data() : &no_inputs, n,
-                           n ? o->flags.data() : &no_flags, 1);
-  undo.armed = false;
-  return o;
+  o.op = fpscope_op_begin(info.name.c_str(), n ? o.descriptors.data() : &no_inputs, n,
+                          n ? o.flags.data() : &no_flags, 1);
 }
 
 // The frame that called the operator that trapped: the trap is raised there, at its next instruction.
@@ -426,10 +433,9 @@ void raise_trap() {
   PyGILState_Release(gil);
 }
 
-// Ends the operator `o`; returns what fpscope_op_end() said.
-int end_operator(const at::RecordFunction& fn, Operator& o) {
+// Ends the operator `o`, which returned `returned`; returns what fpscope_op_end() said.
+int end_operator(Operator& o, const std::vector<c10::IValue>& returned) {
   const OpInfo& info = *o.info;
-  const std::vector<c10::IValue>& returned = fn.outputs();
   if (info.returns && returned.empty()) {  // it threw
     for (const auto& [t, w] : o.inputs)
       if (w) report_written(t);
@@ -551,7 +557,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   int result = 0;
   {
     std::lock_guard<std::mutex> lock(operators_mutex());
-    guarded([&] { result = end_operator(fn, o); });
+    guarded([&] { result = end_operator(o, fn.outputs()); });
     // An operator the failure left unended is ended as failed.
     if (o.op != nullptr) fpscope_op_end(std::exchange(o.op, nullptr), nullptr, 0, 1);
     --t_depth;
@@ -592,6 +598,65 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_watch(int on) {
 // backward compiled when first needed), which puts back the thread's callbacks as they were when
 // backward() began once it is done.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_compiling(int on) { g_compiling.store(on != 0, std::memory_order_relaxed); }
+
+namespace {
+
+// The tensor at a TensorImpl address Python handed over (`tensor._cdata`), held while in use.
+at::Tensor tensor_at(intptr_t impl) {
+  return at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
+      reinterpret_cast<c10::TensorImpl*>(impl)));
+}
+
+// What the launches of compiled graphs are, by name ("compiled Net.forward").
+std::unordered_map<std::string, std::unique_ptr<OpInfo>> g_graphs;
+
+}  // namespace
+
+// A graph torch.compile made is called, with tensors `inputs` (TensorImpl addresses, `n` of them):
+// it is one launch named `name`, its inputs measured now, and what it runs inside (the operators
+// Inductor calls between its fused kernels) is its own until fpscope_torch_graph_end() on this
+// thread. Returns the launch, or null when nothing is watched (then call the graph alone).
+FPSCOPE_TORCH_EXPORT void* fpscope_torch_graph_begin(const char* name, const intptr_t* inputs, int32_t n) {
+  if (t_depth > 0 || g_handle == 0 || g_compiling.load(std::memory_order_relaxed) || name == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(operators_mutex());
+  Operator* launch = nullptr;
+  guarded([&] {
+    std::unique_ptr<OpInfo>& info = g_graphs[name];
+    if (!info) {
+      info = std::make_unique<OpInfo>();
+      info->full_name = info->name = name;
+      info->returns = true;
+    }
+    collect_weakly_held();
+    auto o = std::make_unique<Operator>();
+    o->info = info.get();
+    for (int32_t i = 0; i < n; ++i) collect(tensor_at(inputs[i]), false, o->inputs);
+    for (const auto& [t, w] : o->inputs)
+      if (without_data_of_its_own(t)) return;
+    begin_operator(*o);
+    ++t_depth;
+    launch = o.release();
+  });
+  return launch;
+}
+
+// The graph begun as `graph` returned `outputs` (`n` TensorImpl addresses; none when it raised).
+FPSCOPE_TORCH_EXPORT void fpscope_torch_graph_end(void* graph, const intptr_t* outputs, int32_t n) {
+  if (graph == nullptr) return;
+  std::unique_ptr<Operator> o(static_cast<Operator*>(graph));
+  int result = 0;
+  {
+    std::lock_guard<std::mutex> lock(operators_mutex());
+    --t_depth;
+    guarded([&] {
+      std::vector<c10::IValue> returned;
+      for (int32_t i = 0; i < n; ++i) returned.emplace_back(tensor_at(outputs[i]));
+      result = end_operator(*o, returned);
+    });
+    if (o->op != nullptr) fpscope_op_end(std::exchange(o->op, nullptr), nullptr, 0, 1);
+  }
+  if (result == FPSCOPE_TRAPPED) raise_trap();
+}
 
 // The innermost layer open ("" for none) and the category of what operators make now.
 FPSCOPE_TORCH_EXPORT void fpscope_torch_place(const char* layer, int32_t output_category) {

@@ -96,10 +96,12 @@ opt = torch.optim.SGD(net.parameters(), lr=0.1)
 x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
 for step in range(3):
     opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
     loss.backward()
     opt.step()
     print("loss", step, loss.item().hex())
+    print("logits", step, logits.min().item().hex(), logits.max().item().hex())
 print("frames compiled", counters["frames"]["ok"])
 """
 
@@ -167,8 +169,8 @@ class FrontEndTest(support.FrontEndCase):
 
     def test_torch2_a_compiled_model_says_what_was_not_measured(self):
         """torch.compile: traced with the C++ observer, the program computes what it computes
-        untraced; the trace says it was compiled and the report says what that hides (Inductor's
-        fused gelu and mul), while the matmuls Inductor calls as operators are measured. With
+        untraced; the compiled forward is one launch measured at its boundary, and the report says
+        what that hides (Inductor's fused gelu and mul, its matmuls). With
         `fpscope run --eager` TorchDynamo is off and every operator is measured, as the program
         computes with compilation disabled. Under the dispatch mode TorchDynamo compiles nothing,
         and the trace says so. Each run compiles afresh (an empty Inductor cache of its own), so
@@ -196,9 +198,23 @@ class FrontEndTest(support.FrontEndCase):
             self.assertEqual(traced.stdout, plain.stdout)
             self.assertEqual(compile_config(trace), "compiled")
             self.assertEqual(self.query(trace, "SELECT count(*) FROM meta WHERE key = 'injector.failure'"), [(0,)])
-            # The first step compiles the forward and the backward: only the program's operators.
-            self.assertEqual(forward_kernels(trace, 0), ["addmm", "addmm", "_log_softmax", "nll_loss_forward"])
-            self.assertEqual(forward_kernels(trace), ["addmm", "addmm", "_log_softmax", "nll_loss_forward"])
+            # The compiled forward is one launch named after the code it compiles; the first step,
+            # which compiles the forward and the backward, holds only the program's operators.
+            graph = ["compiled Net.forward", "_log_softmax", "nll_loss_forward"]
+            self.assertEqual(forward_kernels(trace, 0), graph)
+            self.assertEqual(forward_kernels(trace), graph)
+            # Measured at its boundary: the batch and the parameters in, the logits out, as the
+            # program holds them.
+            boundary = self.query(trace, "SELECT t.role, t.tensor, t.shape FROM v_tensors t JOIN v_kernels k"
+                                         " ON k.id = t.kernel_id WHERE k.kernel = 'compiled Net.forward'"
+                                         " AND k.step = 1 ORDER BY t.role, t.slot")
+            self.assertEqual(boundary, [("in", "randn", "[8,16]"), ("in", "fc1.weight", "[32,16]"),
+                                        ("in", "fc1.bias", "[32]"), ("in", "fc2.weight", "[4,32]"),
+                                        ("in", "fc2.bias", "[4]"), ("out", "compiled Net.forward", "[8,4]")])
+            logits = self.query(trace, "SELECT t.min, t.max FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                       " WHERE k.kernel = 'compiled Net.forward' AND k.step = 2 AND t.role = 'out'")
+            printed = next(l.split()[2:] for l in plain.stdout.splitlines() if l.startswith("logits 2 "))
+            self.assertEqual(logits, [tuple(float.fromhex(v) for v in printed)])
             self.assertEqual(self.query(trace, "SELECT group_concat(kernel) FROM v_kernels WHERE step = 0"
                                                " AND phase = 'backward'"), self.query(
                 trace, "SELECT group_concat(kernel) FROM v_kernels WHERE step = 1 AND phase = 'backward'"))

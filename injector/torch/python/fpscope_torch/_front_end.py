@@ -101,6 +101,36 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
                 self.lib.memory_written(None, 0)
             self.memory.initialized_all()
 
+    def compiled_graph(self, name, compiled):
+        """`compiled`, a graph torch.compile made, as one launch named `name` whenever operators are
+        watched (ObserverWatcher only: under the dispatch mode TorchDynamo compiles nothing)."""
+        observer = getattr(self.watcher, "observer", None)
+        if observer is None:
+            return compiled
+        encoded = name.encode()
+
+        def run(*args):
+            if not self.mode_on or self.failed:
+                return compiled(*args)
+            # A backend called with its inputs in one list (a "boxed" call) may empty that list.
+            tensors = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else args
+            try:
+                launch = observer.graph_begin(encoded, tensors)
+            except Exception as error:
+                self.fail(error)
+                return compiled(*args)
+            try:
+                out = compiled(*args)
+            except BaseException:
+                observer.graph_end(launch, None)
+                raise
+            observer.graph_end(launch, out if isinstance(out, (list, tuple)) else [out])
+            return out
+
+        run.__dict__.update(getattr(compiled, "__dict__", {}))
+        run.__wrapped__ = compiled
+        return run
+
     @_guarded
     def process_group_coming(self):
         self.writes_unseen()

@@ -182,6 +182,8 @@ def _follow_compile(lib, front, dispatch_mode):
             said.append(True)
             lib.log_text(b"torch_compile", how)
             _pause_while_compiling(front)
+            if not eager and not dispatch_mode:
+                _measure_compiled_graphs(front)
         return original(*args, **kwargs)
 
     torch.compile = compile
@@ -206,6 +208,38 @@ def _pause_while_compiling(front):
     except ImportError:
         return
     set_code_exec_strategy(_failures.guarded_code(), FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+
+
+def _measure_compiled_graphs(front):
+    """Each graph torch.compile's backends make becomes one launch when it runs, named after the
+    code it compiles ("compiled Net.forward"), its inputs and outputs measured at its boundary:
+    the callable a backend returns is wrapped (torch.compile hands the backend to one of torch's
+    wrapper classes, whose call returns it; their call is wrapped, so the backend, its mode and
+    options are the program's own)."""
+    for name in ("_TorchCompileInductorWrapper", "_TorchCompileAOTInductorWrapper", "_TorchCompileWrapper"):
+        cls = getattr(torch, name, None)
+        original = getattr(cls, "__call__", None) if isinstance(cls, type) else None
+        if original is None or getattr(original, "_fpscope_wrapped", False):
+            continue
+
+        def call(self, model_, inputs_, _original=original):
+            compiled = _original(self, model_, inputs_)
+            return front.compiled_graph(_compiled_code_name(), compiled)
+
+        functools.update_wrapper(call, original)
+        call._fpscope_wrapped = True
+        cls.__call__ = call
+
+
+def _compiled_code_name():
+    """The qualified name of the code TorchDynamo is compiling ("Net.forward"), asked while it does."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        tx = InstructionTranslator.current_tx()
+        code = tx.f_code
+        return "compiled " + getattr(code, "co_qualname", code.co_name)
+    except Exception:
+        return "compiled graph"
 
 
 def _follow_grad_scalers(front):

@@ -32,9 +32,23 @@ class Observer:
         self.reports_writes = bind("fpscope_torch_reports_writes", None, ctypes.c_int)
         self.initialized_all = bind("fpscope_torch_initialized_all", None)
         self.compiling = bind("fpscope_torch_compiling", None, ctypes.c_int)
+        self._graph_begin = bind("fpscope_torch_graph_begin", ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.POINTER(ctypes.c_ssize_t), ctypes.c_int32)
+        self._graph_end = bind("fpscope_torch_graph_end", None, ctypes.c_void_p,
+                               ctypes.POINTER(ctypes.c_ssize_t), ctypes.c_int32)
         self._label = bind("fpscope_torch_label", None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p)
         # It keeps a reference to a Python object: called with the GIL held.
         self.trap_exception = bind("fpscope_torch_trap_exception", None, ctypes.py_object, library=with_gil)
+
+    def graph_begin(self, name, tensors):
+        """A compiled graph is called with `tensors`: its launch (None when nothing is watched)."""
+        impls = [t._cdata for t in tensors if isinstance(t, torch.Tensor)]
+        return self._graph_begin(name, (ctypes.c_ssize_t * len(impls))(*impls), len(impls))
+
+    def graph_end(self, launch, outputs):
+        """The graph returned `outputs` (None: it raised)."""
+        impls = [t._cdata for t in outputs or () if isinstance(t, torch.Tensor)]
+        self._graph_end(launch, (ctypes.c_ssize_t * len(impls))(*impls), len(impls))
 
     def label(self, t, category, name):
         """Says what a tensor's storage holds (relabels it when it was first seen as something else)."""
