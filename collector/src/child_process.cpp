@@ -22,6 +22,8 @@ std::atomic<unsigned> g_pending{0};
 std::atomic<int> g_first{0};
 std::atomic<int> g_last{0};
 struct sigaction g_previous[sizeof kInterrupts / sizeof kInterrupts[0]];
+std::atomic<void (*)(void*)> g_wake{nullptr};
+std::atomic<void*> g_wake_context{nullptr};
 
 void on_interrupt(int sig, siginfo_t* info, void*) {
   int expected = 0;
@@ -29,7 +31,10 @@ void on_interrupt(int sig, siginfo_t* info, void*) {
   g_last.store(sig);
   // A terminal's Ctrl-C reaches every process of the foreground group, the child included:
   // forwarding it would deliver it twice. Those come from the kernel; kill() comes from a user.
-  if (info == nullptr || info->si_code != SI_KERNEL) g_pending.fetch_or(1u << sig);
+  if (info == nullptr || info->si_code != SI_KERNEL) {
+    g_pending.fetch_or(1u << sig);
+    if (auto* wake = g_wake.load()) wake(g_wake_context.load());
+  }
 }
 
 std::optional<std::string> check_executable(const std::string& path, bool* not_found, std::string* error) {
@@ -91,7 +96,14 @@ InterruptForwarder::InterruptForwarder() {
   for (std::size_t i = 0; i < std::size(kInterrupts); ++i) sigaction(kInterrupts[i], &sa, &g_previous[i]);
 }
 
+void InterruptForwarder::wake_with(void (*wake)(void*), void* context) {
+  g_wake.store(nullptr);
+  g_wake_context.store(context);
+  g_wake.store(wake);
+}
+
 InterruptForwarder::~InterruptForwarder() {
+  g_wake.store(nullptr);
   for (std::size_t i = 0; i < std::size(kInterrupts); ++i) sigaction(kInterrupts[i], &g_previous[i], nullptr);
 }
 

@@ -40,6 +40,9 @@ class InterruptForwarder {
   int forward_to(pid_t child);
   // The first interrupt fpscope received, or 0.
   int first_received() const;
+  // From now on an interrupt to forward also calls `wake` (async-signal-safe; nullptr: none), so
+  // that a run loop asleep between drains forwards it at once.
+  void wake_with(void (*wake)(void*), void* context);
 };
 
 class ChildProcess {

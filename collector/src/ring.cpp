@@ -4,13 +4,16 @@
 #include "fpscope/collector/ring.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace fpscope {
@@ -35,6 +38,16 @@ void sleep_for(std::chrono::nanoseconds d) {
 }
 
 bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// The futex calls on a word of shared memory (not FUTEX_PRIVATE: the word is shared between
+// processes).
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::nanoseconds limit) {
+  timespec ts{static_cast<time_t>(limit.count() / 1000000000), static_cast<long>(limit.count() % 1000000000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
 
 constexpr uint64_t kSlotsPerPage = 4096 / wire::kSlotBytes;
 
@@ -148,15 +161,24 @@ std::unique_ptr<RingProducer> RingProducer::create_sibling(RingProducer& first, 
   const std::string name = sibling_ring_name(first_name, k);
   auto map = create_ring_object(name, f->slot_count, error);
   if (!map) return nullptr;
+  // Its own view of the first ring, for the doorbell (without one it rings its own header's, and
+  // the collector finds its records at the end of its timed sleep instead).
+  std::string ignored;
+  auto first_map = open_ring_object(first_name, &ignored);
   RingHeader* h = map->header();
   h->owner_pid.store(static_cast<int32_t>(getpid()), std::memory_order_relaxed);
   h->collector_alive.store(1, std::memory_order_release);
   auto producer = std::unique_ptr<RingProducer>(new RingProducer(std::move(map)));
+  if (first_map) {
+    producer->bell_ = first_map->header();
+    producer->first_map_ = std::move(first_map);
+  }
   f->ring_ready[k].store(1, std::memory_order_release);  // the collector may map it from now on
+  producer->ring_doorbell();  // a new ring to adopt
   return producer;
 }
 
-RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(map)) {
+RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(map)), bell_(map_->header()) {
   RingHeader* h = map_->header();
   mask_ = h->slot_count - 1;
   head_ = h->head.load(std::memory_order_acquire);
@@ -186,6 +208,7 @@ bool RingProducer::wait_for_space(uint64_t needed) {
   if (capacity - (head_ - tail_seen_) >= needed) return true;
   if (tail_seen_ == stalled_at_tail_) return false;  // gave up before and nothing moved since
   h->producer_waits.fetch_add(1, std::memory_order_relaxed);
+  ring_doorbell();
 
   using Clock = std::chrono::steady_clock;
   auto last_progress = Clock::now();
@@ -247,6 +270,14 @@ void RingProducer::publish() {
   if (pending_head_ == head_) return;
   head_ = pending_head_;
   map_->header()->head.store(head_, std::memory_order_release);
+  // No fence: a collector that began to sleep just as this published misses the ring and wakes
+  // at the end of its timed sleep instead (RingSet::wait_for_records).
+  if (bell_->collector_waiting.load(std::memory_order_relaxed) != 0) ring_doorbell();
+}
+
+void RingProducer::ring_doorbell() {
+  bell_->doorbell.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&bell_->doorbell);
 }
 
 bool RingProducer::wait_drained(std::chrono::milliseconds limit) {
@@ -261,6 +292,15 @@ bool RingProducer::wait_drained(std::chrono::milliseconds limit) {
 }
 
 // [SECTION] Consumer ------------------------------------------------------------------------------
+
+void ring_sleep(RingHeader* first, uint32_t seen, std::chrono::nanoseconds limit) {
+  futex_wait(&first->doorbell, seen, limit);
+}
+
+void ring_wake(RingHeader* first) {
+  first->doorbell.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&first->doorbell);
+}
 
 std::unique_ptr<RingConsumer> RingConsumer::create(const std::string& shm_name, uint64_t slot_count,
                                                    std::string* error) {

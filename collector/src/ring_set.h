@@ -3,6 +3,7 @@
 // records are source k of the trace writer.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@ class RingSet {
 
   // Tells every producer that the collector is gone.
   void mark_collector_gone();
+
+  // Sleeps on the run's doorbell until a producer publishes into any ring, a sibling is made
+  // ready, wake() is called, or `limit` has passed; returns at once when a ring holds records or
+  // a ready sibling waits to be adopted.
+  void wait_for_records(std::chrono::nanoseconds limit);
+  // Ends a wait_for_records() of another thread.
+  void wake();
 
   RingConsumer& first() { return *first_; }
   const std::string& name() const { return first_->name(); }

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -316,18 +317,36 @@ std::size_t drain_once(ChildProcess& child, RingSet& rings, TraceWriter& writer,
 // has said it exits (nullopt, *all_said_exit set; not looked for if all_said_exit is nullptr), or
 // `stop` is set (nullopt). Keeps draining after a storage failure, so that the program never
 // blocks on a full ring.
+// Between drains that found nothing, the loop sleeps on the run's doorbell (RingSet::wait_for_records),
+// which a producer rings when it publishes into a drained ring or finds its ring full, the
+// thread that waits for the program's end rings at that end, and an interrupt to forward rings
+// too: at first for 1 ms, twice as long each time nothing came, up to a second, so that a
+// program that launches nothing costs the collector about one wake-up a second. While stored
+// records wait for their commit (live readers see them 250 ms late at most) it wakes within
+// kCommitWait. A wake-up lost to the race between a publish and the start of a sleep (the
+// producer's look at collector_waiting is not fenced) delays those records by that sleep.
+constexpr auto kFirstIdleWait = std::chrono::milliseconds(1);
+constexpr auto kLongestIdleWait = std::chrono::milliseconds(1000);
+constexpr auto kCommitWait = std::chrono::milliseconds(50);
+
 std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
                                             InterruptForwarder& interrupts, bool quiet, DrainReports& said,
                                             const std::atomic<bool>& stop, bool* all_said_exit) {
+  std::chrono::nanoseconds idle = kFirstIdleWait;
   while (!stop.load(std::memory_order_relaxed)) {
-    if (drain_once(child, rings, writer, interrupts, quiet, said, kRecordsPerDrain) != 0) continue;
+    if (drain_once(child, rings, writer, interrupts, quiet, said, kRecordsPerDrain) != 0) {
+      idle = kFirstIdleWait;
+      continue;
+    }
     if (auto end = child.poll()) return end;
     if (all_said_exit && rings.every_process_said_exit(writer)) {
       *all_said_exit = true;
       return std::nullopt;
     }
     writer.commit_if_due();  // readers of the live trace see what arrived, 250 ms late at most
-    nap();
+    if (stop.load(std::memory_order_relaxed)) break;
+    rings.wait_for_records(writer.uncommitted() ? std::min<std::chrono::nanoseconds>(idle, kCommitWait) : idle);
+    idle = std::min<std::chrono::nanoseconds>(idle * 2, kLongestIdleWait);
   }
   return std::nullopt;
 }
@@ -356,6 +375,7 @@ std::optional<ChildEnd> drain_beside(ChildProcess& child, RingSet& rings, TraceW
   std::exception_ptr failure;
   std::atomic<bool> stop{false};
   const int done = eventfd(0, EFD_CLOEXEC);
+  interrupts.wake_with([](void* set) { static_cast<RingSet*>(set)->wake(); }, &rings);
   std::thread drainer([&] {
     yield_to_the_program();
     try {
@@ -367,7 +387,9 @@ std::optional<ChildEnd> drain_beside(ChildProcess& child, RingSet& rings, TraceW
   });
   wait_for_the_end_or(child, pidfd, done);
   stop = true;
+  rings.wake();  // the drain thread may sleep on the doorbell
   drainer.join();
+  interrupts.wake_with(nullptr, nullptr);
   if (done >= 0) close(done);
   if (failure) std::rethrow_exception(failure);
   return end;

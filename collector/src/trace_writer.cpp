@@ -741,6 +741,7 @@ void TraceWriter::set_traced_processes(uint64_t rings) {
 }
 bool TraceWriter::commit() { return impl_->commit(); }
 bool TraceWriter::commit_if_due() { return impl_->commit_if_due(); }
+bool TraceWriter::uncommitted() const { return impl_->uncommitted(); }
 bool TraceWriter::prepare_finish(Summaries summaries) { return impl_->prepare_finish(summaries); }
 bool TraceWriter::finish(Summaries summaries) { return impl_->finish(summaries); }
 bool TraceWriter::said_exit(uint32_t source) const {

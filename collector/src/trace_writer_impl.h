@@ -172,6 +172,7 @@ class TraceWriter::Impl {
   void maybe_commit();
   bool commit();
   bool commit_if_due();
+  bool uncommitted() const { return in_transaction_; }
   void storage_failed(const sql::Error& e);
   void disk_filled();
   void release_reserve();

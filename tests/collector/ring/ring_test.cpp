@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -297,6 +298,61 @@ TEST(Ring, ASecondProcessGetsASiblingRingTheCollectorAdopts) {
   }
   // The adopted ring removed its name, as the first ring does.
   EXPECT_FALSE(RingConsumer::adopt(name, &error));
+}
+
+// The doorbell: a collector sleeping on it (for far longer than the test may take) is woken by the
+// producer's next publish.
+TEST(Ring, APublishWakesTheCollectorSleepingOnTheDoorbell) {
+  Rings r = make_rings(1024);
+  RingHeader* h = r.consumer->header();
+  const uint32_t seen = h->doorbell.load();
+  h->collector_waiting.store(1);
+  std::thread producer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(write_record(*r.producer, 1, 0, 1));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  while (h->doorbell.load() == seen) ring_sleep(h, seen, std::chrono::seconds(60));
+  const auto slept = std::chrono::steady_clock::now() - start;
+  producer.join();
+  EXPECT_LT(slept, std::chrono::seconds(30));
+  EXPECT_TRUE(r.consumer->has_records());
+  // Not waiting: a publish leaves the doorbell alone.
+  h->collector_waiting.store(0);
+  const uint32_t quiet = h->doorbell.load();
+  EXPECT_TRUE(write_record(*r.producer, 1, 1, 1));
+  EXPECT_EQ(h->doorbell.load(), quiet);
+  ring_wake(h);  // the collector's own thread ends a sleep the same way
+  EXPECT_EQ(h->doorbell.load(), quiet + 1);
+}
+
+// A process on a sibling ring rings the first ring's doorbell: once its ring is ready to adopt,
+// and at each publish while the collector waits.
+TEST(Ring, ASiblingRingsTheFirstRingsDoorbell) {
+  Rings r = make_rings(1024);
+  RingHeader* h = r.consumer->header();
+  const uint32_t seen = h->doorbell.load();
+  h->collector_waiting.store(1);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string error;
+    auto first = RingProducer::attach(r.consumer->name().c_str(), &error);
+    if (!first || first->claim()) _exit(1);
+    auto sibling = RingProducer::create_sibling(*first, r.consumer->name(), &error);
+    if (!sibling || !sibling->claim()) _exit(2);
+    for (uint64_t seq = 0; seq < 3; ++seq)
+      if (!write_record(*sibling, 7, seq, 1)) _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(h->doorbell.load() - seen, 4u);  // ready, then three records
+  std::string error;
+  auto sibling = RingConsumer::adopt(sibling_ring_name(r.consumer->name(), 1), &error);
+  ASSERT_TRUE(sibling) << error;
+  EXPECT_EQ(sibling->header()->doorbell.load(), 0u);  // its own header's is not the one rung
 }
 
 // Past kMaxRings the process is refused a ring, counted, and told why.

@@ -19,6 +19,7 @@
 #include "fpscope/collector/run_command.h"
 #include "fpscope/common/process_identity.h"
 #include "fpscope/collector/ring_names.h"
+#include "fpscope/contract/wire.h"
 #include "temp_path.h"
 
 namespace fpscope {
@@ -87,7 +88,7 @@ TEST_F(RunTest, ProgramWithoutKernelsGivesAValidTraceThatSaysSo) {
   EXPECT_FALSE(db.meta("signal"));
   EXPECT_EQ(db.meta("kernels"), "0");
   EXPECT_EQ(db.meta("schema_version"), "4");
-  EXPECT_EQ(db.meta("protocol_version"), "2");
+  EXPECT_EQ(db.meta("protocol_version"), std::to_string(wire::kProtocolVersion));
   EXPECT_EQ(db.meta("command"), std::string("[\"") + FPSCOPE_TEST_PROGRAM + "\",\"exit\",\"0\"]");
   EXPECT_EQ(db.meta("dropped_records"), "0");
   EXPECT_EQ(db.meta("cwd"), fs::current_path().string());

@@ -78,7 +78,8 @@ class RingProducer {
   // (its RecordHeader included) and calls publish() before the next reserve().
   void* reserve(uint16_t slots);
 
-  // Makes the reserved record visible to the collector: one release store of head.
+  // Makes the reserved record visible to the collector: one release store of head, and a ring of
+  // the run's doorbell when the collector sleeps on it (RingHeader::doorbell).
   void publish();
 
   // Waits until the collector has consumed everything published (tail == head). False if it did
@@ -93,8 +94,11 @@ class RingProducer {
  private:
   explicit RingProducer(std::unique_ptr<RingMapping> map);
   bool wait_for_space(uint64_t needed);
+  void ring_doorbell();
 
   std::unique_ptr<RingMapping> map_;
+  std::unique_ptr<RingMapping> first_map_;  // a sibling's mapping of the run's first ring
+  RingHeader* bell_;                        // the first ring's header: the doorbell's
   uint64_t mask_;
   uint64_t head_;              // our copy of header->head (we are its only writer)
   uint64_t tail_seen_;         // last tail read from the collector
@@ -104,6 +108,12 @@ class RingProducer {
   uint64_t stalled_at_tail_ = UINT64_MAX;  // tail when we last gave up: drop at once until it moves
   std::chrono::nanoseconds wait_limit_ = kProducerWaitLimit;
 };
+
+// The collector's side of the doorbell in the first ring's header `first`: sleeps until a producer
+// (or ring_wake) bumps the doorbell past `seen`, or for `limit` at most.
+void ring_sleep(RingHeader* first, uint32_t seen, std::chrono::nanoseconds limit);
+// Wakes whoever sleeps on the doorbell of `first` (the collector's own thread that stops it).
+void ring_wake(RingHeader* first);
 
 // The reading end, in the `fpscope run` process. It creates the shared object and removes its name
 // on destruction.
@@ -131,6 +141,11 @@ class RingConsumer {
 
   // Tells producers the collector is gone: their full-ring waits end in counted drops.
   void mark_collector_gone() { header()->collector_alive.store(0, std::memory_order_release); }
+
+  // Records published and not drained yet.
+  bool has_records() const {
+    return header()->head.load(std::memory_order_acquire) != header()->tail.load(std::memory_order_relaxed);
+  }
 
   const std::string& name() const { return name_; }
   uint64_t slot_count() const { return slot_count_; }

@@ -106,6 +106,8 @@ class TraceWriter {
   // Commits the open batch if it is older than kBatchInterval: for a collector that has nothing to
   // read right now, so that live readers see what arrived without a commit per trickling record.
   bool commit_if_due();
+  // Whether records stored since the last commit wait for one (commit_if_due() will make it).
+  bool uncommitted() const;
 
   // Completes the trace: pending tensors, ranges still open (end_ns NULL), strings referenced but
   // never received, counts in meta, then trace_finalize.sql when the build has one. Call once,

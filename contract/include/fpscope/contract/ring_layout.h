@@ -39,6 +39,12 @@ struct alignas(64) RingHeader {
   uint64_t slot_count;          // a power of two
   std::atomic<int32_t> owner_pid;   // the one process allowed to produce (first to claim), 0 free
   std::atomic<uint32_t> collector_alive; // 1 while the collector drains
+  // The collector's doorbell, used in the first ring's header only: a futex word that every
+  // producer of the run bumps and wakes after it publishes while `collector_waiting` is 1, and
+  // when it finds its ring full. The collector sleeps on it once every ring is drained, for a
+  // bounded time (a wake-up missed in the race between the two ends costs latency, never records).
+  std::atomic<uint32_t> doorbell;
+  std::atomic<uint32_t> collector_waiting;
   alignas(64) std::atomic<uint64_t> head;  // slots published by the producer (monotonic)
   alignas(64) std::atomic<uint64_t> tail;  // slots consumed by the collector (monotonic)
   alignas(64) std::atomic<uint64_t> dropped_records;  // records the producer gave up on
@@ -49,6 +55,7 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint8_t> ring_ready[kMaxRings];  // [k]: sibling k is complete
 };
 static_assert(sizeof(RingHeader) % wire::kSlotBytes == 0);
+static_assert(offsetof(RingHeader, head) == 64, "the producer's and the collector's fields keep their lines");
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free &&
               std::atomic<uint8_t>::is_always_lock_free);
 

@@ -17,7 +17,7 @@
 
 namespace fpscope::wire {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr std::size_t kSlotBytes = 64;
 
 enum class RecordType : uint16_t {
