@@ -184,7 +184,8 @@ class TraceWriter::Impl {
   bool finish(TraceWriter::Summaries summaries);
   void add_missing_strings();
   void write_counts();
-  void run_finalize_script();
+  void run_finalize_script();  // trace_summaries.cpp, as the three below
+  static std::string fmt_ms(double ms);  // "12.3": milliseconds, one decimal
   void run_summaries();  // the statements of trace_finalize.sql, in the transaction it runs
   const SummaryRollup* usable_rollup_of(const std::string& table) const;  // nullptr: run its statement
   void write_rollup_meta(const std::vector<std::pair<sql::CreateTableAs, const SummaryRollup*>>& kept,

@@ -12,20 +12,6 @@ namespace {
 
 constexpr bool reaches(double magnitude, Bound b) { return b.inclusive ? magnitude >= b.value : magnitude > b.value; }
 
-// floor(log2(m)) - kHistMinExponent for an exact power-of-two-scaled m > 0.
-constexpr int hist_bin(double m) {
-  int e = 0;
-  while (m >= 2.0) {
-    m /= 2;
-    ++e;
-  }
-  while (m < 1.0) {
-    m *= 2;
-    --e;
-  }
-  return e - kHistMinExponent;
-}
-
 constexpr ByteTable make_table(const contract::ByteFormat& f) {
   ByteTable t;
   for (int b = 0; b < 256; ++b) {
@@ -44,7 +30,7 @@ constexpr ByteTable make_table(const contract::ByteFormat& f) {
     p.zero = m == 0;
     p.subnormal = f.is_subnormal(bits);
     if (p.zero) continue;
-    p.hist = hist_bin(m);
+    p.hist = floor_log2(m) - kHistMinExponent;
     for (int c = 0; c < kCastFormatCount; ++c) {
       const CastBounds bounds = cast_bounds(cast_format(c));
       const auto i = std::size_t(c);

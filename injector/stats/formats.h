@@ -112,9 +112,8 @@ struct CastRefs {
   int8_t overflow, near_max, nonzero, normal;
 };
 
-// The exponent field the fp32 representation of `v` (> 0) has; 0 below fp32's normal range.
-constexpr int fp32_field_of(double v) {
-  if (v < pow2(-126)) return 0;
+// floor(log2(v)) of a positive v, exact (constexpr, unlike std::ilogb).
+constexpr int floor_log2(double v) {
   int e = 0;
   while (v >= 2.0) {
     v /= 2;
@@ -124,8 +123,11 @@ constexpr int fp32_field_of(double v) {
     v *= 2;
     --e;
   }
-  return e + 127;
+  return e;
 }
+
+// The exponent field the fp32 representation of `v` (> 0) has; 0 below fp32's normal range.
+constexpr int fp32_field_of(double v) { return v < pow2(-126) ? 0 : floor_log2(v) + 127; }
 
 struct ThresholdTable {
   int count = 0;

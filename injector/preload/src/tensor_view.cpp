@@ -102,19 +102,8 @@ std::optional<ElementType> float_type(int32_t dtype) {
 }
 
 size_t dtype_bytes(int32_t dtype) {
-  switch (dtype) {
-    case MPT_DTYPE_F16:
-    case MPT_DTYPE_BF16: return 2;
-    case MPT_DTYPE_I64:
-    case MPT_DTYPE_F64: return 8;
-    case MPT_DTYPE_U8:
-    case MPT_DTYPE_E4M3:
-    case MPT_DTYPE_E5M2:
-    case MPT_DTYPE_E4M3FNUZ:
-    case MPT_DTYPE_E5M2FNUZ:
-    case MPT_DTYPE_E8M0: return 1;
-    default: return 4;
-  }
+  const size_t bytes = mpt_dtype_bytes(dtype);
+  return bytes != 0 ? bytes : 4;
 }
 
 uint64_t element_count(const mpt_tensor& t) {

@@ -29,21 +29,8 @@ std::optional<DType> parse_float_dtype(std::string_view text) {
 }
 
 std::size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case MPT_DTYPE_F16:
-    case MPT_DTYPE_BF16: return 2;
-    case MPT_DTYPE_U8:
-    case MPT_DTYPE_E4M3:
-    case MPT_DTYPE_E5M2:
-    case MPT_DTYPE_E4M3FNUZ:
-    case MPT_DTYPE_E5M2FNUZ:
-    case MPT_DTYPE_E8M0: return 1;
-    case MPT_DTYPE_I64:
-    case MPT_DTYPE_F64: return 8;
-    case MPT_DTYPE_F32:
-    case MPT_DTYPE_I32: return 4;
-  }
-  return 4;
+  const std::size_t bytes = mpt_dtype_bytes(dtype);
+  return bytes != 0 ? bytes : 4;
 }
 
 bool is_float_dtype(DType dtype) {

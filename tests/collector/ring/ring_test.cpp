@@ -260,24 +260,33 @@ TEST(Ring, OnlyOneProcessMayClaim) {
 
 // A second process finds the first ring owned: it makes a sibling ring of the same size, marks it
 // ready in the first ring's header, and the collector adopts it and reads what it published.
-TEST(Ring, ASecondProcessGetsASiblingRingTheCollectorAdopts) {
-  Rings r = make_rings(1024);
-  EXPECT_EQ(r.consumer->rings_created(), 0u);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
+// A process forked to find the ring of `r` owned: it makes a sibling ring, claims it, writes
+// `records` records (producer 7, sequence numbers from 0) and exits; the exit status says how far
+// it got (0: all of it); *child is its pid.
+int sibling_writes(const Rings& r, uint64_t records, pid_t* child = nullptr) {
+  const pid_t pid = fork();
+  if (child != nullptr) *child = pid;
+  if (pid < 0) return -1;
   if (pid == 0) {
     std::string error;
     auto first = RingProducer::attach(r.consumer->name().c_str(), &error);
     if (!first || first->claim()) _exit(1);
     auto sibling = RingProducer::create_sibling(*first, r.consumer->name(), &error);
     if (!sibling || !sibling->claim()) _exit(2);
-    for (uint64_t seq = 0; seq < 100; ++seq)
-      if (!write_record(*sibling, 7, seq, 1 + seq % 3)) _exit(3);
+    for (uint64_t seq = 0; seq < records; ++seq)
+      if (!write_record(*sibling, 7, seq, static_cast<uint16_t>(1 + seq % 3))) _exit(3);
     _exit(0);  // records published before the exit stay in the shared object
   }
   int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(Ring, ASecondProcessGetsASiblingRingTheCollectorAdopts) {
+  Rings r = make_rings(1024);
+  EXPECT_EQ(r.consumer->rings_created(), 0u);
+  pid_t pid = 0;
+  ASSERT_EQ(sibling_writes(r, 100, &pid), 0);
   ASSERT_EQ(r.consumer->rings_created(), 1u);
   ASSERT_TRUE(r.consumer->ring_ready(1));
   EXPECT_FALSE(r.consumer->ring_ready(2));
@@ -333,21 +342,7 @@ TEST(Ring, ASiblingRingsTheFirstRingsDoorbell) {
   RingHeader* h = r.consumer->header();
   const uint32_t seen = h->doorbell.load();
   h->collector_waiting.store(1);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::string error;
-    auto first = RingProducer::attach(r.consumer->name().c_str(), &error);
-    if (!first || first->claim()) _exit(1);
-    auto sibling = RingProducer::create_sibling(*first, r.consumer->name(), &error);
-    if (!sibling || !sibling->claim()) _exit(2);
-    for (uint64_t seq = 0; seq < 3; ++seq)
-      if (!write_record(*sibling, 7, seq, 1)) _exit(3);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(sibling_writes(r, 3), 0);
   EXPECT_EQ(h->doorbell.load() - seen, 4u);  // ready, then three records
   std::string error;
   auto sibling = RingConsumer::adopt(sibling_ring_name(r.consumer->name(), 1), &error);

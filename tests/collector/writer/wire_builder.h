@@ -56,6 +56,60 @@ inline Record histogram_record(uint64_t seq, uint8_t role_slot, const std::vecto
   return out;
 }
 
+// Records of the kinds most tests need, with the fields they vary.
+inline wire::NvtxPushRecord push(int64_t t, uint32_t domain, uint32_t category, uint32_t message, int64_t step = -1) {
+  auto r = blank<wire::NvtxPushRecord>(wire::RecordType::NvtxPush);
+  r.t_ns = t;
+  r.domain = domain;
+  r.category = category;
+  r.message = message;
+  if (step >= 0) {
+    r.payload_kind = 1;
+    r.payload_i = step;
+  }
+  return r;
+}
+
+inline wire::NvtxPopRecord pop(int64_t t, uint32_t domain) {
+  auto r = blank<wire::NvtxPopRecord>(wire::RecordType::NvtxPop);
+  r.t_ns = t;
+  r.domain = domain;
+  return r;
+}
+
+inline wire::TensorStatsRecord stats(uint64_t seq, wire::Role role, uint8_t slot, uint32_t name, uint32_t thread = 1) {
+  auto r = blank<wire::TensorStatsRecord>(wire::RecordType::TensorStats, thread);
+  r.seq = seq;
+  r.role = role;
+  r.slot = slot;
+  r.name = name;
+  r.ndim = 1;
+  r.shape[0] = 10;
+  r.count = 10;
+  r.min = r.max = r.absmax = r.min_nonzero = r.mean = r.rms = 1.0;
+  return r;
+}
+
+inline wire::TensorFormatsRecord formats(uint64_t seq, uint8_t role_slot, uint64_t base, uint32_t thread = 1) {
+  auto r = blank<wire::TensorFormatsRecord>(wire::RecordType::TensorFormats, thread);
+  r.seq = seq;
+  r.role_slot = role_slot;
+  for (int f = 0; f < wire::kFormatCount; ++f)
+    r.formats[f] = {base + 4u * f, base + 4u * f + 1, base + 4u * f + 2, base + 4u * f + 3};
+  return r;
+}
+
+inline wire::LaunchRecord launch(uint64_t seq, uint32_t kernel, int64_t step) {
+  auto r = blank<wire::LaunchRecord>(wire::RecordType::Launch);
+  r.seq = seq;
+  r.start_ns = 1000 + 10 * static_cast<int64_t>(seq);
+  r.end_ns = r.start_ns + 5;
+  r.kernel = kernel;
+  r.step = step;
+  r.sampled = 1;
+  return r;
+}
+
 inline const wire::RecordHeader* header(const Record& r) {
   return reinterpret_cast<const wire::RecordHeader*>(r.data());
 }

@@ -2,7 +2,8 @@
 // every table, view and meta key checked against the values fed. Also the schema's identity
 // (application_id, user_version), assembly of interleaved tensors, late records, missing strings,
 // reading while writing, and a storage failure that keeps what was committed. The summaries kept
-// while rows arrive: summary_rollup_test.cpp.
+// while rows arrive: summary_rollup_test.cpp; the processes of a multi-process run:
+// writer_processes_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -25,16 +26,22 @@
 #include "fpscope/common/sqlite.h"
 #include "fpscope/collector/trace_writer.h"
 #include "sqlite_reader.h"
-#include "wire_builder.h"
-#include "temp_path.h"
+#include "writer_fixture.h"
 
 namespace fpscope {
 namespace {
 
 using test::blank;
+using test::formats;
+using test::kStrings;
+using test::launch;
 using test::pack;
+using test::pop;
+using test::push;
 using test::Reader;
 using test::Record;
+using test::stats;
+using test::WriterTest;
 using wire::RecordType;
 namespace fs = std::filesystem;
 
@@ -44,89 +51,7 @@ constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite",
                                   "v_op_ranges", "v_loss_scale", "v_memory_deltas", "v_memory_live",
                                   "v_memory_timeline", "v_memory_peak_moment", "v_memory_peak"};
 
-class WriterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = temp_.path();
-    path_ = (dir_ / "t.sqlite").string();
-    std::string error;
-    writer_ = TraceWriter::create(path_, "t.sqlite.dumps", &error);
-    ASSERT_TRUE(writer_) << error;
-  }
 
-  void feed(const Record& r) {
-    writer_->on_record(test::header(r));
-    ++fed_;
-  }
-  template <typename R>
-  void feed(const R& r) { feed(pack(r)); }
-  void finish() { ASSERT_TRUE(writer_->finish()) << writer_->error(); }
-
-  fpscope::test::TempDir temp_{"fpscope-writer"};  // gtest makes a fixture per test: one folder each
-  fs::path dir_;
-  std::string path_;
-  std::unique_ptr<TraceWriter> writer_;
-  uint64_t fed_ = 0;
-};
-
-wire::NvtxPushRecord push(int64_t t, uint32_t domain, uint32_t category, uint32_t message, int64_t step = -1) {
-  auto r = blank<wire::NvtxPushRecord>(RecordType::NvtxPush);
-  r.t_ns = t;
-  r.domain = domain;
-  r.category = category;
-  r.message = message;
-  if (step >= 0) {
-    r.payload_kind = 1;
-    r.payload_i = step;
-  }
-  return r;
-}
-
-wire::NvtxPopRecord pop(int64_t t, uint32_t domain) {
-  auto r = blank<wire::NvtxPopRecord>(RecordType::NvtxPop);
-  r.t_ns = t;
-  r.domain = domain;
-  return r;
-}
-
-wire::TensorStatsRecord stats(uint64_t seq, wire::Role role, uint8_t slot, uint32_t name, uint32_t thread = 1) {
-  auto r = blank<wire::TensorStatsRecord>(RecordType::TensorStats, thread);
-  r.seq = seq;
-  r.role = role;
-  r.slot = slot;
-  r.name = name;
-  r.ndim = 1;
-  r.shape[0] = 10;
-  r.count = 10;
-  r.min = r.max = r.absmax = r.min_nonzero = r.mean = r.rms = 1.0;
-  return r;
-}
-
-wire::TensorFormatsRecord formats(uint64_t seq, uint8_t role_slot, uint64_t base, uint32_t thread = 1) {
-  auto r = blank<wire::TensorFormatsRecord>(RecordType::TensorFormats, thread);
-  r.seq = seq;
-  r.role_slot = role_slot;
-  for (int f = 0; f < wire::kFormatCount; ++f)
-    r.formats[f] = {base + 4u * f, base + 4u * f + 1, base + 4u * f + 2, base + 4u * f + 3};
-  return r;
-}
-
-wire::LaunchRecord launch(uint64_t seq, uint32_t kernel, int64_t step) {
-  auto r = blank<wire::LaunchRecord>(RecordType::Launch);
-  r.seq = seq;
-  r.start_ns = 1000 + 10 * static_cast<int64_t>(seq);
-  r.end_ns = r.start_ns + 5;
-  r.kernel = kernel;
-  r.step = step;
-  r.sampled = 1;
-  return r;
-}
-
-// The strings of the full round trip.
-const char* const kStrings[] = {nullptr,          "mptrain",      "step",           "forward",
-                                "conv1",          "conv2d_forward", "conv1.weight", "conv1.out",
-                                "loss",           "precision",    "amp-fp16",       "/usr/bin/mptrain",
-                                "every=1",        "first NaN in conv1.out", "conv1.out.npy"};
 
 // A whole step: ranges, an allocation, one launch with an input and an output tensor (the output
 // with a NaN, dumped), a loss, a loss-scale backoff and a trap.
@@ -440,92 +365,6 @@ TEST_F(WriterTest, NewTraceIsTheSchemaAsItsStatementsMakeIt) {
   EXPECT_EQ(trace.integer("PRAGMA application_id"), *made.query_int("PRAGMA application_id"));
   EXPECT_EQ(trace.text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(trace.text("PRAGMA integrity_check"), "ok");
-}
-
-// A process of a multi-process run that exits having done no work of its own (a launcher such as
-// torchrun's agent: it started, gave its configuration, opened the front end's step range) is left
-// out once another did work: its row, its ranges and its meta go, and the counts say so. A lone
-// idle process stays.
-class IdleProcessTest : public WriterTest {
- protected:
-  void announce(uint32_t source, int32_t rank, uint32_t pid) {
-    for (uint32_t id = 1; id < std::size(kStrings); ++id) writer_->on_record(test::header(test::string_record(id, kStrings[id])), source);
-    auto process = blank<wire::ProcessRecord>(RecordType::Process);
-    process.protocol = wire::kProtocolVersion;
-    process.pid = pid;
-    process.rank = rank;
-    process.local_rank = process.world_size = -1;
-    process.exe = 11;
-    process.options = 12;
-    process.start_ns = 1000 + pid;
-    process.mono_ns = pid;
-    writer_->on_record(test::header(pack(process)), source);
-    auto text = blank<wire::TextRecord>(RecordType::Text);
-    text.key = 9;
-    text.value = 10;
-    writer_->on_record(test::header(pack(text)), source);
-  }
-  void idle_then_exit(uint32_t source) {
-    writer_->on_record(test::header(pack(push(100, 1, 1, 2, 0))), source);
-    writer_->on_record(test::header(pack(pop(200, 1))), source);
-    auto status = blank<wire::TextRecord>(RecordType::Text);
-    writer_->on_record(test::header(test::string_record(30, "injector.own_time_ms")), source);
-    writer_->on_record(test::header(test::string_record(31, "0.5")), source);
-    status.key = 30;
-    status.value = 31;
-    writer_->on_record(test::header(pack(status)), source);
-    exit(source);
-  }
-  void exit(uint32_t source) {
-    auto bye = blank<wire::ProcessExitRecord>(RecordType::ProcessExit);
-    bye.t_ns = 300;
-    writer_->on_record(test::header(pack(bye)), source);
-  }
-};
-
-TEST_F(IdleProcessTest, AnIdleProcessBesideAWorkingOneIsLeftOut) {
-  announce(0, 0, 100);  // the launcher: the first ring
-  announce(1, 0, 101);  // rank 0
-  announce(2, 1, 102);  // rank 1
-  idle_then_exit(0);
-  for (uint32_t source : {1u, 2u}) {
-    writer_->on_record(test::header(pack(push(110, 1, 1, 2, 1))), source);
-    writer_->on_record(test::header(pack(launch(1, 5, 1))), source);
-    writer_->on_record(test::header(pack(pop(190, 1))), source);
-    exit(source);
-  }
-  writer_->set_traced_processes(3);
-  finish();
-  EXPECT_EQ(writer_->counts().idle_processes, 1u);
-  EXPECT_EQ(writer_->counts().nvtx_ranges, 2u);
-  Reader db(path_);
-  const auto processes = db.rows("SELECT id, rank, pid, ended FROM processes ORDER BY id");
-  ASSERT_EQ(processes.size(), 2u);
-  EXPECT_EQ(processes[0][0].i, 1);
-  EXPECT_EQ(processes[0][2].i, 101);
-  EXPECT_EQ(processes[1][1].i, 1);
-  EXPECT_EQ(db.one("SELECT count(*) FROM nvtx_ranges").i, 2);
-  EXPECT_EQ(db.one("SELECT count(*) FROM nvtx_ranges WHERE start_ns = 100").i, 0);
-  EXPECT_EQ(db.meta("idle_processes"), "1");
-  EXPECT_EQ(db.meta("traced_processes"), "2");
-  EXPECT_EQ(db.meta("ranks_ended"), "0:exited 1:exited");
-  // The meta of the first traced process now describe the first one left.
-  EXPECT_EQ(db.meta("traced_pid"), "101");
-  EXPECT_EQ(db.meta("process.realtime_ns"), "1101");
-  EXPECT_FALSE(db.meta("injector.own_time_ms"));
-}
-
-TEST_F(IdleProcessTest, ALoneIdleProcessStays) {
-  announce(0, 0, 100);
-  idle_then_exit(0);
-  writer_->set_traced_processes(1);
-  finish();
-  EXPECT_EQ(writer_->counts().idle_processes, 0u);
-  Reader db(path_);
-  EXPECT_EQ(db.one("SELECT count(*) FROM processes").i, 1);
-  EXPECT_EQ(db.one("SELECT count(*) FROM nvtx_ranges").i, 1);
-  EXPECT_EQ(db.meta("traced_processes"), "1");
-  EXPECT_EQ(db.meta("injector.own_time_ms"), "0.5");
 }
 
 // A trace is never written over, and a folder it cannot be made in is said so; neither leaves a file.

@@ -59,6 +59,26 @@ typedef enum mpt_dtype {
   MPT_DTYPE_E8M0 = 11      /* E8M0FNU: unsigned powers of two 2^-127..2^127, NaN 0xFF */
 } mpt_dtype;
 
+/* Bytes of one element of `dtype`; 0 for a number that is no mpt_dtype. (Which dtypes a kernel
+ * takes is the kernel's to say: the kernel library takes no 8-bit float yet.) */
+static inline size_t mpt_dtype_bytes(int32_t dtype) {
+  switch (dtype) {
+    case MPT_DTYPE_F16:
+    case MPT_DTYPE_BF16: return 2;
+    case MPT_DTYPE_F32:
+    case MPT_DTYPE_I32: return 4;
+    case MPT_DTYPE_I64:
+    case MPT_DTYPE_F64: return 8;
+    case MPT_DTYPE_U8:
+    case MPT_DTYPE_E4M3:
+    case MPT_DTYPE_E5M2:
+    case MPT_DTYPE_E4M3FNUZ:
+    case MPT_DTYPE_E5M2FNUZ:
+    case MPT_DTYPE_E8M0: return 1;
+    default: return 0;
+  }
+}
+
 typedef enum mpt_device {
   MPT_DEVICE_CPU = 0,
   MPT_DEVICE_CUDA = 1
