@@ -59,15 +59,24 @@ void TraceWriter::Impl::leave_out_idle_processes() {
     if (source->index != 0) continue;
     // The meta that describe the first traced process describe the first one left.
     db.exec("DELETE FROM meta WHERE key LIKE 'injector.%' AND key NOT LIKE '%.process%'");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'traced_exe', exe FROM processes ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'traced_pid', pid FROM processes ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'injector_options', injector_options FROM processes "
-            "ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'process.realtime_ns', realtime_ns FROM processes "
-            "ORDER BY id LIMIT 1");
-    db.exec("INSERT OR REPLACE INTO meta (key, value) SELECT 'process.monotonic_ns', monotonic_ns FROM processes "
-            "ORDER BY id LIMIT 1");
+    describe_first_process();
   }
+}
+
+// The meta keys that describe the first traced process, and the `processes` column each copies (as
+// text, as meta holds every value).
+constexpr std::pair<const char*, const char*> kFirstProcessMeta[] = {
+    {"traced_pid", "pid"},
+    {"traced_exe", "exe"},
+    {"injector_options", "injector_options"},
+    {"process.realtime_ns", "realtime_ns"},
+    {"process.monotonic_ns", "monotonic_ns"},
+};
+
+void TraceWriter::Impl::describe_first_process() {
+  for (const auto& [key, column] : kFirstProcessMeta)
+    db.exec(std::string("INSERT OR REPLACE INTO meta (key, value) SELECT '") + key + "', CAST(" + column +
+            " AS TEXT) FROM processes ORDER BY id LIMIT 1");
 }
 
 }  // namespace fpscope

@@ -198,12 +198,8 @@ void TraceWriter::Impl::handle(const wire::ProcessRecord& r) {
   st.run();
   row_written();
   if (src->index != 0) return;  // meta describes the first traced process; `processes` all of them
-  set_meta("traced_pid", std::to_string(r.pid));
   set_meta("traced_protocol_version", std::to_string(r.protocol));
-  set_meta("traced_exe", string_value(r.exe));
-  set_meta("injector_options", string_value(r.options));
-  set_meta("process.realtime_ns", std::to_string(r.start_ns));
-  set_meta("process.monotonic_ns", std::to_string(r.mono_ns));
+  describe_first_process();
 }
 
 // The program's own Text records are its configuration (config.<key>); those the injector sends

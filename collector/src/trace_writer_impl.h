@@ -184,6 +184,7 @@ class TraceWriter::Impl {
   bool finish(TraceWriter::Summaries summaries);
   void add_missing_strings();
   void write_counts();
+  void describe_first_process();  // trace_processes.cpp: meta from the first row of `processes`
   void run_finalize_script();  // trace_summaries.cpp, as the three below
   static std::string fmt_ms(double ms);  // "12.3": milliseconds, one decimal
   void run_summaries();  // the statements of trace_finalize.sql, in the transaction it runs

@@ -88,10 +88,10 @@ def load():
         if os.path.realpath(linked) in running:
             break
     else:
-        return None, ("no operator observer was built for this torch (%s, %s); this build has one for %s. "
+        has = ("this build has one for %s" % ", ".join(built)) if built else "this build has none"
+        return None, ("no operator observer was built for this torch (%s, %s); %s. "
                       "Rebuild fpscope with this interpreter in FPSCOPE_TORCH_PYTHONS" %
-                      (torch.__version__, ", ".join(sorted(running)) or "libtorch_cpu not mapped",
-                       ", ".join(built) or "no torch"))
+                      (torch.__version__, ", ".join(sorted(running)) or "libtorch_cpu not mapped", has))
     library = os.path.join(LIBRARY_DIR, name)
     if not os.path.exists(library):
         return None, "%s is not there (a copied build may have left it out)" % library
