@@ -691,8 +691,7 @@ FPSCOPE_TORCH_EXPORT void fpscope_torch_label(intptr_t impl, int32_t category, c
   if (impl == 0) return;
   std::lock_guard<std::mutex> lock(operators_mutex());
   guarded([&] {
-    const at::Tensor t(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_reclaim_from_nonowning(
-        reinterpret_cast<c10::TensorImpl*>(impl)));
+    const at::Tensor t = tensor_at(impl);
     const std::string wanted = name ? name : "";
     Allocation* entry = adopt(t, category, [&wanted](const at::Tensor&) { return wanted; }, false);
     if (entry == nullptr || (entry->category == category && entry->name == wanted)) return;

@@ -75,16 +75,19 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
         """Turns the dispatch mode on or off (off for steps no filter selects)."""
         if on and not self.mode_on:
             if not resumed:
-                # Operators that ran unwatched may have written any tensor: what the injector
-                # remembered is forgotten, and no storage is known to be uninitialised any more.
-                if self.reports_writes:
-                    self.lib.memory_written(None, 0)
-                self.memory.initialized_all()
+                self.operators_ran_unwatched()
             self.watcher.watch(True)
             self.mode_on = True
         elif not on and self.mode_on:
             self.watcher.watch(False)
             self.mode_on = False
+
+    def operators_ran_unwatched(self):
+        """Operators that ran unwatched may have written any tensor: what the injector remembered
+        is forgotten, and no storage is known to be uninitialised any more."""
+        if self.reports_writes:
+            self.lib.memory_written(None, 0)
+        self.memory.initialized_all()
 
     @_guarded
     def compilation_started(self, _how=None):
@@ -96,10 +99,8 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
     @_guarded
     def compilation_ended(self, _how=None):
         self.watcher.compiling(False)
-        if self.mode_on:  # as after any stretch of operators unwatched
-            if self.reports_writes:
-                self.lib.memory_written(None, 0)
-            self.memory.initialized_all()
+        if self.mode_on:
+            self.operators_ran_unwatched()
 
     def compiled_graph(self, name, compiled):
         """`compiled`, a graph torch.compile made, as one launch named `name` whenever operators are
