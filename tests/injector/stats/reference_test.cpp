@@ -4,9 +4,6 @@
 // mean and rms must lie within the error bound of docs/statistics.md.
 #include <gtest/gtest.h>
 
-#include "temp_path.h"
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,12 +15,12 @@
 #include <string_view>
 
 #include "kernels.h"
+#include "reference_runner.h"
 #include "test_tensors.h"
 
 namespace fpscope::stats_test {
 namespace {
 
-namespace fs = std::filesystem;
 using stats::Kernel;
 using Json = nlohmann::json;
 
@@ -60,49 +57,11 @@ std::vector<TestTensor> byte_cases() {
   return cases;
 }
 
-// A fingerprint of the tensors, of the reference script and of the Python that runs it, naming
-// the cached reference results.
-std::string fingerprint(const std::vector<TestTensor>& cases, const std::string& python) {
-  std::ifstream script(FPSCOPE_STATS_REFERENCE);
-  std::string text((std::istreambuf_iterator<char>(script)), std::istreambuf_iterator<char>());
-  uint64_t h = std::hash<std::string>{}(text) ^ std::hash<std::string>{}(python);
-  for (const TestTensor& t : cases) {
-    h = h * 1000003u ^ std::hash<std::string>{}(t.name);
-    h = h * 1000003u ^ std::hash<std::string_view>{}(std::string_view(
-                           reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size()));
-  }
-  return std::to_string(h);
-}
-
-// Writes the tensors, runs the reference, returns its results by tensor name. The results are
-// kept in the build folder under a fingerprint of their inputs, so the test cases of this binary
-// (which ctest runs as separate, possibly parallel processes) run the reference once.
+// Runs the reference over the tensors (reference_runner.h), its results by tensor name.
 Json run_reference(const std::vector<TestTensor>& cases, const std::string& python = FPSCOPE_REFERENCE_PYTHON) {
-  const fs::path work(FPSCOPE_STATS_TEST_WORK_DIR);
-  const fs::path cached = work / ("reference-" + fingerprint(cases, python) + ".json");
-  if (fs::exists(cached)) return Json::parse(std::ifstream(cached));
-  fs::create_directories(work);
-  const fpscope::test::TempDir scratch(work, "reference");
-  const fs::path& dir = scratch.path();
-  Json manifest = Json::array();
-  for (const TestTensor& t : cases) {
-    const fs::path file = dir / (t.name + ".bin");
-    std::ofstream(file, std::ios::binary)
-        .write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-    manifest.push_back({{"name", t.name}, {"dtype", type_name(t.type)}, {"file", file.string()}});
-  }
-  std::ofstream(dir / "manifest.json") << manifest.dump();
-  const std::string cmd = python + " " + FPSCOPE_STATS_REFERENCE +
-                          " " + (dir / "manifest.json").string() + " " +
-                          (dir / "reference.json").string();
-  if (std::system(cmd.c_str()) != 0) {
-    ADD_FAILURE() << "reference failed: " << cmd;
-    return Json::object();
-  }
-  Json result = Json::parse(std::ifstream(dir / "reference.json"));
-  fs::rename(dir / "reference.json", cached);  // atomic: a parallel reader sees all or nothing
-  fs::remove_all(dir);
-  return result;
+  std::vector<ReferenceInput> inputs;
+  for (const TestTensor& t : cases) inputs.push_back({&t});
+  return run_reference_script(inputs, python, FPSCOPE_STATS_REFERENCE, FPSCOPE_STATS_TEST_WORK_DIR);
 }
 
 // A number of the reference: null is NaN, the strings "inf" and "-inf" the infinities.

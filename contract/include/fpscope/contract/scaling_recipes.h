@@ -1,0 +1,124 @@
+// The fp8 and microscaling recipes whose outcome fpscope forecasts for the operands that fp8
+// training quantizes, in the one order used by wire records, the trace's recipe table and the
+// analyzer's arrays.
+//
+// Every recipe scales a value x by a factor s (per tensor, per row or per block) and rounds the
+// scaled value x*s to an element format, nearest even, saturating at the format's largest finite
+// value; x is recovered as q/s. docs/statistics.md ("Scaling recipes") states each rule exactly;
+// the injector's statistics (fpscope/fp8_recipes.h) implement them and the tests check them
+// against an independent quantizer.
+//
+// Part of the trace contract (see contract.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "fpscope/contract/number_formats.h"
+
+namespace fpscope::contract {
+
+// OCP FP4 E2M1: 2 exponent bits (bias 1), 1 mantissa bit, no Inf or NaN; 6 at most, 0.5 the
+// smallest subnormal.
+inline constexpr FloatFormat kE2M1{2, 1, 1, 3, 0x1};
+static_assert(kE2M1.max_finite() == 6.0 && kE2M1.min_subnormal() == 0.5 && kE2M1.min_normal() == 1.0);
+
+// The element formats the recipes round to.
+enum class ElementFormat : uint8_t { E4M3 = 0, E5M2 = 1, E2M1 = 2 };
+struct ElementFormatInfo {
+  ElementFormat id;
+  const char* name;
+  FloatFormat bits;
+};
+inline constexpr std::array<ElementFormatInfo, 3> kElementFormats = {{
+    {ElementFormat::E4M3, "e4m3", kE4M3},
+    {ElementFormat::E5M2, "e5m2", kE5M2},
+    {ElementFormat::E2M1, "e2m1", kE2M1},
+}};
+constexpr const FloatFormat& element_bits(ElementFormat f) { return kElementFormats[static_cast<int>(f)].bits; }
+
+// How a recipe chooses its scale (docs/statistics.md gives each formula).
+enum class ScaleRule : uint8_t {
+  TensorCurrent,      // s = max_elem / amax(tensor)
+  TensorCurrentPow2,  // the same, rounded down to a power of two
+  TensorDelayed,      // s = max_elem / (largest amax of the tensor's previous `history` steps)
+  RowPow2,            // per row: max_elem / amax(row), rounded down to a power of two
+  MxFloor,            // per block: 1 / 2^(floor(log2 amax(block)) - emax_elem), an E8M0 power
+  MxCeil,             // per block: 1 / (amax(block) / max_elem rounded up to a power of two)
+  Nvfp4,              // a tensor scale and an e4m3 scale per block (docs/statistics.md)
+  BlockPow2,          // per block: max_elem / amax(block), rounded down to a power of two
+};
+
+enum class Recipe : uint8_t {
+  CurrentE4M3 = 0,
+  CurrentE5M2,
+  CurrentPow2E4M3,
+  DelayedE4M3,
+  Delayed16E4M3,
+  DelayedE5M2,
+  RowwiseE4M3,
+  Mxfp8E4M3,
+  Mxfp8E4M3Ceil,
+  Mxfp8E5M2,
+  Mxfp4,
+  Nvfp4,
+  BlockE4M3,
+};
+inline constexpr int kRecipeCount = 13;
+
+// Block shape: `block` contiguous values along a row (0: the whole tensor; -1: the whole row);
+// for a weight, tiles of `weight_rows` rows by `block` columns where weight_rows > 1.
+struct RecipeInfo {
+  Recipe id;
+  const char* name;         // as users write it: "mxfp8-e4m3"
+  const char* description;  // one line for reports
+  ScaleRule rule;
+  ElementFormat element;
+  int block;
+  int weight_rows;
+  int history;              // delayed scaling: steps of amax history (0 otherwise)
+};
+
+inline constexpr int kTensorBlock = 0;
+inline constexpr int kRowBlock = -1;
+
+inline constexpr std::array<RecipeInfo, kRecipeCount> kRecipes = {{
+    {Recipe::CurrentE4M3, "current-e4m3", "per-tensor current scaling, e4m3",
+     ScaleRule::TensorCurrent, ElementFormat::E4M3, kTensorBlock, 1, 0},
+    {Recipe::CurrentE5M2, "current-e5m2", "per-tensor current scaling, e5m2",
+     ScaleRule::TensorCurrent, ElementFormat::E5M2, kTensorBlock, 1, 0},
+    {Recipe::CurrentPow2E4M3, "current-pow2-e4m3", "per-tensor current scaling, power-of-two scale, e4m3",
+     ScaleRule::TensorCurrentPow2, ElementFormat::E4M3, kTensorBlock, 1, 0},
+    {Recipe::DelayedE4M3, "delayed-e4m3", "per-tensor delayed scaling, amax history 1024, e4m3",
+     ScaleRule::TensorDelayed, ElementFormat::E4M3, kTensorBlock, 1, 1024},
+    {Recipe::Delayed16E4M3, "delayed16-e4m3", "per-tensor delayed scaling, amax history 16, e4m3",
+     ScaleRule::TensorDelayed, ElementFormat::E4M3, kTensorBlock, 1, 16},
+    {Recipe::DelayedE5M2, "delayed-e5m2", "per-tensor delayed scaling, amax history 1024, e5m2",
+     ScaleRule::TensorDelayed, ElementFormat::E5M2, kTensorBlock, 1, 1024},
+    {Recipe::RowwiseE4M3, "rowwise-e4m3", "per-row scaling, power-of-two scales, e4m3",
+     ScaleRule::RowPow2, ElementFormat::E4M3, kRowBlock, 1, 0},
+    {Recipe::Mxfp8E4M3, "mxfp8-e4m3", "MXFP8: E8M0 scale per 32 values (OCP rule), e4m3",
+     ScaleRule::MxFloor, ElementFormat::E4M3, 32, 1, 0},
+    {Recipe::Mxfp8E4M3Ceil, "mxfp8-e4m3-ceil", "MXFP8: E8M0 scale per 32 values rounded up, e4m3",
+     ScaleRule::MxCeil, ElementFormat::E4M3, 32, 1, 0},
+    {Recipe::Mxfp8E5M2, "mxfp8-e5m2", "MXFP8: E8M0 scale per 32 values (OCP rule), e5m2",
+     ScaleRule::MxFloor, ElementFormat::E5M2, 32, 1, 0},
+    {Recipe::Mxfp4, "mxfp4", "MXFP4: E8M0 scale per 32 values (OCP rule), e2m1",
+     ScaleRule::MxFloor, ElementFormat::E2M1, 32, 1, 0},
+    {Recipe::Nvfp4, "nvfp4", "NVFP4: tensor scale and e4m3 scale per 16 values (16x16 weights), e2m1",
+     ScaleRule::Nvfp4, ElementFormat::E2M1, 16, 16, 0},
+    {Recipe::BlockE4M3, "block-e4m3", "blockwise: 1x128 (128x128 weights), power-of-two scales, e4m3",
+     ScaleRule::BlockPow2, ElementFormat::E4M3, 128, 128, 0},
+}};
+constexpr const RecipeInfo& recipe_info(Recipe r) { return kRecipes[static_cast<int>(r)]; }
+static_assert([] {
+  for (int i = 0; i < kRecipeCount; ++i)
+    if (static_cast<int>(kRecipes[i].id) != i) return false;
+  return true;
+}(), "kRecipes must list the recipes in Recipe order");
+
+// E8M0's range, which bounds the MX rules' scales: 2^-127 to 2^127.
+inline constexpr int kE8M0MinExponent = -127;
+inline constexpr int kE8M0MaxExponent = 127;
+
+}  // namespace fpscope::contract
