@@ -3,6 +3,7 @@
 #include "trace_impl.h"
 
 #include "fpscope/common/process_identity.h"
+#include "fpscope/common/recipe_rows.h"
 #include "fpscope/contract/embedded_sql.h"
 
 #include <fmt/format.h>
@@ -203,9 +204,9 @@ bool has_column(const sql::Database& db, const std::string& table, const char* c
 }
 
 // The event tables that carry the rank of the process that recorded them (schema 3).
-constexpr std::array<const char*, 11> kRankTables = {
+constexpr std::array<const char*, 12> kRankTables = {
     "nvtx_ranges", "kernels", "tensors", "nonfinite", "memory_events", "loss_scale", "scalars",
-    "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory"};
+    "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory", "tensor_recipes"};
 
 // Columns and tables later schemas added: a trace of an older schema gets temporary views of the same
 // names that add them with the values they would have held (SQLite resolves unqualified names in the
@@ -226,6 +227,19 @@ bool add_missing_columns(const sql::Database& db) {
     if (!has_column(db, table, "rank")) extra += ", 0 AS rank";
     if (extra.empty()) continue;
     db.exec(fmt::format("CREATE TEMP VIEW {0} AS SELECT *{1} FROM main.{0}", table, extra));
+    added = true;
+  }
+  if (!db.has_table("tensor_recipes", false)) {
+    // Schemas 1 to 4 forecast no scaling recipe: the tables as this build's schema declares them,
+    // temporary, `tensor_recipes` empty.
+    for (const std::string& statement : sql::statements_of(embedded::kTraceSchemaSql)) {
+      for (const char* table : {"recipes", "tensor_recipes"}) {
+        const std::string create = std::string("CREATE TABLE ") + table + " (";
+        if (statement.compare(0, create.size(), create) == 0)
+          db.exec("CREATE TEMP TABLE " + statement.substr(std::string("CREATE TABLE ").size()));
+      }
+    }
+    sql::insert_recipe_rows(db, "temp.recipes");
     added = true;
   }
   if (!db.has_table("processes", false)) {

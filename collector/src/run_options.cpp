@@ -119,6 +119,13 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_option("--tensors", o.tensors, "Which tensors to measure")->check(CLI::IsMember({"in", "out", "both"}));
   app.add_option("--stats", o.stats, "full: also format counts and exponent histograms; basic: statistics only")
       ->check(CLI::IsMember({"full", "basic"}));
+  app.add_option("--recipes", o.recipes,
+                 "Which tensors get the fp8 forecast (what each fp8 and microscaling scaling recipe would do "
+                 "to them; `fpscope report --section fp8`): operands, the inputs of the matrix products of linear "
+                 "and convolution layers that fp8 training quantizes; all, every measured tensor; none (the "
+                 "default: the forecast costs about 40 times the statistics' scan per element it covers). Full "
+                 "statistics only")
+      ->check(CLI::IsMember({"operands", "all", "none"}));
   app.add_option("--stats-threads", o.stats_threads,
                  "Threads that share the scan of a large tensor, the program's launching thread included "
                  "(default 0: the trainer's own pool where its kernel library lends one, else one per hardware "
@@ -193,6 +200,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
       {contract::env::kEvery, std::to_string(o.every)},
       {contract::env::kTensors, o.tensors},
       {contract::env::kStats, o.stats},
+      {contract::env::kRecipes, o.recipes},
   };
   if (o.stats_threads > 0) env.emplace_back(contract::env::kStatsThreads, std::to_string(o.stats_threads));
   if (o.rescan_inputs) env.emplace_back(contract::env::kRescanInputs, "1");
@@ -208,7 +216,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
-                      {"tensors", o.tensors}, {"stats", o.stats}, {"stats_threads", o.stats_threads},
+                      {"tensors", o.tensors}, {"stats", o.stats}, {"recipes", o.recipes}, {"stats_threads", o.stats_threads},
                       {"rescan_inputs", o.rescan_inputs}, {"torch_operators", o.torch_operators}, {"eager", o.eager},
                       {"trap", o.trap},
                       {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti},

@@ -20,6 +20,7 @@ struct RunOptions {
   std::string ops;                 // comma-separated globs, empty: all
   std::string tensors = "both";    // in | out | both
   std::string stats = "full";      // full | basic
+  std::string recipes = "none";    // operands | all | none: which tensors get the fp8 recipe forecast
   int stats_threads = 0;           // threads sharing a large tensor's scan; 0: automatic
   std::string torch_operators = "observer";  // how the PyTorch front end sees operators
   bool eager = false;                        // torch.compile off in PyTorch programs

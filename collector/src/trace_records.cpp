@@ -461,6 +461,35 @@ void TraceWriter::Impl::handle(const wire::DumpRecord& r) {
   ++counts.dumps;
 }
 
+void TraceWriter::Impl::handle(const wire::TensorRecipesRecord& r) {
+  const auto row = tensor_row(r.seq, r.role_slot);
+  if (!row || r.operand >= contract::kOperandNames.size()) {
+    ++(row ? counts.malformed_records : counts.unmatched_events);
+    return;
+  }
+  sql::Statement& st = insert_tensor_recipes;
+  const std::string_view operand = contract::kOperandNames[r.operand];
+  for (int i = 0; i < contract::kRecipeCount; ++i) {
+    const wire::RecipeCounts& c = r.recipes[i];
+    const int at = i * kTensorRecipeColumns;
+    st.bind(at + 1, *row);
+    st.bind(at + 2, kernel_id(r.seq));
+    st.bind_static(at + 3, operand);
+    st.bind(at + 4, int64_t{i});
+    const uint64_t counters[] = {c.values, c.underflow, c.subnormal, c.saturated, c.blocks,
+                                 uint64_t{c.blocks_lost}, uint64_t{c.blocks_nonfinite}};
+    for (int k = 0; k < 7; ++k) st.bind(at + 5 + k, counters[k]);
+    st.bind(at + 12, c.sse);
+    st.bind(at + 13, c.signal);
+    st.bind(at + 14, c.scale);  // NaN (a block recipe) binds NULL
+    std::isfinite(r.amax) ? st.bind(at + 15, r.amax) : st.bind_null(at + 15);
+    st.bind(at + 16, src->rank);
+  }
+  st.run();
+  row_written();
+  counts.tensor_recipes += contract::kRecipeCount;
+}
+
 // [SECTION] NVTX ranges -----------------------------------------------------------------------------
 
 void TraceWriter::Impl::handle(const wire::NvtxPushRecord& r) {

@@ -61,6 +61,18 @@ std::string insert_tensors_sql(int rows) {
   return sql;
 }
 
+// INSERT INTO tensor_recipes with one row per recipe.
+std::string insert_tensor_recipes_sql() {
+  std::string sql =
+      "INSERT INTO tensor_recipes (tensor_id, kernel_id, operand, recipe, quantized, underflow, subnormal,"
+      " saturated, blocks, blocks_lost, blocks_nonfinite, sse, signal, scale, amax, rank) VALUES ";
+  std::string row = "(?";
+  for (int c = 1; c < TraceWriter::Impl::kTensorRecipeColumns; ++c) row += ",?";
+  row += ")";
+  for (int r = 0; r < contract::kRecipeCount; ++r) sql += (r ? "," : "") + row;
+  return sql;
+}
+
 constexpr const char* kUpdateFormats =
     "UPDATE tensors SET f16_overflow=?2, f16_underflow=?3, f16_subnormal=?4, f16_near_max=?5,"
     " bf16_overflow=?6, bf16_underflow=?7, bf16_subnormal=?8, bf16_near_max=?9,"
@@ -129,6 +141,7 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
                         " skipped, event, growth_tracker, rank) VALUES (?,?,?,?,?,?,?,?,?,?)"),
       insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value, rank) VALUES (?,?,?,?,?)"),
       insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)"),
+      insert_tensor_recipes(db, insert_tensor_recipes_sql()),
       insert_cuda_kernel(db,
                          "INSERT INTO cuda_kernels (start_ns, end_ns, name_id, correlation_id, device, stream,"
                          " grid_x, grid_y, grid_z, block_x, block_y, block_z, rank)"
@@ -322,6 +335,7 @@ void TraceWriter::Impl::write_counts() {
       {"tensors", counts.tensors},
       {"events", counts.events()},
       {"nonfinite", counts.nonfinite},
+      {"tensor_recipes", counts.tensor_recipes},
       {"unknown_records", counts.unknown_records},
       {"malformed_records", counts.malformed_records},
       {"unmatched_events", counts.unmatched_events},

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "fpscope/contract/embedded_sql.h"
+#include "fpscope/common/recipe_rows.h"
 #include "fpscope/common/sqlite.h"
 
 namespace {
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     db.exec("PRAGMA page_size=" + std::to_string(kPageSize));
     db.exec("BEGIN");
     db.exec(embedded::kTraceSchemaSql);
+    sql::insert_recipe_rows(db);
     db.exec("COMMIT");
     const std::string image = empty_trace(db);
     image_size = image.size();

@@ -9,7 +9,7 @@
 -- process that recorded it (0 for a process no launcher gave a rank; since schema 3).
 
 PRAGMA application_id = 1179669315;  -- 0x46505343, "FPSC"
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;
 
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -139,6 +139,41 @@ CREATE TABLE memory_events (
   rank        INTEGER NOT NULL DEFAULT 0  -- the process's rank (processes.rank); since schema 3
 );
 
+-- The fp8 and microscaling scaling recipes forecast (docs/statistics.md, "Scaling recipes"): one
+-- row per contract::Recipe, written from contract/.../scaling_recipes.h into every new trace.
+-- Since schema 5.
+CREATE TABLE recipes (
+  id          INTEGER PRIMARY KEY,  -- contract::Recipe
+  name        TEXT NOT NULL,        -- as users write it: 'mxfp8-e4m3'
+  element     TEXT NOT NULL,        -- the element format: 'e4m3', 'e5m2' or 'e2m1'
+  block       INTEGER NOT NULL,     -- values per block along a row; 0: the tensor, -1: the row
+  weight_rows INTEGER NOT NULL,     -- a weight's tile height in rows (1: blocks along rows only)
+  history     INTEGER NOT NULL,     -- delayed scaling: steps of amax history; 0 otherwise
+  description TEXT NOT NULL
+);
+
+-- What each recipe would do to a tensor that fp8 training quantizes (the inputs of the matrix
+-- products of linear and convolution layers; every measured tensor with --recipes all): one row
+-- per tensor and recipe. Since schema 5.
+CREATE TABLE tensor_recipes (
+  tensor_id   INTEGER NOT NULL REFERENCES tensors(id),
+  kernel_id   INTEGER NOT NULL REFERENCES kernels(id),
+  operand     TEXT NOT NULL,        -- 'activation', 'weight', 'gradient' or 'other' (contract::kOperandNames)
+  recipe      INTEGER NOT NULL REFERENCES recipes(id),
+  quantized   INTEGER NOT NULL,     -- finite values quantized (not those of non-finite blocks)
+  underflow   INTEGER NOT NULL,     -- nonzero values that round to zero
+  subnormal   INTEGER NOT NULL,     -- nonzero values that land on a subnormal of the element format
+  saturated   INTEGER NOT NULL,     -- values beyond the element format's largest, after scaling
+  blocks      INTEGER NOT NULL,     -- blocks of the recipe's granularity
+  blocks_lost INTEGER NOT NULL,     -- blocks whose every nonzero value rounds to zero
+  blocks_nonfinite INTEGER NOT NULL,-- blocks a NaN or Inf makes non-finite (MX, NVFP4)
+  sse         REAL NOT NULL,        -- sum of squared errors of the recovered values
+  signal      REAL NOT NULL,        -- sum of squares of the same values
+  scale       REAL,                 -- the per-tensor recipes' scale; NULL for block recipes
+  amax        REAL,                 -- the tensor's largest finite |x|; NULL when it holds NaN or Inf
+  rank        INTEGER NOT NULL DEFAULT 0
+);
+
 -- One row per amp_update_scale launch.
 CREATE TABLE loss_scale (
   id             INTEGER PRIMARY KEY,
@@ -228,6 +263,7 @@ CREATE TABLE cuda_memory (
 CREATE INDEX tensors_by_kernel ON tensors(kernel_id);
 CREATE INDEX kernels_by_step ON kernels(step);
 CREATE INDEX nonfinite_by_kernel ON nonfinite(kernel_id);
+CREATE INDEX tensor_recipes_by_kernel ON tensor_recipes(kernel_id);
 CREATE INDEX memory_events_by_time ON memory_events(t_ns);
 CREATE INDEX scalars_by_name ON scalars(name_id, step);
 CREATE INDEX memory_events_by_rank_time ON memory_events(rank, t_ns);
@@ -245,6 +281,22 @@ FROM kernels k
 JOIN strings sn ON sn.id = k.name_id
 LEFT JOIN strings sl ON sl.id = k.layer_id
 LEFT JOIN strings sp ON sp.id = k.phase_id;
+
+-- Each tensor_recipes row with its launch's place, its tensor's name and its recipe's name; the
+-- shares are of the values quantized, sqnr_db = 10 log10(signal / sse) (NULL when nothing was
+-- lost or nothing nonzero quantized). Since schema 5.
+CREATE VIEW v_tensor_recipes AS
+SELECT k.kernel, k.layer, k.phase, k.step, st.value AS tensor, r.operand, rc.name AS recipe,
+       r.quantized, r.underflow, r.subnormal, r.saturated, r.blocks, r.blocks_lost, r.blocks_nonfinite,
+       CASE WHEN r.quantized > 0 THEN 1.0 * r.underflow / r.quantized END AS underflow_share,
+       CASE WHEN r.quantized > 0 THEN 1.0 * r.saturated / r.quantized END AS saturated_share,
+       CASE WHEN r.sse > 0 AND r.signal > 0 THEN 10 * log10(r.signal / r.sse) END AS sqnr_db,
+       r.sse, r.signal, r.scale, r.amax, r.tensor_id, r.kernel_id, r.rank
+FROM tensor_recipes r
+JOIN v_kernels k ON k.id = r.kernel_id
+JOIN tensors t ON t.id = r.tensor_id
+JOIN strings st ON st.id = t.name_id
+JOIN recipes rc ON rc.id = r.recipe;
 
 -- intended: 1 when an allow rule covers the tensor's NaN/Inf (its nonfinite row has allowed = 1).
 CREATE VIEW v_tensors AS

@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "accumulator.h"
+#include "fpscope/fp8_recipes.h"
 #include "fpscope/tensor_stats.h"
 
 namespace fpscope::stats {
@@ -36,5 +37,9 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
                         StatsLevel level, TensorStats* out);
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out, ChunkRunner& runner);
+
+// compute_recipes() (fpscope/fp8_recipes.h) with its portable kernels even where AVX2 runs, for
+// the tests that hold each kernel to the reference.
+void compute_recipes_portable(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out);
 
 }  // namespace fpscope::stats

@@ -1,16 +1,26 @@
 // compute_recipes(): each scaling recipe replayed over a tensor (fpscope/fp8_recipes.h).
 //
 // Every value is decoded to fp32 (exact for fp32, fp16 and bf16) and scaled in fp32, as fp8
-// training does; the product is rounded to the element format by exact power-of-two arithmetic; docs/statistics.md ("Scaling recipes")
-// states the rules this follows, operation by operation, so that an independent quantizer gets
-// the same counts.
+// training does; the product is rounded to the element format by exact integer and power-of-two
+// arithmetic; docs/statistics.md ("Scaling recipes") states the rules this follows, operation by
+// operation, so that an independent quantizer gets the same counts.
+//
+// How it is fast: the tensor's amax comes from its statistics, the per-tensor recipes quantize
+// the whole tensor in one run each, and the block recipes share one pass of block amaxes per row
+// (16-value blocks, from which 32- and 128-value blocks and the row follow). The quantizing run is
+// branch-free over eight lanes, so that the compiler vectorizes it; it is built twice, for AVX2
+// and for the baseline, and chosen once.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <vector>
 
 #include "accumulator.h"
 #include "fp_mode.h"
 #include "fpscope/fp8_recipes.h"
+#include "kernels.h"
 
 namespace fpscope {
 namespace {
@@ -25,26 +35,249 @@ double pow2_of(int e) { return std::bit_cast<double>(uint64_t(e + 1023) << 52); 
 // floor(log2(a)) of a positive normal double (every positive fp32 value is one).
 int exponent_of(double a) { return int((std::bit_cast<uint64_t>(a) >> 52) & 0x7FF) - 1023; }
 
-// The element format's facts the rounding needs.
+// An element format's facts, as the quantizing run uses them.
 struct Element {
-  double max, min_normal;
-  int mantissa_bits, min_normal_exponent;
+  float max, min_normal;
+  float magic;          // min_subnormal * 2^23: (a + magic) - magic rounds a to the subnormal grid
+  uint32_t drop;        // fp32 mantissa bits the format does not have
+  uint32_t keep_mask;   // ~((1 << drop) - 1)
 };
 Element element_of(ElementFormat f) {
   const contract::FloatFormat& b = contract::element_bits(f);
-  return {b.max_finite(), b.min_normal(), b.mantissa_bits, 1 - b.bias};
+  const uint32_t drop = uint32_t(23 - b.mantissa_bits);
+  return {float(b.max_finite()), float(b.min_normal()), float(b.min_subnormal() * 0x1p23), drop,
+          ~((uint32_t{1} << drop) - 1)};
 }
 
-// Rounds a >= 0 (finite) to the element format, nearest even, with unbounded exponent: the
-// quantum of a's binade (never below the subnormals' spacing) divides a exactly, the quotient is
-// rounded to an integer by the 2^52 trick (exact under round to nearest even), and multiplied back.
-double round_magnitude(double a, const Element& e) {
-  if (a == 0) return 0;
-  const int quantum = std::max(exponent_of(a), e.min_normal_exponent) - e.mantissa_bits;
-  const double y = a * pow2_of(-quantum);  // < 2^(mantissa_bits + 1)
-  constexpr double kBig = 0x1p52;  // IEEE arithmetic (no -ffast-math): the sum rounds, then exactly back
-  const double r = (y + kBig) - kBig;
-  return r * pow2_of(quantum);
+// What one recipe did to a run of values.
+struct Tally {
+  uint64_t values = 0, underflow = 0, subnormal = 0, saturated = 0;
+  double sse = 0, signal = 0;
+  void add_to(RecipeOutcome& o) const {
+    o.values += values;
+    o.underflow += underflow;
+    o.subnormal += subnormal;
+    o.saturated += saturated;
+    o.sse += sse;
+    o.signal += signal;
+  }
+};
+
+// Quantizes the n values at x (non-finite ones are skipped) at scale s, recovering q * inv (inv
+// = 1/s in double; 0 with s = 0, which loses every value). Rounding |x*s| (fp32) to the element:
+// from the smallest normal value up, the fp32 bits rounded to the format's mantissa width, ties
+// to even (a carry into the exponent is the next binade, as it should be; Inf stays Inf); below
+// it, onto the subnormal grid by adding and subtracting `magic`, exact under round to nearest
+// even. Eight independent lanes, combined at the end.
+constexpr int kLanes = 8;
+__attribute__((always_inline)) inline void quantize_run_lanes(const float* x, std::size_t n, float s, double inv, const Element& e, Tally& t) {
+  uint32_t values[kLanes] = {}, under[kLanes] = {}, sub[kLanes] = {}, sat[kLanes] = {};
+  double sse[kLanes] = {}, sig[kLanes] = {};
+  const uint32_t half = (uint32_t{1} << (e.drop - 1)) - 1;
+  const auto lane = [&](int l, float v) __attribute__((always_inline)) {
+    const float ax = std::fabs(v);
+    const bool finite = ax <= std::numeric_limits<float>::max();
+    const float m = finite ? ax : 0.0f;
+    const float a = m * s;
+    const uint32_t b = std::bit_cast<uint32_t>(a);
+    const float qn = std::bit_cast<float>((b + half + ((b >> e.drop) & 1u)) & e.keep_mask);
+    const float qs = (a + e.magic) - e.magic;
+    const float q = a >= e.min_normal ? qn : qs;
+    const bool nz = m != 0.0f;
+    values[l] += finite;
+    sat[l] += q > e.max;
+    under[l] += nz & (q == 0.0f);
+    sub[l] += (q > 0.0f) & (q < e.min_normal);
+    const double err = double(m) - double(std::min(q, e.max)) * inv;
+    sse[l] += err * err;
+    sig[l] += double(m) * double(m);
+  };
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane(l, x[i + std::size_t(l)]);
+  for (int l = 0; i < n; ++i, ++l) lane(l, x[i]);
+  for (int l = 0; l < kLanes; ++l) {
+    t.values += values[l];
+    t.underflow += under[l];
+    t.subnormal += sub[l];
+    t.saturated += sat[l];
+    t.sse += sse[l];
+    t.signal += sig[l];
+  }
+}
+
+// How a recipe cuts the tensor (rows x cols, row-major) into blocks: `width` values along a row
+// (the last block of a row may be shorter), over `height` rows (a weight's 2D tiles; the last band
+// may be lower). Block (band, b) is number band * blocks_per_row + b.
+struct Geometry {
+  std::size_t rows, cols, width, height;
+  std::size_t blocks_per_row() const { return (cols + width - 1) / width; }
+  std::size_t count() const { return (rows + height - 1) / height * blocks_per_row(); }
+};
+
+// One block as a recipe quantizes it: its scale, 1/s in double, or skipped (a block a NaN or Inf
+// made non-finite).
+struct BlockPlan {
+  float s = 1;
+  bool skip = false;
+  double inv = 1;
+};
+
+// The largest |x| of finite values and whether a NaN or Inf was among them.
+struct Amax {
+  float amax = 0;
+  bool nonfinite = false;
+  void merge(const Amax& o) {
+    amax = std::max(amax, o.amax);
+    nonfinite |= o.nonfinite;
+  }
+};
+
+// Portable: every block's amax (merged into `out`, count() entries), and every block quantized
+// with its plan into `t`.
+void amax_blocks_base(const float* x, const Geometry& g, Amax* out) {
+  const std::size_t per_row = g.blocks_per_row();
+  for (std::size_t row = 0; row < g.rows; ++row) {
+    Amax* band = out + row / g.height * per_row;
+    const float* r = x + row * g.cols;
+    for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width) {
+      Amax a;
+      for (std::size_t c = c0; c < std::min(g.cols, c0 + g.width); ++c) {
+        const float v = std::fabs(r[c]);
+        const bool finite = v <= std::numeric_limits<float>::max();
+        a.nonfinite |= !finite;
+        a.amax = std::max(a.amax, finite ? v : 0.0f);
+      }
+      band[b].merge(a);
+    }
+  }
+}
+
+void quantize_blocks_base(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t) {
+  const std::size_t per_row = g.blocks_per_row();
+  for (std::size_t row = 0; row < g.rows; ++row) {
+    const BlockPlan* band = plans + row / g.height * per_row;
+    for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width)
+      if (!band[b].skip)
+        quantize_run_lanes(x + row * g.cols + c0, std::min(g.width, g.cols - c0), band[b].s, band[b].inv, e, t);
+  }
+}
+
+__attribute__((target("avx2"))) uint64_t total(__m256i v) {
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  uint64_t sum = 0;
+  for (uint32_t l : lanes) sum += l;
+  return sum;
+}
+
+// The lanes of a block's last partial group of eight: the first `n` (0 to 7) lanes set.
+__attribute__((target("avx2"))) __m256i first_lanes(std::size_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The AVX2 kernels: eight fp32 lanes, a block's last partial group through masked loads.
+__attribute__((target("avx2"))) void amax_blocks_avx2(const float* x, const Geometry& g, Amax* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 flt_max = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const std::size_t per_row = g.blocks_per_row();
+  for (std::size_t row = 0; row < g.rows; ++row) {
+    Amax* band = out + row / g.height * per_row;
+    const float* r = x + row * g.cols;
+    for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width) {
+      const std::size_t c1 = std::min(g.cols, c0 + g.width);
+      __m256 m = _mm256_setzero_ps(), bad = m;
+      for (std::size_t i = c0; i < c1; i += 8) {
+        const __m256i lanes = first_lanes(std::min<std::size_t>(8, c1 - i));
+        const __m256 ax = _mm256_and_ps(_mm256_maskload_ps(r + i, lanes), abs_mask);  // masked lanes read 0
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(ax, flt_max, _CMP_NLE_UQ));
+        m = _mm256_max_ps(m, _mm256_and_ps(ax, _mm256_cmp_ps(ax, flt_max, _CMP_LE_OQ)));
+      }
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+      band[b].merge({_mm_cvtss_f32(h), _mm256_movemask_ps(bad) != 0});
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void quantize_blocks_avx2(const float* x, const Geometry& g, const BlockPlan* plans,
+                                                           const Element& e, Tally& t) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 flt_max = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const __m256 vmax = _mm256_set1_ps(e.max), vmin_normal = _mm256_set1_ps(e.min_normal);
+  const __m256 vmagic = _mm256_set1_ps(e.magic), zero = _mm256_setzero_ps();
+  const __m256i half = _mm256_set1_epi32(int((uint32_t{1} << (e.drop - 1)) - 1));
+  const __m256i keep = _mm256_set1_epi32(int(e.keep_mask)), one = _mm256_set1_epi32(1);
+  const __m128i drop = _mm_cvtsi32_si128(int(e.drop));
+  __m256i values = _mm256_setzero_si256(), under = values, sub = values, sat = values;
+  __m256d sse = _mm256_setzero_pd(), sig = sse;
+  uint64_t groups = 0;  // since the lanes were last emptied: each counts at most one per group
+  const auto empty_lanes = [&]() __attribute__((target("avx2"))) {
+    t.values += total(values);
+    t.underflow += total(under);
+    t.subnormal += total(sub);
+    t.saturated += total(sat);
+    values = under = sub = sat = _mm256_setzero_si256();
+    groups = 0;
+  };
+  const std::size_t per_row = g.blocks_per_row();
+  for (std::size_t row = 0; row < g.rows; ++row) {
+    const BlockPlan* band = plans + row / g.height * per_row;
+    const float* r = x + row * g.cols;
+    for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width) {
+      const BlockPlan& p = band[b];
+      if (p.skip) continue;
+      const std::size_t c1 = std::min(g.cols, c0 + g.width);
+      if (groups + (c1 - c0) / 8 + 1 >= (uint64_t{1} << 31)) empty_lanes();
+      groups += (c1 - c0 + 7) / 8;
+      const __m256 vs = _mm256_set1_ps(p.s);
+      const __m256d vinv = _mm256_set1_pd(p.inv);
+      for (std::size_t i = c0; i < c1; i += 8) {
+        const __m256i lanes = first_lanes(std::min<std::size_t>(8, c1 - i));
+        const __m256 ax = _mm256_and_ps(_mm256_maskload_ps(r + i, lanes), abs_mask);
+        const __m256 finite = _mm256_and_ps(_mm256_cmp_ps(ax, flt_max, _CMP_LE_OQ), _mm256_castsi256_ps(lanes));
+        const __m256 m = _mm256_and_ps(ax, finite);
+        const __m256 a = _mm256_mul_ps(m, vs);
+        const __m256i bits = _mm256_castps_si256(a);
+        const __m256i odd = _mm256_and_si256(_mm256_srl_epi32(bits, drop), one);
+        const __m256 qn = _mm256_castsi256_ps(_mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(bits, half), odd), keep));
+        const __m256 qs = _mm256_sub_ps(_mm256_add_ps(a, vmagic), vmagic);
+        const __m256 q = _mm256_blendv_ps(qs, qn, _mm256_cmp_ps(a, vmin_normal, _CMP_GE_OQ));
+        const __m256 nz = _mm256_cmp_ps(m, zero, _CMP_NEQ_OQ);
+        values = _mm256_sub_epi32(values, _mm256_castps_si256(finite));
+        sat = _mm256_sub_epi32(sat, _mm256_castps_si256(_mm256_cmp_ps(q, vmax, _CMP_GT_OQ)));
+        under = _mm256_sub_epi32(under, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(q, zero, _CMP_EQ_OQ))));
+        sub = _mm256_sub_epi32(sub, _mm256_castps_si256(_mm256_and_ps(_mm256_cmp_ps(q, zero, _CMP_GT_OQ),
+                                                                       _mm256_cmp_ps(q, vmin_normal, _CMP_LT_OQ))));
+        const __m256 qc = _mm256_min_ps(q, vmax);
+        const __m256d m0 = _mm256_cvtps_pd(_mm256_castps256_ps128(m)), m1 = _mm256_cvtps_pd(_mm256_extractf128_ps(m, 1));
+        const __m256d e0 = _mm256_sub_pd(m0, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(qc)), vinv));
+        const __m256d e1 = _mm256_sub_pd(m1, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(qc, 1)), vinv));
+        sse = _mm256_add_pd(sse, _mm256_add_pd(_mm256_mul_pd(e0, e0), _mm256_mul_pd(e1, e1)));
+        sig = _mm256_add_pd(sig, _mm256_add_pd(_mm256_mul_pd(m0, m0), _mm256_mul_pd(m1, m1)));
+      }
+    }
+  }
+  empty_lanes();
+  alignas(32) double d[4];
+  _mm256_store_pd(d, sse);
+  t.sse += (d[0] + d[1]) + (d[2] + d[3]);
+  _mm256_store_pd(d, sig);
+  t.signal += (d[0] + d[1]) + (d[2] + d[3]);
+}
+
+// The kernels for this CPU, or the portable ones where the caller asks for them.
+thread_local bool portable_only = false;
+bool use_avx2() {
+  static const bool avx2 = stats::kernel_supported(stats::Kernel::Avx2);
+  return avx2 && !portable_only;
+}
+void amax_blocks(const float* x, const Geometry& g, Amax* out) {
+  use_avx2() ? amax_blocks_avx2(x, g, out) : amax_blocks_base(x, g, out);
+}
+void quantize_blocks(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t) {
+  use_avx2() ? quantize_blocks_avx2(x, g, plans, e, t) : quantize_blocks_base(x, g, plans, e, t);
 }
 
 // The fp32 quotient a / b (a, b > 0), the largest finite fp32 where it overflows: how a
@@ -57,27 +290,14 @@ float scale_quotient(float a, float b) {
 // 2^floor(log2(s)) of a positive normal fp32 s: its exponent field alone.
 float pow2_floor(float s) { return std::bit_cast<float>(std::bit_cast<uint32_t>(s) & 0x7F800000u); }
 
-// Quantizes the finite value x at scale s (s >= 0; 0 loses everything) into `o`: the scaled value
-// is the fp32 product x*s, rounded to the element format and saturated; returns whether a nonzero
-// x kept a nonzero value.
-bool quantize(float x, float s, const Element& e, RecipeOutcome& o) {
-  const double m = std::fabs(double(x));
-  ++o.values;
-  o.signal += m * m;
-  if (m == 0) return false;
-  const float v = std::fabs(x * s);  // fp32 overflow (delayed scaling) saturates like any other
-  double q = std::isinf(v) ? std::numeric_limits<double>::infinity() : round_magnitude(v, e);
-  if (q > e.max) {
-    ++o.saturated;
-    q = e.max;
-  } else if (q == 0) {
-    ++o.underflow;
-  } else if (q < e.min_normal) {
-    ++o.subnormal;
+// Rounds a >= 0 (fp32, finite) to the element format as the quantizing run does, unsaturated.
+float round_to(float a, const Element& e) {
+  if (a >= e.min_normal) {
+    const uint32_t b = std::bit_cast<uint32_t>(a);
+    const uint32_t half = (uint32_t{1} << (e.drop - 1)) - 1;
+    return std::bit_cast<float>((b + half + ((b >> e.drop) & 1u)) & e.keep_mask);
   }
-  const double err = q == 0 ? m : m - q / double(s);
-  o.sse += err * err;
-  return q != 0;
+  return (a + e.magic) - e.magic;
 }
 
 // A block's scale: s, or a non-finite block (its scale is NaN: every value decodes to NaN).
@@ -86,27 +306,22 @@ struct BlockScale {
   bool nonfinite = false;
 };
 
-// The rules' scales from an amax (over the finite values) and whether a NaN or Inf was seen;
-// `tensor_s` is the per-tensor scale (NVFP4: the global scale s_g).
-BlockScale block_scale(const RecipeInfo& r, const Element& e, float amax, bool nonfinite, float tensor_s) {
+// The block rules' scales from a block's amax; `tensor_s` is NVFP4's global scale s_g.
+BlockScale block_scale(const RecipeInfo& r, const Element& e, const Amax& a, float tensor_s) {
   switch (r.rule) {
-    case ScaleRule::TensorCurrent:
-    case ScaleRule::TensorDelayed:
-    case ScaleRule::TensorCurrentPow2:
-      return {tensor_s, false};
     case ScaleRule::RowPow2:
     case ScaleRule::BlockPow2:
-      if (nonfinite || amax == 0) return {1, false};
-      return {pow2_floor(scale_quotient(float(e.max), amax)), false};
+      if (a.nonfinite || a.amax == 0) return {1, false};
+      return {pow2_floor(scale_quotient(e.max, a.amax)), false};
     case ScaleRule::MxFloor:
     case ScaleRule::MxCeil: {
-      if (nonfinite) return {0, true};
-      if (amax == 0) return {1, false};
+      if (a.nonfinite) return {0, true};
+      if (a.amax == 0) return {1, false};
       int k;  // the shared scale is 2^k; values are divided by it
       if (r.rule == ScaleRule::MxFloor) {
-        k = exponent_of(amax) - exponent_of(e.max);
+        k = exponent_of(a.amax) - exponent_of(e.max);
       } else {  // amax / max_elem in fp32, rounded up to a power of two
-        const float t = amax / float(e.max);
+        const float t = a.amax / e.max;
         const bool power_of_two = (std::bit_cast<uint64_t>(double(t)) & ((uint64_t{1} << 52) - 1)) == 0;
         k = t == 0 ? contract::kE8M0MinExponent : exponent_of(t) + (power_of_two ? 0 : 1);
       }
@@ -114,146 +329,179 @@ BlockScale block_scale(const RecipeInfo& r, const Element& e, float amax, bool n
       return {float(pow2_of(-k)), false};
     }
     case ScaleRule::Nvfp4: {
-      if (nonfinite) return {0, true};
+      if (a.nonfinite) return {0, true};
       // The block's e4m3 scale b = e4m3(fp32(amax_b / 6) * s_g), saturating at 448.
       const Element e4m3 = element_of(ElementFormat::E4M3);
-      const float d = (amax / float(e.max)) * tensor_s;
-      const double b = std::min(round_magnitude(double(d), e4m3), e4m3.max);
+      const float b = std::min(round_to((a.amax / e.max) * tensor_s, e4m3), e4m3.max);
       if (b == 0) return {0, false};  // the block's scale underflows: every value is lost
-      return {tensor_s / float(b), false};
+      return {tensor_s / b, false};
     }
+    default:
+      return {1, false};
   }
-  return {1, false};
 }
 
-template <class Load>
 class Replay {
  public:
-  Replay(Load load, const RecipeRequest& q) : load_(load), q_(q), n_(q.rows * q.cols) {}
+  Replay(const float* x, const RecipeRequest& q, RecipeResult* out) : x_(x), q_(q), out_(out) {}
 
-  void run(RecipeResult* out) {
-    float amax = 0;
-    bool nonfinite = false;
-    for (std::size_t i = 0; i < n_; ++i) {
-      const float v = load_(i);
-      if (!std::isfinite(v))
-        nonfinite = true;
-      else
-        amax = std::max(amax, std::fabs(v));
-    }
-    out->amax = nonfinite ? std::numeric_limits<double>::infinity() : double(amax);
-    out->outcomes = RecipeOutcomes{};
-    if (n_ == 0) return;
+  void run() {
+    const std::size_t n = q_.rows * q_.cols;
+    Amax tensor;
+    amax_blocks(x_, {1, n, std::max<std::size_t>(n, 1), 1}, &tensor);
+    out_->amax = tensor.nonfinite ? std::numeric_limits<double>::infinity() : double(tensor.amax);
+    out_->outcomes = RecipeOutcomes{};
+    if (n == 0) return;
     for (int i = 0; i < kRecipeCount; ++i) {
-      const RecipeInfo& r = contract::kRecipes[static_cast<std::size_t>(i)];
-      RecipeOutcome& o = out->outcomes[static_cast<std::size_t>(i)];
-      const Element e = element_of(r.element);
-      const float s = tensor_scale(r, e, amax, nonfinite, q_.history_amax[static_cast<std::size_t>(i)]);
-      if (r.rule != ScaleRule::Nvfp4 && r.block == contract::kTensorBlock) o.scale = s;
-      std::size_t width = r.block == contract::kTensorBlock || r.block == contract::kRowBlock
-                              ? q_.cols
-                              : std::size_t(r.block);
-      std::size_t height = q_.weight && r.weight_rows > 1 ? std::size_t(r.weight_rows) : 1;
-      if (r.block == contract::kTensorBlock) height = q_.rows;
-      tiles(r, e, s, width, height, o);
+      const RecipeInfo& r = contract::kRecipes[std::size_t(i)];
+      Rule& rule = rules_[i];
+      rule = {&r, element_of(r.element), tensor_scale(r, tensor, q_.history_amax[std::size_t(i)]), {}};
+      if (r.block == contract::kTensorBlock)
+        rule.g = {1, n, n, 1};
+      else
+        rule.g = {q_.rows, q_.cols, r.block == contract::kRowBlock ? q_.cols : std::size_t(r.block),
+                  q_.weight && r.weight_rows > 1 ? std::size_t(r.weight_rows) : 1};
     }
+    for (int i = 0; i < kRecipeCount; ++i) replay(i, tensor);
   }
 
  private:
-  static float tensor_scale(const RecipeInfo& r, const Element& e, float amax, bool nonfinite,
-                            double history) {
-    const bool usable = !nonfinite && amax > 0;
+  struct Rule {
+    const RecipeInfo* info;
+    Element e;
+    float tensor_s;  // the per-tensor scale, NVFP4's global scale, else 1
+    Geometry g;
+  };
+
+  float tensor_scale(const RecipeInfo& r, const Amax& a, double history) const {
+    const bool usable = !a.nonfinite && a.amax > 0;
+    const float max = float(contract::element_bits(r.element).max_finite());
     switch (r.rule) {
       case ScaleRule::TensorCurrent:
-        return usable ? scale_quotient(float(e.max), amax) : 1;
+        return usable ? scale_quotient(max, a.amax) : 1;
       case ScaleRule::TensorCurrentPow2:
-        return usable ? pow2_floor(scale_quotient(float(e.max), amax)) : 1;
+        return usable ? pow2_floor(scale_quotient(max, a.amax)) : 1;
       case ScaleRule::TensorDelayed:
-        return history > 0 && std::isfinite(history) ? scale_quotient(float(e.max), float(history)) : 1;
+        return history > 0 && std::isfinite(history) ? scale_quotient(max, float(history)) : 1;
       case ScaleRule::Nvfp4:  // the global scale s_g = 448 * 6 / amax
-        return usable ? scale_quotient(float(contract::kE4M3.max_finite() * e.max), amax) : 1;
+        return usable ? scale_quotient(float(contract::kE4M3.max_finite()) * max, a.amax) : 1;
       default:
         return 1;
     }
   }
 
-  // Every tile of height x width values (the last ones of a row or column may be smaller).
-  void tiles(const RecipeInfo& r, const Element& e, float tensor_s, std::size_t width,
-             std::size_t height, RecipeOutcome& o) {
-    for (std::size_t r0 = 0; r0 < q_.rows; r0 += height) {
-      const std::size_t r1 = std::min(q_.rows, r0 + height);
-      for (std::size_t c0 = 0; c0 < q_.cols; c0 += width) {
-        const std::size_t c1 = std::min(q_.cols, c0 + width);
-        float amax = 0;
-        bool nonfinite = false;
-        for (std::size_t row = r0; row < r1; ++row)
-          for (std::size_t c = c0; c < c1; ++c) {
-            const float v = load_(row * q_.cols + c);
-            if (!std::isfinite(v))
-              nonfinite = true;
-            else
-              amax = std::max(amax, std::fabs(v));
-          }
-        ++o.blocks;
-        const BlockScale b = block_scale(r, e, amax, nonfinite, tensor_s);
-        if (b.nonfinite) {
-          ++o.blocks_nonfinite;
-          continue;
-        }
-        bool any_nonzero = false, any_kept = false;
-        for (std::size_t row = r0; row < r1; ++row)
-          for (std::size_t c = c0; c < c1; ++c) {
-            const float v = load_(row * q_.cols + c);
-            if (!std::isfinite(v)) continue;
-            any_nonzero |= v != 0;
-            any_kept |= quantize(v, b.s, e, o);
-          }
-        if (any_nonzero && !any_kept) ++o.blocks_lost;
-      }
+  // The blocks' amaxes of recipe i's geometry, made once for the recipes that share it.
+  const std::vector<Amax>& amaxes(int i, const Amax& tensor) {
+    const Geometry& g = rules_[i].g;
+    for (int j = 0; j < i; ++j) {
+      const Geometry& h = rules_[j].g;
+      if (!amax_[j].empty() && h.rows == g.rows && h.cols == g.cols && h.width == g.width && h.height == g.height)
+        return amax_[j];
     }
+    std::vector<Amax>& a = amax_[i];
+    a.assign(g.count(), Amax{});
+    if (g.count() == 1 && g.height >= g.rows && g.width >= g.cols)
+      a[0] = tensor;
+    else
+      amax_blocks(x_, g, a.data());
+    return a;
   }
 
-  Load load_;
+  // Recipe i over the whole tensor. One that would quantize every block exactly as an earlier
+  // recipe did (the same element format, geometry and scales) takes its outcome.
+  void replay(int i, const Amax& tensor) {
+    const Rule& r = rules_[i];
+    RecipeOutcome& o = out_->outcomes[std::size_t(i)];
+    const std::vector<Amax>& a = amaxes(i, tensor);
+    std::vector<BlockPlan>& plans = plans_[i];
+    plans.resize(a.size());
+    for (std::size_t b = 0; b < a.size(); ++b) plans[b] = plan(r, a[b], o);
+    const bool tensor_scaled = r.info->block == contract::kTensorBlock;
+    for (int j = 0; j < i; ++j) {
+      const Rule& other = rules_[j];
+      if (other.info->element != r.info->element || other.g.width != r.g.width || other.g.height != r.g.height ||
+          !same(plans, plans_[j]))
+        continue;
+      o = out_->outcomes[std::size_t(j)];
+      o.scale = tensor_scaled ? double(r.tensor_s) : std::numeric_limits<double>::quiet_NaN();
+      return;
+    }
+    if (tensor_scaled) o.scale = r.tensor_s;
+    Tally t;
+    quantize_blocks(x_, r.g, plans.data(), r.e, t);
+    t.add_to(o);
+  }
+
+  // A block's plan from its amax; counts the block, and whether it is non-finite or lost (rounding
+  // is monotonic: every nonzero value of a block underflows exactly when its largest does).
+  static BlockPlan plan(const Rule& r, const Amax& a, RecipeOutcome& o) {
+    ++o.blocks;
+    const BlockScale b = r.info->block == contract::kTensorBlock ? BlockScale{r.tensor_s, false}
+                                                                  : block_scale(*r.info, r.e, a, r.tensor_s);
+    if (b.nonfinite) {
+      ++o.blocks_nonfinite;
+      return {0, true, 0};
+    }
+    if (a.amax > 0 && round_to(a.amax * b.s, r.e) == 0) ++o.blocks_lost;
+    return {b.s, false, b.s == 0 ? 0.0 : 1.0 / double(b.s)};
+  }
+
+  static bool same(const std::vector<BlockPlan>& a, const std::vector<BlockPlan>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t k = 0; k < a.size(); ++k)
+      if (a[k].skip != b[k].skip || a[k].s != b[k].s) return false;
+    return true;
+  }
+
+  const float* x_;
   const RecipeRequest& q_;
-  std::size_t n_;
+  RecipeResult* out_;
+  Rule rules_[kRecipeCount];
+  std::vector<Amax> amax_[kRecipeCount];
+  std::vector<BlockPlan> plans_[kRecipeCount];
 };
 
-template <class Load>
-void replay(Load load, const RecipeRequest& q, RecipeResult* out) {
-  Replay<Load>(load, q).run(out);
-}
-
 }  // namespace
+
+namespace stats {
+void compute_recipes_portable(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out) {
+  portable_only = true;
+  compute_recipes(data, type, request, out);
+  portable_only = false;
+}
+}  // namespace stats
 
 void compute_recipes(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out) {
   const stats::DefaultFloatingPointMode mode;
   *out = RecipeResult{};
+  if (!recipes_read(type)) return;
+  const std::size_t n = request.rows * request.cols;
+  // The values as fp32, contiguous and aligned: an fp32 tensor as it is where it is aligned, any
+  // other in a buffer of this thread's, kept for the next call.
+  thread_local std::vector<float> buffer;
+  const float* x = static_cast<const float*>(data);
   const auto* bytes = static_cast<const unsigned char*>(data);
-  switch (type) {
-    case ElementType::F32:
-      replay([bytes](std::size_t i) {
-        uint32_t b;
-        std::memcpy(&b, bytes + 4 * i, 4);
-        return std::bit_cast<float>(b);
-      }, request, out);
-      break;
-    case ElementType::F16:
-      replay([bytes](std::size_t i) {
+  if (type != ElementType::F32 || reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
+    buffer.resize(n);
+    float* to = buffer.data();
+    if (type == ElementType::F32) {
+      std::memcpy(to, bytes, 4 * n);
+    } else if (type == ElementType::BF16) {
+      for (std::size_t i = 0; i < n; ++i) {
         uint16_t b;
         std::memcpy(&b, bytes + 2 * i, 2);
-        return float(stats::f16_bits_to_double(b));
-      }, request, out);
-      break;
-    case ElementType::BF16:
-      replay([bytes](std::size_t i) {
+        to[i] = std::bit_cast<float>(uint32_t(b) << 16);
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
         uint16_t b;
         std::memcpy(&b, bytes + 2 * i, 2);
-        return std::bit_cast<float>(uint32_t(b) << 16);
-      }, request, out);
-      break;
-    default:
-      break;  // recipes_read() says which types are read
+        to[i] = float(stats::f16_bits_to_double(b));
+      }
+    }
+    x = to;
   }
+  Replay(x, request, out).run();
 }
 
 }  // namespace fpscope

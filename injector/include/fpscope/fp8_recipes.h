@@ -30,7 +30,7 @@ struct RecipeOutcome {
   uint64_t blocks = 0;     // blocks (the tensor, rows, blocks or tiles) holding at least one value
   uint32_t blocks_lost = 0;       // blocks with a nonzero finite value, every one of which rounds to zero
   uint32_t blocks_nonfinite = 0;  // blocks a NaN or Inf makes non-finite (MX and NVFP4 scales)
-  double sse = 0;          // sum over the quantized values of (x - q/s)^2, in double
+  double sse = 0;          // sum over the quantized values of (|x| - q * (1/s))^2, in double
   double signal = 0;       // sum over the same values of x^2, in double
   // The per-tensor recipes' scale s (1 when the rule falls back to it); NaN for the block
   // recipes, whose scales are many.
@@ -62,8 +62,9 @@ constexpr bool recipes_read(ElementType type) {
   return type == ElementType::F32 || type == ElementType::F16 || type == ElementType::BF16;
 }
 
-// Fills `out` for every recipe. Thread-safe; allocates nothing; computed under the IEEE default
-// floating-point mode whatever the calling thread's.
+// Fills `out` for every recipe. Thread-safe; computed under the IEEE default floating-point mode
+// whatever the calling thread's. A tensor that is not fp32, or not aligned, is converted into a
+// buffer of the calling thread's, kept for its next call.
 void compute_recipes(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out);
 
 // The signal-to-quantization-noise ratio in dB of an outcome: 10 log10(signal / sse); +Inf when

@@ -79,6 +79,7 @@ bool aliases_an_output(const mpt_launch_desc* d, const mpt_tensor& in) {
 Session::LaunchPlan Session::plan(const mpt_launch_desc* d, const Attribution& where) {
   LaunchPlan p;
   p.kernel = d->kernel ? d->kernel : "";
+  p.layer = where.layer;
   p.step = where.step;
   p.device = launch_device(d);
   const bool selected = options_.selects(p.kernel, where.layer, where.step);
@@ -219,6 +220,7 @@ void Session::measure(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role 
     m.dump_file.clear();
     m.intended_in = 0;
     measure_tensor(p, role, t, &m.stats, &m.intended_in);
+    forecast_recipes(p, &m);
     if (p.dump && options_.dump.matches_tensor(t.name ? t.name : "")) dump_tensor(p, &m);
   }
 }

@@ -17,6 +17,7 @@ namespace fpscope::inject {
 struct Session::LaunchPlan {
   uint64_t seq = 0;
   const char* kernel = "";
+  const char* layer = nullptr;  // the innermost layer range's name, null if none
   int64_t step = -1;
   int64_t start_ns = 0, end_ns = 0;
   int32_t status = 0;

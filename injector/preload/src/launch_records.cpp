@@ -132,6 +132,20 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
     writer_.put_with_tail(h, bins, n * sizeof(wire::HistogramBin), thread);
   }
 
+  if (m.has_recipes) {
+    wire::TensorRecipesRecord rr{};
+    rr.seq = seq;
+    rr.role_slot = rs;
+    rr.operand = static_cast<uint8_t>(m.operand);
+    rr.amax = m.recipes.amax;
+    for (int i = 0; i < contract::kRecipeCount; ++i) {
+      const RecipeOutcome& o = m.recipes.outcomes[static_cast<std::size_t>(i)];
+      rr.recipes[i] = {o.values, o.underflow, o.subnormal, o.saturated, o.blocks,
+                       o.blocks_lost, o.blocks_nonfinite, o.sse, o.signal, o.scale};
+    }
+    writer_.put(rr, thread);
+  }
+
   if (m.role == wire::Role::Output && s.nonfinite() > 0) {
     const ElementType type = *float_type(t.dtype);
     wire::NonfiniteRecord nf{};

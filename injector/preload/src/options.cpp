@@ -112,6 +112,12 @@ bool parse_stats(const char* v, Options* o, std::string* error) {
   return parse_choice(contract::env::kStats, v, kLevels, "full or basic", &o->stats, error);
 }
 
+bool parse_recipes(const char* v, Options* o, std::string* error) {
+  static constexpr std::pair<std::string_view, RecipeTensors> kValues[] = {
+      {"operands", RecipeTensors::Operands}, {"all", RecipeTensors::All}, {"none", RecipeTensors::None}};
+  return parse_choice(contract::env::kRecipes, v, kValues, "operands, all or none", &o->recipes, error);
+}
+
 bool parse_stats_threads(const char* v, Options* o, std::string* error) {
   int64_t n = 0;
   if (!parse_int(v, &n) || n < 0 || n > 64) {
@@ -250,6 +256,8 @@ std::string Options::describe() const {
   for (size_t i = 0; i < ops.size(); ++i) s += (i ? "," : "") + ops[i];
   s += std::string(" tensors=") + roles_name(tensors);
   s += std::string(" stats=") + (stats == StatsLevel::Full ? "full" : "basic");
+  s += std::string(" recipes=") +
+       (recipes == RecipeTensors::Operands ? "operands" : recipes == RecipeTensors::All ? "all" : "none");
   s += " stats_threads=" + (stats_threads == 0 ? std::string("auto") : std::to_string(stats_threads));
   if (rescan_inputs) s += " rescan_inputs=1";
   s += std::string(" trap=") + trap_name(trap);
@@ -271,6 +279,7 @@ bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
       {contract::env::kStats, parse_stats},     {contract::env::kTrap, parse_trap},
       {contract::env::kDump, parse_dump},       {contract::env::kStatsThreads, parse_stats_threads},
       {contract::env::kAllow, parse_allow},     {contract::env::kRescanInputs, parse_rescan_inputs},
+      {contract::env::kRecipes, parse_recipes},
   };
   for (const Field& f : fields) {
     const char* v = env(f.var);  // an empty value means "not set", as `fpscope run` may pass one

@@ -21,6 +21,9 @@ namespace fpscope::inject {
 
 enum class TensorRoles : uint8_t { Inputs, Outputs, Both };
 enum class TrapKind : uint8_t { None, Nonfinite, NaN, Inf };
+// Which tensors get the fp8 recipe forecast (fpscope/fp8_recipes.h): the operands fp8 training
+// quantizes (contract::kQuantizedOperands), every measured tensor, or none.
+enum class RecipeTensors : uint8_t { Operands, All, None };
 
 // Inclusive range of optimizer steps.
 struct StepRange {
@@ -48,6 +51,7 @@ struct Options {
   std::vector<std::string> ops;      // FPSCOPE_OPS, globs against kernel and layer names
   TensorRoles tensors = TensorRoles::Both;
   StatsLevel stats = StatsLevel::Full;
+  RecipeTensors recipes = RecipeTensors::None;  // FPSCOPE_RECIPES; full statistics only
   int stats_threads = 0;             // FPSCOPE_STATS_THREADS; 0: one per hardware thread, at most 4
   bool rescan_inputs = false;        // FPSCOPE_RESCAN_INPUTS: scan every input, even one unchanged
                                      // since a launch measured it as an output (output_memo.h)
@@ -63,6 +67,8 @@ struct Options {
   bool selects(const char* kernel, const char* layer, int64_t step) const;
   // Whether any launch of optimizer step `step` may be measured or dumped.
   bool watches_step(int64_t step) const;
+  // Whether the recipe forecast is computed for the tensors it covers.
+  bool forecasts_recipes() const { return stats == StatsLevel::Full && recipes != RecipeTensors::None; }
   bool measures_inputs() const { return tensors != TensorRoles::Outputs; }
   // Outputs are measured when asked for, and always under --trap (the trap watches outputs).
   bool measures_outputs() const { return tensors != TensorRoles::Inputs || trap != TrapKind::None; }

@@ -17,8 +17,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "amax_history.h"
 #include "device_results.h"
 #include "fpscope/common/launcher_rank.h"
+#include "fpscope/fp8_recipes.h"
 #include "fpscope/tensor_stats.h"
 #include "fpscope/contract/wire.h"
 #include "mpt/abi.h"
@@ -63,6 +65,10 @@ struct Measurement {
   bool allowed = false;   // an output whose NaN/Inf an allow rule covers (intended values)
   uint8_t intended_in = 0;  // an input: the kinds its last measured write made as intended values
   std::string dump_file;  // relative to FPSCOPE_DUMP_DIR, empty if not dumped
+  // The fp8 recipe forecast, for the tensors FPSCOPE_RECIPES covers.
+  bool has_recipes = false;
+  contract::Operand operand = contract::Operand::Activation;
+  RecipeResult recipes;
 };
 
 // The loss-scaler state around one amp_update_scale launch.
@@ -184,6 +190,8 @@ class Session {
   bool inputs_finite(const mpt_launch_desc* d, const LaunchPlan& p,
                      const std::vector<Measurement>& measured) const;
   void dump_tensor(const LaunchPlan& p, Measurement* m);
+  // The recipe forecast of a measured tensor, when FPSCOPE_RECIPES covers it (recipes.cpp).
+  void forecast_recipes(const LaunchPlan& p, Measurement* m);
   void write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
                             const std::vector<Measurement>& measured, bool inputs_finite,
                             const LossScaleProbe& probe);
@@ -250,6 +258,7 @@ class Session {
   std::unique_ptr<RecordSink> sink_;
   StatsWorkers stats_workers_;  // share large tensors' scans (FPSCOPE_STATS_THREADS)
   OutputMemo memo_;             // outputs' statistics, reused for unchanged inputs
+  AmaxHistory amax_history_;    // delayed scaling's history, per quantized operand
   // Off with --rescan-inputs, and from a front end's first op on: a front end reports neither
   // every write nor every output, so the memo could not vouch for anything.
   std::atomic<bool> memo_on_{true};

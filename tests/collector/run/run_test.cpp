@@ -87,7 +87,7 @@ TEST_F(RunTest, ProgramWithoutKernelsGivesAValidTraceThatSaysSo) {
   EXPECT_EQ(db.meta("exit_code"), "0");
   EXPECT_FALSE(db.meta("signal"));
   EXPECT_EQ(db.meta("kernels"), "0");
-  EXPECT_EQ(db.meta("schema_version"), "4");
+  EXPECT_EQ(db.meta("schema_version"), "5");
   EXPECT_EQ(db.meta("protocol_version"), std::to_string(wire::kProtocolVersion));
   EXPECT_EQ(db.meta("command"), std::string("[\"") + FPSCOPE_TEST_PROGRAM + "\",\"exit\",\"0\"]");
   EXPECT_EQ(db.meta("dropped_records"), "0");

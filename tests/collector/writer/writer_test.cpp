@@ -307,7 +307,7 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
   finish();
   Reader db(path_);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 1179669315);  // "FPSC"
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 4);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 5);
   EXPECT_EQ(db.text("PRAGMA integrity_check"), "ok");
   EXPECT_EQ(db.text("PRAGMA journal_mode"), "delete");  // a finished trace needs no -wal file
   EXPECT_EQ(db.meta("kernels"), "0");

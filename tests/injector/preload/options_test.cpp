@@ -49,7 +49,7 @@ TEST(Options, DefaultsMeasureEverythingFully) {
   EXPECT_FALSE(o.dump.enabled);
   EXPECT_TRUE(o.selects("conv2d_forward", nullptr, -1));
   EXPECT_TRUE(o.selects("conv2d_forward", "conv1", 7));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full recipes=none stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
 }
 
 TEST(Options, AllowRulesParseAndRejectWhatTheyCannotRead) {
@@ -112,7 +112,7 @@ TEST(Options, OpsGlobsMatchKernelOrLayer) {
   EXPECT_TRUE(o.selects("linear_forward", "fc2", 1));
   EXPECT_FALSE(o.selects("linear_forward", "fc1", 1));
   EXPECT_FALSE(o.selects("relu_forward", nullptr, 1));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full recipes=none stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
 }
 
 TEST(Options, TensorsStatsTrap) {

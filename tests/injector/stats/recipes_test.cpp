@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fpscope/fp8_recipes.h"
+#include "kernels.h"
 #include "reference_runner.h"
 #include "test_tensors.h"
 
@@ -186,16 +187,23 @@ struct Cases {
   }
 };
 
-TEST(Recipes, EveryRecipeMatchesAnIndependentQuantizer) {
+// Both kernels: this CPU's (AVX2 where it runs) and the portable one.
+class RecipesTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RecipesTest, EveryRecipeMatchesAnIndependentQuantizer) {
   if (std::string_view(FPSCOPE_ML_DTYPES_PYTHON).empty())
     GTEST_SKIP() << "no Python with ml_dtypes: scripts/python-env.sh installs one";
+  const bool portable = GetParam();
   const Cases c;
   ASSERT_EQ(c.reference.size(), c.cases.size());
   for (const RecipeCase& rc : c.cases) {
     SCOPED_TRACE(rc.tensor.name);
     ASSERT_EQ(rc.request.rows * rc.request.cols, rc.tensor.size());
     RecipeResult got;
-    compute_recipes(rc.tensor.bytes.data(), rc.tensor.type, rc.request, &got);
+    if (portable)
+      stats::compute_recipes_portable(rc.tensor.bytes.data(), rc.tensor.type, rc.request, &got);
+    else
+      compute_recipes(rc.tensor.bytes.data(), rc.tensor.type, rc.request, &got);
     const Json& want = c.reference[rc.tensor.name];
     EXPECT_EQ(got.amax, num(want["amax"]));
     for (int i = 0; i < kRecipeCount; ++i) {
@@ -220,6 +228,9 @@ TEST(Recipes, EveryRecipeMatchesAnIndependentQuantizer) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, RecipesTest, ::testing::Values(false, true),
+                         [](const auto& p) { return std::string(p.param ? "Portable" : "ThisCpu"); });
 
 // The adversarial cases reach every outcome the counts distinguish: without this the comparison
 // above could pass on tensors that never tie, saturate or lose a block.

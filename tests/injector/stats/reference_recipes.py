@@ -129,7 +129,7 @@ class Outcome:
         for a, qa in zip(m, q):
             if a == 0:
                 continue
-            err = a if qa == 0 else a - qa / float(s)  # float64 division and subtraction
+            err = a if qa == 0 else a - qa * (1.0 / float(s))  # the recovered value q * (1/s), in float64
             self.sse += Fraction(err) ** 2
         return nonzero, nonzero & (q != 0)
 

@@ -29,6 +29,7 @@ struct TraceCounts {
   uint64_t loss_scale = 0;
   uint64_t scalars = 0;
   uint64_t dumps = 0;
+  uint64_t tensor_recipes = 0;    // rows of tensor_recipes (one per forecast tensor and recipe)
   uint64_t strings = 0;
   uint64_t cuda_activity = 0;     // rows of cuda_kernels, cuda_memcpy, cuda_memset, cuda_memory
   uint64_t unknown_records = 0;   // record types this collector does not know

@@ -2,6 +2,7 @@
 //
 //   number_formats.h    element types, the counted cast formats and their limits, histogram range
 //   tensor_role.h       tensor roles and slots, and the one byte that packs them in records
+//   scaling_recipes.h   the fp8 and microscaling recipes forecast, and the operands they quantize
 //   memory_categories.h what an allocation holds (weight, gradient, workspace, ...)
 //   nvtx.h              the trainer's NVTX domain, categories and phase names
 //   loss_scaler.h       the loss scaler's kernels, whose launches carry loss-scale events
@@ -29,6 +30,7 @@
 #include "fpscope/contract/number_formats.h"
 #include "fpscope/contract/nvtx.h"
 #include "fpscope/contract/run_end.h"
+#include "fpscope/contract/scaling_recipes.h"
 #include "fpscope/contract/tensor_names.h"
 #include "fpscope/contract/ring_layout.h"
 #include "fpscope/contract/tensor_role.h"

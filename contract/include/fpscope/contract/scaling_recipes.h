@@ -4,7 +4,7 @@
 //
 // Every recipe scales a value x by a factor s (per tensor, per row or per block) and rounds the
 // scaled value x*s to an element format, nearest even, saturating at the format's largest finite
-// value; x is recovered as q/s. docs/statistics.md ("Scaling recipes") states each rule exactly;
+// value; x is recovered as q * (1/s). docs/statistics.md ("Scaling recipes") states each rule exactly;
 // the injector's statistics (fpscope/fp8_recipes.h) implement them and the tests check them
 // against an independent quantizer.
 //
@@ -13,6 +13,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "fpscope/contract/number_formats.h"
 
@@ -120,5 +122,40 @@ static_assert([] {
 // E8M0's range, which bounds the MX rules' scales: 2^-127 to 2^127.
 inline constexpr int kE8M0MinExponent = -127;
 inline constexpr int kE8M0MaxExponent = 127;
+
+// The operands fp8 training quantizes: the inputs of the matrix products of linear and
+// convolution layers, forward and backward. The bias and the outputs stay in higher precision.
+// Other: a tensor forecast on request (FPSCOPE_RECIPES=all) that is none of the three.
+enum class Operand : uint8_t { Activation = 0, Weight = 1, Gradient = 2, Other = 3 };
+inline constexpr std::array<const char*, 4> kOperandNames = {"activation", "weight", "gradient", "other"};
+constexpr const char* operand_name(Operand o) { return kOperandNames[static_cast<int>(o)]; }
+
+// Which input slot of which kernel is which operand (the reference trainer's kernel library).
+struct QuantizedOperand {
+  const char* kernel;
+  uint8_t slot;
+  Operand operand;
+};
+inline constexpr std::array<QuantizedOperand, 12> kQuantizedOperands = {{
+    {"linear_forward", 0, Operand::Activation},
+    {"linear_forward", 1, Operand::Weight},
+    {"linear_backward_data", 0, Operand::Gradient},
+    {"linear_backward_data", 1, Operand::Weight},
+    {"linear_backward_weight", 0, Operand::Gradient},
+    {"linear_backward_weight", 1, Operand::Activation},
+    {"conv2d_forward", 0, Operand::Activation},
+    {"conv2d_forward", 1, Operand::Weight},
+    {"conv2d_backward_data", 0, Operand::Gradient},
+    {"conv2d_backward_data", 1, Operand::Weight},
+    {"conv2d_backward_weight", 0, Operand::Gradient},
+    {"conv2d_backward_weight", 1, Operand::Activation},
+}};
+
+// The operand input `slot` of `kernel` is, if fp8 training quantizes it.
+inline std::optional<Operand> quantized_operand(std::string_view kernel, int slot) {
+  for (const QuantizedOperand& q : kQuantizedOperands)
+    if (q.slot == slot && kernel == q.kernel) return q.operand;
+  return std::nullopt;
+}
 
 }  // namespace fpscope::contract

@@ -13,11 +13,12 @@
 #include <type_traits>
 
 #include "fpscope/contract/number_formats.h"
+#include "fpscope/contract/scaling_recipes.h"
 #include "fpscope/contract/tensor_role.h"
 
 namespace fpscope::wire {
 
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr std::size_t kSlotBytes = 64;
 
 enum class RecordType : uint16_t {
@@ -44,6 +45,7 @@ enum class RecordType : uint16_t {
   CudaMemory = 20,    //   one device allocation or release
   Relabel = 21,       // an allocation's category and name, learnt after its Alloc
   ProcessExit = 22,   // the traced process is exiting normally (its last record)
+  TensorRecipes = 23, // an fp8 operand: what each scaling recipe would do to it
   Count
 };
 
@@ -367,6 +369,29 @@ constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
   return static_cast<uint16_t>((fixed + tail + kSlotBytes - 1) / kSlotBytes);
 }
 
+// What one scaling recipe would do to a tensor (fpscope/fp8_recipes.h, RecipeOutcome).
+struct RecipeCounts {
+  uint64_t values, underflow, subnormal, saturated, blocks;
+  uint32_t blocks_lost, blocks_nonfinite;
+  double sse, signal;
+  double scale;        // the per-tensor recipes' scale; NaN for the block recipes
+};
+static_assert(sizeof(RecipeCounts) == 72);
+
+// An operand that fp8 training quantizes (contract::kQuantizedOperands): every recipe's outcome,
+// indexed by contract::Recipe. Follows the tensor's TensorStats record.
+struct TensorRecipesRecord {
+  RecordHeader h;
+  uint64_t seq;
+  uint8_t role_slot;
+  uint8_t operand;     // contract::Operand
+  uint8_t reserved[6];
+  double amax;         // the largest finite |x|, +Inf when the tensor holds NaN or Inf
+  RecipeCounts recipes[contract::kRecipeCount];
+  uint8_t reserved2[56];
+};
+static_assert(sizeof(TensorRecipesRecord) == 16 * kSlotBytes);
+
 // [SECTION] The record list ------------------------------------------------------------------------
 //
 // Every record type, its struct, and whether it continues the tensor its thread sent last (a
@@ -395,7 +420,8 @@ constexpr uint16_t slots_for(std::size_t fixed, std::size_t tail) {
   X(CudaMemset, CudaMemsetRecord, false)              \
   X(CudaMemory, CudaMemoryRecord, false)              \
   X(Relabel, RelabelRecord, false)                    \
-  X(ProcessExit, ProcessExitRecord, false)
+  X(ProcessExit, ProcessExitRecord, false)            \
+  X(TensorRecipes, TensorRecipesRecord, true)
 
 // A record struct: plain bytes, a whole number of slots, its header first.
 template <typename R>
