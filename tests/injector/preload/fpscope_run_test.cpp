@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <iterator>
 #include <set>
+#include <string_view>
 
+#include "fpscope/contract/scaling_recipes.h"
 #include "fpscope/tensor_stats.h"
 #include "fpscope/collector/trace_writer.h"
 #include "temp_path.h"
@@ -456,6 +459,61 @@ TEST_F(FpscopeRun, ATraceThatFillsUpKeepsItsEndAndSaysWhere) {
   ASSERT_NE(launches, std::string::npos) << report;
   const size_t value = report.find_first_not_of(' ', launches + 15);
   EXPECT_EQ(report.substr(value, stored[0][0].size() + 1), stored[0][0] + " ") << report;
+}
+
+
+// The fp8 recipe forecast of the operands (--recipes operands) against the independent quantizer
+// run on the same tensors dumped: every recipe's counts and scales equal, sums within rounding,
+// delayed scaling replayed from the operand's earlier dumps. A bf16 MLP's linear layers (its
+// weights' 2D tiles included) and an fp16 CNN's convolutions.
+TEST_F(FpscopeRun, RecipeForecastEqualsTheReferenceOnTheDumpedOperands) {
+  if (std::string_view(FPSCOPE_ML_DTYPES_PYTHON).empty())
+    GTEST_SKIP() << "no Python with ml_dtypes: scripts/python-env.sh installs one";
+  struct Case {
+    std::vector<std::string> fpscope, trainer;
+  };
+  const Case cases[] = {
+      {{"--recipes", "operands", "--dump", "op=linear_*"},
+       {"--model", "mlp", "--hidden", "64", "--precision", "bf16", "--train-subset", "96", "--test-subset", "32"}},
+      {{"--recipes", "operands", "--dump", "op=conv2d_forward"},
+       {"--precision", "fp16", "--train-subset", "64", "--test-subset", "16"}},
+  };
+  for (const Case& c : cases) {
+    fs::remove_all(dir_ / "trace.sqlite.dumps");
+    fs::remove(trace_);
+    const RunResult r = trace_run(c.fpscope, c.trainer);
+    ASSERT_EQ(r.status, 0) << r.stderr_text;
+    int wait_status = 0;
+    std::string err;
+    const fs::path out = dir_ / "compared.txt";
+    ASSERT_TRUE(spawn_and_wait({"/bin/sh", "-c",
+                                std::string(FPSCOPE_ML_DTYPES_PYTHON) + " " + FPSCOPE_RECIPES_FROM_DUMPS + " " +
+                                    trace_.string() + " " + FPSCOPE_RECIPES_REFERENCE_DIR + " > " + out.string()},
+                               environment_with({}), [] {}, &wait_status, &err));
+    std::ifstream in(out);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << text << err;
+    EXPECT_NE(text.find("\"failures\": 0"), std::string::npos) << text;
+  }
+}
+
+// Without --recipes, and with basic statistics, no tensor gets a forecast.
+TEST_F(FpscopeRun, RecipeForecastIsOffByDefaultAndNeedsFullStatistics) {
+  for (const std::vector<std::string>& options :
+       {std::vector<std::string>{}, std::vector<std::string>{"--stats", "basic", "--recipes", "operands"}}) {
+    fs::remove(trace_);
+    const RunResult r = trace_run(options, {"--train-subset", "64", "--test-subset", "16"});
+    ASSERT_EQ(r.status, 0) << r.stderr_text;
+    EXPECT_EQ(query(trace_, "select count(*) from tensor_recipes")[0][0], "0");
+    EXPECT_EQ(query(trace_, "select count(*) from recipes")[0][0], std::to_string(contract::kRecipeCount));
+  }
+  fs::remove(trace_);
+  const RunResult r = trace_run({"--recipes", "all"}, {"--train-subset", "64", "--test-subset", "16"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  // Every measured fp32 tensor, each with every recipe.
+  EXPECT_EQ(query(trace_, "select count(*) from tensor_recipes")[0][0],
+            query(trace_, "select count(*) * " + std::to_string(contract::kRecipeCount) +
+                              " from tensors where dtype = 0")[0][0]);
 }
 
 }  // namespace

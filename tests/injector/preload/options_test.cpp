@@ -115,6 +115,18 @@ TEST(Options, OpsGlobsMatchKernelOrLayer) {
   EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full recipes=none stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
 }
 
+// The fp8 recipe forecast: off unless asked for, and only with full statistics.
+TEST(Options, RecipesChooseTheForecastTensors) {
+  EXPECT_FALSE(parsed(Env{}).forecasts_recipes());
+  const Options operands = parsed(Env{{{"FPSCOPE_RECIPES", "operands"}}});
+  EXPECT_EQ(operands.recipes, RecipeTensors::Operands);
+  EXPECT_TRUE(operands.forecasts_recipes());
+  EXPECT_NE(operands.describe().find(" recipes=operands "), std::string::npos);
+  EXPECT_EQ(parsed(Env{{{"FPSCOPE_RECIPES", "all"}}}).recipes, RecipeTensors::All);
+  EXPECT_FALSE(parsed(Env{{{"FPSCOPE_RECIPES", "none"}}}).forecasts_recipes());
+  EXPECT_FALSE(parsed(Env{{{"FPSCOPE_RECIPES", "all"}, {"FPSCOPE_STATS", "basic"}}}).forecasts_recipes());
+}
+
 TEST(Options, TensorsStatsTrap) {
   Options o = parsed(Env{{{"FPSCOPE_TENSORS", "out"}, {"FPSCOPE_STATS", "basic"}, {"FPSCOPE_TRAP", "nan"}}});
   EXPECT_EQ(o.tensors, TensorRoles::Outputs);
@@ -176,6 +188,7 @@ TEST(Options, InvalidValuesAreRejectedWithTheVariableNamed) {
   EXPECT_NE(rejection(Env{{{"FPSCOPE_OPS", "conv,,relu"}}}).find("FPSCOPE_OPS"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_TENSORS", "all"}}}).find("in, out or both"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS", "fast"}}}).find("full or basic"), std::string::npos);
+  EXPECT_NE(rejection(Env{{{"FPSCOPE_RECIPES", "gemm"}}}).find("operands, all or none"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_TRAP", "zero"}}}).find("nonfinite, nan or inf"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS_THREADS", "-1"}}}).find("FPSCOPE_STATS_THREADS='-1'"), std::string::npos);
   EXPECT_NE(rejection(Env{{{"FPSCOPE_STATS_THREADS", "65"}}}).find("from 1 to 64"), std::string::npos);

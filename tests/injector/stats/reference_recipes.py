@@ -12,13 +12,13 @@ The element casts are ml_dtypes' (float8_e4m3fn, float8_e5m2, float4_e2m1fn) fro
 after clipping to the format's largest value; saturation is read off the unclipped cast (Inf or
 NaN from ml_dtypes), and for e2m1, which ml_dtypes saturates by itself, off the rounding midpoint
 6 and 8 share (7, whose tie goes to 8). Scales are fp32 values computed with numpy's fp32
-arithmetic. The squared errors are summed exactly (fractions). Nothing here shares code with the
+arithmetic. The squared errors are summed exactly (each square split into exact products,
+added by math.fsum). Nothing here shares code with the
 C++ implementation.
 """
 import json
 import math
 import sys
-from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -101,12 +101,22 @@ def cast(v, element):
     return q, saturated
 
 
+def exact_sum_of_squares(v):
+    """The sum of v**2 over float64 values v, exact then rounded once: each square is split into
+    three exact products (Dekker's split of v into two 26-bit halves) and math.fsum adds them."""
+    v = np.asarray(v, dtype=np.float64)
+    c = 134217729.0 * v  # 2**27 + 1
+    hi = c - (c - v)
+    lo = v - hi
+    return math.fsum(np.concatenate([hi * hi, 2.0 * hi * lo, lo * lo]).tolist())
+
+
 class Outcome:
     def __init__(self):
         self.values = self.underflow = self.subnormal = self.saturated = 0
         self.blocks = self.blocks_lost = self.blocks_nonfinite = 0
-        self.sse = Fraction(0)
-        self.signal = Fraction(0)
+        self.errors = []   # arrays of (|x| - q/s) per quantized value
+        self.magnitudes = []
         self.scale = None
 
     def add(self, x, s, element):
@@ -114,7 +124,7 @@ class Outcome:
         el = ELEMENTS[element]
         self.values += x.size
         m = np.abs(x.astype(np.float64))
-        self.signal += sum(Fraction(float(a)) ** 2 for a in m)
+        self.magnitudes.append(m)
         if s == 0:
             q = np.zeros_like(m)
             saturated = np.zeros(m.shape, dtype=bool)
@@ -126,19 +136,18 @@ class Outcome:
         self.saturated += int(np.count_nonzero(saturated & nonzero))
         self.underflow += int(np.count_nonzero(nonzero & (q == 0)))
         self.subnormal += int(np.count_nonzero(nonzero & (q > 0) & (q < el["min_normal"])))
-        for a, qa in zip(m, q):
-            if a == 0:
-                continue
-            err = a if qa == 0 else a - qa * (1.0 / float(s))  # the recovered value q * (1/s), in float64
-            self.sse += Fraction(err) ** 2
+        # The recovered value q * (1/s), in float64 (1/s itself a float64).
+        inv = 0.0 if s == 0 else 1.0 / float(s)
+        self.errors.append(np.where(q == 0, m, m - q * inv))
         return nonzero, nonzero & (q != 0)
 
     def json(self):
+        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)
         return {
             "values": self.values, "underflow": self.underflow, "subnormal": self.subnormal,
             "saturated": self.saturated, "blocks": self.blocks, "blocks_lost": self.blocks_lost,
-            "blocks_nonfinite": self.blocks_nonfinite, "sse": float(self.sse),
-            "signal": float(self.signal), "scale": self.scale,
+            "blocks_nonfinite": self.blocks_nonfinite, "sse": exact_sum_of_squares(cat(self.errors)),
+            "signal": exact_sum_of_squares(cat(self.magnitudes)), "scale": self.scale,
         }
 
 
