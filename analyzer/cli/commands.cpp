@@ -71,10 +71,11 @@ Action add_report(CLI::App& app) {
     bool side_outputs = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory");
+  auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory, "
+                                           "fp8 readiness");
   cmd->add_option("TRACE", o->trace, "trace file written by `fpscope run`")->required();
   cmd->add_option("--section", o->section, "which section")
-      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "ranks", "all"}))
+      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "ranks", "fp8", "all"}))
       ->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
   cmd->add_option("--view", o->view,
@@ -100,6 +101,7 @@ Action add_report(CLI::App& app) {
       if (wants("memory")) d.memory = memory(*trace);
       if (wants("ranks")) d.ranks = ranks(*trace);
       if (wants("ranges")) d.ranges = std::make_pair(view, view_ranges(*trace, view));
+      if (wants("fp8")) d.fp8 = fp8_readiness(*trace);
       std::cout << report_json(d);
       return finish(*trace);
     }
@@ -113,6 +115,8 @@ Action add_report(CLI::App& app) {
     if (wants("memory")) sections.push_back(memory_section(*trace));
     // One process has one rank: the section says something only of a multi-process run.
     if (o->section == "ranks" || (wants("ranks") && summary(*trace).ranks > 1)) sections.push_back(ranks_section(*trace));
+    // A trace without a forecast says so only when the section is asked for by name.
+    if (o->section == "fp8" || (wants("fp8") && has_fp8_forecast(*trace))) sections.push_back(fp8_section(*trace));
     render(sections, parse_format(o->format), std::cout);
     return finish(*trace);
   };

@@ -360,6 +360,112 @@ Section ranks_section(const Trace& trace) {
 
 namespace {
 
+// "0.12%"; "-" when nothing was quantized.
+Cell share_cell(const std::optional<double>& share) { return percent_cell(share); }
+
+Cell sqnr_cell(const std::optional<double>& db) {
+  if (!db) return {"-", nullptr};
+  if (std::isinf(*db)) return {"lossless", "inf"};
+  return {fmt::format("{:.1f} dB", *db), *db};
+}
+
+std::string recipe_list(const std::vector<Recipe>& recipes) {
+  std::string s;
+  for (Recipe r : recipes) s += (s.empty() ? "" : ", ") + std::string(contract::recipe_info(r).name);
+  return s.empty() ? "-" : s;
+}
+
+std::string layer_text(const std::string& layer) { return layer.empty() ? "(no layer)" : layer; }
+
+}  // namespace
+
+Section fp8_section(const Trace& trace) {
+  const Fp8Readiness r = fp8_readiness(trace);
+  Section sec{"fp8", "fp8 readiness (scaling recipes forecast)", {}, {}, {}};
+  if (!r.forecast) {
+    sec.notes.push_back(
+        "This trace holds no fp8 forecast: trace the run with `fpscope run --recipes operands` (full statistics) to "
+        "see what each fp8 and microscaling recipe would do to the inputs of its linear and convolution layers.");
+    sec.extra["forecast"] = false;
+    return sec;
+  }
+  sec.extra["forecast"] = true;
+  const FitThresholds& t = r.thresholds;
+  sec.notes.push_back(fmt::format(
+      "A recipe fits an operand when it flushes at most {} of its values to zero, saturates at most {}, makes no "
+      "block non-finite and keeps its SQNR at {:.0f} dB or more with e4m3 elements ({:.0f} dB e5m2, {:.0f} dB "
+      "e2m1); a layer fits a recipe when all its operands do. Shares are of the values quantized, over every step "
+      "traced.",
+      human_percent(t.max_underflow_share), human_percent(t.max_saturated_share), t.min_sqnr_db_e4m3,
+      t.min_sqnr_db_e5m2, t.min_sqnr_db_e2m1));
+  int keep = 0;
+  for (const LayerReadiness& l : r.layers) keep += l.keep_high_precision ? 1 : 0;
+  if (keep == 0) {
+    sec.notes.push_back("Every layer fits an 8-bit recipe.");
+  } else {
+    std::string list;
+    for (const LayerReadiness& l : r.layers)
+      if (l.keep_high_precision) list += (list.empty() ? "" : ", ") + layer_text(l.layer);
+    sec.notes.push_back(fmt::format("Keep in bf16 ({} layer{}, most severe first): {}.", keep, keep == 1 ? "" : "s", list));
+  }
+  if (r.overflow_count > 0)
+    sec.notes.push_back(fmt::format(
+        "Delayed scaling saturated values in {} tensor{}: the amax outgrew the history's (first at step {}, {} {}).",
+        r.overflow_count, r.overflow_count == 1 ? "" : "s", step_text(r.overflows.front().step),
+        layer_text(r.overflows.front().layer), contract::operand_name(r.overflows.front().operand)));
+
+  Table layers{"layers", {"layer", "verdict", "best 8-bit recipe", "recipes that fit", "evidence"}, {}};
+  for (const LayerReadiness& l : r.layers) {
+    std::string evidence = "-";
+    if (l.keep_high_precision && l.closest && l.failing_operand) {
+      for (const OperandReadiness& o : r.operands) {
+        if (o.layer != l.layer || o.operand != *l.failing_operand) continue;
+        const RecipeFigures& f = o.recipes[std::size_t(*l.closest)];
+        evidence = fmt::format("closest {}: {} {}: underflow {}, saturated {}, SQNR {}",
+                               contract::recipe_info(*l.closest).name, contract::operand_name(o.operand),
+                               misfit_name(l.failure), human_percent(f.underflow_share().value_or(0)),
+                               human_percent(f.saturated_share().value_or(0)), sqnr_cell(f.sqnr_db()).text);
+      }
+    }
+    layers.rows.push_back({Cell(layer_text(l.layer)), Cell(l.keep_high_precision ? "keep in bf16" : "fp8"),
+                           l.best_8bit ? Cell(contract::recipe_info(*l.best_8bit).name) : Cell("-", nullptr, false),
+                           Cell(recipe_list(l.fitting)), Cell(evidence)});
+  }
+  sec.tables.push_back(std::move(layers));
+
+  Table ops{"operands", {"layer", "operand", "recipe", "underflow", "subnormal", "saturated", "blocks lost", "SQNR",
+                         "worst SQNR", "at step", "fits"}, {}};
+  for (const OperandReadiness& o : r.operands) {
+    for (int i = 0; i < kRecipeCount; ++i) {
+      const RecipeFigures& f = o.recipes[std::size_t(i)];
+      if (f.tensors == 0) continue;
+      const auto sub = f.quantized ? std::optional<double>(double(f.subnormal) / double(f.quantized)) : std::nullopt;
+      ops.rows.push_back({Cell(layer_text(o.layer)), Cell(contract::operand_name(o.operand)),
+                          Cell(contract::kRecipes[std::size_t(i)].name), share_cell(f.underflow_share()),
+                          share_cell(sub), share_cell(f.saturated_share()),
+                          Cell(fmt::format("{} of {}", f.blocks_lost, f.blocks), int64_t(f.blocks_lost)),
+                          sqnr_cell(f.sqnr_db()), sqnr_cell(f.worst_sqnr_db), opt_int_cell(f.worst_step),
+                          Cell(misfit_name(o.misfit[std::size_t(i)]))});
+    }
+  }
+  sec.tables.push_back(std::move(ops));
+
+  if (!r.overflows.empty()) {
+    Table ov{"delayed_overflows", {"step", "layer", "operand", "recipe", "tensor", "saturated", "amax", "scale"}, {}};
+    for (const DelayedOverflow& d : r.overflows)
+      ov.rows.push_back({opt_int_cell(d.step), Cell(layer_text(d.layer)), Cell(contract::operand_name(d.operand)),
+                         Cell(contract::recipe_info(d.recipe).name), Cell(d.tensor),
+                         Cell(fmt::format("{} of {}", d.saturated, d.quantized), int64_t(d.saturated)),
+                         number_cell(d.amax), number_cell(d.scale)});
+    if (r.overflow_count > int64_t(r.overflows.size()))
+      sec.notes.push_back(fmt::format("The delayed-scaling table lists the first {} of {}.", r.overflows.size(), r.overflow_count));
+    sec.tables.push_back(std::move(ov));
+  }
+  return sec;
+}
+
+namespace {
+
 // Why a step's losses part whatever the tolerance: "finite against NaN", "NaN against finite",
 // "opposite infinities".
 std::string nonfinite_mismatch_text(const LossPoint& p) {

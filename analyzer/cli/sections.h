@@ -15,6 +15,7 @@ Section ranges_section(const analysis::Trace& trace, analysis::RangeView view = 
 Section loss_scale_section(const analysis::Trace& trace);
 Section memory_section(const analysis::Trace& trace);
 Section ranks_section(const analysis::Trace& trace);
+Section fp8_section(const analysis::Trace& trace);
 std::vector<Section> comparison_sections(const analysis::Comparison& c);
 
 }  // namespace fpscope::cli

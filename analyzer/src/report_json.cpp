@@ -192,6 +192,62 @@ std::string text(const json& doc) { return doc.dump(2, ' ', false, json::error_h
 
 }  // namespace
 
+json fp8_json(const Fp8Readiness& r) {
+  // +Inf SQNR (nothing lost) as the string "inf", as the trace's numbers are elsewhere.
+  const auto db = [](const std::optional<double>& v) -> json {
+    if (!v) return nullptr;
+    if (std::isinf(*v)) return "inf";
+    return *v;
+  };
+  const auto recipe_name = [](Recipe x) { return contract::recipe_info(x).name; };
+  json operands = json::array();
+  for (const OperandReadiness& o : r.operands) {
+    json recipes = json::array();
+    for (int i = 0; i < kRecipeCount; ++i) {
+      const RecipeFigures& f = o.recipes[std::size_t(i)];
+      if (f.tensors == 0) continue;
+      recipes.push_back({{"recipe", contract::kRecipes[std::size_t(i)].name}, {"tensors", f.tensors},
+                         {"quantized", f.quantized}, {"underflow", f.underflow}, {"subnormal", f.subnormal},
+                         {"saturated", f.saturated}, {"blocks", f.blocks}, {"blocks_lost", f.blocks_lost},
+                         {"blocks_nonfinite", f.blocks_nonfinite}, {"underflow_share", opt(f.underflow_share())},
+                         {"saturated_share", opt(f.saturated_share())}, {"sse", f.sse}, {"signal", f.signal},
+                         {"sqnr_db", db(f.sqnr_db())}, {"worst_sqnr_db", db(f.worst_sqnr_db)},
+                         {"worst_step", opt(f.worst_step)}, {"fits", o.misfit[std::size_t(i)] == Misfit::None},
+                         {"misfit", o.misfit[std::size_t(i)] == Misfit::None ? json(nullptr)
+                                                                              : json(misfit_name(o.misfit[std::size_t(i)]))}});
+    }
+    operands.push_back({{"layer", o.layer}, {"operand", contract::operand_name(o.operand)}, {"tensors", o.tensors},
+                        {"recipes", recipes}});
+  }
+  json layers = json::array();
+  for (const LayerReadiness& l : r.layers) {
+    json fitting = json::array();
+    for (Recipe x : l.fitting) fitting.push_back(recipe_name(x));
+    layers.push_back({{"layer", l.layer}, {"keep_high_precision", l.keep_high_precision},
+                      {"best_8bit", l.best_8bit ? json(recipe_name(*l.best_8bit)) : json(nullptr)},
+                      {"fitting", fitting},
+                      {"closest", l.keep_high_precision && l.closest ? json(recipe_name(*l.closest)) : json(nullptr)},
+                      {"failing_operand", l.failing_operand ? json(contract::operand_name(*l.failing_operand)) : json(nullptr)},
+                      {"failure", l.failure == Misfit::None ? json(nullptr) : json(misfit_name(l.failure))},
+                      {"severity", l.severity}});
+  }
+  json overflows = json::array();
+  for (const DelayedOverflow& d : r.overflows)
+    overflows.push_back({{"step", opt(d.step)}, {"layer", d.layer}, {"operand", contract::operand_name(d.operand)},
+                         {"recipe", recipe_name(d.recipe)}, {"kernel_id", d.kernel_id}, {"tensor", d.tensor},
+                         {"saturated", d.saturated}, {"quantized", d.quantized}, {"amax", opt(d.amax)},
+                         {"scale", opt(d.scale)}});
+  const FitThresholds& t = r.thresholds;
+  return {{"forecast", r.forecast},
+          {"thresholds", {{"max_underflow_share", t.max_underflow_share}, {"max_saturated_share", t.max_saturated_share},
+                          {"min_sqnr_db_e4m3", t.min_sqnr_db_e4m3}, {"min_sqnr_db_e5m2", t.min_sqnr_db_e5m2},
+                          {"min_sqnr_db_e2m1", t.min_sqnr_db_e2m1}}},
+          {"layers", layers},
+          {"operands", operands},
+          {"delayed_overflows", overflows},
+          {"delayed_overflow_count", r.overflow_count}};
+}
+
 ReportData report_data(const Trace& trace, RangeView view) {
   ReportData d;
   d.summary = summary(trace);
@@ -201,6 +257,7 @@ ReportData report_data(const Trace& trace, RangeView view) {
   d.memory = memory(trace);
   d.ranks = ranks(trace);
   d.ranges = std::make_pair(view, view_ranges(trace, view));
+  d.fp8 = fp8_readiness(trace);
   return d;
 }
 
@@ -215,6 +272,7 @@ std::string report_json(const ReportData& d) {
   if (d.memory) doc["memory"] = memory_json(*d.memory);
   if (d.ranks) doc["ranks"] = ranks_json(*d.ranks);
   if (d.ranges) doc["ranges"] = ranges_json(d.ranges->first, d.ranges->second);
+  if (d.fp8) doc["fp8"] = fp8_json(*d.fp8);
   return text(doc);
 }
 

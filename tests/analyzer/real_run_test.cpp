@@ -8,8 +8,11 @@
 #include "fpscope/units.h"
 #include "test_util.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -354,3 +357,81 @@ TEST_F(RealRun, WhyStopsWhereTheWriterWasNotMeasured) {
   }
   EXPECT_GT(stops, 0);
 }
+
+namespace {
+
+// The fp8 readiness of a traced run against direct SQL over tensor_recipes: each layer's and
+// operand's sums, each recipe's fit recomputed from the thresholds, each layer's verdict from its
+// operands'; and with thresholds no 8-bit recipe can meet, every layer is to be kept, most severe
+// first, its evidence the recipe that came closest.
+TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
+  const std::string path = fpscope::test::temp_dir() + "/fp8.sqlite";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands -o " + path + " -- " +
+                          MPTRAIN_BIN + kCommon + " --precision bf16 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto t = Trace::open(path);
+  ASSERT_TRUE(has_fp8_forecast(*t));
+  const Fp8Readiness r = fp8_readiness(*t);
+  ASSERT_TRUE(r.forecast);
+  ASSERT_EQ(r.operands.size(), 12u);  // conv1, conv2, fc1, fc2: activation, weight, gradient each
+  for (const OperandReadiness& o : r.operands) {
+    for (int i = 0; i < kRecipeCount; ++i) {
+      const RecipeFigures& f = o.recipes[std::size_t(i)];
+      const std::string where = fmt::format(
+          " from tensor_recipes r join kernels k on k.id = r.kernel_id left join strings l on l.id = k.layer_id"
+          " where coalesce(l.value, '') = '{}' and r.operand = '{}' and r.recipe = {}",
+          o.layer, fpscope::contract::operand_name(o.operand), i);
+      SCOPED_TRACE(o.layer + " " + fpscope::contract::operand_name(o.operand) + " " + fpscope::contract::kRecipes[i].name);
+      EXPECT_EQ(f.tensors, *sql_value(path, "select count(*)" + where));
+      EXPECT_EQ(int64_t(f.quantized), *sql_value(path, "select sum(quantized)" + where));
+      EXPECT_EQ(int64_t(f.underflow), *sql_value(path, "select sum(underflow)" + where));
+      EXPECT_EQ(int64_t(f.saturated), *sql_value(path, "select sum(saturated)" + where));
+      EXPECT_EQ(int64_t(f.blocks_lost), *sql_value(path, "select sum(blocks_lost)" + where));
+      const double sse = std::stod(*fpscope::test::sql_text(path, "select printf('%.17g', sum(sse))" + where));
+      EXPECT_NEAR(f.sse, sse, 1e-12 * sse);
+      // The fit, from the thresholds.
+      const FitThresholds& th = r.thresholds;
+      const double u = double(f.underflow) / double(f.quantized), s = double(f.saturated) / double(f.quantized);
+      const double q = 10 * std::log10(f.signal / f.sse);
+      const bool fits = f.blocks_nonfinite == 0 && u <= th.max_underflow_share && s <= th.max_saturated_share &&
+                        q >= th.min_sqnr_db(fpscope::contract::kRecipes[i].element);
+      EXPECT_EQ(o.misfit[std::size_t(i)] == Misfit::None, fits) << u << " " << s << " " << q;
+    }
+  }
+  ASSERT_EQ(r.layers.size(), 4u);
+  for (const LayerReadiness& l : r.layers) {
+    for (int i = 0; i < kRecipeCount; ++i) {
+      bool all = true;
+      for (const OperandReadiness& o : r.operands)
+        if (o.layer == l.layer) all &= o.misfit[std::size_t(i)] == Misfit::None;
+      EXPECT_EQ(std::count(l.fitting.begin(), l.fitting.end(), static_cast<Recipe>(i)), all ? 1 : 0)
+          << l.layer << " " << fpscope::contract::kRecipes[i].name;
+    }
+  }
+
+  FitThresholds impossible;
+  impossible.min_sqnr_db_e4m3 = impossible.min_sqnr_db_e5m2 = 200;
+  const Fp8Readiness none = fp8_readiness(*t, impossible);
+  ASSERT_EQ(none.layers.size(), 4u);
+  for (std::size_t i = 0; i < none.layers.size(); ++i) {
+    const LayerReadiness& l = none.layers[i];
+    EXPECT_TRUE(l.keep_high_precision) << l.layer;
+    EXPECT_FALSE(l.best_8bit);
+    ASSERT_TRUE(l.closest && l.failing_operand);
+    EXPECT_EQ(l.failure, Misfit::Sqnr);
+    EXPECT_GT(l.severity, 1);
+    if (i > 0) EXPECT_GE(none.layers[i - 1].severity, l.severity);
+  }
+}
+
+// A trace made without --recipes says it holds no forecast.
+TEST_F(RealRun, Fp8ReadinessOfATraceWithoutForecast) {
+  const auto path = traced("no_fp8", "");
+  auto t = Trace::open(path);
+  EXPECT_FALSE(has_fp8_forecast(*t));
+  const Fp8Readiness r = fp8_readiness(*t);
+  EXPECT_FALSE(r.forecast);
+  EXPECT_TRUE(r.operands.empty() && r.layers.empty());
+}
+
+}  // namespace

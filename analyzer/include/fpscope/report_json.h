@@ -26,6 +26,7 @@ struct ReportData {
   std::optional<MemoryReport> memory;
   std::optional<RanksReport> ranks;
   std::optional<std::pair<RangeView, std::vector<ViewRangeRow>>> ranges;
+  std::optional<Fp8Readiness> fp8;
 };
 
 // Every section of the report, read from the trace (ranges in `view`).

@@ -1,0 +1,106 @@
+// Will it train in fp8? The scaling recipes' forecast (`fpscope run --recipes operands`) per layer
+// and operand, which recipe each layer fits, the layers to keep in higher precision, and the steps
+// where delayed scaling's history fell behind the amax.
+// Part of libfpscope_analysis (fpscope/analysis.h includes every area).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fpscope/analysis/trace.h"
+#include "fpscope/contract/scaling_recipes.h"
+
+namespace fpscope::analysis {
+
+using contract::kRecipeCount;
+using contract::Operand;
+using contract::Recipe;
+
+// What a recipe would do, summed over a set of tensors (docs/statistics.md, "Scaling recipes").
+struct RecipeFigures {
+  int64_t tensors = 0;
+  uint64_t quantized = 0, underflow = 0, subnormal = 0, saturated = 0;
+  uint64_t blocks = 0, blocks_lost = 0, blocks_nonfinite = 0;
+  double sse = 0, signal = 0;
+  std::optional<double> worst_sqnr_db;  // of the tensor with the lowest SQNR
+  std::optional<int64_t> worst_step;    // its step
+  // Shares of the values quantized; nullopt when none was.
+  std::optional<double> underflow_share() const;
+  std::optional<double> saturated_share() const;
+  // 10 log10(signal / sse) over the set; +Inf when nothing was lost, nullopt without a nonzero value.
+  std::optional<double> sqnr_db() const;
+};
+
+// When a recipe is good enough for an operand: the thresholds fp8_readiness() applies.
+struct FitThresholds {
+  double max_underflow_share = 0.01;      // of the values quantized
+  double max_saturated_share = 1e-4;
+  // The least SQNR per element format: about 6 dB below what each gives values spread as a
+  // gaussian's under per-tensor scaling (e4m3 31 dB, e5m2 25 dB, e2m1 18 dB).
+  double min_sqnr_db_e4m3 = 25;
+  double min_sqnr_db_e5m2 = 19;
+  double min_sqnr_db_e2m1 = 12;
+  double min_sqnr_db(contract::ElementFormat e) const {
+    return e == contract::ElementFormat::E4M3 ? min_sqnr_db_e4m3
+           : e == contract::ElementFormat::E5M2 ? min_sqnr_db_e5m2
+                                                : min_sqnr_db_e2m1;
+  }
+};
+
+enum class Misfit : uint8_t { None, Underflow, Saturation, Sqnr, Nonfinite };
+const char* misfit_name(Misfit m);  // "underflow", "saturation", "SQNR", "non-finite blocks"
+
+struct OperandReadiness {
+  std::string layer;                   // the layer range's name; "" outside any
+  Operand operand = Operand::Activation;
+  std::string tensors;                 // the names of the tensors, comma-separated
+  std::array<RecipeFigures, kRecipeCount> recipes{};
+  std::array<Misfit, kRecipeCount> misfit{};  // why each recipe does not fit (None: it fits)
+};
+
+struct LayerReadiness {
+  std::string layer;
+  // The recipes that fit every operand of the layer, in contract order.
+  std::vector<Recipe> fitting;
+  // The 8-bit recipe the layer fits best (fitting, highest SQNR over its operands), if any.
+  std::optional<Recipe> best_8bit;
+  bool keep_high_precision = false;    // no 8-bit recipe fits every operand
+  // For a layer to keep: the 8-bit recipe that came closest, the operand it failed on and why,
+  // with that operand's figures.
+  std::optional<Recipe> closest;
+  std::optional<Operand> failing_operand;
+  Misfit failure = Misfit::None;
+  double severity = 0;  // how far past the threshold (ratio); the layers to keep are ranked by it
+};
+
+// A delayed-scaling step whose values outgrew the scale the history gave: saturation.
+struct DelayedOverflow {
+  std::string layer;
+  Operand operand = Operand::Activation;
+  Recipe recipe = Recipe::DelayedE4M3;
+  std::optional<int64_t> step;
+  int64_t kernel_id = 0;
+  std::string tensor;
+  uint64_t saturated = 0, quantized = 0;
+  std::optional<double> amax;          // the tensor's amax at that step
+  std::optional<double> scale;         // the scale the history gave
+};
+
+struct Fp8Readiness {
+  bool forecast = false;               // the trace holds a forecast (traced with --recipes)
+  FitThresholds thresholds;
+  std::vector<OperandReadiness> operands;  // by layer (as the trace first met it), then operand
+  std::vector<LayerReadiness> layers;      // the layers to keep first, most severe first; then the rest
+  std::vector<DelayedOverflow> overflows;  // by step, at most `max_overflows`
+  int64_t overflow_count = 0;              // all of them
+};
+
+// Whether the trace holds a forecast at all (cheap).
+bool has_fp8_forecast(const Trace& trace);
+
+Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds = {}, std::size_t max_overflows = 50);
+
+}  // namespace fpscope::analysis
