@@ -341,6 +341,10 @@ BlockScale block_scale(const RecipeInfo& r, const Element& e, const Amax& a, flo
   }
 }
 
+// The replay goes through the tensor in bands of whole rows small enough to stay in the cache
+// (a weight's bands are whole 128-row tiles), running every recipe over a band before the next.
+constexpr std::size_t kBandValues = std::size_t{1} << 14;
+
 class Replay {
  public:
   Replay(const float* x, const RecipeRequest& q, RecipeResult* out) : x_(x), q_(q), out_(out) {}
@@ -352,25 +356,41 @@ class Replay {
     out_->amax = tensor.nonfinite ? std::numeric_limits<double>::infinity() : double(tensor.amax);
     out_->outcomes = RecipeOutcomes{};
     if (n == 0) return;
+    std::size_t tile_rows = 1;
     for (int i = 0; i < kRecipeCount; ++i) {
       const RecipeInfo& r = contract::kRecipes[std::size_t(i)];
       Rule& rule = rules_[i];
-      rule = {&r, element_of(r.element), tensor_scale(r, tensor, q_.history_amax[std::size_t(i)]), {}};
-      if (r.block == contract::kTensorBlock)
-        rule.g = {1, n, n, 1};
-      else
-        rule.g = {q_.rows, q_.cols, r.block == contract::kRowBlock ? q_.cols : std::size_t(r.block),
-                  q_.weight && r.weight_rows > 1 ? std::size_t(r.weight_rows) : 1};
+      rule = {&r, element_of(r.element), tensor_scale(r, tensor, q_.history_amax[std::size_t(i)]), 1, 1, -1, {}};
+      RecipeOutcome& o = out_->outcomes[std::size_t(i)];
+      if (r.block == contract::kTensorBlock) {
+        o.scale = rule.tensor_s;
+        rule.tensor_plan = plan(rule, tensor, o);
+        // A recipe of the same element format and scale as an earlier one has its outcome.
+        for (int j = 0; j < i && rule.same_as < 0; ++j)
+          if (rules_[j].info->block == contract::kTensorBlock && rules_[j].info->element == r.element &&
+              rules_[j].tensor_s == rule.tensor_s)
+            rule.same_as = j;
+        continue;
+      }
+      rule.width = r.block == contract::kRowBlock ? q_.cols : std::size_t(r.block);
+      rule.height = q_.weight && r.weight_rows > 1 ? std::size_t(r.weight_rows) : 1;
+      tile_rows = std::max(tile_rows, rule.height);
     }
-    for (int i = 0; i < kRecipeCount; ++i) replay(i, tensor);
+    std::size_t band = std::max<std::size_t>(1, kBandValues / q_.cols);
+    band = (band + tile_rows - 1) / tile_rows * tile_rows;  // whole tiles
+    for (std::size_t r0 = 0; r0 < q_.rows; r0 += band) replay_band(r0, std::min(q_.rows, r0 + band));
+    for (int i = 0; i < kRecipeCount; ++i)
+      if (rules_[i].same_as >= 0) out_->outcomes[std::size_t(i)] = out_->outcomes[std::size_t(rules_[i].same_as)];
   }
 
  private:
   struct Rule {
     const RecipeInfo* info;
     Element e;
-    float tensor_s;  // the per-tensor scale, NVFP4's global scale, else 1
-    Geometry g;
+    float tensor_s;      // the per-tensor scale, NVFP4's global scale, else 1
+    std::size_t width, height;  // a block recipe's blocks
+    int same_as;         // a per-tensor recipe whose outcome this one has, -1 if none
+    BlockPlan tensor_plan;
   };
 
   float tensor_scale(const RecipeInfo& r, const Amax& a, double history) const {
@@ -390,46 +410,53 @@ class Replay {
     }
   }
 
-  // The blocks' amaxes of recipe i's geometry, made once for the recipes that share it.
-  const std::vector<Amax>& amaxes(int i, const Amax& tensor) {
-    const Geometry& g = rules_[i].g;
+  // Rows [r0, r1): every recipe. A block recipe whose plans for the band equal an earlier one's of
+  // the same element format and blocks takes that one's outcome for the band.
+  void replay_band(std::size_t r0, std::size_t r1) {
+    const float* x = x_ + r0 * q_.cols;
+    const std::size_t rows = r1 - r0;
+    std::fill(std::begin(amax_valid_), std::end(amax_valid_), false);
+    Tally band[kRecipeCount];
+    for (int i = 0; i < kRecipeCount; ++i) {
+      const Rule& r = rules_[i];
+      if (r.same_as >= 0) continue;
+      if (r.info->block == contract::kTensorBlock) {
+        quantize_blocks(x, {rows, q_.cols, q_.cols, rows}, &r.tensor_plan, r.e, band[i]);
+        band[i].add_to(out_->outcomes[std::size_t(i)]);
+        continue;
+      }
+      const Geometry g{rows, q_.cols, r.width, r.height};
+      const std::vector<Amax>& a = amaxes(i, x, g);
+      std::vector<BlockPlan>& plans = plans_[i];
+      plans.resize(a.size());
+      RecipeOutcome& o = out_->outcomes[std::size_t(i)];
+      for (std::size_t b = 0; b < a.size(); ++b) plans[b] = plan(r, a[b], o);
+      int same = -1;
+      for (int j = 0; j < i && same < 0; ++j) {
+        const Rule& other = rules_[j];
+        if (other.info->block != contract::kTensorBlock && other.info->element == r.info->element &&
+            other.width == r.width && other.height == r.height && same_plans(plans, plans_[j]))
+          same = j;
+      }
+      if (same >= 0)
+        band[i] = band[same];
+      else
+        quantize_blocks(x, g, plans.data(), r.e, band[i]);
+      band[i].add_to(o);
+    }
+  }
+
+  // The blocks' amaxes of a band in recipe i's geometry, made once for the recipes that share it.
+  const std::vector<Amax>& amaxes(int i, const float* x, const Geometry& g) {
     for (int j = 0; j < i; ++j) {
-      const Geometry& h = rules_[j].g;
-      if (!amax_[j].empty() && h.rows == g.rows && h.cols == g.cols && h.width == g.width && h.height == g.height)
-        return amax_[j];
+      const Rule& other = rules_[j];
+      if (amax_valid_[j] && other.width == g.width && other.height == g.height) return amax_[j];
     }
     std::vector<Amax>& a = amax_[i];
     a.assign(g.count(), Amax{});
-    if (g.count() == 1 && g.height >= g.rows && g.width >= g.cols)
-      a[0] = tensor;
-    else
-      amax_blocks(x_, g, a.data());
+    amax_blocks(x, g, a.data());
+    amax_valid_[i] = true;
     return a;
-  }
-
-  // Recipe i over the whole tensor. One that would quantize every block exactly as an earlier
-  // recipe did (the same element format, geometry and scales) takes its outcome.
-  void replay(int i, const Amax& tensor) {
-    const Rule& r = rules_[i];
-    RecipeOutcome& o = out_->outcomes[std::size_t(i)];
-    const std::vector<Amax>& a = amaxes(i, tensor);
-    std::vector<BlockPlan>& plans = plans_[i];
-    plans.resize(a.size());
-    for (std::size_t b = 0; b < a.size(); ++b) plans[b] = plan(r, a[b], o);
-    const bool tensor_scaled = r.info->block == contract::kTensorBlock;
-    for (int j = 0; j < i; ++j) {
-      const Rule& other = rules_[j];
-      if (other.info->element != r.info->element || other.g.width != r.g.width || other.g.height != r.g.height ||
-          !same(plans, plans_[j]))
-        continue;
-      o = out_->outcomes[std::size_t(j)];
-      o.scale = tensor_scaled ? double(r.tensor_s) : std::numeric_limits<double>::quiet_NaN();
-      return;
-    }
-    if (tensor_scaled) o.scale = r.tensor_s;
-    Tally t;
-    quantize_blocks(x_, r.g, plans.data(), r.e, t);
-    t.add_to(o);
   }
 
   // A block's plan from its amax; counts the block, and whether it is non-finite or lost (rounding
@@ -446,7 +473,7 @@ class Replay {
     return {b.s, false, b.s == 0 ? 0.0 : 1.0 / double(b.s)};
   }
 
-  static bool same(const std::vector<BlockPlan>& a, const std::vector<BlockPlan>& b) {
+  static bool same_plans(const std::vector<BlockPlan>& a, const std::vector<BlockPlan>& b) {
     if (a.size() != b.size()) return false;
     for (std::size_t k = 0; k < a.size(); ++k)
       if (a[k].skip != b[k].skip || a[k].s != b[k].s) return false;
@@ -458,8 +485,25 @@ class Replay {
   RecipeResult* out_;
   Rule rules_[kRecipeCount];
   std::vector<Amax> amax_[kRecipeCount];
+  bool amax_valid_[kRecipeCount] = {};
   std::vector<BlockPlan> plans_[kRecipeCount];
 };
+
+// fp16 to fp32 with F16C, eight at a time (exact, as every fp16 value is an fp32 value).
+__attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const unsigned char* from, std::size_t n, float* to) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(to + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * i))));
+  for (; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, from + 2 * i, 2);
+    to[i] = float(stats::f16_bits_to_double(b));
+  }
+}
+bool use_f16c() {
+  static const bool f16c = stats::kernel_supported(stats::Kernel::Avx2);  // AVX2 kernel's CPUs have F16C
+  return f16c && !portable_only;
+}
 
 }  // namespace
 
@@ -492,6 +536,8 @@ void compute_recipes(const void* data, ElementType type, const RecipeRequest& re
         std::memcpy(&b, bytes + 2 * i, 2);
         to[i] = std::bit_cast<float>(uint32_t(b) << 16);
       }
+    } else if (use_f16c()) {
+      f16_to_f32_f16c(bytes, n, to);
     } else {
       for (std::size_t i = 0; i < n; ++i) {
         uint16_t b;

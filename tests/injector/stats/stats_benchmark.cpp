@@ -7,7 +7,8 @@
 // in L2 (1 MiB): elements/s and bytes/s, plus
 // `GBps` (bytes per second of this thread's CPU time), `read_GBps` (the best of several plain
 // vectorized reads, XOR of every byte, of the same buffer, timed the same way just before) and
-// `vs_read`, their ratio. CPU time, not wall time: the machine may be shared.
+// `vs_read`, their ratio. CPU time, not wall time: the machine may be shared. BM_Recipes times the
+// fp8 recipe forecast against the full statistics of the same tensor.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -141,6 +142,44 @@ void BM_Stats(benchmark::State& state) {
   state.counters["vs_read"] = rate / read;
 }
 
+// The fp8 recipe forecast (compute_recipes) over the same tensors, viewed as rows of 4096 values
+// (an activation) or as a weight's 2D tiles, with this CPU's kernel or the portable one; beside
+// it `vs_full_stats`: its time per element over the full statistics' with the best kernel, measured
+// just before on the same buffer.
+void BM_Recipes(benchmark::State& state) {
+  const auto type = ElementType(state.range(0));
+  const bool portable = state.range(1) != 0, weight = state.range(2) != 0;
+  const std::size_t bytes = std::size_t(state.range(3));
+  const auto& t = tensor(type, bytes);
+  const std::size_t n = bytes / fpscope::element_bytes(type);
+  fpscope::TensorStats s;
+  double stats_seconds = 1e30;
+  for (int r = 0; r < (bytes > kL2Bytes ? 3 : 50); ++r) {
+    const double t0 = thread_seconds();
+    fpscope::stats::compute_stats_with(fpscope::stats::best_kernel(), t.data(), type, n, StatsLevel::Full, &s);
+    stats_seconds = std::min(stats_seconds, thread_seconds() - t0);
+  }
+  fpscope::RecipeRequest q;
+  q.cols = 4096;
+  q.rows = n / q.cols;
+  q.weight = weight;
+  q.history_amax.fill(1.0);
+  fpscope::RecipeResult out;
+  const double t0 = thread_seconds();
+  for (auto _ : state) {
+    if (portable)
+      fpscope::stats::compute_recipes_portable(t.data(), type, q, &out);
+    else
+      fpscope::compute_recipes(t.data(), type, q, &out);
+    benchmark::DoNotOptimize(out);
+  }
+  const double per_call = (thread_seconds() - t0) / double(state.iterations());
+  state.SetItemsProcessed(int64_t(state.iterations()) * int64_t(q.rows * q.cols));
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes));
+  state.counters["ns_per_element"] = 1e9 * per_call / double(q.rows * q.cols);
+  state.counters["vs_full_stats"] = per_call / stats_seconds;
+}
+
 void stats_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "full", "kernel", "bytes"});
   for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
@@ -158,6 +197,10 @@ BENCHMARK(BM_PlainRead)
     ->Arg(int64_t(kL2Bytes))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Stats)->Apply(stats_args);
+BENCHMARK(BM_Recipes)
+    ->ArgNames({"type", "portable", "weight", "bytes"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}, {int64_t(kLargeBytes), int64_t(kL2Bytes)}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
