@@ -27,13 +27,6 @@ namespace {
 
 using contract::ElementFormat;
 using contract::RecipeInfo;
-using contract::ScaleRule;
-
-// 2^e for e in double's normal range, built from its bits.
-double pow2_of(int e) { return std::bit_cast<double>(uint64_t(e + 1023) << 52); }
-
-// floor(log2(a)) of a positive normal double (every positive fp32 value is one).
-int exponent_of(double a) { return int((std::bit_cast<uint64_t>(a) >> 52) & 0x7FF) - 1023; }
 
 // An element format's facts, as the quantizing run uses them.
 struct Element {
@@ -280,67 +273,6 @@ void quantize_blocks(const float* x, const Geometry& g, const BlockPlan* plans, 
   use_avx2() ? quantize_blocks_avx2(x, g, plans, e, t) : quantize_blocks_base(x, g, plans, e, t);
 }
 
-// The fp32 quotient a / b (a, b > 0), the largest finite fp32 where it overflows: how a
-// recipe's scale max_elem / amax is computed.
-float scale_quotient(float a, float b) {
-  const float q = a / b;
-  return std::isinf(q) ? std::numeric_limits<float>::max() : q;
-}
-
-// 2^floor(log2(s)) of a positive normal fp32 s: its exponent field alone.
-float pow2_floor(float s) { return std::bit_cast<float>(std::bit_cast<uint32_t>(s) & 0x7F800000u); }
-
-// Rounds a >= 0 (fp32, finite) to the element format as the quantizing run does, unsaturated.
-float round_to(float a, const Element& e) {
-  if (a >= e.min_normal) {
-    const uint32_t b = std::bit_cast<uint32_t>(a);
-    const uint32_t half = (uint32_t{1} << (e.drop - 1)) - 1;
-    return std::bit_cast<float>((b + half + ((b >> e.drop) & 1u)) & e.keep_mask);
-  }
-  return (a + e.magic) - e.magic;
-}
-
-// A block's scale: s, or a non-finite block (its scale is NaN: every value decodes to NaN).
-struct BlockScale {
-  float s = 1;
-  bool nonfinite = false;
-};
-
-// The block rules' scales from a block's amax; `tensor_s` is NVFP4's global scale s_g.
-BlockScale block_scale(const RecipeInfo& r, const Element& e, const Amax& a, float tensor_s) {
-  switch (r.rule) {
-    case ScaleRule::RowPow2:
-    case ScaleRule::BlockPow2:
-      if (a.nonfinite || a.amax == 0) return {1, false};
-      return {pow2_floor(scale_quotient(e.max, a.amax)), false};
-    case ScaleRule::MxFloor:
-    case ScaleRule::MxCeil: {
-      if (a.nonfinite) return {0, true};
-      if (a.amax == 0) return {1, false};
-      int k;  // the shared scale is 2^k; values are divided by it
-      if (r.rule == ScaleRule::MxFloor) {
-        k = exponent_of(a.amax) - exponent_of(e.max);
-      } else {  // amax / max_elem in fp32, rounded up to a power of two
-        const float t = a.amax / e.max;
-        const bool power_of_two = (std::bit_cast<uint64_t>(double(t)) & ((uint64_t{1} << 52) - 1)) == 0;
-        k = t == 0 ? contract::kE8M0MinExponent : exponent_of(t) + (power_of_two ? 0 : 1);
-      }
-      k = std::clamp(k, contract::kE8M0MinExponent, contract::kE8M0MaxExponent);
-      return {float(pow2_of(-k)), false};
-    }
-    case ScaleRule::Nvfp4: {
-      if (a.nonfinite) return {0, true};
-      // The block's e4m3 scale b = e4m3(fp32(amax_b / 6) * s_g), saturating at 448.
-      const Element e4m3 = element_of(ElementFormat::E4M3);
-      const float b = std::min(round_to((a.amax / e.max) * tensor_s, e4m3), e4m3.max);
-      if (b == 0) return {0, false};  // the block's scale underflows: every value is lost
-      return {tensor_s / b, false};
-    }
-    default:
-      return {1, false};
-  }
-}
-
 // The replay goes through the tensor in bands of whole rows small enough to stay in the cache
 // (a weight's bands are whole 128-row tiles), running every recipe over a band before the next.
 constexpr std::size_t kBandValues = std::size_t{1} << 14;
@@ -360,7 +292,8 @@ class Replay {
     for (int i = 0; i < kRecipeCount; ++i) {
       const RecipeInfo& r = contract::kRecipes[std::size_t(i)];
       Rule& rule = rules_[i];
-      rule = {&r, element_of(r.element), tensor_scale(r, tensor, q_.history_amax[std::size_t(i)]), 1, 1, -1, {}};
+      rule = {&r, element_of(r.element),
+              contract::tensor_scale(r, tensor.amax, tensor.nonfinite, q_.history_amax[std::size_t(i)]), 1, 1, -1, {}};
       RecipeOutcome& o = out_->outcomes[std::size_t(i)];
       if (r.block == contract::kTensorBlock) {
         o.scale = rule.tensor_s;
@@ -392,23 +325,6 @@ class Replay {
     int same_as;         // a per-tensor recipe whose outcome this one has, -1 if none
     BlockPlan tensor_plan;
   };
-
-  float tensor_scale(const RecipeInfo& r, const Amax& a, double history) const {
-    const bool usable = !a.nonfinite && a.amax > 0;
-    const float max = float(contract::element_bits(r.element).max_finite());
-    switch (r.rule) {
-      case ScaleRule::TensorCurrent:
-        return usable ? scale_quotient(max, a.amax) : 1;
-      case ScaleRule::TensorCurrentPow2:
-        return usable ? pow2_floor(scale_quotient(max, a.amax)) : 1;
-      case ScaleRule::TensorDelayed:
-        return history > 0 && std::isfinite(history) ? scale_quotient(max, float(history)) : 1;
-      case ScaleRule::Nvfp4:  // the global scale s_g = 448 * 6 / amax
-        return usable ? scale_quotient(float(contract::kE4M3.max_finite()) * max, a.amax) : 1;
-      default:
-        return 1;
-    }
-  }
 
   // Rows [r0, r1): every recipe. A block recipe whose plans for the band equal an earlier one's of
   // the same element format and blocks takes that one's outcome for the band.
@@ -463,14 +379,14 @@ class Replay {
   // is monotonic: every nonzero value of a block underflows exactly when its largest does).
   static BlockPlan plan(const Rule& r, const Amax& a, RecipeOutcome& o) {
     ++o.blocks;
-    const BlockScale b = r.info->block == contract::kTensorBlock ? BlockScale{r.tensor_s, false}
-                                                                  : block_scale(*r.info, r.e, a, r.tensor_s);
-    if (b.nonfinite) {
+    const float s = r.info->block == contract::kTensorBlock ? r.tensor_s
+                                                             : contract::block_scale(*r.info, a.amax, a.nonfinite, r.tensor_s);
+    if (std::isnan(s)) {
       ++o.blocks_nonfinite;
       return {0, true, 0};
     }
-    if (a.amax > 0 && round_to(a.amax * b.s, r.e) == 0) ++o.blocks_lost;
-    return {b.s, false, b.s == 0 ? 0.0 : 1.0 / double(b.s)};
+    if (a.amax > 0 && contract::round_to_format(a.amax * s, contract::element_bits(r.info->element)) == 0) ++o.blocks_lost;
+    return {s, false, s == 0 ? 0.0 : 1.0 / double(s)};
   }
 
   static bool same_plans(const std::vector<BlockPlan>& a, const std::vector<BlockPlan>& b) {

@@ -11,8 +11,12 @@
 // Part of the trace contract (see contract.h).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -122,6 +126,95 @@ static_assert([] {
 // E8M0's range, which bounds the MX rules' scales: 2^-127 to 2^127.
 inline constexpr int kE8M0MinExponent = -127;
 inline constexpr int kE8M0MaxExponent = 127;
+
+// [SECTION] The scales ------------------------------------------------------------------------------
+//
+// How each rule turns an amax into a scale, operation by operation as docs/statistics.md states
+// it: the injector's replay (fpscope/fp8_recipes.h) and the analyzer's and the GUI's pictures of a
+// recipe's window use these, so that they agree to the bit.
+
+// The fp32 quotient a / b (b > 0), the largest finite fp32 where it overflows: how a recipe's
+// scale max_elem / amax is computed.
+inline float scale_quotient(float a, float b) {
+  const float q = a / b;
+  return std::isinf(q) ? std::numeric_limits<float>::max() : q;
+}
+
+// 2^floor(log2(s)) of a positive normal fp32 s: its exponent field alone.
+inline float pow2_floor(float s) { return std::bit_cast<float>(std::bit_cast<uint32_t>(s) & 0x7F800000u); }
+
+// floor(log2(a)) of a positive fp32 value (exact for subnormals too, through double).
+inline int floor_log2_of(float a) { return int((std::bit_cast<uint64_t>(double(a)) >> 52) & 0x7FF) - 1023; }
+
+// Rounds a >= 0 (finite fp32) to format f, nearest even, with unbounded exponent above: from the
+// smallest normal value up, the fp32 bits rounded to f's mantissa width (a carry is the next
+// binade); below it, onto the subnormal grid by adding and subtracting min_subnormal * 2^23.
+inline float round_to_format(float a, const FloatFormat& f) {
+  if (a >= float(f.min_normal())) {
+    const uint32_t drop = uint32_t(23 - f.mantissa_bits);
+    const uint32_t b = std::bit_cast<uint32_t>(a);
+    return std::bit_cast<float>((b + ((uint32_t{1} << (drop - 1)) - 1) + ((b >> drop) & 1u)) &
+                                ~((uint32_t{1} << drop) - 1));
+  }
+  const float magic = float(f.min_subnormal() * 0x1p23);
+  return (a + magic) - magic;
+}
+
+// A per-tensor recipe's scale (NVFP4: its global scale s_g) from the tensor's amax (largest finite
+// |x|) and whether it held a NaN or Inf; delayed scaling from `history` (the largest amax of the
+// steps before, 0 for none). 1 where the rule falls back; 1 for a block rule.
+inline float tensor_scale(const RecipeInfo& r, float amax, bool nonfinite, double history) {
+  const bool usable = !nonfinite && amax > 0;
+  const float max = float(element_bits(r.element).max_finite());
+  switch (r.rule) {
+    case ScaleRule::TensorCurrent:
+      return usable ? scale_quotient(max, amax) : 1;
+    case ScaleRule::TensorCurrentPow2:
+      return usable ? pow2_floor(scale_quotient(max, amax)) : 1;
+    case ScaleRule::TensorDelayed:
+      return history > 0 && std::isfinite(history) ? scale_quotient(max, float(history)) : 1;
+    case ScaleRule::Nvfp4:  // s_g = 448 * 6 / amax
+      return usable ? scale_quotient(float(kE4M3.max_finite()) * max, amax) : 1;
+    default:
+      return 1;
+  }
+}
+
+// A block recipe's scale of a block with that amax and NaN/Inf flag; `tensor_s` is NVFP4's global
+// scale. NaN for a non-finite block (its scale is NaN: every value decodes to NaN); 0 for an NVFP4
+// block whose e4m3 scale underflows (every value is lost). A per-tensor rule gives tensor_s.
+inline float block_scale(const RecipeInfo& r, float amax, bool nonfinite, float tensor_s) {
+  const float max = float(element_bits(r.element).max_finite());
+  switch (r.rule) {
+    case ScaleRule::RowPow2:
+    case ScaleRule::BlockPow2:
+      if (nonfinite || amax == 0) return 1;
+      return pow2_floor(scale_quotient(max, amax));
+    case ScaleRule::MxFloor:
+    case ScaleRule::MxCeil: {
+      if (nonfinite) return std::numeric_limits<float>::quiet_NaN();
+      if (amax == 0) return 1;
+      int k;  // the shared scale is 2^k; values are divided by it
+      if (r.rule == ScaleRule::MxFloor) {
+        k = floor_log2_of(amax) - floor_log2_of(max);
+      } else {  // amax / max_elem in fp32, rounded up to a power of two
+        const float t = amax / max;
+        const bool power_of_two = (std::bit_cast<uint64_t>(double(t)) & ((uint64_t{1} << 52) - 1)) == 0;
+        k = t == 0 ? kE8M0MinExponent : floor_log2_of(t) + (power_of_two ? 0 : 1);
+      }
+      k = std::clamp(k, kE8M0MinExponent, kE8M0MaxExponent);
+      return float(pow2(-k));
+    }
+    case ScaleRule::Nvfp4: {
+      if (nonfinite) return std::numeric_limits<float>::quiet_NaN();
+      // The block's e4m3 scale b = e4m3(fp32(amax_b / 6) * s_g), saturating at 448.
+      const float b = std::min(round_to_format((amax / max) * tensor_s, kE4M3), float(kE4M3.max_finite()));
+      return b == 0 ? 0.0f : tensor_s / b;
+    }
+    default:
+      return tensor_s;
+  }
+}
 
 // The operands fp8 training quantizes: the inputs of the matrix products of linear and
 // convolution layers, forward and backward. The bias and the outputs stay in higher precision.
