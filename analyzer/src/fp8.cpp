@@ -73,7 +73,7 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
   sql::Statement st(db,
                     "SELECT coalesce(k.layer, ''), r.operand, s.value, r.recipe, r.quantized, r.underflow, "
                     "r.subnormal, r.saturated, r.blocks, r.blocks_lost, r.blocks_nonfinite, r.sse, r.signal, k.step, "
-                    "r.kernel_id, r.scale, r.amax FROM tensor_recipes r JOIN v_kernels k ON k.id = r.kernel_id JOIN tensors t ON t.id = r.tensor_id "
+                    "r.kernel_id, r.scale, r.amax, r.tensor_id FROM tensor_recipes r JOIN v_kernels k ON k.id = r.kernel_id JOIN tensors t ON t.id = r.tensor_id "
                     "JOIN strings s ON s.id = t.name_id ORDER BY r.kernel_id, r.tensor_id, r.recipe");
   while (st.step()) {
     out.forecast = true;
@@ -109,6 +109,9 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
     if (const auto s = sqnr_of(signal, sse); s && (!f.worst_sqnr_db || *s < *f.worst_sqnr_db)) {
       f.worst_sqnr_db = s;
       f.worst_step = step;
+      f.worst_tensor_id = st.i64(17);
+      f.worst_amax = st.opt_f64(16);
+      f.worst_scale = st.opt_f64(15);
     }
     if (saturated > 0 && contract::kRecipes[std::size_t(recipe)].rule == contract::ScaleRule::TensorDelayed) {
       ++out.overflow_count;

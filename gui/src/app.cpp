@@ -67,6 +67,7 @@ App::App(Options options)
   views_.push_back(make_loss_view());
   views_.push_back(make_memory_view());
   views_.push_back(make_events_view());
+  views_.push_back(make_fp8_view());
   for (const auto& path : options_.traces) traces_.open(path, options_.rank);
   selection_.range_view = *analysis::parse_range_view(options_.range_view);
   if (options_.step >= 0) {

@@ -9,7 +9,7 @@
 namespace fpscope::gui {
 
 const std::vector<std::string>& view_names() {
-  static const std::vector<std::string> names = {"summary", "timeline", "ranges", "loss", "memory", "events"};
+  static const std::vector<std::string> names = {"summary", "timeline", "ranges", "loss", "memory", "events", "fp8"};
   return names;
 }
 

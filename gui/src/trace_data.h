@@ -35,6 +35,7 @@ struct TraceData {
   std::vector<analysis::StepRow> steps;
   analysis::MemoryReport memory;
   analysis::RanksReport ranks;
+  analysis::Fp8Readiness fp8;  // the fp8 forecast (fpscope report --section fp8), if the trace has one
   std::vector<analysis::MemoryPoint> memory_over_time;  // thinned for plotting
   std::vector<analysis::LayerStepCell> layer_steps;
   std::vector<std::string> layers;  // in first-seen order, for heat map rows

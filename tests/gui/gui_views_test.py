@@ -21,7 +21,7 @@ import sys
 import tempfile
 import zlib
 
-VIEWS = ["summary", "timeline", "ranges", "loss", "memory", "events"]
+VIEWS = ["summary", "timeline", "ranges", "loss", "memory", "events", "fp8"]
 WIDTH, HEIGHT = 1024, 700
 
 
@@ -132,7 +132,8 @@ def make_traces(args, work):
         common = ["--model", "cnn", "--train-subset", "256", "--test-subset", "64", "--epochs", "1"]
         if args.data_dir:
             common += ["--data-dir", args.data_dir]
-        run([args.fpscope, "run", "-o", fp32, "--", args.mptrain, *common, "--precision", "fp32"], timeout=600)
+        run([args.fpscope, "run", "-o", fp32, "--recipes", "operands", "--", args.mptrain, *common, "--precision", "fp32"],
+            timeout=600)
         run([args.fpscope, "run", "-o", fp16, "--", args.mptrain, *common, "--precision", "amp-fp16",
              "--loss-scale", "dynamic", "--scale-init", "16777216", "--scale-interval", "50"], timeout=600)  # as the demo
     else:
@@ -208,6 +209,9 @@ def check_gui_numbers_equal_report(args, traces, work):
             fail("the GUI and fpscope report disagree on %s in %s" % (diff, trace))
         if report["run"]["kernels"] <= 0 or report["ranges"]["rows"] == []:
             fail("%s: an empty report proves nothing" % trace)
+        # The traced fp32 run holds an fp8 forecast: the readiness view's numbers are compared too.
+        if args.fpscope and args.mptrain and i == 1 and not report["fp8"]["operands"]:
+            fail("%s: no fp8 forecast to compare" % trace)
     print("ok: the GUI's numbers equal fpscope report's for %d traces" % len(traces))
 
 

@@ -31,5 +31,6 @@ std::unique_ptr<View> make_ranges_view();
 std::unique_ptr<View> make_loss_view();
 std::unique_ptr<View> make_memory_view();
 std::unique_ptr<View> make_events_view();
+std::unique_ptr<View> make_fp8_view();
 
 }  // namespace fpscope::gui

@@ -27,6 +27,9 @@ struct RecipeFigures {
   double sse = 0, signal = 0;
   std::optional<double> worst_sqnr_db;  // of the tensor with the lowest SQNR
   std::optional<int64_t> worst_step;    // its step
+  std::optional<int64_t> worst_tensor_id;  // its row in `tensors`
+  std::optional<double> worst_amax;     // its amax (nullopt when it held NaN or Inf)
+  std::optional<double> worst_scale;    // the per-tensor recipes' scale there
   // Shares of the values quantized; nullopt when none was.
   std::optional<double> underflow_share() const;
   std::optional<double> saturated_share() const;
