@@ -38,8 +38,13 @@ void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_
 void compute_stats_with(Kernel k, const void* data, ElementType type, std::size_t n,
                         StatsLevel level, TensorStats* out, ChunkRunner& runner);
 
-// compute_recipes() (fpscope/fp8_recipes.h) with its portable kernels even where AVX2 runs, for
-// the tests that hold each kernel to the reference.
-void compute_recipes_portable(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out);
+// The kernels of compute_recipes() (fpscope/fp8_recipes.h): it takes the best this CPU runs; the
+// tests and the benchmark run each explicitly. Every one gives the same counts and scales; the sums
+// differ in order only.
+enum class RecipeKernel { Portable, Avx2, Avx512 };
+bool recipe_kernel_supported(RecipeKernel k);
+const char* recipe_kernel_name(RecipeKernel k);
+void compute_recipes_with(RecipeKernel k, const void* data, ElementType type, const RecipeRequest& request,
+                          RecipeResult* out);
 
 }  // namespace fpscope::stats

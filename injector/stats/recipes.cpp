@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "accumulator.h"
@@ -260,17 +261,113 @@ __attribute__((target("avx2"))) void quantize_blocks_avx2(const float* x, const 
   t.signal += (d[0] + d[1]) + (d[2] + d[3]);
 }
 
-// The kernels for this CPU, or the portable ones where the caller asks for them.
-thread_local bool portable_only = false;
-bool use_avx2() {
-  static const bool avx2 = stats::kernel_supported(stats::Kernel::Avx2);
-  return avx2 && !portable_only;
+// The AVX-512 kernels: sixteen fp32 lanes, the lanes' outcomes as masks counted with popcount.
+#define FPSCOPE_RECIPES_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,popcnt")))
+
+FPSCOPE_RECIPES_AVX512 void amax_blocks_avx512(const float* x, const Geometry& g, Amax* out) {
+  const __m512 flt_max = _mm512_set1_ps(std::numeric_limits<float>::max());
+  const std::size_t per_row = g.blocks_per_row();
+  for (std::size_t row = 0; row < g.rows; ++row) {
+    Amax* band = out + row / g.height * per_row;
+    const float* r = x + row * g.cols;
+    for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width) {
+      const std::size_t c1 = std::min(g.cols, c0 + g.width);
+      __m512 m = _mm512_setzero_ps();
+      __mmask16 bad = 0;
+      for (std::size_t i = c0; i < c1; i += 16) {
+        const __mmask16 lanes = c1 - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c1 - i)) - 1);
+        const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, r + i));
+        bad |= _mm512_cmp_ps_mask(ax, flt_max, _CMP_NLE_UQ);
+        m = _mm512_max_ps(m, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(ax, flt_max, _CMP_LE_OQ), ax));
+      }
+      band[b].merge({_mm512_reduce_max_ps(m), bad != 0});
+    }
+  }
+}
+
+FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometry& g,
+                                                                   const BlockPlan* plans, const Element& e, Tally& t) {
+  const __m512 flt_max = _mm512_set1_ps(std::numeric_limits<float>::max());
+  const __m512 vmax = _mm512_set1_ps(e.max), vmin_normal = _mm512_set1_ps(e.min_normal);
+  const __m512 vmagic = _mm512_set1_ps(e.magic), zero = _mm512_setzero_ps();
+  const __m512i half = _mm512_set1_epi32(int((uint32_t{1} << (e.drop - 1)) - 1));
+  const __m512i keep = _mm512_set1_epi32(int(e.keep_mask)), one = _mm512_set1_epi32(1);
+  const __m128i drop = _mm_cvtsi32_si128(int(e.drop));
+  uint64_t values = 0, under = 0, sub = 0, sat = 0;
+  __m512d sse = _mm512_setzero_pd(), sig = sse;
+  const std::size_t per_row = g.blocks_per_row();
+  for (std::size_t row = 0; row < g.rows; ++row) {
+    const BlockPlan* band = plans + row / g.height * per_row;
+    const float* r = x + row * g.cols;
+    for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width) {
+      const BlockPlan& p = band[b];
+      if (p.skip) continue;
+      const std::size_t c1 = std::min(g.cols, c0 + g.width);
+      const __m512 vs = _mm512_set1_ps(p.s);
+      const __m512d vinv = _mm512_set1_pd(p.inv);
+      for (std::size_t i = c0; i < c1; i += 16) {
+        const __mmask16 lanes = c1 - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c1 - i)) - 1);
+        const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, r + i));
+        const __mmask16 finite = _mm512_mask_cmp_ps_mask(lanes, ax, flt_max, _CMP_LE_OQ);
+        const __m512 m = _mm512_maskz_mov_ps(finite, ax);
+        const __m512 a = _mm512_mul_ps(m, vs);
+        const __m512i bits = _mm512_castps_si512(a);
+        const __m512i odd = _mm512_and_si512(_mm512_srl_epi32(bits, drop), one);
+        const __m512 qn = _mm512_castsi512_ps(_mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(bits, half), odd), keep));
+        const __m512 qs = _mm512_sub_ps(_mm512_add_ps(a, vmagic), vmagic);
+        const __m512 q = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, vmin_normal, _CMP_GE_OQ), qs, qn);
+        const __mmask16 nz = _mm512_cmp_ps_mask(m, zero, _CMP_NEQ_OQ);
+        values += unsigned(__builtin_popcount(finite));
+        sat += unsigned(__builtin_popcount(_mm512_cmp_ps_mask(q, vmax, _CMP_GT_OQ)));
+        under += unsigned(__builtin_popcount(nz & _mm512_cmp_ps_mask(q, zero, _CMP_EQ_OQ)));
+        sub += unsigned(__builtin_popcount(_mm512_cmp_ps_mask(q, zero, _CMP_GT_OQ) &
+                                           _mm512_cmp_ps_mask(q, vmin_normal, _CMP_LT_OQ)));
+        const __m512 qc = _mm512_min_ps(q, vmax);
+        const __m512d m0 = _mm512_cvtps_pd(_mm512_castps512_ps256(m));
+        const __m512d m1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(m, 1));
+        const __m512d e0 = _mm512_sub_pd(m0, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(qc)), vinv));
+        const __m512d e1 = _mm512_sub_pd(m1, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(qc, 1)), vinv));
+        sse = _mm512_add_pd(sse, _mm512_add_pd(_mm512_mul_pd(e0, e0), _mm512_mul_pd(e1, e1)));
+        sig = _mm512_add_pd(sig, _mm512_add_pd(_mm512_mul_pd(m0, m0), _mm512_mul_pd(m1, m1)));
+      }
+    }
+  }
+  t.values += values;
+  t.underflow += under;
+  t.subnormal += sub;
+  t.saturated += sat;
+  alignas(64) double d[8];
+  _mm512_store_pd(d, sse);
+  t.sse += ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
+  _mm512_store_pd(d, sig);
+  t.signal += ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
+}
+
+// The kernels for this CPU (the best it runs), or the one a caller asks for.
+thread_local std::optional<stats::RecipeKernel> forced_kernel;
+stats::RecipeKernel recipe_kernel() {
+  static const stats::RecipeKernel best = stats::recipe_kernel_supported(stats::RecipeKernel::Avx512)
+                                              ? stats::RecipeKernel::Avx512
+                                          : stats::recipe_kernel_supported(stats::RecipeKernel::Avx2)
+                                              ? stats::RecipeKernel::Avx2
+                                              : stats::RecipeKernel::Portable;
+  return forced_kernel.value_or(best);
 }
 void amax_blocks(const float* x, const Geometry& g, Amax* out) {
-  use_avx2() ? amax_blocks_avx2(x, g, out) : amax_blocks_base(x, g, out);
+  switch (recipe_kernel()) {
+    case stats::RecipeKernel::Avx512: return amax_blocks_avx512(x, g, out);
+    case stats::RecipeKernel::Avx2: return amax_blocks_avx2(x, g, out);
+    case stats::RecipeKernel::Portable: break;
+  }
+  amax_blocks_base(x, g, out);
 }
 void quantize_blocks(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t) {
-  use_avx2() ? quantize_blocks_avx2(x, g, plans, e, t) : quantize_blocks_base(x, g, plans, e, t);
+  switch (recipe_kernel()) {
+    case stats::RecipeKernel::Avx512: return quantize_blocks_avx512(x, g, plans, e, t);
+    case stats::RecipeKernel::Avx2: return quantize_blocks_avx2(x, g, plans, e, t);
+    case stats::RecipeKernel::Portable: break;
+  }
+  quantize_blocks_base(x, g, plans, e, t);
 }
 
 // The replay goes through the tensor in bands of whole rows small enough to stay in the cache
@@ -416,19 +513,34 @@ __attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const unsigned char* f
     to[i] = float(stats::f16_bits_to_double(b));
   }
 }
-bool use_f16c() {
-  static const bool f16c = stats::kernel_supported(stats::Kernel::Avx2);  // AVX2 kernel's CPUs have F16C
-  return f16c && !portable_only;
+bool use_f16c() {  // the CPUs of the AVX2 kernel have F16C
+  return recipe_kernel() != stats::RecipeKernel::Portable;
 }
 
 }  // namespace
 
 namespace stats {
-void compute_recipes_portable(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out) {
-  portable_only = true;
-  compute_recipes(data, type, request, out);
-  portable_only = false;
+
+bool recipe_kernel_supported(RecipeKernel k) {
+  switch (k) {
+    case RecipeKernel::Portable: return true;
+    case RecipeKernel::Avx2: return kernel_supported(Kernel::Avx2);
+    case RecipeKernel::Avx512: return kernel_supported(Kernel::Avx512);
+  }
+  return false;
 }
+
+const char* recipe_kernel_name(RecipeKernel k) {
+  return k == RecipeKernel::Avx512 ? "avx512" : k == RecipeKernel::Avx2 ? "avx2" : "portable";
+}
+
+void compute_recipes_with(RecipeKernel k, const void* data, ElementType type, const RecipeRequest& request,
+                          RecipeResult* out) {
+  forced_kernel = k;
+  compute_recipes(data, type, request, out);
+  forced_kernel.reset();
+}
+
 }  // namespace stats
 
 void compute_recipes(const void* data, ElementType type, const RecipeRequest& request, RecipeResult* out) {

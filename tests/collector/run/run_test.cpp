@@ -179,6 +179,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   EXPECT_EQ(env["FPSCOPE_OPS"], "conv*,fc1");
   EXPECT_EQ(env["FPSCOPE_TENSORS"], "out");
   EXPECT_EQ(env["FPSCOPE_STATS"], "basic");
+  EXPECT_EQ(env["FPSCOPE_RECIPES"], "none");
   EXPECT_EQ(env["FPSCOPE_STATS_THREADS"], "3");
   EXPECT_EQ(env["FPSCOPE_TRAP"], "nan");
   EXPECT_EQ(env["FPSCOPE_DUMP"], "op=conv2d_backward,step=4");
@@ -196,7 +197,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
   EXPECT_EQ(db.meta("env.OMP_NUM_THREADS"), "3");
   EXPECT_EQ(db.meta("options"),
             R"({"allow":"masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf","cupti":true,"dump":"op=conv2d_backward,step=4","eager":false,"every":2,)"
-            R"("max_size_mib":0,"ops":"conv*,fc1",)"
+            R"("max_size_mib":0,"ops":"conv*,fc1","recipes":"none",)"
             R"("rescan_inputs":false,"ring_size_mib":64,)"
             R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","torch_operators":"observer",)"
             R"("trap":"nan"})");

@@ -187,23 +187,21 @@ struct Cases {
   }
 };
 
-// Both kernels: this CPU's (AVX2 where it runs) and the portable one.
-class RecipesTest : public ::testing::TestWithParam<bool> {};
+// Every kernel this CPU runs.
+class RecipesTest : public ::testing::TestWithParam<stats::RecipeKernel> {};
 
 TEST_P(RecipesTest, EveryRecipeMatchesAnIndependentQuantizer) {
   if (std::string_view(FPSCOPE_ML_DTYPES_PYTHON).empty())
     GTEST_SKIP() << "no Python with ml_dtypes: scripts/python-env.sh installs one";
-  const bool portable = GetParam();
+  const stats::RecipeKernel kernel = GetParam();
+  if (!stats::recipe_kernel_supported(kernel)) GTEST_SKIP() << stats::recipe_kernel_name(kernel) << " not supported here";
   const Cases c;
   ASSERT_EQ(c.reference.size(), c.cases.size());
   for (const RecipeCase& rc : c.cases) {
     SCOPED_TRACE(rc.tensor.name);
     ASSERT_EQ(rc.request.rows * rc.request.cols, rc.tensor.size());
     RecipeResult got;
-    if (portable)
-      stats::compute_recipes_portable(rc.tensor.bytes.data(), rc.tensor.type, rc.request, &got);
-    else
-      compute_recipes(rc.tensor.bytes.data(), rc.tensor.type, rc.request, &got);
+    stats::compute_recipes_with(kernel, rc.tensor.bytes.data(), rc.tensor.type, rc.request, &got);
     const Json& want = c.reference[rc.tensor.name];
     EXPECT_EQ(got.amax, num(want["amax"]));
     for (int i = 0; i < kRecipeCount; ++i) {
@@ -229,8 +227,10 @@ TEST_P(RecipesTest, EveryRecipeMatchesAnIndependentQuantizer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, RecipesTest, ::testing::Values(false, true),
-                         [](const auto& p) { return std::string(p.param ? "Portable" : "ThisCpu"); });
+INSTANTIATE_TEST_SUITE_P(Kernels, RecipesTest,
+                         ::testing::Values(stats::RecipeKernel::Portable, stats::RecipeKernel::Avx2,
+                                           stats::RecipeKernel::Avx512),
+                         [](const auto& p) { return std::string(stats::recipe_kernel_name(p.param)); });
 
 // The adversarial cases reach every outcome the counts distinguish: without this the comparison
 // above could pass on tensors that never tie, saturate or lose a block.

@@ -143,12 +143,17 @@ void BM_Stats(benchmark::State& state) {
 }
 
 // The fp8 recipe forecast (compute_recipes) over the same tensors, viewed as rows of 4096 values
-// (an activation) or as a weight's 2D tiles, with this CPU's kernel or the portable one; beside
+// (an activation) or as a weight's 2D tiles, with each of its kernels; beside
 // it `vs_full_stats`: its time per element over the full statistics' with the best kernel, measured
 // just before on the same buffer.
 void BM_Recipes(benchmark::State& state) {
   const auto type = ElementType(state.range(0));
-  const bool portable = state.range(1) != 0, weight = state.range(2) != 0;
+  const auto kernel = fpscope::stats::RecipeKernel(state.range(1));
+  const bool weight = state.range(2) != 0;
+  if (!fpscope::stats::recipe_kernel_supported(kernel)) {
+    state.SkipWithError("kernel not supported on this CPU");
+    return;
+  }
   const std::size_t bytes = std::size_t(state.range(3));
   const auto& t = tensor(type, bytes);
   const std::size_t n = bytes / fpscope::element_bytes(type);
@@ -167,10 +172,7 @@ void BM_Recipes(benchmark::State& state) {
   fpscope::RecipeResult out;
   const double t0 = thread_seconds();
   for (auto _ : state) {
-    if (portable)
-      fpscope::stats::compute_recipes_portable(t.data(), type, q, &out);
-    else
-      fpscope::compute_recipes(t.data(), type, q, &out);
+    fpscope::stats::compute_recipes_with(kernel, t.data(), type, q, &out);
     benchmark::DoNotOptimize(out);
   }
   const double per_call = (thread_seconds() - t0) / double(state.iterations());
@@ -198,8 +200,8 @@ BENCHMARK(BM_PlainRead)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Stats)->Apply(stats_args);
 BENCHMARK(BM_Recipes)
-    ->ArgNames({"type", "portable", "weight", "bytes"})
-    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}, {int64_t(kLargeBytes), int64_t(kL2Bytes)}})
+    ->ArgNames({"type", "kernel", "weight", "bytes"})  // kernel: 0 portable, 1 AVX2, 2 AVX-512
+    ->ArgsProduct({{0, 1, 2}, {2, 1, 0}, {0, 1}, {int64_t(kLargeBytes), int64_t(kL2Bytes)}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
