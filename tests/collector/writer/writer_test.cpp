@@ -496,6 +496,54 @@ TEST_F(WriterTest, RecordsArrivingAfterTheirTensorWasWrittenUpdateIt) {
   EXPECT_EQ(db.text("SELECT exp_hist FROM tensors"), R"({"-3":4})");
 }
 
+// A tensor's fp8 forecast becomes one tensor_recipes row per recipe, on its tensor and launch, with
+// the recipes' names from the contract; a block recipe's scale and a non-finite amax are NULL; a
+// forecast whose tensor is unknown, or whose operand is out of range, is counted and left out.
+TEST_F(WriterTest, TensorRecipesRecordsBecomeOneRowPerRecipe) {
+  feed(test::string_record(1, "linear_forward"));
+  feed(test::string_record(2, "fc1.weight"));
+  feed(launch(3, 1, 0));
+  feed(stats(3, wire::Role::Input, 1, 2));
+  auto r = blank<wire::TensorRecipesRecord>(RecordType::TensorRecipes);
+  r.seq = 3;
+  r.role_slot = fpscope::contract::pack_role_slot(wire::Role::Input, 1);
+  r.operand = static_cast<uint8_t>(fpscope::contract::Operand::Weight);
+  r.amax = 2.5;
+  for (int i = 0; i < fpscope::contract::kRecipeCount; ++i) {
+    const uint64_t b = 100u * uint64_t(i);
+    r.recipes[i] = {b + 10, b + 1, b + 2, b + 3, b + 4, uint32_t(i), uint32_t(i + 1), 0.5 * i, 8.0 + i,
+                    fpscope::contract::kRecipes[std::size_t(i)].block == fpscope::contract::kTensorBlock ? 448.0 / 2.5
+                                                                                                       : NAN};
+  }
+  feed(r);
+  auto orphan = r;
+  orphan.seq = 99;  // no such launch
+  feed(orphan);
+  auto bad = r;
+  bad.operand = 200;
+  feed(bad);
+  finish();
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM tensor_recipes"), fpscope::contract::kRecipeCount);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM recipes"), fpscope::contract::kRecipeCount);
+  for (int i = 0; i < fpscope::contract::kRecipeCount; ++i) {
+    const std::string where = " FROM v_tensor_recipes WHERE recipe = '" +
+                              std::string(fpscope::contract::kRecipes[std::size_t(i)].name) + "'";
+    EXPECT_EQ(db.integer("SELECT quantized" + where), 100 * i + 10);
+    EXPECT_EQ(db.integer("SELECT saturated" + where), 100 * i + 3);
+    EXPECT_EQ(db.integer("SELECT blocks_nonfinite" + where), i + 1);
+    EXPECT_EQ(db.text("SELECT operand" + where), "weight");
+    EXPECT_EQ(db.text("SELECT tensor" + where), "fc1.weight");
+    EXPECT_EQ(db.text("SELECT kernel" + where), "linear_forward");
+    EXPECT_EQ(db.one("SELECT scale" + where).is_null(),
+              fpscope::contract::kRecipes[std::size_t(i)].block != fpscope::contract::kTensorBlock);
+  }
+  EXPECT_EQ(db.text("SELECT printf('%.17g', amax) FROM tensor_recipes LIMIT 1"), "2.5");
+  EXPECT_EQ(db.meta("tensor_recipes"), std::to_string(fpscope::contract::kRecipeCount));
+  EXPECT_EQ(db.meta("unmatched_events"), "1");
+  EXPECT_EQ(db.meta("malformed_records"), "1");
+}
+
 TEST_F(WriterTest, InjectorTextGoesToMetaUnderItsOwnKey) {
   feed(test::string_record(1, "injector.cupti_status"));
   feed(test::string_record(2, "unavailable: no device"));
