@@ -123,7 +123,7 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "Which tensors get the fp8 forecast (what each fp8 and microscaling scaling recipe would do "
                  "to them; `fpscope report --section fp8`): operands, the inputs of the matrix products of linear "
                  "and convolution layers that fp8 training quantizes; all, every measured tensor; none (the "
-                 "default: the forecast costs about 40 times the statistics' scan per element it covers). Full "
+                 "default: the forecast costs 25 to 45 times the statistics' scan per element it covers). Full "
                  "statistics only")
       ->check(CLI::IsMember({"operands", "all", "none"}));
   app.add_option("--stats-threads", o.stats_threads,

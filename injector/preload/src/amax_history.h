@@ -2,8 +2,7 @@
 // (contract::ScaleRule::TensorDelayed): the injector replays delayed scaling as the run goes, so a
 // tensor's scale at a step comes from the amaxes the same operand had at the previous ones.
 //
-// An operand is known by its place: the kernel, the input slot, the layer range and the tensor's
-// name. Only finite amaxes are kept (a step whose tensor held NaN or Inf adds nothing), at most
+// An operand is known by its layer range and its tensor's name. Only finite amaxes are kept (a step whose tensor held NaN or Inf adds nothing), at most
 // the longest history a recipe asks for. Thread-safe.
 #pragma once
 
@@ -15,8 +14,33 @@
 #include <unordered_map>
 
 #include "fpscope/contract/scaling_recipes.h"
+#include "fpscope/fp8_recipes.h"
+#include "output_memo.h"
 
 namespace fpscope::inject {
+
+// The last forecast of each operand's bytes (fpscope/fp8_recipes.h), kept while the bytes stay
+// unwritten (OutputMemo's generation of their allocation) and given to a later launch that reads
+// them with the same view. Thread-safe; holds at most kEntries, the oldest dropped first.
+class RecipeMemo {
+ public:
+  static constexpr std::size_t kEntries = 256;
+  bool recall(const OutputMemo::Key& bytes, std::size_t rows, std::size_t cols, bool weight, uint64_t generation,
+              RecipeResult* out) const;
+  void remember(const OutputMemo::Key& bytes, std::size_t rows, std::size_t cols, bool weight, uint64_t generation,
+                const RecipeResult& result);
+
+ private:
+  struct Entry {
+    OutputMemo::Key bytes;
+    std::size_t rows, cols;
+    bool weight;
+    uint64_t generation;
+    RecipeResult result;
+  };
+  mutable std::mutex mutex_;
+  std::deque<Entry> entries_;  // oldest first
+};
 
 class AmaxHistory {
  public:

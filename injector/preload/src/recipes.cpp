@@ -1,6 +1,6 @@
 // The fp8 recipe forecast of a measured tensor (fpscope/fp8_recipes.h): for the operands fp8
 // training quantizes (contract::kQuantizedOperands), or every tensor with FPSCOPE_RECIPES=all,
-// each recipe replayed over the tensor, delayed scaling from the operand's own amax history.
+// each recipe replayed over the tensor, delayed scaling from the tensor's own amax history.
 #include <string>
 
 #include "launch_path.h"
@@ -34,16 +34,25 @@ void Session::forecast_recipes(const LaunchPlan& p, Measurement* m) {
       q.cols = q.weight ? n / uint64_t(d) : uint64_t(d);
     }
   }
-  std::string key = p.kernel;
-  key += '\x1f';
-  key += std::to_string(m->slot);
-  key += '\x1f';
-  key += p.layer ? p.layer : "";
+  // An operand is quantized once per version of its bytes, as fp8 training casts a weight once a
+  // step for its forward and backward products, and keeps an activation's and an output
+  // gradient's fp8 copies for both of theirs: a launch that reads bytes the forecast already
+  // replayed with the same view, unwritten since, takes that forecast, and the delayed recipes'
+  // history (one per tensor: its layer and name) gains one amax per version.
+  const OutputMemo::Key bytes{t.data, *type, n};
+  const uint64_t generation = p.memo ? memo_.generation(bytes) : 0;
+  if (generation != 0 && recipe_memo_.recall(bytes, q.rows, q.cols, q.weight, generation, &m->recipes)) {
+    m->operand = *operand;
+    m->has_recipes = true;
+    return;
+  }
+  std::string key = p.layer ? p.layer : "";
   key += '\x1f';
   key += t.name ? t.name : "";
   amax_history_.lookup(key, &q.history_amax);
   compute_recipes(t.data, *type, q, &m->recipes);
   amax_history_.record(key, m->recipes.amax);
+  if (generation != 0) recipe_memo_.remember(bytes, q.rows, q.cols, q.weight, generation, m->recipes);
   m->operand = *operand;
   m->has_recipes = true;
 }

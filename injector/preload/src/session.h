@@ -258,7 +258,8 @@ class Session {
   std::unique_ptr<RecordSink> sink_;
   StatsWorkers stats_workers_;  // share large tensors' scans (FPSCOPE_STATS_THREADS)
   OutputMemo memo_;             // outputs' statistics, reused for unchanged inputs
-  AmaxHistory amax_history_;    // delayed scaling's history, per quantized operand
+  AmaxHistory amax_history_;    // delayed scaling's history, per quantized tensor
+  RecipeMemo recipe_memo_;      // the last forecasts, for launches reading the same unwritten bytes
   // Off with --rescan-inputs, and from a front end's first op on: a front end reports neither
   // every write nor every output, so the memo could not vouch for anything.
   std::atomic<bool> memo_on_{true};
