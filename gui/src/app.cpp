@@ -59,15 +59,21 @@ void apply_style(float font_size) {
 
 }  // namespace
 
+std::vector<std::unique_ptr<View>> make_views() {
+  std::vector<std::unique_ptr<View>> views;
+  views.push_back(make_summary_view());
+  views.push_back(make_timeline_view());
+  views.push_back(make_ranges_view());
+  views.push_back(make_loss_view());
+  views.push_back(make_memory_view());
+  views.push_back(make_events_view());
+  views.push_back(make_fp8_view());
+  return views;
+}
+
 App::App(Options options)
     : options_(std::move(options)), browser_(std::filesystem::current_path()), requested_view_(options_.view) {
-  views_.push_back(make_summary_view());
-  views_.push_back(make_timeline_view());
-  views_.push_back(make_ranges_view());
-  views_.push_back(make_loss_view());
-  views_.push_back(make_memory_view());
-  views_.push_back(make_events_view());
-  views_.push_back(make_fp8_view());
+  views_ = make_views();
   for (const auto& path : options_.traces) traces_.open(path, options_.rank);
   selection_.range_view = *analysis::parse_range_view(options_.range_view);
   if (options_.step >= 0) {

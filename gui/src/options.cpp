@@ -6,10 +6,16 @@
 
 #include <cstdio>
 
+#include "views/view.h"
+
 namespace fpscope::gui {
 
 const std::vector<std::string>& view_names() {
-  static const std::vector<std::string> names = {"summary", "timeline", "ranges", "loss", "memory", "events", "fp8"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& v : make_views()) out.push_back(v->name());
+    return out;
+  }();
   return names;
 }
 
