@@ -120,6 +120,11 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
                                  tensor, saturated, quantized, st.opt_f64(16), st.opt_f64(15)});
     }
   }
+  if (!out.forecast) {
+    sql::Statement asked(db, "SELECT EXISTS (SELECT 1 FROM processes WHERE injector_options LIKE '% recipes=operands %' "
+                             "OR injector_options LIKE '% recipes=all %')");
+    out.asked_without_operands = asked.step() && asked.i64(0) != 0;
+  }
   for (auto& [i, set] : names) {
     for (const std::string& n : set) out.operands[i].tensors += (out.operands[i].tensors.empty() ? "" : ", ") + n;
   }

@@ -239,6 +239,7 @@ json fp8_json(const Fp8Readiness& r) {
                          {"scale", opt(d.scale)}});
   const FitThresholds& t = r.thresholds;
   return {{"forecast", r.forecast},
+          {"asked_without_operands", r.asked_without_operands},
           {"thresholds", {{"max_underflow_share", t.max_underflow_share}, {"max_saturated_share", t.max_saturated_share},
                           {"min_sqnr_db_e4m3", t.min_sqnr_db_e4m3}, {"min_sqnr_db_e5m2", t.min_sqnr_db_e5m2},
                           {"min_sqnr_db_e2m1", t.min_sqnr_db_e2m1}}},

@@ -424,14 +424,24 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
   }
 }
 
-// A trace made without --recipes says it holds no forecast.
+// A trace made without --recipes says it holds no forecast; one that asked for it but measured no
+// operand it knows (here only the ReLUs) says that.
 TEST_F(RealRun, Fp8ReadinessOfATraceWithoutForecast) {
   const auto path = traced("no_fp8", "");
   auto t = Trace::open(path);
   EXPECT_FALSE(has_fp8_forecast(*t));
   const Fp8Readiness r = fp8_readiness(*t);
   EXPECT_FALSE(r.forecast);
+  EXPECT_FALSE(r.asked_without_operands);
   EXPECT_TRUE(r.operands.empty() && r.layers.empty());
+
+  const std::string asked = fpscope::test::temp_dir() + "/fp8-relu.sqlite";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands --ops 'relu*' -o " + asked +
+                          " -- " + MPTRAIN_BIN + kCommon + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const Fp8Readiness a = fp8_readiness(*Trace::open(asked));
+  EXPECT_FALSE(a.forecast);
+  EXPECT_TRUE(a.asked_without_operands);
 }
 
 }  // namespace

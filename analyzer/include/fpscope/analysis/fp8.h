@@ -94,6 +94,10 @@ struct DelayedOverflow {
 
 struct Fp8Readiness {
   bool forecast = false;               // the trace holds a forecast (traced with --recipes)
+  // The forecast was asked for (a traced process ran with --recipes operands or all) though the
+  // trace holds none: no launch had an operand it knows (PyTorch's operators are not classified
+  // as operands yet; --recipes all covers every tensor).
+  bool asked_without_operands = false;
   FitThresholds thresholds;
   std::vector<OperandReadiness> operands;  // by layer (as the trace first met it), then operand
   std::vector<LayerReadiness> layers;      // the layers to keep first, most severe first; then the rest
