@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "report_util.h"
 
@@ -130,7 +131,8 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
   }
   for (OperandReadiness& o : out.operands)
     for (int r = 0; r < kRecipeCount; ++r)
-      o.misfit[std::size_t(r)] = severity(o.recipes[std::size_t(r)], static_cast<Recipe>(r), thresholds).second;
+      std::tie(o.severity[std::size_t(r)], o.misfit[std::size_t(r)]) =
+          severity(o.recipes[std::size_t(r)], static_cast<Recipe>(r), thresholds);
 
   // Layers: the recipes that fit all their operands (activation, weight, gradient).
   std::vector<std::string> order;
@@ -151,7 +153,8 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
       for (const OperandReadiness& o : out.operands) {
         if (o.layer != layer || o.operand == Operand::Other) continue;
         any = true;
-        const auto [ratio, misfit] = severity(o.recipes[std::size_t(r)], recipe, thresholds);
+        const double ratio = o.severity[std::size_t(r)];
+        const Misfit misfit = o.misfit[std::size_t(r)];
         if (ratio > worst || !worst_operand) {
           worst = std::max(worst, ratio);
           worst_operand = o.operand;

@@ -31,6 +31,7 @@ using contract::RecipeInfo;
 
 // An element format's facts, as the quantizing run uses them.
 struct Element {
+  const contract::FloatFormat* format;
   float max, min_normal;
   float magic;          // min_subnormal * 2^23: (a + magic) - magic rounds a to the subnormal grid
   uint32_t drop;        // fp32 mantissa bits the format does not have
@@ -39,7 +40,7 @@ struct Element {
 Element element_of(ElementFormat f) {
   const contract::FloatFormat& b = contract::element_bits(f);
   const uint32_t drop = uint32_t(23 - b.mantissa_bits);
-  return {float(b.max_finite()), float(b.min_normal()), float(b.min_subnormal() * 0x1p23), drop,
+  return {&b, float(b.max_finite()), float(b.min_normal()), float(b.min_subnormal() * 0x1p23), drop,
           ~((uint32_t{1} << drop) - 1)};
 }
 
@@ -58,25 +59,19 @@ struct Tally {
 };
 
 // Quantizes the n values at x (non-finite ones are skipped) at scale s, recovering q * inv (inv
-// = 1/s in double; 0 with s = 0, which loses every value). Rounding |x*s| (fp32) to the element:
-// from the smallest normal value up, the fp32 bits rounded to the format's mantissa width, ties
-// to even (a carry into the exponent is the next binade, as it should be; Inf stays Inf); below
-// it, onto the subnormal grid by adding and subtracting `magic`, exact under round to nearest
-// even. Eight independent lanes, combined at the end.
+// = 1/s in double; 0 with s = 0, which loses every value); |x*s| (fp32) is rounded by the
+// contract's round_to_format (an fp32 overflow to Inf stays Inf and saturates), which the vector
+// kernels below restate lane-wise with Element's constants. Eight independent lanes, combined at
+// the end.
 constexpr int kLanes = 8;
 __attribute__((always_inline)) inline void quantize_run_lanes(const float* x, std::size_t n, float s, double inv, const Element& e, Tally& t) {
   uint32_t values[kLanes] = {}, under[kLanes] = {}, sub[kLanes] = {}, sat[kLanes] = {};
   double sse[kLanes] = {}, sig[kLanes] = {};
-  const uint32_t half = (uint32_t{1} << (e.drop - 1)) - 1;
   const auto lane = [&](int l, float v) __attribute__((always_inline)) {
     const float ax = std::fabs(v);
     const bool finite = ax <= std::numeric_limits<float>::max();
     const float m = finite ? ax : 0.0f;
-    const float a = m * s;
-    const uint32_t b = std::bit_cast<uint32_t>(a);
-    const float qn = std::bit_cast<float>((b + half + ((b >> e.drop) & 1u)) & e.keep_mask);
-    const float qs = (a + e.magic) - e.magic;
-    const float q = a >= e.min_normal ? qn : qs;
+    const float q = contract::round_to_format(m * s, *e.format);
     const bool nz = m != 0.0f;
     values[l] += finite;
     sat[l] += q > e.max;

@@ -29,22 +29,18 @@ using analysis::OperandReadiness;
 using analysis::RecipeFigures;
 
 // A cell's colour: green shades for a fit (brighter the more SQNR to spare), amber just past a
-// threshold, red far past it; grey where the recipe saw nothing.
-ImU32 cell_color(const RecipeFigures& f, Misfit misfit, const analysis::FitThresholds& t, contract::Recipe r) {
+// threshold (the analyzer's severity below 10), red far past it; grey where the recipe saw nothing.
+ImU32 cell_color(const OperandReadiness& o, int i, const analysis::FitThresholds& t) {
+  const RecipeFigures& f = o.recipes[std::size_t(i)];
+  const Misfit misfit = o.misfit[std::size_t(i)];
   if (f.tensors == 0 || f.quantized == 0) return IM_COL32(45, 45, 52, 255);
   if (misfit == Misfit::None) {
-    const double margin = f.sqnr_db().value_or(0) - t.min_sqnr_db(contract::recipe_info(r).element);
+    const double margin = f.sqnr_db().value_or(0) - t.min_sqnr_db(contract::kRecipes[std::size_t(i)].element);
     const int g = 110 + int(std::clamp(margin, 0.0, 15.0) * 6);
     return IM_COL32(40, g, 70, 255);
   }
   if (misfit == Misfit::Nonfinite) return colors::kNaN;
-  // How far past: the worst ratio of share to threshold, or of noise to allowed noise.
-  double ratio = 1;
-  if (misfit == Misfit::Saturation) ratio = f.saturated_share().value_or(0) / t.max_saturated_share;
-  if (misfit == Misfit::Underflow) ratio = f.underflow_share().value_or(0) / t.max_underflow_share;
-  if (misfit == Misfit::Sqnr)
-    ratio = std::pow(10.0, (t.min_sqnr_db(contract::recipe_info(r).element) - f.sqnr_db().value_or(0)) / 10.0);
-  return ratio < 10 ? IM_COL32(200, 150, 50, 255) : IM_COL32(200, 70, 60, 255);
+  return o.severity[std::size_t(i)] < 10 ? IM_COL32(200, 150, 50, 255) : IM_COL32(200, 70, 60, 255);
 }
 
 std::string row_label(const OperandReadiness& o) {
@@ -162,7 +158,7 @@ class Fp8View final : public View {
         const RecipeFigures& f = o.recipes[std::size_t(c)];
         const ImVec2 p0(origin.x + label_w + col_w * float(c), y0);
         const ImVec2 p1(p0.x + col_w - 2, y0 + row_h - 2);
-        const ImU32 fill = cell_color(f, o.misfit[std::size_t(c)], readiness_->thresholds, static_cast<contract::Recipe>(c));
+        const ImU32 fill = cell_color(o, c, readiness_->thresholds);
         dl->AddRectFilled(p0, p1, fill);
         if (const auto db = f.sqnr_db(); db && col_w > ImGui::CalcTextSize("00.0").x + 4) {
           const std::string text = std::isinf(*db) ? "lossless" : analysis::human_number(std::round(*db * 10) / 10);

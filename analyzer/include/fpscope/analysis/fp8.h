@@ -62,6 +62,9 @@ struct OperandReadiness {
   std::string tensors;                 // the names of the tensors, comma-separated
   std::array<RecipeFigures, kRecipeCount> recipes{};
   std::array<Misfit, kRecipeCount> misfit{};  // why each recipe does not fit (None: it fits)
+  // How far past its worst threshold each recipe is, as a ratio (a share over its limit, or the
+  // noise over the noise the SQNR limit allows); at most 1 where it fits.
+  std::array<double, kRecipeCount> severity{};
 };
 
 struct LayerReadiness {
