@@ -18,6 +18,11 @@ const char* dtype_name(int32_t dtype) {
     case MPT_DTYPE_I64: return "i64";
     case MPT_DTYPE_U8: return "u8";
     case MPT_DTYPE_F64: return "f64";
+    case MPT_DTYPE_E4M3: return "e4m3";
+    case MPT_DTYPE_E5M2: return "e5m2";
+    case MPT_DTYPE_E4M3FNUZ: return "e4m3fnuz";
+    case MPT_DTYPE_E5M2FNUZ: return "e5m2fnuz";
+    case MPT_DTYPE_E8M0: return "e8m0";
     default: return "unknown dtype";
   }
 }
@@ -26,15 +31,7 @@ bool is_float_dtype(int32_t dtype) {
   return dtype == MPT_DTYPE_F32 || dtype == MPT_DTYPE_F16 || dtype == MPT_DTYPE_BF16;
 }
 
-size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case MPT_DTYPE_F16: case MPT_DTYPE_BF16: return 2;
-    case MPT_DTYPE_F32: case MPT_DTYPE_I32: return 4;
-    case MPT_DTYPE_I64: case MPT_DTYPE_F64: return 8;
-    case MPT_DTYPE_U8: return 1;
-    default: return 0;
-  }
-}
+size_t dtype_size(int32_t dtype) { return mpt_dtype_bytes(dtype); }
 
 int64_t element_count(const mpt_tensor& t) {
   int64_t n = 1;

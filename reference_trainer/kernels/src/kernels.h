@@ -51,6 +51,12 @@ void amp_update_scale(const Launch& l);
 void sgd_step(const Launch& l);
 void adamw_step(const Launch& l);
 
+// Scaled 8-bit quantization (kernels_fp8.cpp)
+void fp8_quantize_tensor(const Launch& l);
+void fp8_quantize_mx(const Launch& l);
+void fp8_quantize_block(const Launch& l);
+void fp8_dequantize(const Launch& l);
+
 // Collectives (kernels_collective.cpp)
 void allreduce_sum(const Launch& l);
 

@@ -40,6 +40,10 @@ constexpr Entry kKernels[] = {
     {"amp_update_scale", kernels::amp_update_scale},
     {"sgd_step", kernels::sgd_step},
     {"adamw_step", kernels::adamw_step},
+    {"fp8_quantize_tensor", kernels::fp8_quantize_tensor},
+    {"fp8_quantize_mx", kernels::fp8_quantize_mx},
+    {"fp8_quantize_block", kernels::fp8_quantize_block},
+    {"fp8_dequantize", kernels::fp8_dequantize},
     {"allreduce_sum", kernels::allreduce_sum},
 };
 

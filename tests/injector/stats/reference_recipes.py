@@ -2,11 +2,21 @@
 """Independent reference for fpscope's scaling-recipe forecast (docs/statistics.md, "Scaling recipes").
 
 Usage: reference_recipes.py MANIFEST.json OUTPUT.json
+       reference_recipes.py --quantize MANIFEST.json OUTPUT.json
 
 MANIFEST lists tensors as {"name", "dtype" ("f32", "f16" or "bf16"), "file" (raw little-endian
 bits), "rows", "cols", "weight", "history_amax" (one number per recipe, 0 for none)}. For each
 tensor and recipe this writes the outcome: values, underflow, subnormal, saturated, blocks,
 blocks_lost, blocks_nonfinite, sse, signal, scale; and the tensor's amax.
+
+With --quantize, MANIFEST lists {"name", "file" (fp32 bits), "rows", "cols", "recipe" (a name
+below, "current-pow2-e5m2" or "block-e5m2" too), "tile_rows", "history" (the amaxes of the steps
+before, for delayed recipes)} and this writes, for each, what the kernel library's fp8 quantize
+kernels must produce: "q" (the 8-bit patterns, hex), "scales" (per tensor or block: the decode
+scale 1/s as fp32 bits, or the E8M0 byte of an MX block), "history" (the amaxes after this step)
+and "y" (the dequantized values, fp32 bits: each pattern's value times its decode scale).
+A NaN is written as 0x7F in both formats, an Inf as e5m2's Inf and as e4m3's NaN (which has no
+Inf); every value of a non-finite MX block as NaN, its scale as E8M0's NaN (0xFF).
 
 The element casts are ml_dtypes' (float8_e4m3fn, float8_e5m2, float4_e2m1fn) from fp32 values,
 after clipping to the format's largest value; saturation is read off the unclipped cast (Inf or
@@ -227,7 +237,78 @@ def replay(x, rows, cols, weight, history):
     return result
 
 
+def quantize_bytes(x, s, element):
+    """The 8-bit patterns of fp32 values x at fp32 scale s, saturated at the format's largest."""
+    el = ELEMENTS[element]
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = x.astype(np.float32) * F32(s)
+    q = np.clip(v, -F32(el["max"]), F32(el["max"])).astype(el["dtype"]).view(np.uint8).copy()
+    nan = ~np.isfinite(x)
+    q[nan] = 0x7F
+    if element == "e5m2":
+        q[np.isposinf(x)] = 0x7C
+        q[np.isneginf(x)] = 0xFC
+    return q
+
+
+def quantize(t, x):
+    """What a quantize kernel writes for t["recipe"] (see the module's docstring)."""
+    name, rows, cols = t["recipe"], t["rows"], t["cols"]
+    extra = {"current-pow2-e5m2": ("current-pow2", "e5m2", 0), "block-e5m2": ("pow2", "e5m2", 128)}
+    rule, element, block = extra[name] if name in extra else next((r[1], r[2], r[3]) for r in RECIPES if r[0] == name)
+    flat = x.reshape(rows, cols)
+    finite = np.isfinite(flat)
+    amax = float(np.max(np.abs(flat[finite]))) if finite.any() else 0.0
+    history = list(t.get("history", []))
+    longest = max(history) if history else 0.0
+    ts = tensor_scale(rule, element, amax, not bool(finite.all()), longest)
+    if rule == "delayed" and finite.all():
+        history = [amax] + history[:-1]
+    q = np.zeros((rows, cols), dtype=np.uint8)
+    scales = []
+    width = cols if block == 0 else block
+    height = rows if block == 0 else t["tile_rows"]
+    for r0 in range(0, max(rows, 1), height):
+        for c0 in range(0, max(cols, 1), width):
+            tile = flat[r0:r0 + height, c0:c0 + width]
+            tf = np.isfinite(tile)
+            vals = tile[tf]
+            b_amax = float(np.max(np.abs(vals))) if vals.size else 0.0
+            s, poisoned = block_scale(rule, element, b_amax, not bool(tf.all()), ts)
+            if rule in ("mx-floor", "mx-ceil"):
+                if poisoned:
+                    q[r0:r0 + height, c0:c0 + width] = 0x7F
+                    scales.append(0xFF)
+                    continue
+                scales.append(127 - (math.frexp(float(s))[1] - 1))  # s = 2^-k: the byte of 2^k
+            else:
+                scales.append(int((F32(1) / F32(s)).view(np.uint32)))
+            q[r0:r0 + height, c0:c0 + width] = quantize_bytes(tile, s, element)
+    # Dequantized: each pattern's value (ml_dtypes) times its decode scale, an fp32 product.
+    values = q.view(ELEMENTS[element]["dtype"]).astype(np.float32)
+    if rule in ("mx-floor", "mx-ceil"):
+        per_block = np.array(scales, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    else:
+        per_block = np.array(scales, dtype=np.uint32).view(np.float32)
+    per_block = per_block.reshape(-(-max(rows, 1) // height), -(-max(cols, 1) // width))
+    expanded = np.repeat(np.repeat(per_block, height, axis=0), width, axis=1)[:rows, :cols]
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = (values * expanded).astype(np.float32)
+    return {"q": q.tobytes().hex(), "scales": scales, "history": history,
+            "y": y.view(np.uint32).ravel().tolist()}
+
+
 def main():
+    if sys.argv[1] == "--quantize":
+        with open(sys.argv[2]) as f:
+            tensors = json.load(f)
+        out = {}
+        for t in tensors:
+            with open(t["file"], "rb") as f:
+                out[t["name"]] = quantize(t, decode(f.read(), "f32"))
+        with open(sys.argv[3], "w") as f:
+            json.dump(out, f)
+        return
     manifest, output = sys.argv[1], sys.argv[2]
     with open(manifest) as f:
         tensors = json.load(f)

@@ -76,7 +76,7 @@ class HostTensor {
     for (int64_t s : shape_) n *= s;
     return n;
   }
-  size_t element_size() const { return dtype_ == MPT_DTYPE_F32 || dtype_ == MPT_DTYPE_I32 ? 4 : dtype_ == MPT_DTYPE_I64 ? 8 : 2; }
+  size_t element_size() const { return mpt_dtype_bytes(dtype_); }
   void* data() { return bytes_.data(); }
   int dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

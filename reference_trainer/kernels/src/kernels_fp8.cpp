@@ -1,0 +1,332 @@
+// Scaled quantization to the 8-bit float formats and back: the kernels behind mptrain's fp8 modes.
+//
+// A quantize kernel chooses scales s from the data (per tensor, per block of a row, per tile) or
+// from a history of amaxes, multiplies each value by its s in fp32, rounds the product to e4m3 or
+// e5m2 (nearest, ties to even) and saturates at the format's largest finite value. It writes the
+// 8-bit values and the decode scales (1/s: what a GEMM multiplies its fp32 sums by). `fp8_dequantize`
+// multiplies back, in fp32, so that the existing matrix kernels can consume the operand: the
+// products then accumulate in fp32 as on an fp8 tensor core.
+//
+// The arithmetic here is written for the kernel library alone, from the recipes' published rules
+// (docs/kernels.md states them); tests hold it against an independent quantizer.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "parallel.h"
+
+namespace mpt::kernels {
+namespace {
+
+// [SECTION] The element formats
+
+struct ByteFloat {
+  int32_t dtype;
+  int mantissa_bits;
+  int min_exponent;  // exponent of the smallest normal value
+  float max;         // largest finite value
+  uint8_t max_bits;  // its pattern
+  uint8_t nan_bits;  // the pattern written for NaN (and for Inf in e4m3, which has none)
+  bool has_inf;
+};
+
+constexpr ByteFloat kE4M3Format{MPT_DTYPE_E4M3, 3, -6, 448.0f, 0x7E, 0x7F, false};
+constexpr ByteFloat kE5M2Format{MPT_DTYPE_E5M2, 2, -14, 57344.0f, 0x7B, 0x7F, true};
+
+const ByteFloat& byte_float(const Launch& l, const TensorArg& q) {
+  if (q->dtype == MPT_DTYPE_E4M3) return kE4M3Format;
+  if (q->dtype == MPT_DTYPE_E5M2) return kE5M2Format;
+  l.fail(q.label + ": expected dtype e4m3 or e5m2, got " + dtype_name(q->dtype));
+}
+
+// The byte of an fp32 value v: |v| rounded to the format's grid (ties to even), saturated at the
+// largest finite value; NaN stays NaN, Inf saturates in e4m3 (which has no Inf) and stays Inf in e5m2
+// only when the input itself was infinite (see encode_scaled).
+uint8_t encode(float v, const ByteFloat& f) {
+  if (std::isnan(v)) return f.nan_bits;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const double a = std::fabs(static_cast<double>(v));
+  if (a == 0.0) return sign;
+  if (!(a < static_cast<double>(f.max))) return sign | f.max_bits;  // at or beyond the largest value
+  int e2 = 0;
+  std::frexp(a, &e2);  // a = m * 2^e2, m in [0.5, 1): the leading bit is 2^(e2 - 1)
+  const int exponent = std::max(e2 - 1, f.min_exponent);
+  // a in units of the grid's spacing at that exponent: an exact scaling by a power of two.
+  const double units = std::ldexp(a, f.mantissa_bits - exponent);
+  double whole = std::floor(units);
+  const double fraction = units - whole;
+  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(whole, 2.0) != 0.0)) whole += 1.0;
+  const double rounded = std::ldexp(whole, exponent - f.mantissa_bits);
+  if (rounded > static_cast<double>(f.max)) return sign | f.max_bits;
+  if (rounded == 0.0) return sign;
+  int re = 0;
+  std::frexp(rounded, &re);
+  const int lead = re - 1;
+  if (lead < f.min_exponent) return static_cast<uint8_t>(sign | static_cast<uint8_t>(whole));  // subnormal
+  const int bias = 1 - f.min_exponent;
+  const double significand = std::ldexp(rounded, f.mantissa_bits - lead);  // in [2^m, 2^(m+1))
+  const int mantissa = static_cast<int>(significand) - (1 << f.mantissa_bits);
+  return static_cast<uint8_t>(sign | ((lead + bias) << f.mantissa_bits) | mantissa);
+}
+
+// The byte of x scaled by s: the product rounded to fp32 first, as the recipes state.
+uint8_t encode_scaled(float x, float s, const ByteFloat& f) {
+  if (std::isinf(x) && f.has_inf) return static_cast<uint8_t>((x < 0 ? 0x80 : 0x00) | 0x7C);
+  if (!std::isfinite(x)) return f.nan_bits;
+  return encode(x * s, f);
+}
+
+// The value of every byte of a format, NaN and Inf included.
+std::vector<float> decode_table(const ByteFloat& f) {
+  std::vector<float> table(256);
+  const int bias = 1 - f.min_exponent;
+  for (int b = 0; b < 256; ++b) {
+    const int field = (b & 0x7F) >> f.mantissa_bits;
+    const int mantissa = b & ((1 << f.mantissa_bits) - 1);
+    double magnitude = field == 0 ? std::ldexp(mantissa, f.min_exponent - f.mantissa_bits)
+                                  : std::ldexp((1 << f.mantissa_bits) + mantissa, field - bias - f.mantissa_bits);
+    const int top_field = (0x7F >> f.mantissa_bits);
+    if (f.has_inf && field == top_field) magnitude = mantissa == 0 ? INFINITY : NAN;
+    if (!f.has_inf && (b & 0x7F) == 0x7F) magnitude = NAN;
+    table[b] = static_cast<float>((b & 0x80) ? -magnitude : magnitude);
+  }
+  return table;
+}
+
+const std::vector<float>& decoded(const ByteFloat& f) {
+  static const std::vector<float> e4m3 = decode_table(kE4M3Format);
+  static const std::vector<float> e5m2 = decode_table(kE5M2Format);
+  return f.dtype == MPT_DTYPE_E4M3 ? e4m3 : e5m2;
+}
+
+// [SECTION] Scales
+
+// fp32 max / amax, the largest finite fp32 where the quotient overflows.
+float quotient(float max, float amax) {
+  const float q = max / amax;
+  return std::isinf(q) ? std::numeric_limits<float>::max() : q;
+}
+
+// The largest power of two not above a positive finite s.
+float power_of_two_below(float s) {
+  int e = 0;
+  std::frexp(s, &e);
+  return std::ldexp(1.0f, e - 1);
+}
+
+// Largest finite |x| of values [begin, end) with the given stride between rows of a tile; whether a
+// NaN or Inf was seen.
+struct Amax {
+  float value = 0.0f;
+  bool nonfinite = false;
+  void add(float x) {
+    if (!std::isfinite(x)) {
+      nonfinite = true;
+    } else {
+      value = std::max(value, std::fabs(x));
+    }
+  }
+};
+
+// A tensor viewed as rows of its last dimension (the caller reshapes a weight to [out, in...]).
+struct RowView {
+  int64_t rows, cols;
+};
+RowView row_view(const TensorArg& t) {
+  const int64_t cols = t->ndim == 0 ? 1 : t.dim(t->ndim - 1);
+  return {cols == 0 ? 0 : t.numel() / cols, cols};
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void expect_same_shape_any_dtype(const Launch& l, const TensorArg& t, const TensorArg& like) {
+  bool same = t->ndim == like->ndim;
+  for (int i = 0; same && i < t->ndim; ++i) same = t.dim(i) == like.dim(i);
+  if (!same) l.fail(t.label + ": expected shape " + shape_text(*like) + ", got " + shape_text(*t));
+}
+
+}  // namespace
+
+// [SECTION] Per-tensor scaling: current or delayed
+
+void fp8_quantize_tensor(const Launch& l) {
+  const bool delayed = l.n_inputs() == 2;
+  if (!(l.n_inputs() == 1 && l.n_outputs() == 2) && !(delayed && l.n_outputs() == 3))
+    l.fail("expected inputs x[, amax_history] and outputs q, scale_inv[, amax_history], got " +
+           std::to_string(l.n_inputs()) + " input(s) and " + std::to_string(l.n_outputs()) + " output(s)");
+  TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scale_inv = l.output(1, "scale_inv");
+  l.expect_float(x);
+  const ByteFloat& f = byte_float(l, q);
+  expect_same_shape_any_dtype(l, q, x);
+  l.expect_dtype(scale_inv, MPT_DTYPE_F32);
+  l.expect_numel(scale_inv, 1);
+  const bool pow2 = l.flag("pow2");
+
+  F32Input xv(*x);
+  const int64_t n = x.numel();
+  Amax amax;
+  for (int64_t i = 0; i < n; ++i) amax.add(xv[i]);
+
+  float s = 1.0f;
+  if (delayed) {
+    TensorArg history = l.input(1, "amax_history"), history_out = l.output(2, "amax_history");
+    l.expect_dtype(history, MPT_DTYPE_F32);
+    if (history->ndim != 1 || history.numel() < 1) l.fail(history.label + ": expected a 1-D history of at least one step");
+    if (history_out->data != history->data) l.fail(history_out.label + ": expected the history itself (updated in place)");
+    auto* h = static_cast<float*>(history->data);
+    const int64_t steps = history.numel();
+    float longest = 0.0f;  // the largest amax of the steps before this one
+    for (int64_t i = 0; i < steps; ++i) longest = std::max(longest, h[i]);
+    if (longest > 0.0f) s = quotient(f.max, longest);
+    if (l.flag("update_history") && !amax.nonfinite) {
+      std::memmove(h + 1, h, static_cast<size_t>(steps - 1) * sizeof(float));  // newest first
+      h[0] = amax.value;
+    }
+  } else if (!amax.nonfinite && amax.value > 0.0f) {
+    s = quotient(f.max, amax.value);
+  }
+  if (pow2) s = power_of_two_below(s);
+
+  auto* out = static_cast<uint8_t*>(q->data);
+  parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) out[i] = encode_scaled(xv[i], s, f);
+  });
+  *static_cast<float*>(scale_inv->data) = 1.0f / s;
+}
+
+// [SECTION] Microscaling: an E8M0 power of two per 32 values of a row
+
+void fp8_quantize_mx(const Launch& l) {
+  l.expect_counts(1, 2);
+  TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scales = l.output(1, "scales");
+  l.expect_float(x);
+  const ByteFloat& f = byte_float(l, q);
+  expect_same_shape_any_dtype(l, q, x);
+  l.expect_dtype(scales, MPT_DTYPE_E8M0);
+  const int64_t block = l.integer_or("block", 32, 1);
+  const bool round_up = l.flag("round_up");
+  const RowView v = row_view(x);
+  const int64_t blocks_per_row = ceil_div(v.cols, block);
+  if (scales->ndim != 2 || scales.dim(0) != v.rows || scales.dim(1) != blocks_per_row)
+    l.fail(scales.label + ": expected shape [" + std::to_string(v.rows) + "," + std::to_string(blocks_per_row) +
+           "] (rows by blocks of " + std::to_string(block) + "), got " + shape_text(*scales));
+
+  // The element format's largest power of two: 2^8 for e4m3, 2^15 for e5m2.
+  int max_exp = 0;
+  std::frexp(f.max, &max_exp);
+  max_exp -= 1;
+
+  F32Input xv(*x);
+  auto* out = static_cast<uint8_t*>(q->data);
+  auto* sc = static_cast<uint8_t*>(scales->data);
+  parallel_for(v.rows * blocks_per_row, 256, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t row = k / blocks_per_row, first = row * v.cols + (k % blocks_per_row) * block;
+      const int64_t last = std::min(first + block, (row + 1) * v.cols);
+      Amax amax;
+      for (int64_t i = first; i < last; ++i) amax.add(xv[i]);
+      if (amax.nonfinite) {  // the scale is NaN: every value of the block decodes to NaN
+        sc[k] = 0xFF;
+        for (int64_t i = first; i < last; ++i) out[i] = f.nan_bits;
+        continue;
+      }
+      int shared = 0;  // the block's values are divided by 2^shared
+      if (amax.value > 0.0f) {
+        int e2 = 0;
+        if (round_up) {  // amax / max in fp32, rounded up to a power of two
+          const float t = amax.value / f.max;
+          if (t == 0.0f) {
+            shared = -127;
+          } else {
+            const double m = std::frexp(static_cast<double>(t), &e2);
+            shared = m == 0.5 ? e2 - 1 : e2;
+          }
+        } else {  // the OCP rule: floor(log2 amax) - emax of the element format
+          std::frexp(static_cast<double>(amax.value), &e2);
+          shared = (e2 - 1) - max_exp;
+        }
+        shared = std::clamp(shared, -127, 127);
+      }
+      sc[k] = static_cast<uint8_t>(shared + 127);
+      const float s = std::ldexp(1.0f, -shared);
+      for (int64_t i = first; i < last; ++i) out[i] = encode_scaled(xv[i], s, f);
+    }
+  });
+}
+
+// [SECTION] Blockwise scaling: a power-of-two scale per 1 x `block` run of a row, or per tile
+
+void fp8_quantize_block(const Launch& l) {
+  l.expect_counts(1, 2);
+  TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scale_inv = l.output(1, "scale_inv");
+  l.expect_float(x);
+  const ByteFloat& f = byte_float(l, q);
+  expect_same_shape_any_dtype(l, q, x);
+  l.expect_dtype(scale_inv, MPT_DTYPE_F32);
+  const int64_t block = l.integer_or("block", 128, 1), tile_rows = l.integer_or("tile_rows", 1, 1);
+  const RowView v = row_view(x);
+  const int64_t tr = ceil_div(v.rows, tile_rows), tc = ceil_div(v.cols, block);
+  if (scale_inv->ndim != 2 || scale_inv.dim(0) != tr || scale_inv.dim(1) != tc)
+    l.fail(scale_inv.label + ": expected shape [" + std::to_string(tr) + "," + std::to_string(tc) + "], got " +
+           shape_text(*scale_inv));
+
+  F32Input xv(*x);
+  auto* out = static_cast<uint8_t*>(q->data);
+  auto* inv = static_cast<float*>(scale_inv->data);
+  parallel_for(tr * tc, 16, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t r0 = (k / tc) * tile_rows, r1 = std::min(r0 + tile_rows, v.rows);
+      const int64_t c0 = (k % tc) * block, c1 = std::min(c0 + block, v.cols);
+      Amax amax;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) amax.add(xv[r * v.cols + c]);
+      const float s = amax.nonfinite || amax.value == 0.0f ? 1.0f : power_of_two_below(quotient(f.max, amax.value));
+      inv[k] = 1.0f / s;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) out[r * v.cols + c] = encode_scaled(xv[r * v.cols + c], s, f);
+    }
+  });
+}
+
+// [SECTION] Back to a wider type
+
+void fp8_dequantize(const Launch& l) {
+  l.expect_counts(2, 1);
+  TensorArg q = l.input(0, "q"), scale = l.input(1, "scale"), y = l.output(0, "y");
+  const ByteFloat& f = byte_float(l, q);
+  l.expect_float(y);
+  expect_same_shape_any_dtype(l, y, q);
+  const int64_t block = l.integer_or("block", 0, 0), tile_rows = l.integer_or("tile_rows", 1, 1);
+  const RowView v = row_view(q);
+  const bool per_tensor = block == 0;
+  const int64_t tr = per_tensor ? 1 : ceil_div(v.rows, tile_rows), tc = per_tensor ? 1 : ceil_div(v.cols, block);
+  const bool e8m0 = scale->dtype == MPT_DTYPE_E8M0;
+  if (!e8m0) l.expect_dtype(scale, MPT_DTYPE_F32);
+  if (per_tensor ? scale.numel() != 1 : (scale->ndim != 2 || scale.dim(0) != tr || scale.dim(1) != tc))
+    l.fail(scale.label + ": expected " + (per_tensor ? std::string("one value") : "shape [" + std::to_string(tr) + "," +
+           std::to_string(tc) + "]") + ", got " + shape_text(*scale));
+
+  const std::vector<float>& value = decoded(f);
+  const auto* in = static_cast<const uint8_t*>(q->data);
+  auto scale_of = [&](int64_t k) {
+    if (!e8m0) return static_cast<const float*>(scale->data)[k];
+    const uint8_t b = static_cast<const uint8_t*>(scale->data)[k];
+    return b == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, int(b) - 127);
+  };
+  F32Output out(*y);
+  float* yv = out.data();
+  parallel_for(v.rows, 64, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      for (int64_t c = 0; c < v.cols; ++c) {
+        const int64_t k = per_tensor ? 0 : (r / tile_rows) * tc + c / block;
+        yv[r * v.cols + c] = value[in[r * v.cols + c]] * scale_of(k);
+      }
+  });
+  out.store();
+}
+
+}  // namespace mpt::kernels
