@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 namespace mptrain {
@@ -45,6 +46,8 @@ struct RawOptions {
   std::optional<int> fault_rank;
   std::optional<double> lr;
   std::optional<double> weight_decay;
+  std::optional<std::string> fp8_recipe, fp8_format, fp8_keep_bf16;
+  std::optional<int64_t> fp8_amax_history;
 };
 
 // CLI::PositiveNumber prints DBL_MAX as the bound; this says it plainly.
@@ -76,8 +79,16 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--batch-size", c.batch_size, "images per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  app.add_option("--precision", raw.precision, "fp32, fp16, bf16, amp-fp16 or amp-bf16")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16"}))->capture_default_str();
+  app.add_option("--precision", raw.precision, "fp32, fp16, bf16, amp-fp16, amp-bf16 or fp8 (amp-bf16 with fp8 operands)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16", "fp8"}))->capture_default_str();
+  app.add_option("--fp8-recipe", raw.fp8_recipe,
+                 "fp8 scaling: current, delayed, mxfp8, mxfp8-ceil or block (default current)")
+      ->check(CLI::IsMember({"current", "delayed", "mxfp8", "mxfp8-ceil", "block"}));
+  app.add_option("--fp8-format", raw.fp8_format, "hybrid (e4m3 forward, e5m2 gradients) or e4m3 (default hybrid)")
+      ->check(CLI::IsMember({"hybrid", "e4m3"}));
+  app.add_option("--fp8-amax-history", raw.fp8_amax_history, "delayed scaling: steps of amax history (default 1024)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--fp8-keep-bf16", raw.fp8_keep_bf16, "layers whose operands stay bf16, e.g. conv1,fc2");
   app.add_option("--optimizer-state", raw.optimizer_state, "optimizer state type: fp32, fp16 or bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--stochastic-rounding", c.optimizer.stochastic_rounding,
@@ -112,6 +123,30 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_flag("-v,--verbose", c.verbose, "print the precision plan and per-step details on stderr");
 }
 
+void finish_fp8(TrainConfig& c, const RawOptions& raw) {
+  const bool any = raw.fp8_recipe || raw.fp8_format || raw.fp8_amax_history || raw.fp8_keep_bf16;
+  if (c.precision != PrecisionMode::kFp8) {
+    if (any) throw UsageError("--fp8-recipe, --fp8-format, --fp8-amax-history and --fp8-keep-bf16 apply to --precision fp8 only");
+    return;
+  }
+  // The fp8 quantize kernels have no CUDA version yet.
+  if (c.device == "cuda") throw UsageError("--precision fp8 runs on --device cpu only");
+  if (raw.fp8_recipe) c.fp8.recipe = parse_fp8_recipe(*raw.fp8_recipe);
+  c.fp8.hybrid = raw.fp8_format.value_or("hybrid") == "hybrid";
+  if (raw.fp8_amax_history) {
+    if (c.fp8.recipe != Fp8Recipe::kDelayed) throw UsageError("--fp8-amax-history applies to --fp8-recipe delayed only");
+    c.fp8.amax_history = *raw.fp8_amax_history;
+  }
+  if (raw.fp8_keep_bf16) {
+    std::istringstream items(*raw.fp8_keep_bf16);
+    std::string layer;
+    while (std::getline(items, layer, ',')) {
+      if (layer.empty()) throw UsageError(fmt::format("--fp8-keep-bf16 '{}': an empty layer name", *raw.fp8_keep_bf16));
+      c.fp8.keep_bf16.insert(layer);
+    }
+  }
+}
+
 void finish_config(TrainConfig& c, const RawOptions& raw) {
   c.precision = parse_precision_mode(raw.precision);
   c.optimizer.kind = raw.optimizer == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
@@ -127,6 +162,7 @@ void finish_config(TrainConfig& c, const RawOptions& raw) {
   // The collective kernel (allreduce_sum) has no CUDA version yet.
   if (c.data_parallel && c.device == "cuda") throw UsageError("--data-parallel runs on --device cpu only");
   parse_loss_scale(c.loss_scale_text, c.loss_scale);
+  finish_fp8(c, raw);
   const bool amp = c.precision == PrecisionMode::kAmpFp16 || c.precision == PrecisionMode::kAmpBf16;
   if (!amp && (!c.bf16_ops_file.empty() || !c.fp32_ops_file.empty())) {
     throw UsageError("--bf16-ops and --fp32-ops apply to --precision amp-fp16 or amp-bf16 only");

@@ -54,6 +54,7 @@ struct TrainConfig {
   std::string fp32_ops_file;
   std::map<std::string, DType> layer_precision;
   bool partials_fp16 = false;
+  Fp8Config fp8;
 
   LossScaleConfig loss_scale;
   std::string loss_scale_text = "none";

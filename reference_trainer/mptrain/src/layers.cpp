@@ -70,14 +70,61 @@ Tensor Node::alloc_input_grad(Runtime& rt) const {
 
 namespace {
 
+// [SECTION] matrix-product nodes: conv2d and linear, whose operands fp8 training quantizes
+
+class MatrixNode : public Node {
+ public:
+  using Node::Node;
+
+  void release() override {
+    Node::release();
+    weight_operand_.reset();
+  }
+
+ protected:
+  // Chooses the precision and whether this layer's operands go through fp8 (fp8.h).
+  void plan_precision(BuildContext& ctx, DType in_dtype) {
+    choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
+    if (ctx.fp8 == nullptr || compute_ == MPT_DTYPE_F32) return;
+    if (!ctx.fp8->quantizes(layer_)) {
+      reason_ += "; kept in bf16 (--fp8-keep-bf16)";
+      return;
+    }
+    fp8_ = ctx.fp8;
+    reason_ += "; fp8 operands (" + fp8_description(fp8_->config()) + ")";
+  }
+
+  // The input (cast to the compute type, then quantized in fp8 mode; kept for backward) and the
+  // weight as the forward product reads them.
+  const Tensor& forward_input(Runtime& rt, const Tensor& x) {
+    if (fp8_ != nullptr) {
+      const Tensor cast = take_input(rt, x);
+      input_ = fp8_->quantize(rt, cast, Fp8Operand::kActivation);
+    } else {
+      take_input(rt, x);
+    }
+    weight_operand_ = fp8_ != nullptr ? fp8_->quantize(rt, params_[0].weight, Fp8Operand::kWeight) : params_[0].weight;
+    return input_;
+  }
+  const Tensor& weight_operand() const { return weight_operand_; }
+  // The output gradient as the backward products read it.
+  Tensor gradient_operand(Runtime& rt, const Tensor& dy) {
+    return fp8_ != nullptr ? fp8_->quantize(rt, dy, Fp8Operand::kGradient) : dy;
+  }
+
+ private:
+  Fp8Quantizer* fp8_ = nullptr;
+  Tensor weight_operand_;
+};
+
 // [SECTION] conv2d (stride 1, no padding, as nn.Conv2d's defaults)
 
-class Conv2d final : public Node {
+class Conv2d final : public MatrixNode {
  public:
-  Conv2d(std::string layer, int64_t c, int64_t k, int64_t r) : Node(std::move(layer), "conv2d"), c_(c), k_(k), r_(r) {}
+  Conv2d(std::string layer, int64_t c, int64_t k, int64_t r) : MatrixNode(std::move(layer), "conv2d"), c_(c), k_(k), r_(r) {}
 
   Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
-    choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
+    plan_precision(ctx, in_dtype);
     const int64_t fan_in = c_ * r_ * r_;
     params_.push_back(make_param(ctx, layer_ + ".weight", {k_, c_, r_, r_}, uniform_init(ctx.init_rng, k_ * fan_in, fan_in)));
     params_.push_back(make_param(ctx, layer_ + ".bias", {k_}, uniform_init(ctx.init_rng, k_, fan_in)));
@@ -85,17 +132,18 @@ class Conv2d final : public Node {
   }
 
   Tensor forward(Runtime& rt, const Tensor& x_in) override {
-    const Tensor& x = take_input(rt, x_in);
+    const Tensor& x = forward_input(rt, x_in);
     Tensor y = rt.alloc(layer_ + ".out", {x.dim(0), k_, x.dim(2) - r_ + 1, x.dim(3) - r_ + 1}, compute_, MPT_CAT_ACTIVATION);
-    rt.launch("conv2d_forward", {&x, &params_[0].weight, &params_[1].weight}, {&y}, scalars());
+    rt.launch("conv2d_forward", {&x, &weight_operand(), &params_[1].weight}, {&y}, scalars());
     return y;
   }
 
-  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+  Tensor backward(Runtime& rt, const Tensor& dy_in, bool need_dx) override {
+    const Tensor dy = gradient_operand(rt, dy_in);
     rt.launch("conv2d_backward_weight", {&dy, &input_}, {&params_[0].grad, &params_[1].grad}, scalars());
     if (!need_dx) return {};
     Tensor dx = alloc_input_grad(rt);
-    rt.launch("conv2d_backward_data", {&dy, &params_[0].weight}, {&dx}, scalars());
+    rt.launch("conv2d_backward_data", {&dy, &weight_operand()}, {&dx}, scalars());
     return dx;
   }
 
@@ -106,35 +154,36 @@ class Conv2d final : public Node {
 
 // [SECTION] linear (flattens its input, as torch.flatten(x, 1) before nn.Linear)
 
-class Linear final : public Node {
+class Linear final : public MatrixNode {
  public:
-  Linear(std::string layer, int64_t i, int64_t o) : Node(std::move(layer), "linear"), i_(i), o_(o) {}
+  Linear(std::string layer, int64_t i, int64_t o) : MatrixNode(std::move(layer), "linear"), i_(i), o_(o) {}
 
   Shape plan(BuildContext& ctx, const Shape& in, DType in_dtype) override {
     if (i_ <= 0) {  // 0: as many features as the flattened input has
       i_ = 1;
       for (int64_t d : in) i_ *= d;
     }
-    choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
+    plan_precision(ctx, in_dtype);
     params_.push_back(make_param(ctx, layer_ + ".weight", {o_, i_}, uniform_init(ctx.init_rng, o_ * i_, i_)));
     params_.push_back(make_param(ctx, layer_ + ".bias", {o_}, uniform_init(ctx.init_rng, o_, i_)));
     return {o_};
   }
 
   Tensor forward(Runtime& rt, const Tensor& x_in) override {
-    const Tensor& x = take_input(rt, x_in.reshaped({x_in.dim(0), i_}));
+    const Tensor& x = forward_input(rt, x_in.reshaped({x_in.dim(0), i_}));
     input_shape_ = x_in.shape();  // the gradient goes back in the unflattened shape
     Tensor y = rt.alloc(layer_ + ".out", {x.dim(0), o_}, compute_, MPT_CAT_ACTIVATION);
-    rt.launch("linear_forward", {&x, &params_[0].weight, &params_[1].weight}, {&y}, scalars());
+    rt.launch("linear_forward", {&x, &weight_operand(), &params_[1].weight}, {&y}, scalars());
     return y;
   }
 
-  Tensor backward(Runtime& rt, const Tensor& dy, bool need_dx) override {
+  Tensor backward(Runtime& rt, const Tensor& dy_in, bool need_dx) override {
+    const Tensor dy = gradient_operand(rt, dy_in);
     rt.launch("linear_backward_weight", {&dy, &input_}, {&params_[0].grad, &params_[1].grad}, scalars());
     if (!need_dx) return {};
     Tensor dx = alloc_input_grad(rt);
     Tensor dx_flat = dx.reshaped({dy.dim(0), i_});
-    rt.launch("linear_backward_data", {&dy, &params_[0].weight}, {&dx_flat}, scalars());
+    rt.launch("linear_backward_data", {&dy, &weight_operand()}, {&dx_flat}, scalars());
     return dx;
   }
 

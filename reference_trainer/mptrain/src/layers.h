@@ -7,6 +7,7 @@
 // backward kernels write input gradients straight in the type of the uncast input.
 #pragma once
 
+#include "fp8.h"
 #include "precision_policy.h"
 #include "runtime.h"
 
@@ -36,6 +37,7 @@ struct BuildContext {
   const PrecisionPolicy& policy;
   std::mt19937_64& init_rng;  // PyTorch-style uniform init, drawn in module order
   bool partials_fp16;
+  Fp8Quantizer* fp8 = nullptr;  // --precision fp8: quantizes linear and conv2d operands
 };
 
 class Node {

@@ -19,9 +19,11 @@ Model::Model(const TrainConfig& config, const PrecisionPolicy& policy, Runtime& 
   }
   for (const auto& [layer, dtype] : config.layer_precision) check_layer_name(layer, "--layer-precision");
   if (config.fault) check_layer_name(config.fault->layer, "--fault");
+  for (const std::string& layer : config.fp8.keep_bf16) check_layer_name(layer, "--fp8-keep-bf16");
+  if (policy.mode() == PrecisionMode::kFp8) fp8_ = std::make_unique<Fp8Quantizer>(config.fp8);
 
   std::mt19937_64 init_rng(config.seed);
-  BuildContext ctx{runtime, policy, init_rng, config.partials_fp16};
+  BuildContext ctx{runtime, policy, init_rng, config.partials_fp16, fp8_.get()};
   Shape shape{1, config.image_size, config.image_size};
   DType dtype = policy.input_dtype();
   for (auto& node : nodes_) {
@@ -139,6 +141,10 @@ void Model::backward(Runtime& rt, const Tensor& labels, const Tensor& scale, int
 void Model::release() {
   logp_.reset();
   for (auto& node : nodes_) node->release();
+}
+
+void Model::set_training(bool training) {
+  if (fp8_) fp8_->set_training(training);
 }
 
 std::string Model::precision_plan() const {

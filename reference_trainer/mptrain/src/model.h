@@ -35,6 +35,8 @@ class Model {
   void backward(Runtime& rt, const Tensor& labels, const Tensor& scale, int64_t batch);
   // Frees what forward kept for backward.
   void release();
+  // Training (the default) or evaluation: delayed fp8 scaling learns amaxes only while training.
+  void set_training(bool training);
 
   // One line per op: "conv1  conv2d  bf16  (bf16 list)".
   std::string precision_plan() const;
@@ -47,6 +49,7 @@ class Model {
   void build_mlp(const TrainConfig& config);
   void check_layer_name(const std::string& layer, const char* option) const;
 
+  std::unique_ptr<Fp8Quantizer> fp8_;  // --precision fp8 only
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::string> layers_;
   Shape logp_shape_;

@@ -15,7 +15,8 @@ PrecisionMode parse_precision_mode(const std::string& text) {
   if (text == "bf16") return PrecisionMode::kBf16;
   if (text == "amp-fp16") return PrecisionMode::kAmpFp16;
   if (text == "amp-bf16") return PrecisionMode::kAmpBf16;
-  throw UsageError(fmt::format("--precision: '{}' is not one of fp32, fp16, bf16, amp-fp16, amp-bf16", text));
+  if (text == "fp8") return PrecisionMode::kFp8;
+  throw UsageError(fmt::format("--precision: '{}' is not one of fp32, fp16, bf16, amp-fp16, amp-bf16, fp8", text));
 }
 
 std::string precision_mode_name(PrecisionMode mode) {
@@ -25,8 +26,35 @@ std::string precision_mode_name(PrecisionMode mode) {
     case PrecisionMode::kBf16: return "bf16";
     case PrecisionMode::kAmpFp16: return "amp-fp16";
     case PrecisionMode::kAmpBf16: return "amp-bf16";
+    case PrecisionMode::kFp8: return "fp8";
   }
   return "?";
+}
+
+Fp8Recipe parse_fp8_recipe(const std::string& text) {
+  if (text == "current") return Fp8Recipe::kCurrent;
+  if (text == "delayed") return Fp8Recipe::kDelayed;
+  if (text == "mxfp8") return Fp8Recipe::kMxfp8;
+  if (text == "mxfp8-ceil") return Fp8Recipe::kMxfp8Ceil;
+  if (text == "block") return Fp8Recipe::kBlock;
+  throw UsageError(fmt::format("--fp8-recipe: '{}' is not one of current, delayed, mxfp8, mxfp8-ceil, block", text));
+}
+
+std::string fp8_recipe_name(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::kCurrent: return "current";
+    case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kMxfp8: return "mxfp8";
+    case Fp8Recipe::kMxfp8Ceil: return "mxfp8-ceil";
+    case Fp8Recipe::kBlock: return "block";
+  }
+  return "?";
+}
+
+std::string fp8_description(const Fp8Config& config) {
+  std::string text = fp8_recipe_name(config.recipe);
+  if (config.recipe == Fp8Recipe::kDelayed) text += fmt::format(" (amax history {})", config.amax_history);
+  return text + (config.hybrid ? ", e4m3 forward and e5m2 gradients" : ", e4m3 everywhere");
 }
 
 std::map<std::string, DType> parse_layer_precision(const std::string& text) {
@@ -50,13 +78,13 @@ std::map<std::string, DType> parse_layer_precision(const std::string& text) {
 PrecisionPolicy::PrecisionPolicy(PrecisionMode mode) : mode_(mode) {
   if (mode == PrecisionMode::kAmpFp16) {
     lists_ = autocast_fp16_default_lists();
-  } else if (mode == PrecisionMode::kAmpBf16) {
+  } else if (mode == PrecisionMode::kAmpBf16 || mode == PrecisionMode::kFp8) {
     lists_ = hmp_default_lists();
   }
 }
 
 bool PrecisionPolicy::is_amp() const {
-  return mode_ == PrecisionMode::kAmpFp16 || mode_ == PrecisionMode::kAmpBf16;
+  return mode_ == PrecisionMode::kAmpFp16 || mode_ == PrecisionMode::kAmpBf16 || mode_ == PrecisionMode::kFp8;
 }
 
 DType PrecisionPolicy::low_dtype() const {
@@ -64,7 +92,8 @@ DType PrecisionPolicy::low_dtype() const {
     case PrecisionMode::kFp16:
     case PrecisionMode::kAmpFp16: return MPT_DTYPE_F16;
     case PrecisionMode::kBf16:
-    case PrecisionMode::kAmpBf16: return MPT_DTYPE_BF16;
+    case PrecisionMode::kAmpBf16:
+    case PrecisionMode::kFp8: return MPT_DTYPE_BF16;
     case PrecisionMode::kFp32: break;
   }
   return MPT_DTYPE_F32;

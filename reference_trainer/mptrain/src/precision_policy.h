@@ -6,19 +6,38 @@
 //   amp-fp16, amp-bf16: fp32 master weights; an op runs in the 16-bit type if it is on the
 //     low-precision list, in fp32 if it is on the fp32 list, otherwise in the widest type of its
 //     inputs (for a single-input op: the type of its input).
+//   fp8: amp-bf16 (fp32 master weights, bf16 list), and the operands of every linear and conv2d op
+//     pass through fp8 quantize and dequantize kernels first (fp8.h says how).
 //   --layer-precision conv1=fp16 overrides every op of that layer, in any mode (model.conv1.half()).
 #pragma once
 
 #include "dtype.h"
 #include "op_lists.h"
 
+#include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace mptrain {
 
-enum class PrecisionMode { kFp32, kFp16, kBf16, kAmpFp16, kAmpBf16 };
+enum class PrecisionMode { kFp32, kFp16, kBf16, kAmpFp16, kAmpBf16, kFp8 };
+
+// --precision fp8's scaling (fp8.h).
+enum class Fp8Recipe { kCurrent, kDelayed, kMxfp8, kMxfp8Ceil, kBlock };
+
+struct Fp8Config {
+  Fp8Recipe recipe = Fp8Recipe::kCurrent;
+  bool hybrid = true;               // e5m2 gradients; else e4m3 everywhere
+  int64_t amax_history = 1024;      // delayed scaling's window, in steps
+  std::set<std::string> keep_bf16;  // layers whose operands are not quantized
+};
+
+Fp8Recipe parse_fp8_recipe(const std::string& text);  // throws UsageError
+std::string fp8_recipe_name(Fp8Recipe recipe);
+// "current, e4m3 forward and e5m2 gradients" for the configuration log and the precision plan.
+std::string fp8_description(const Fp8Config& config);
 
 PrecisionMode parse_precision_mode(const std::string& text);  // throws UsageError
 std::string precision_mode_name(PrecisionMode mode);

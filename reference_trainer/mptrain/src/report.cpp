@@ -57,6 +57,12 @@ ConfigItems describe_config(const TrainConfig& c, const PrecisionPolicy& policy,
     items.emplace_back("low_precision_ops", join_ops(policy.lists().low_precision));
     items.emplace_back("fp32_ops", join_ops(policy.lists().fp32));
   }
+  if (c.precision == PrecisionMode::kFp8) {
+    items.emplace_back("fp8", fp8_description(c.fp8));
+    std::string kept;
+    for (const std::string& layer : c.fp8.keep_bf16) kept += (kept.empty() ? "" : ",") + layer;
+    items.emplace_back("fp8_keep_bf16", kept.empty() ? "none" : kept);
+  }
   if (c.fault) {
     static const char* kinds[] = {"nan", "inf", "-inf"};
     items.emplace_back("fault", fmt::format("{}@{}:{}:{}", kinds[c.fault->kind], c.fault->layer, c.fault->step, c.fault->index));

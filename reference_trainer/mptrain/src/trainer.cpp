@@ -175,6 +175,7 @@ void TrainingLoop::run_epoch(int epoch, const ImageSet& train, EpochOrder& order
 
 double TrainingLoop::evaluate(const ImageSet& test) {
   NvtxRange phase(RangeCategory::kPhase, fpscope::contract::kPhaseEval);
+  model_.set_training(false);
   std::vector<uint32_t> order(static_cast<std::size_t>(test.count));
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
   int64_t correct = 0;
@@ -186,6 +187,7 @@ double TrainingLoop::evaluate(const ImageSet& test) {
     correct += count_correct(rt_, logp, batch.labels, false);
     model_.release();
   }
+  model_.set_training(true);
   return percent(correct, test.count);
 }
 
