@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <charconv>
 #include <iostream>
-#include <sstream>
 #include <thread>
 
 namespace mptrain {
@@ -138,11 +137,12 @@ void finish_fp8(TrainConfig& c, const RawOptions& raw) {
     c.fp8.amax_history = *raw.fp8_amax_history;
   }
   if (raw.fp8_keep_bf16) {
-    std::istringstream items(*raw.fp8_keep_bf16);
-    std::string layer;
-    while (std::getline(items, layer, ',')) {
-      if (layer.empty()) throw UsageError(fmt::format("--fp8-keep-bf16 '{}': an empty layer name", *raw.fp8_keep_bf16));
-      c.fp8.keep_bf16.insert(layer);
+    const std::string& text = *raw.fp8_keep_bf16;
+    for (std::size_t begin = 0; begin <= text.size();) {
+      const std::size_t end = std::min(text.find(',', begin), text.size());
+      if (end == begin) throw UsageError(fmt::format("--fp8-keep-bf16 '{}': an empty layer name", text));
+      c.fp8.keep_bf16.insert(text.substr(begin, end - begin));
+      begin = end + 1;
     }
   }
 }

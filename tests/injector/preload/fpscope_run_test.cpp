@@ -516,5 +516,49 @@ TEST_F(FpscopeRun, RecipeForecastIsOffByDefaultAndNeedsFullStatistics) {
                               " from tensors where dtype = 0")[0][0]);
 }
 
+// At step 0 an amp-bf16 run and an fp8 run of the same seed hold bit-identical weights and the same
+// first-layer input, so the amp-bf16 run's forecast for a recipe must be what the fp8 run's own
+// quantize kernels did to those bytes: the values they turned to zero (zeros of the 8-bit output
+// less zeros of the input) and the values they made subnormal, both read off the fp8 trace's
+// measurements of the 8-bit tensors.
+TEST_F(FpscopeRun, Fp8RunsQuantizeTheSameOperandsAsTheForecastSaid) {
+  const std::vector<std::string> trainer = {"--seed", "4", "--train-subset", "64", "--test-subset", "16"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), trainer.begin(), trainer.end());
+    return extra;
+  };
+  const fs::path bf16 = dir_ / "bf16.sqlite";
+  trace_ = bf16;
+  RunResult r = trace_run({"--recipes", "operands"}, with({"--precision", "amp-bf16"}));
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  const std::vector<std::pair<std::string, std::string>> recipes = {
+      {"current", "current-e4m3"}, {"delayed", "delayed-e4m3"}, {"mxfp8", "mxfp8-e4m3"},
+      {"mxfp8-ceil", "mxfp8-e4m3-ceil"}, {"block", "block-e4m3"}};
+  int64_t compared = 0, lost = 0;
+  for (const auto& [flag, recipe] : recipes) {
+    SCOPED_TRACE(flag);
+    trace_ = dir_ / (flag + ".sqlite");
+    r = trace_run({}, with({"--precision", "fp8", "--fp8-recipe", flag}));
+    ASSERT_EQ(r.status, 0) << r.stderr_text;
+    // What the forecast says of step 0's weights and of conv1's input, by tensor name.
+    const auto forecast = query(bf16,
+        "select layer || ' ' || tensor, underflow, subnormal from v_tensor_recipes where step = 0 and "
+        "phase = 'forward' and recipe = '" + recipe + "' and (operand = 'weight' or layer = 'conv1') order by 1");
+    // What the fp8 run's quantize kernels measured on the same operands.
+    const auto measured = query(trace_,
+        "select k.layer || ' ' || x.tensor, q.zero - x.zero, q.subnormal from v_kernels k "
+        "join v_tensors x on x.kernel_id = k.id and x.role = 'in' and x.slot = 0 "
+        "join v_tensors q on q.kernel_id = k.id and q.role = 'out' and q.slot = 0 "
+        "where k.kernel like 'fp8_quantize_%' and k.step = 0 and k.phase = 'forward' and "
+        "(x.tensor like '%.weight' or k.layer = 'conv1') order by 1");
+    ASSERT_EQ(forecast.size(), 5u);  // four weights and conv1's input
+    EXPECT_EQ(forecast, measured);
+    for (const auto& row : forecast) lost += std::stoll(row[1]) + std::stoll(row[2]);
+    compared += int64_t(forecast.size());
+  }
+  EXPECT_EQ(compared, 25);
+  EXPECT_GT(lost, 0);  // the comparison covers values lost or made subnormal, not only clean casts
+}
+
 }  // namespace
 }  // namespace fpscope::inject

@@ -162,9 +162,13 @@ TEST(LayerPrecision, Parses) {
 }
 
 TEST(PrecisionMode, ParsesAllNames) {
-  for (const char* name : {"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16"}) {
+  for (const char* name : {"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16", "fp8"}) {
     EXPECT_EQ(precision_mode_name(parse_precision_mode(name)), name);
   }
+  for (const char* name : {"current", "delayed", "mxfp8", "mxfp8-ceil", "block"}) {
+    EXPECT_EQ(fp8_recipe_name(parse_fp8_recipe(name)), name);
+  }
+  EXPECT_THROW(parse_fp8_recipe("nvfp8"), UsageError);
   EXPECT_THROW(parse_precision_mode("amp"), UsageError);
 }
 
@@ -248,9 +252,37 @@ TEST(CommandLine, ReadsEveryPrecisionOption) {
   EXPECT_EQ(p.config->fault->index, 3);
 }
 
+TEST(PrecisionPolicy, Fp8RunsAsAmpBf16) {
+  PrecisionPolicy p(PrecisionMode::kFp8);
+  EXPECT_TRUE(p.is_amp());
+  EXPECT_EQ(p.low_dtype(), BF16);
+  EXPECT_EQ(p.param_storage_dtype("conv1"), F32);
+  EXPECT_EQ(p.op_precision("conv2d", "conv1", F32, F32).dtype, BF16);
+  EXPECT_EQ(p.op_precision("log_softmax", "loss", BF16, std::nullopt).dtype, F32);
+}
+
+TEST(CommandLine, ReadsTheFp8Options) {
+  ParsedCommandLine d = parse({"--precision", "fp8"});
+  ASSERT_TRUE(d.config);
+  EXPECT_EQ(d.config->fp8.recipe, Fp8Recipe::kCurrent);
+  EXPECT_TRUE(d.config->fp8.hybrid);
+  EXPECT_EQ(d.config->fp8.amax_history, 1024);
+  EXPECT_TRUE(d.config->fp8.keep_bf16.empty());
+  ParsedCommandLine p = parse({"--precision", "fp8", "--fp8-recipe", "delayed", "--fp8-format", "e4m3",
+                               "--fp8-amax-history", "16", "--fp8-keep-bf16", "conv1,fc2"});
+  ASSERT_TRUE(p.config);
+  EXPECT_EQ(p.config->fp8.recipe, Fp8Recipe::kDelayed);
+  EXPECT_FALSE(p.config->fp8.hybrid);
+  EXPECT_EQ(p.config->fp8.amax_history, 16);
+  EXPECT_EQ(p.config->fp8.keep_bf16, (std::set<std::string>{"conv1", "fc2"}));
+}
+
 TEST(CommandLine, BadValuesExitWithTwo) {
   for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
-           {"--precision", "fp8"}, {"--model", "resnet"}, {"--batch-size", "0"}, {"--image-size", "16"},
+           {"--precision", "fp4"}, {"--fp8-recipe", "current"}, {"--precision", "fp8", "--fp8-recipe", "nvfp8"},
+           {"--precision", "fp8", "--fp8-amax-history", "16"}, {"--precision", "fp8", "--fp8-keep-bf16", "conv1,"},
+           {"--precision", "fp8", "--device", "cuda"}, {"--precision", "fp8", "--fp8-format", "e5m2"},
+           {"--model", "resnet"}, {"--batch-size", "0"}, {"--image-size", "16"},
            {"--loss-scale", "static:abc"}, {"--layer-precision", "conv1"}, {"--fault", "nan@fc1"},
            {"--no-such-flag"}, {"--bf16-ops", "x.txt"}, {"--lr", "-1"}, {"--device", "tpu"}}) {
     ParsedCommandLine p = parse(bad);

@@ -73,6 +73,15 @@ TEST(ProgramErrors, UnknownLayer) {
   EXPECT_NE(r.output.find("conv1, conv2, norm, fc1, fc2, loss"), std::string::npos) << r.output;
 }
 
+TEST(ProgramErrors, Fp8KeepsOnlyLayersTheModelHas) {
+  RunOutcome r = run_mptrain("--precision fp8 --fp8-keep-bf16 conv1,fc3 --train-subset 32 --test-subset 32" + kData);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--fp8-keep-bf16: the model has no layer 'fc3'"), std::string::npos) << r.output;
+  RunOutcome alone = run_mptrain("--fp8-recipe block --train-subset 32 --test-subset 32" + kData);
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.output.find("apply to --precision fp8 only"), std::string::npos) << alone.output;
+}
+
 TEST(ProgramErrors, FaultInUnknownLayer) {
   RunOutcome r = run_mptrain("--model mlp --fault nan@conv1:0 --train-subset 32 --test-subset 32" + kData);
   EXPECT_EQ(r.exit_code, 2);
