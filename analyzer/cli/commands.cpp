@@ -153,6 +153,42 @@ Action add_compare(CLI::App& app) {
   };
 }
 
+// fp8: with a forecast in the trace, what each of mptrain's fp8 modes would keep in bf16, the
+// list file of the mode that keeps the fewest (DIR/fp8_keep_bf16.txt) and its flags. False when
+// the file cannot be written.
+static bool write_fp8_advice(const Trace& trace, const std::string& trace_path, const std::string& dir) {
+  if (!has_fp8_forecast(trace)) return true;
+  const Fp8Advice advice = fp8_advice(fp8_readiness(trace));
+  if (!advice.best) return true;
+  std::cout << fmt::format("fp8: the layers each of mptrain's fp8 modes would keep in bf16 (the figures: fpscope report {} "
+                           "--section fp8):\n", trace_path);
+  for (const Fp8ModeAdvice& m : advice.modes) {
+    const std::string mode = fmt::format("  --fp8-recipe {:<10} --fp8-format {:<6}", m.mode.recipe, m.mode.format);
+    if (m.keep.empty()) std::cout << mode << " keep none\n";
+    for (std::size_t i = 0; i < m.keep.size(); ++i)
+      std::cout << fmt::format("{:<{}} {:<4} {:<8} {}\n", i == 0 ? mode : "", mode.size(), i == 0 ? "keep" : "",
+                               m.keep[i], m.reasons[i]);
+  }
+  const Fp8ModeAdvice& best = advice.modes[*advice.best];
+  const std::string path = (std::filesystem::path(dir) / "fp8_keep_bf16.txt").string();
+  std::string text = fmt::format(
+      "# layers to keep in bf16 under --precision fp8 --fp8-recipe {} --fp8-format {}\n"
+      "# written by `fpscope advise`; one layer a line, the reason above it (mptrain --fp8-keep-bf16 @FILE).\n",
+      best.mode.recipe, best.mode.format);
+  for (std::size_t i = 0; i < best.keep.size(); ++i) text += "# " + best.reasons[i] + "\n" + best.keep[i] + "\n";
+  std::ofstream out(path);
+  out << text;
+  if (!out) {
+    std::cerr << "fpscope advise: cannot write " << path << "\n";
+    return false;
+  }
+  std::cout << fmt::format("Wrote {} ({} layer{} to keep)\nSuggested mptrain flags for fp8:\n  --precision fp8 "
+                           "--fp8-recipe {} --fp8-format {} --fp8-keep-bf16 @{}\n",
+                           path, best.keep.size(), best.keep.size() == 1 ? "" : "s", best.mode.recipe, best.mode.format,
+                           path);
+  return true;
+}
+
 Action add_advise(CLI::App& app) {
   struct Opts {
     std::string trace, dir = ".", target = "auto";
@@ -235,6 +271,7 @@ Action add_advise(CLI::App& app) {
       std::cout << " " << flag;
     }
     std::cout << "\n";
+    if (!write_fp8_advice(*trace, o->trace, o->dir)) return kExitFailure;
     return finish(*trace);
   };
 }

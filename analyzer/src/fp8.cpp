@@ -193,4 +193,69 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
   return out;
 }
 
+namespace {
+
+// "gradient: SQNR 17.2 dB, limit 19 dB" for an operand a recipe does not fit.
+std::string misfit_text(const OperandReadiness& o, Recipe r, const FitThresholds& t) {
+  const RecipeFigures& f = o.recipes[std::size_t(r)];
+  const char* operand = contract::operand_name(o.operand);
+  switch (o.misfit[std::size_t(r)]) {
+    case Misfit::Underflow:
+      return fmt::format("{}: {} flushed to zero, limit {}", operand, human_percent(f.underflow_share().value_or(0)),
+                         human_percent(t.max_underflow_share));
+    case Misfit::Saturation:
+      return fmt::format("{}: {} saturated, limit {}", operand, human_percent(f.saturated_share().value_or(0)),
+                         human_percent(t.max_saturated_share));
+    case Misfit::Sqnr:
+      return fmt::format("{}: SQNR {:.1f} dB, limit {:.0f} dB", operand, f.sqnr_db().value_or(0),
+                         t.min_sqnr_db(contract::recipe_info(r).element));
+    case Misfit::Nonfinite:
+      return fmt::format("{}: {} non-finite block{}", operand, f.blocks_nonfinite, f.blocks_nonfinite == 1 ? "" : "s");
+    case Misfit::None: break;
+  }
+  return operand;
+}
+
+}  // namespace
+
+Fp8Advice fp8_advice(const Fp8Readiness& r) {
+  Fp8Advice advice;
+  if (!r.forecast) return advice;
+  std::vector<std::string> layers;
+  for (const OperandReadiness& o : r.operands)
+    if (o.operand != Operand::Other && std::find(layers.begin(), layers.end(), o.layer) == layers.end())
+      layers.push_back(o.layer);
+  for (const MptrainFp8Mode& mode : kMptrainFp8Modes) {
+    Fp8ModeAdvice m{mode, {}, {}, 0};
+    for (const std::string& layer : layers) {
+      double worst = 0;
+      std::string why;
+      for (const OperandReadiness& o : r.operands) {
+        if (o.layer != layer || o.operand == Operand::Other) continue;
+        const Recipe recipe = o.operand == Operand::Gradient ? mode.gradient : mode.forward;
+        const double severity = o.severity[std::size_t(recipe)];
+        if (o.misfit[std::size_t(recipe)] != Misfit::None && severity >= worst) {
+          worst = severity;
+          why = misfit_text(o, recipe, r.thresholds);
+        }
+      }
+      if (why.empty()) continue;
+      m.keep.push_back(layer);
+      m.reasons.push_back(why);
+      m.severity += worst;
+    }
+    advice.modes.push_back(std::move(m));
+  }
+  for (std::size_t i = 0; i < advice.modes.size(); ++i) {
+    const Fp8ModeAdvice& m = advice.modes[i];
+    if (!advice.best) {
+      advice.best = i;
+      continue;
+    }
+    const Fp8ModeAdvice& b = advice.modes[*advice.best];
+    if (m.keep.size() < b.keep.size() || (m.keep.size() == b.keep.size() && m.severity < b.severity)) advice.best = i;
+  }
+  return advice;
+}
+
 }  // namespace fpscope::analysis

@@ -13,9 +13,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <set>
 #include <sstream>
 
 using namespace fpscope::analysis;
@@ -422,6 +425,50 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
     EXPECT_GT(l.severity, 1);
     if (i > 0) EXPECT_GE(none.layers[i - 1].severity, l.severity);
   }
+
+  // mptrain's fp8 modes: a mode keeps a layer when the recipe it applies to one of the layer's
+  // operands (its gradient recipe to gradients, its forward recipe to the others) does not fit.
+  for (const Fp8Readiness* readiness : {&r, &none}) {
+    const Fp8Advice advice = fp8_advice(*readiness);
+    ASSERT_EQ(advice.modes.size(), kMptrainFp8Modes.size());
+    ASSERT_TRUE(advice.best);
+    for (const Fp8ModeAdvice& m : advice.modes) {
+      std::set<std::string> expected;
+      for (const OperandReadiness& o : readiness->operands) {
+        const Recipe applied = o.operand == fpscope::contract::Operand::Gradient ? m.mode.gradient : m.mode.forward;
+        if (o.misfit[std::size_t(applied)] != Misfit::None) expected.insert(o.layer);
+      }
+      EXPECT_EQ(std::set<std::string>(m.keep.begin(), m.keep.end()), expected) << m.mode.recipe << " " << m.mode.format;
+      EXPECT_EQ(m.reasons.size(), m.keep.size());
+      EXPECT_LE(advice.modes[*advice.best].keep.size(), m.keep.size());
+    }
+  }
+  EXPECT_EQ(fp8_advice(none).modes[0].keep.size(), 4u);  // nothing fits: every layer stays bf16
+
+  // The CLI writes the best mode's list, and mptrain trains with the flags it suggests.
+  const std::string dir = fpscope::test::temp_dir() + "/fp8_advice";
+  const std::string advise_cmd = std::string(FPSCOPE_BIN) + " advise " + path + " -o " + dir;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(advise_cmd.c_str(), "r"), pclose);
+  ASSERT_TRUE(pipe);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe.get())) > 0;) out.append(buffer, n);
+  pipe.reset();
+  const std::string marker = "Suggested mptrain flags for fp8:\n";
+  const auto at = out.find(marker);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string flags = out.substr(at + marker.size(), out.find('\n', at + marker.size()) - at - marker.size());
+  const Fp8Advice advised = fp8_advice(r);
+  const Fp8ModeAdvice& best = advised.modes[*advised.best];
+  EXPECT_NE(flags.find(std::string("--fp8-recipe ") + best.mode.recipe + " --fp8-format " + best.mode.format), std::string::npos)
+      << flags;
+  std::ifstream list(dir + "/fp8_keep_bf16.txt");
+  std::vector<std::string> listed;
+  for (std::string line; std::getline(list, line);)
+    if (!line.empty() && line[0] != '#') listed.push_back(line);
+  EXPECT_EQ(listed, best.keep);
+  const std::string train = std::string(MPTRAIN_BIN) + kCommon + " " + flags + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(train.c_str()), 0) << train;
 }
 
 // A trace made without --recipes says it holds no forecast; one that asked for it but measured no

@@ -87,7 +87,8 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
       ->check(CLI::IsMember({"hybrid", "e4m3"}));
   app.add_option("--fp8-amax-history", raw.fp8_amax_history, "delayed scaling: steps of amax history (default 1024)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--fp8-keep-bf16", raw.fp8_keep_bf16, "layers whose operands stay bf16, e.g. conv1,fc2");
+  app.add_option("--fp8-keep-bf16", raw.fp8_keep_bf16,
+                 "layers whose operands stay bf16: conv1,fc2, or @FILE with one a line (fpscope advise writes it)");
   app.add_option("--optimizer-state", raw.optimizer_state, "optimizer state type: fp32, fp16 or bf16")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--stochastic-rounding", c.optimizer.stochastic_rounding,
@@ -138,6 +139,10 @@ void finish_fp8(TrainConfig& c, const RawOptions& raw) {
   }
   if (raw.fp8_keep_bf16) {
     const std::string& text = *raw.fp8_keep_bf16;
+    if (!text.empty() && text[0] == '@') {
+      c.fp8.keep_bf16 = read_layer_list_file(text.substr(1), "--fp8-keep-bf16");
+      return;
+    }
     for (std::size_t begin = 0; begin <= text.size();) {
       const std::size_t end = std::min(text.find(',', begin), text.size());
       if (end == begin) throw UsageError(fmt::format("--fp8-keep-bf16 '{}': an empty layer name", text));

@@ -50,8 +50,8 @@ const OpSet& known_op_names() {
   return names;
 }
 
-OpSet parse_op_list(std::string_view text, const std::string& origin) {
-  OpSet ops;
+std::vector<std::pair<int, std::string>> list_file_entries(std::string_view text) {
+  std::vector<std::pair<int, std::string>> entries;
   std::istringstream lines{std::string(text)};
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
@@ -59,7 +59,26 @@ OpSet parse_op_list(std::string_view text, const std::string& origin) {
     auto first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
     auto last = line.find_last_not_of(" \t\r");
-    std::string name = line.substr(first, last - first + 1);
+    entries.emplace_back(number, line.substr(first, last - first + 1));
+  }
+  return entries;
+}
+
+namespace {
+
+std::string read_whole_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("{}: cannot read {}", path, what));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+OpSet parse_op_list(std::string_view text, const std::string& origin) {
+  OpSet ops;
+  for (auto& [number, name] : list_file_entries(text)) {
     if (known_op_names().count(name) == 0) {
       throw UsageError(fmt::format("{}:{}: unknown op name '{}' (known ops: {})", origin, number,
                                    name, join_ops(known_op_names())));
@@ -70,11 +89,14 @@ OpSet parse_op_list(std::string_view text, const std::string& origin) {
 }
 
 OpSet read_op_list_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("{}: cannot read op list file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_op_list(text.str(), path);
+  return parse_op_list(read_whole_file(path, "op list file"), path);
+}
+
+std::set<std::string> read_layer_list_file(const std::string& path, const char* option) {
+  std::set<std::string> layers;
+  for (auto& entry : list_file_entries(read_whole_file(path, fmt::format("{} file", option))))
+    layers.insert(std::move(entry.second));
+  return layers;
 }
 
 std::string join_ops(const OpSet& ops) {

@@ -6,6 +6,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace mptrain {
 
@@ -32,6 +34,13 @@ OpSet read_op_list_file(const std::string& path);
 
 // Parses the text of an op list; `origin` names it in errors.
 OpSet parse_op_list(std::string_view text, const std::string& origin);
+
+// The entries of a list file, each with its line number: one a line, text after '#' and blank
+// lines ignored, surrounding blanks trimmed.
+std::vector<std::pair<int, std::string>> list_file_entries(std::string_view text);
+// A file of layer names in that form (--fp8-keep-bf16 @FILE); throws UsageError naming the file
+// and `option` when it cannot be read.
+std::set<std::string> read_layer_list_file(const std::string& path, const char* option);
 
 // "a, b, c" for logs.
 std::string join_ops(const OpSet& ops);

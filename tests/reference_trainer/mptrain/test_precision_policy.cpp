@@ -277,6 +277,18 @@ TEST(CommandLine, ReadsTheFp8Options) {
   EXPECT_EQ(p.config->fp8.keep_bf16, (std::set<std::string>{"conv1", "fc2"}));
 }
 
+TEST(CommandLine, ReadsTheLayersToKeepFromAFile) {
+  const fpscope::test::TempDir dir("mptrain-keep");
+  const std::string path = (dir.path() / "keep.txt").string();
+  std::ofstream(path) << "# written by fpscope advise\n# weight: 0.04% saturated\nfc2\n\n  conv1  # trailing\n";
+  ParsedCommandLine p = parse({"--precision", "fp8", "--fp8-keep-bf16", "@" + path});
+  ASSERT_TRUE(p.config);
+  EXPECT_EQ(p.config->fp8.keep_bf16, (std::set<std::string>{"conv1", "fc2"}));
+  ParsedCommandLine missing = parse({"--precision", "fp8", "--fp8-keep-bf16", "@" + path + ".gone"});
+  EXPECT_FALSE(missing.config);
+  EXPECT_EQ(missing.exit_code, 2);
+}
+
 TEST(CommandLine, BadValuesExitWithTwo) {
   for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
            {"--precision", "fp4"}, {"--fp8-recipe", "current"}, {"--precision", "fp8", "--fp8-recipe", "nvfp8"},

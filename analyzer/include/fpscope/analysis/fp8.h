@@ -108,6 +108,42 @@ struct Fp8Readiness {
   int64_t overflow_count = 0;              // all of them
 };
 
+// mptrain's fp8 modes (--precision fp8 --fp8-recipe R --fp8-format F) and the forecast recipes
+// that say what each does to an operand: `forward` to activations and weights, `gradient` to
+// output gradients (docs/mptrain.md, "fp8"). mxfp8-ceil and block quantize gradients in e5m2 under
+// the hybrid format, which no forecast recipe replays: they are listed with e4m3 only.
+struct MptrainFp8Mode {
+  const char* recipe;  // --fp8-recipe
+  const char* format;  // --fp8-format
+  Recipe forward, gradient;
+};
+inline constexpr std::array<MptrainFp8Mode, 8> kMptrainFp8Modes = {{
+    {"current", "hybrid", Recipe::CurrentE4M3, Recipe::CurrentE5M2},
+    {"current", "e4m3", Recipe::CurrentE4M3, Recipe::CurrentE4M3},
+    {"delayed", "hybrid", Recipe::DelayedE4M3, Recipe::DelayedE5M2},
+    {"delayed", "e4m3", Recipe::DelayedE4M3, Recipe::DelayedE4M3},
+    {"mxfp8", "hybrid", Recipe::Mxfp8E4M3, Recipe::Mxfp8E5M2},
+    {"mxfp8", "e4m3", Recipe::Mxfp8E4M3, Recipe::Mxfp8E4M3},
+    {"mxfp8-ceil", "e4m3", Recipe::Mxfp8E4M3Ceil, Recipe::Mxfp8E4M3Ceil},
+    {"block", "e4m3", Recipe::BlockE4M3, Recipe::BlockE4M3},
+}};
+
+// What one of those modes would have to keep in bf16: the layers one of whose operands the mode's
+// recipe for it does not fit, each with why ("gradient: SQNR 17.2 dB, limit 19 dB").
+struct Fp8ModeAdvice {
+  MptrainFp8Mode mode;
+  std::vector<std::string> keep;     // in the forecast's layer order
+  std::vector<std::string> reasons;  // one per kept layer
+  double severity = 0;               // summed over the kept layers' worst operands
+};
+struct Fp8Advice {
+  std::vector<Fp8ModeAdvice> modes;  // kMptrainFp8Modes order
+  // The mode that keeps the fewest layers (then the least severe; then the first): what to train.
+  std::optional<std::size_t> best;
+};
+// Empty without a forecast.
+Fp8Advice fp8_advice(const Fp8Readiness& readiness);
+
 // Whether the trace holds a forecast at all (cheap).
 bool has_fp8_forecast(const Trace& trace);
 
