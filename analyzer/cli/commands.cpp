@@ -162,19 +162,21 @@ static bool write_fp8_advice(const Trace& trace, const std::string& trace_path, 
   if (!advice.best) return true;
   std::cout << fmt::format("fp8: the layers each of mptrain's fp8 modes would keep in bf16 (the figures: fpscope report {} "
                            "--section fp8):\n", trace_path);
+  std::cout << fmt::format("  {:<12} {:<8} {}\n", "--fp8-recipe", "format", "layers to keep in bf16");
   for (const Fp8ModeAdvice& m : advice.modes) {
-    const std::string mode = fmt::format("  --fp8-recipe {:<10} --fp8-format {:<6}", m.mode.recipe, m.mode.format);
+    const std::string mode = fmt::format("  {:<12} {:<8}", m.mode.recipe, m.mode.format);
     if (m.keep.empty()) std::cout << mode << " keep none\n";
     for (std::size_t i = 0; i < m.keep.size(); ++i)
       std::cout << fmt::format("{:<{}} {:<4} {:<8} {}\n", i == 0 ? mode : "", mode.size(), i == 0 ? "keep" : "",
                                m.keep[i], m.reasons[i]);
   }
   const Fp8ModeAdvice& best = advice.modes[*advice.best];
+  const std::string mode_flags = mptrain_fp8_flags(best.mode);
   const std::string path = (std::filesystem::path(dir) / "fp8_keep_bf16.txt").string();
   std::string text = fmt::format(
-      "# layers to keep in bf16 under --precision fp8 --fp8-recipe {} --fp8-format {}\n"
+      "# layers to keep in bf16 under --precision fp8 {}\n"
       "# written by `fpscope advise`; one layer a line, the reason above it (mptrain --fp8-keep-bf16 @FILE).\n",
-      best.mode.recipe, best.mode.format);
+      mode_flags);
   for (std::size_t i = 0; i < best.keep.size(); ++i) text += "# " + best.reasons[i] + "\n" + best.keep[i] + "\n";
   std::ofstream out(path);
   out << text;
@@ -182,10 +184,9 @@ static bool write_fp8_advice(const Trace& trace, const std::string& trace_path, 
     std::cerr << "fpscope advise: cannot write " << path << "\n";
     return false;
   }
-  std::cout << fmt::format("Wrote {} ({} layer{} to keep)\nSuggested mptrain flags for fp8:\n  --precision fp8 "
-                           "--fp8-recipe {} --fp8-format {} --fp8-keep-bf16 @{}\n",
-                           path, best.keep.size(), best.keep.size() == 1 ? "" : "s", best.mode.recipe, best.mode.format,
-                           path);
+  std::cout << fmt::format("Wrote {} ({} layer{} to keep)\nSuggested mptrain flags for fp8:\n  --precision fp8 {} "
+                           "--fp8-keep-bf16 @{}\n",
+                           path, best.keep.size(), best.keep.size() == 1 ? "" : "s", mode_flags, path);
   return true;
 }
 

@@ -165,6 +165,7 @@ Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options
   c.move_ratio = options.move_ratio;
   compare_layers(a, b, options.move_ratio, c);
   compare_events(a, b, c);
+  c.fp8 = fp8_outcome(a, b);
   return c;
 }
 

@@ -226,13 +226,14 @@ Fp8Advice fp8_advice(const Fp8Readiness& r) {
     if (o.operand != Operand::Other && std::find(layers.begin(), layers.end(), o.layer) == layers.end())
       layers.push_back(o.layer);
   for (const MptrainFp8Mode& mode : kMptrainFp8Modes) {
+    if (!mode.gradient) continue;
     Fp8ModeAdvice m{mode, {}, {}, 0};
     for (const std::string& layer : layers) {
       double worst = 0;
       std::string why;
       for (const OperandReadiness& o : r.operands) {
         if (o.layer != layer || o.operand == Operand::Other) continue;
-        const Recipe recipe = o.operand == Operand::Gradient ? mode.gradient : mode.forward;
+        const Recipe recipe = o.operand == Operand::Gradient ? *mode.gradient : mode.forward;
         const double severity = o.severity[std::size_t(recipe)];
         if (o.misfit[std::size_t(recipe)] != Misfit::None && severity >= worst) {
           worst = severity;
@@ -256,6 +257,150 @@ Fp8Advice fp8_advice(const Fp8Readiness& r) {
     if (m.keep.size() < b.keep.size() || (m.keep.size() == b.keep.size() && m.severity < b.severity)) advice.best = i;
   }
   return advice;
+}
+
+std::optional<MptrainFp8Mode> mptrain_fp8_mode(std::string_view recipe, std::string_view format) {
+  for (const MptrainFp8Mode& m : kMptrainFp8Modes)
+    if (recipe == m.recipe && format == m.format) return m;
+  return std::nullopt;
+}
+
+std::string mptrain_fp8_flags(const MptrainFp8Mode& mode) {
+  const bool four_bit = std::string_view(mode.format) == "e2m1";
+  return fmt::format("--fp8-recipe {}{}{}", mode.recipe, four_bit ? "" : " --fp8-format ", four_bit ? "" : mode.format);
+}
+
+namespace {
+
+// What both runs measured of a tensor, to tell whether two operands held the same values.
+struct OperandStats {
+  int64_t count = 0, zero = 0, nonfinite = 0;
+  std::optional<double> min, max, mean, rms;
+  std::string exp_hist;
+  bool operator==(const OperandStats&) const = default;
+};
+// The columns OperandStats reads, of a tensors row aliased `t`.
+constexpr const char* kStatsColumns =
+    "t.count, t.zero, t.nan + t.pos_inf + t.neg_inf, t.min, t.max, t.mean, t.rms, coalesce(t.exp_hist, '')";
+OperandStats read_stats(sql::Statement& st, int first) {
+  return {st.i64(first), st.i64(first + 1), st.i64(first + 2), st.opt_f64(first + 3), st.opt_f64(first + 4),
+          st.opt_f64(first + 5), st.opt_f64(first + 6), st.text(first + 7)};
+}
+
+struct Step0 {
+  uint64_t underflow = 0, subnormal = 0;
+  OperandStats stats;
+};
+struct Side {
+  uint64_t quantized = 0, underflow = 0, subnormal = 0;
+  std::optional<Step0> step0;
+  std::optional<double> share() const {
+    return quantized ? std::optional<double>(double(underflow + subnormal) / double(quantized)) : std::nullopt;
+  }
+};
+using OperandKey = std::pair<std::string, int>;  // (layer, operand)
+
+// 1 for the largest share, 2 for the next, ... (equal shares share a rank); 0 without a share.
+template <typename Get>
+void rank_rows(std::vector<Fp8OutcomeRow>& rows, Get share, int Fp8OutcomeRow::*rank) {
+  for (Fp8OutcomeRow& r : rows) {
+    const std::optional<double> mine = share(r);
+    if (!mine) continue;
+    int above = 0;
+    for (const Fp8OutcomeRow& o : rows)
+      if (const auto other = share(o); other && *other > *mine) ++above;
+    r.*rank = above + 1;
+  }
+}
+
+}  // namespace
+
+std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
+  if (b.meta_value("config.precision").value_or("") != "fp8" || !has_fp8_forecast(a)) return std::nullopt;
+  const auto mode = mptrain_fp8_mode(b.meta_value("config.fp8_recipe").value_or(""),
+                                     b.meta_value("config.fp8_format").value_or(""));
+  if (!mode) return std::nullopt;
+  Fp8Outcome out{*mode, {}, 0, 0};
+  std::map<OperandKey, Side> forecast, measured;
+  std::vector<OperandKey> order;
+
+  // B: every quantize launch of the training steps. The operand: a gradient in backward, else a
+  // weight where the input's allocation holds weights, else an activation.
+  sql::Statement bq(detail::db(b),
+                    std::string("SELECT coalesce(k.layer, ''), k.phase, k.step, q.zero, q.subnormal, ") + kStatsColumns +
+                        ", EXISTS (SELECT 1 FROM memory_events m JOIN categories c ON c.id = m.category "
+                        "WHERE m.alloc_id = t.tensor_uid AND m.kind = 'alloc' AND c.name = 'weight') "
+                        "FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id AND t.role = 'in' AND t.slot = 0 "
+                        "JOIN tensors q ON q.kernel_id = k.id AND q.role = 'out' AND q.slot = 0 "
+                        "WHERE k.kernel LIKE 'fp8_quantize_%' AND k.phase IN ('forward', 'backward') ORDER BY k.id");
+  while (bq.step()) {
+    const Operand operand = bq.text(1) == "backward" ? Operand::Gradient
+                            : bq.i64(13) != 0        ? Operand::Weight
+                                                     : Operand::Activation;
+    const OperandKey key{bq.text(0), int(operand)};
+    if (!measured.count(key)) order.push_back(key);
+    Side& side = measured[key];
+    const OperandStats stats = read_stats(bq, 5);
+    const uint64_t zeros_out = uint64_t(bq.i64(3)), subnormal = uint64_t(bq.i64(4));
+    const uint64_t underflow = zeros_out - uint64_t(std::min<int64_t>(stats.zero, int64_t(zeros_out)));
+    side.quantized += uint64_t(stats.count - stats.nonfinite);
+    side.underflow += underflow;
+    side.subnormal += subnormal;
+    if (bq.opt_i64(2) == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, stats};
+  }
+
+  // A: the forecast of the recipe B's mode applies to each operand, each tensor once a step (B
+  // quantizes an operand once for the products that read it; A forecasts it at each).
+  sql::Statement aq(detail::db(a),
+                    std::string("SELECT coalesce(k.layer, ''), r.operand, r.recipe, k.step, r.quantized, r.underflow, "
+                                "r.subnormal, ") + kStatsColumns +
+                        ", t.name_id FROM tensor_recipes r JOIN v_kernels k ON k.id = r.kernel_id JOIN tensors t ON t.id = r.tensor_id "
+                        "WHERE k.phase IN ('forward', 'backward') ORDER BY r.kernel_id, r.tensor_id");
+  std::set<std::tuple<std::string, std::string, std::optional<int64_t>, int64_t>> seen;
+  while (aq.step()) {
+    int operand = 0;
+    while (operand < 3 && aq.text(1) != contract::kOperandNames[std::size_t(operand)]) ++operand;
+    if (operand == 3) continue;
+    const std::optional<Recipe> applied =
+        static_cast<Operand>(operand) == Operand::Gradient ? mode->gradient : std::optional<Recipe>(mode->forward);
+    if (!applied || aq.i64(2) != int64_t(*applied)) continue;
+    if (!seen.insert({aq.text(0), aq.text(1), aq.opt_i64(3), aq.i64(15)}).second) continue;
+    Side& side = forecast[{aq.text(0), operand}];
+    side.quantized += uint64_t(aq.i64(4));
+    side.underflow += uint64_t(aq.i64(5));
+    side.subnormal += uint64_t(aq.i64(6));
+    if (aq.opt_i64(3) == 0 && !side.step0) side.step0 = Step0{uint64_t(aq.i64(5)), uint64_t(aq.i64(6)), read_stats(aq, 7)};
+  }
+  for (const auto& [key, side] : forecast)
+    if (!measured.count(key)) order.push_back(key);
+
+  for (const OperandKey& key : order) {
+    const Operand operand = static_cast<Operand>(key.second);
+    const std::optional<Recipe> applied = operand == Operand::Gradient ? mode->gradient : std::optional<Recipe>(mode->forward);
+    if (!applied) continue;
+    Fp8OutcomeRow row;
+    row.layer = key.first;
+    row.operand = operand;
+    row.recipe = *applied;
+    const Side fa = forecast.count(key) ? forecast.at(key) : Side{};
+    const Side mb = measured.count(key) ? measured.at(key) : Side{};
+    row.a_quantized = fa.quantized, row.a_underflow = fa.underflow, row.a_subnormal = fa.subnormal;
+    row.b_quantized = mb.quantized, row.b_underflow = mb.underflow, row.b_subnormal = mb.subnormal;
+    if (fa.step0) row.a_step0_underflow = fa.step0->underflow, row.a_step0_subnormal = fa.step0->subnormal;
+    if (mb.step0) row.b_step0_underflow = mb.step0->underflow, row.b_step0_subnormal = mb.step0->subnormal;
+    row.step0_same_operand = fa.step0 && mb.step0 && fa.step0->stats == mb.step0->stats;
+    out.step0_compared += row.step0_same_operand ? 1 : 0;
+    out.step0_equal += row.step0_equal() ? 1 : 0;
+    out.rows.push_back(std::move(row));
+  }
+  auto share = [](uint64_t lost, uint64_t sub, uint64_t n) {
+    return n ? std::optional<double>(double(lost + sub) / double(n)) : std::nullopt;
+  };
+  rank_rows(out.rows, [&](const Fp8OutcomeRow& r) { return share(r.a_underflow, r.a_subnormal, r.a_quantized); },
+            &Fp8OutcomeRow::a_rank);
+  rank_rows(out.rows, [&](const Fp8OutcomeRow& r) { return share(r.b_underflow, r.b_subnormal, r.b_quantized); },
+            &Fp8OutcomeRow::b_rank);
+  return out;
 }
 
 }  // namespace fpscope::analysis

@@ -277,6 +277,27 @@ std::string report_json(const ReportData& d) {
   return text(doc);
 }
 
+namespace {
+
+json fp8_outcome_json(const Fp8Outcome& f) {
+  json rows = json::array();
+  for (const Fp8OutcomeRow& r : f.rows) {
+    rows.push_back({{"layer", r.layer}, {"operand", contract::operand_name(r.operand)},
+                    {"recipe", contract::recipe_info(r.recipe).name},
+                    {"source", {{"quantized", r.a_quantized}, {"underflow", r.a_underflow}, {"subnormal", r.a_subnormal},
+                                {"rank", r.a_rank ? json(r.a_rank) : json(nullptr)},
+                                {"step0_underflow", opt(r.a_step0_underflow)}, {"step0_subnormal", opt(r.a_step0_subnormal)}}},
+                    {"target", {{"quantized", r.b_quantized}, {"underflow", r.b_underflow}, {"subnormal", r.b_subnormal},
+                                {"rank", r.b_rank ? json(r.b_rank) : json(nullptr)},
+                                {"step0_underflow", opt(r.b_step0_underflow)}, {"step0_subnormal", opt(r.b_step0_subnormal)}}},
+                    {"step0_same_operand", r.step0_same_operand}, {"step0_equal", r.step0_equal()}});
+  }
+  return {{"fp8_recipe", f.mode.recipe}, {"fp8_format", f.mode.format}, {"step0_compared", f.step0_compared},
+          {"step0_equal", f.step0_equal}, {"operands", rows}};
+}
+
+}  // namespace
+
 std::string compare_json(const Comparison& c) {
   auto deltas = [](const std::vector<MemoryDelta>& v) {
     json out = json::array();
@@ -322,7 +343,8 @@ std::string compare_json(const Comparison& c) {
               {"loss", loss},
               {"layers", layers},
               {"only_in_source", events(c.only_in_a)},
-              {"only_in_target", events(c.only_in_b)}};
+              {"only_in_target", events(c.only_in_b)},
+              {"fp8_outcome", c.fp8 ? fp8_outcome_json(*c.fp8) : json(nullptr)}};
   return text(doc);
 }
 

@@ -24,7 +24,8 @@ CREATE TABLE strings (
 -- Lookup tables for the small enumerations stored as integers.
 CREATE TABLE dtypes (id INTEGER PRIMARY KEY, name TEXT NOT NULL, bits INTEGER);
 INSERT INTO dtypes VALUES (0,'f32',32),(1,'f16',16),(2,'bf16',16),(3,'i32',32),(4,'i64',64),(5,'u8',8),(6,'f64',64),
-  (7,'e4m3',8),(8,'e5m2',8),(9,'e4m3fnuz',8),(10,'e5m2fnuz',8),(11,'e8m0',8);  -- the 8-bit floats (number_formats.h)
+  (7,'e4m3',8),(8,'e5m2',8),(9,'e4m3fnuz',8),(10,'e5m2fnuz',8),(11,'e8m0',8),  -- the 8-bit floats (number_formats.h)
+  (12,'e2m1',4);  -- OCP FP4, stored one value a byte
 CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO categories VALUES (0,'weight'),(1,'master_weight'),(2,'gradient'),(3,'activation'),
   (4,'optimizer_state'),(5,'workspace'),(6,'data');

@@ -58,10 +58,11 @@ constexpr ByteTable make_table(const contract::ByteFormat& f) {
   return t;
 }
 
-constexpr std::array<ByteTable, 5> kTables = {
+constexpr std::array<ByteTable, 6> kTables = {
     make_table(contract::kByteFormats[0]), make_table(contract::kByteFormats[1]),
     make_table(contract::kByteFormats[2]), make_table(contract::kByteFormats[3]),
-    make_table(contract::kByteFormats[4])};
+    make_table(contract::kByteFormats[4]), make_table(contract::kByteFormats[5])};
+static_assert(kTables.size() == contract::kByteFormats.size());
 
 // The tables against the formats' definitions (docs/statistics.md, "8-bit formats").
 static_assert(kTables[0].finite == 254 && kTables[0].pattern[0x7E].value == 448.0 &&
@@ -70,6 +71,9 @@ static_assert(kTables[1].finite == 248 && kTables[1].pattern[0x7C].kind == ByteP
               kTables[1].pattern[0xFC].kind == BytePattern::NegInf);
 static_assert(kTables[2].finite == 255 && kTables[2].pattern[0x80].kind == BytePattern::Nan &&
               kTables[2].pattern[0x7F].value == 240.0);
+// e2m1: every byte is finite (the high four bits are ignored); 0x7 is 6, 0x1 the subnormal 0.5.
+static_assert(kTables[5].finite == 256 && kTables[5].pattern[0x7].value == 6.0 && kTables[5].pattern[0xF].value == -6.0 &&
+              kTables[5].pattern[0x1].subnormal && kTables[5].pattern[0x8].zero);
 static_assert(kTables[4].finite == 255 && !kTables[4].pattern[0].zero && kTables[4].pattern[0].hist == -127 - kHistMinExponent);
 // 448 (e4m3's largest) neither overflows e4m3 nor fp16; e5m2's 57344 is near fp16's largest.
 static_assert(!kTables[0].pattern[0x7E].overflow[int(CastFormat::E4M3)] &&

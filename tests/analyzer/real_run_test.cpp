@@ -430,12 +430,12 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
   // operands (its gradient recipe to gradients, its forward recipe to the others) does not fit.
   for (const Fp8Readiness* readiness : {&r, &none}) {
     const Fp8Advice advice = fp8_advice(*readiness);
-    ASSERT_EQ(advice.modes.size(), kMptrainFp8Modes.size());
+    ASSERT_EQ(advice.modes.size(), 10u);  // the modes whose gradients a forecast recipe replays
     ASSERT_TRUE(advice.best);
     for (const Fp8ModeAdvice& m : advice.modes) {
       std::set<std::string> expected;
       for (const OperandReadiness& o : readiness->operands) {
-        const Recipe applied = o.operand == fpscope::contract::Operand::Gradient ? m.mode.gradient : m.mode.forward;
+        const Recipe applied = o.operand == fpscope::contract::Operand::Gradient ? *m.mode.gradient : m.mode.forward;
         if (o.misfit[std::size_t(applied)] != Misfit::None) expected.insert(o.layer);
       }
       EXPECT_EQ(std::set<std::string>(m.keep.begin(), m.keep.end()), expected) << m.mode.recipe << " " << m.mode.format;
@@ -469,6 +469,51 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
   EXPECT_EQ(listed, best.keep);
   const std::string train = std::string(MPTRAIN_BIN) + kCommon + " " + flags + " > /dev/null 2>&1";
   EXPECT_EQ(std::system(train.c_str()), 0) << train;
+}
+
+// `compare` of a forecast run (amp-bf16, --recipes operands) with an fp8 run of the same seed: every
+// operand of the four matrix layers has a row; at step 0 the weights and conv1's input are the same
+// values in both runs, and there the forecast's counts equal the quantize kernels'; B's totals are
+// those of its quantize launches, read here straight from SQL.
+TEST_F(RealRun, CompareSetsTheForecastAgainstAnFp8Run) {
+  const std::string forecast = fpscope::test::temp_dir() + "/fp8_forecast.sqlite";
+  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands -o " + forecast + " -- " +
+                          MPTRAIN_BIN + kCommon + " --precision amp-bf16 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto fp8 = traced("fp8_outcome", "--precision fp8 --fp8-recipe delayed");
+  const Comparison c = compare(*Trace::open(forecast), *Trace::open(fp8));
+  ASSERT_TRUE(c.fp8);
+  EXPECT_STREQ(c.fp8->mode.recipe, "delayed");
+  ASSERT_EQ(c.fp8->rows.size(), 12u);
+  EXPECT_GE(c.fp8->step0_compared, 5);  // four weights and conv1's input at least
+  EXPECT_EQ(c.fp8->step0_equal, c.fp8->step0_compared);
+  uint64_t lost_at_step0 = 0;
+  for (const Fp8OutcomeRow& r : c.fp8->rows) {
+    SCOPED_TRACE(r.layer + " " + fpscope::contract::operand_name(r.operand));
+    EXPECT_EQ(r.recipe, r.operand == fpscope::contract::Operand::Gradient ? Recipe::DelayedE5M2 : Recipe::DelayedE4M3);
+    if (r.operand == fpscope::contract::Operand::Weight ||
+        (r.layer == "conv1" && r.operand == fpscope::contract::Operand::Activation)) {
+      EXPECT_TRUE(r.step0_same_operand);
+      lost_at_step0 += r.b_step0_underflow.value_or(0) + r.b_step0_subnormal.value_or(0);
+    }
+    EXPECT_GE(r.a_rank, 1);
+    EXPECT_GE(r.b_rank, 1);
+    EXPECT_EQ(r.a_quantized, r.b_quantized);  // each operand tensor once a step, in both runs
+  }
+  EXPECT_GT(lost_at_step0, 0u);  // delayed scaling's first step (scale 1) loses values: the counts are not all zero
+  const std::string weights_b =
+      " from v_kernels k join tensors x on x.kernel_id = k.id and x.role = 'in' and x.slot = 0 join tensors q on "
+      "q.kernel_id = k.id and q.role = 'out' and q.slot = 0 join strings s on s.id = x.name_id where k.kernel like "
+      "'fp8_quantize_%' and k.phase = 'forward' and s.value = 'fc1.weight'";
+  for (const Fp8OutcomeRow& r : c.fp8->rows) {
+    if (r.layer != "fc1" || r.operand != fpscope::contract::Operand::Weight) continue;
+    EXPECT_EQ(int64_t(r.b_quantized), *sql_value(fp8, "select sum(x.count)" + weights_b));
+    EXPECT_EQ(int64_t(r.b_underflow), *sql_value(fp8, "select sum(q.zero - x.zero)" + weights_b));
+    EXPECT_EQ(int64_t(r.b_subnormal), *sql_value(fp8, "select sum(q.subnormal)" + weights_b));
+  }
+  // Not an fp8 run, or no forecast: nothing to set side by side.
+  EXPECT_FALSE(compare(*Trace::open(forecast), *Trace::open(forecast)).fp8);
+  EXPECT_FALSE(compare(*Trace::open(fp8), *Trace::open(fp8)).fp8);
 }
 
 // A trace made without --recipes says it holds no forecast; one that asked for it but measured no

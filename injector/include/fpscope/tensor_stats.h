@@ -21,12 +21,14 @@ namespace fpscope {
 // The measured contract::Dtype values (contract::is_measured), under the same numbers.
 enum class ElementType : uint8_t {
   F32 = 0, F16 = 1, BF16 = 2, F64 = 6,
-  E4M3 = 7, E5M2 = 8, E4M3FNUZ = 9, E5M2FNUZ = 10, E8M0 = 11  // the 8-bit formats
+  E4M3 = 7, E5M2 = 8, E4M3FNUZ = 9, E5M2FNUZ = 10, E8M0 = 11,  // the 8-bit formats
+  E2M1 = 12                                                     // OCP FP4, one value per byte
 };
 static_assert(static_cast<int>(ElementType::BF16) == static_cast<int>(contract::Dtype::BF16));
 static_assert(static_cast<int>(ElementType::F64) == static_cast<int>(contract::Dtype::F64));
 static_assert(static_cast<int>(ElementType::E4M3) == static_cast<int>(contract::Dtype::E4M3));
 static_assert(static_cast<int>(ElementType::E8M0) == static_cast<int>(contract::Dtype::E8M0));
+static_assert(static_cast<int>(ElementType::E2M1) == static_cast<int>(contract::Dtype::E2M1));
 
 // Whether the type is one of the 8-bit formats (contract::kByteFormats).
 constexpr bool is_byte_type(ElementType type) {

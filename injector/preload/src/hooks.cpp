@@ -23,7 +23,8 @@ static_assert(MPT_DTYPE_F32 == int(contract::Dtype::F32) && MPT_DTYPE_F16 == int
               MPT_DTYPE_I64 == int(contract::Dtype::I64) && MPT_DTYPE_U8 == int(contract::Dtype::U8) &&
               MPT_DTYPE_F64 == int(contract::Dtype::F64) && MPT_DTYPE_E4M3 == int(contract::Dtype::E4M3) &&
               MPT_DTYPE_E5M2 == int(contract::Dtype::E5M2) && MPT_DTYPE_E4M3FNUZ == int(contract::Dtype::E4M3FNUZ) &&
-              MPT_DTYPE_E5M2FNUZ == int(contract::Dtype::E5M2FNUZ) && MPT_DTYPE_E8M0 == int(contract::Dtype::E8M0));
+              MPT_DTYPE_E5M2FNUZ == int(contract::Dtype::E5M2FNUZ) && MPT_DTYPE_E8M0 == int(contract::Dtype::E8M0) &&
+              MPT_DTYPE_E2M1 == int(contract::Dtype::E2M1));
 static_assert(MPT_CAT_WEIGHT == int(contract::MemoryCategory::Weight) &&
               MPT_CAT_MASTER_WEIGHT == int(contract::MemoryCategory::MasterWeight) &&
               MPT_CAT_GRADIENT == int(contract::MemoryCategory::Gradient) &&

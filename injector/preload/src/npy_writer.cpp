@@ -40,7 +40,8 @@ const char* npy_descr(int32_t dtype) {
     case MPT_DTYPE_E5M2:
     case MPT_DTYPE_E4M3FNUZ:
     case MPT_DTYPE_E5M2FNUZ:
-    case MPT_DTYPE_E8M0: return "|u1";
+    case MPT_DTYPE_E8M0:
+    case MPT_DTYPE_E2M1: return "|u1";
     default: return nullptr;
   }
 }

@@ -36,9 +36,10 @@ constexpr ByteKinds byte_kinds(const contract::ByteFormat& f) {
   }
   return k;
 }
-constexpr std::array<ByteKinds, 5> kByteKinds = {byte_kinds(contract::kByteFormats[0]), byte_kinds(contract::kByteFormats[1]),
+constexpr std::array<ByteKinds, 6> kByteKinds = {byte_kinds(contract::kByteFormats[0]), byte_kinds(contract::kByteFormats[1]),
                                                  byte_kinds(contract::kByteFormats[2]), byte_kinds(contract::kByteFormats[3]),
-                                                 byte_kinds(contract::kByteFormats[4])};
+                                                 byte_kinds(contract::kByteFormats[4]), byte_kinds(contract::kByteFormats[5])};
+static_assert(kByteKinds.size() == contract::kByteFormats.size());
 const ByteKinds& kinds_of_bytes(ElementType type) { return kByteKinds[size_t(int(type) - int(ElementType::E4M3))]; }
 
 bool all_finite_bytes(const uint8_t* v, size_t n, const ByteKinds& k) {
@@ -97,6 +98,7 @@ std::optional<ElementType> float_type(int32_t dtype) {
     case MPT_DTYPE_E4M3FNUZ: return ElementType::E4M3FNUZ;
     case MPT_DTYPE_E5M2FNUZ: return ElementType::E5M2FNUZ;
     case MPT_DTYPE_E8M0: return ElementType::E8M0;
+    case MPT_DTYPE_E2M1: return ElementType::E2M1;
     default: return std::nullopt;
   }
 }

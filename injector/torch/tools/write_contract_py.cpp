@@ -82,6 +82,7 @@ std::map<std::string, std::string> facts() {
       {"DTYPE_E4M3FNUZ", n(MPT_DTYPE_E4M3FNUZ)},
       {"DTYPE_E5M2FNUZ", n(MPT_DTYPE_E5M2FNUZ)},
       {"DTYPE_E8M0", n(MPT_DTYPE_E8M0)},
+      {"DTYPE_E2M1", n(MPT_DTYPE_E2M1)},
       {"MEASURED_DTYPES", measured_dtypes()},
       {"UNINITIALIZED_OPERATORS", bytes_tuple(contract::kUninitializedOperators)},
       {"UNMEASURED_NAMESPACES", bytes_tuple(contract::kUnmeasuredNamespaces)},

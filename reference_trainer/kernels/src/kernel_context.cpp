@@ -23,6 +23,7 @@ const char* dtype_name(int32_t dtype) {
     case MPT_DTYPE_E4M3FNUZ: return "e4m3fnuz";
     case MPT_DTYPE_E5M2FNUZ: return "e5m2fnuz";
     case MPT_DTYPE_E8M0: return "e8m0";
+    case MPT_DTYPE_E2M1: return "e2m1";
     default: return "unknown dtype";
   }
 }

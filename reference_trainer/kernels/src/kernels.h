@@ -55,6 +55,7 @@ void adamw_step(const Launch& l);
 void fp8_quantize_tensor(const Launch& l);
 void fp8_quantize_mx(const Launch& l);
 void fp8_quantize_block(const Launch& l);
+void fp8_quantize_nvfp4(const Launch& l);
 void fp8_dequantize(const Launch& l);
 
 // Collectives (kernels_collective.cpp)

@@ -1,11 +1,12 @@
-// Scaled quantization to the 8-bit float formats and back: the kernels behind mptrain's fp8 modes.
+// Scaled quantization to the 8-bit and 4-bit float formats and back: the kernels behind mptrain's
+// fp8 modes.
 //
 // A quantize kernel chooses scales s from the data (per tensor, per block of a row, per tile) or
-// from a history of amaxes, multiplies each value by its s in fp32, rounds the product to e4m3 or
-// e5m2 (nearest, ties to even) and saturates at the format's largest finite value. It writes the
-// 8-bit values and the decode scales (1/s: what a GEMM multiplies its fp32 sums by). `fp8_dequantize`
-// multiplies back, in fp32, so that the existing matrix kernels can consume the operand: the
-// products then accumulate in fp32 as on an fp8 tensor core.
+// from a history of amaxes, multiplies each value by its s in fp32, rounds the product to e4m3,
+// e5m2 or e2m1 (nearest, ties to even) and saturates at the format's largest finite value. It
+// writes the narrow values and the decode scales (1/s: what a GEMM multiplies its fp32 sums by).
+// `fp8_dequantize` multiplies back, in fp32, so that the existing matrix kernels can consume the
+// operand: the products then accumulate in fp32 as on an fp8 tensor core.
 //
 // The arithmetic here is written for the kernel library alone, from the recipes' published rules
 // (docs/kernels.md states them); tests hold it against an independent quantizer.
@@ -30,17 +31,23 @@ struct ByteFloat {
   int min_exponent;  // exponent of the smallest normal value
   float max;         // largest finite value
   uint8_t max_bits;  // its pattern
-  uint8_t nan_bits;  // the pattern written for NaN (and for Inf in e4m3, which has none)
+  uint8_t nan_bits;  // the pattern written for NaN (and for Inf in e4m3, which has none); e2m1 has none
   bool has_inf;
+  bool has_nan;
+  uint8_t sign_bit;  // 0x80; e2m1's value sits in the low four bits of its byte, its sign in bit 3
 };
 
-constexpr ByteFloat kE4M3Format{MPT_DTYPE_E4M3, 3, -6, 448.0f, 0x7E, 0x7F, false};
-constexpr ByteFloat kE5M2Format{MPT_DTYPE_E5M2, 2, -14, 57344.0f, 0x7B, 0x7F, true};
+constexpr ByteFloat kE4M3Format{MPT_DTYPE_E4M3, 3, -6, 448.0f, 0x7E, 0x7F, false, true, 0x80};
+constexpr ByteFloat kE5M2Format{MPT_DTYPE_E5M2, 2, -14, 57344.0f, 0x7B, 0x7F, true, true, 0x80};
+constexpr ByteFloat kE2M1Format{MPT_DTYPE_E2M1, 1, 0, 6.0f, 0x07, 0x00, false, false, 0x08};
 
-const ByteFloat& byte_float(const Launch& l, const TensorArg& q) {
+// The format of q: e4m3 or e5m2, or e2m1 where the kernel takes it (microscaling and NVFP4, whose
+// non-finite blocks are marked by a NaN scale, since e2m1 has no NaN).
+const ByteFloat& byte_float(const Launch& l, const TensorArg& q, bool e2m1 = false) {
   if (q->dtype == MPT_DTYPE_E4M3) return kE4M3Format;
   if (q->dtype == MPT_DTYPE_E5M2) return kE5M2Format;
-  l.fail(q.label + ": expected dtype e4m3 or e5m2, got " + dtype_name(q->dtype));
+  if (e2m1 && q->dtype == MPT_DTYPE_E2M1) return kE2M1Format;
+  l.fail(q.label + ": expected dtype e4m3" + (e2m1 ? ", e5m2 or e2m1" : " or e5m2") + ", got " + dtype_name(q->dtype));
 }
 
 // The byte of an fp32 value v: |v| rounded to the format's grid (ties to even), saturated at the
@@ -48,7 +55,7 @@ const ByteFloat& byte_float(const Launch& l, const TensorArg& q) {
 // only when the input itself was infinite (see encode_scaled).
 uint8_t encode(float v, const ByteFloat& f) {
   if (std::isnan(v)) return f.nan_bits;
-  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const uint8_t sign = std::signbit(v) ? f.sign_bit : 0x00;
   const double a = std::fabs(static_cast<double>(v));
   if (a == 0.0) return sign;
   if (!(a < static_cast<double>(f.max))) return sign | f.max_bits;  // at or beyond the largest value
@@ -75,7 +82,7 @@ uint8_t encode(float v, const ByteFloat& f) {
 
 // The byte of x scaled by s: the product rounded to fp32 first, as the recipes state.
 uint8_t encode_scaled(float x, float s, const ByteFloat& f) {
-  if (std::isinf(x) && f.has_inf) return static_cast<uint8_t>((x < 0 ? 0x80 : 0x00) | 0x7C);
+  if (std::isinf(x) && f.has_inf) return static_cast<uint8_t>((x < 0 ? f.sign_bit : 0x00) | 0x7C);
   if (!std::isfinite(x)) return f.nan_bits;
   return encode(x * s, f);
 }
@@ -84,15 +91,16 @@ uint8_t encode_scaled(float x, float s, const ByteFloat& f) {
 std::vector<float> decode_table(const ByteFloat& f) {
   std::vector<float> table(256);
   const int bias = 1 - f.min_exponent;
+  const int magnitude_mask = f.sign_bit - 1;
   for (int b = 0; b < 256; ++b) {
-    const int field = (b & 0x7F) >> f.mantissa_bits;
+    const int field = (b & magnitude_mask) >> f.mantissa_bits;
     const int mantissa = b & ((1 << f.mantissa_bits) - 1);
     double magnitude = field == 0 ? std::ldexp(mantissa, f.min_exponent - f.mantissa_bits)
                                   : std::ldexp((1 << f.mantissa_bits) + mantissa, field - bias - f.mantissa_bits);
-    const int top_field = (0x7F >> f.mantissa_bits);
+    const int top_field = magnitude_mask >> f.mantissa_bits;
     if (f.has_inf && field == top_field) magnitude = mantissa == 0 ? INFINITY : NAN;
-    if (!f.has_inf && (b & 0x7F) == 0x7F) magnitude = NAN;
-    table[b] = static_cast<float>((b & 0x80) ? -magnitude : magnitude);
+    if (!f.has_inf && f.has_nan && (b & magnitude_mask) == magnitude_mask) magnitude = NAN;
+    table[b] = static_cast<float>((b & f.sign_bit) ? -magnitude : magnitude);
   }
   return table;
 }
@@ -100,7 +108,8 @@ std::vector<float> decode_table(const ByteFloat& f) {
 const std::vector<float>& decoded(const ByteFloat& f) {
   static const std::vector<float> e4m3 = decode_table(kE4M3Format);
   static const std::vector<float> e5m2 = decode_table(kE5M2Format);
-  return f.dtype == MPT_DTYPE_E4M3 ? e4m3 : e5m2;
+  static const std::vector<float> e2m1 = decode_table(kE2M1Format);
+  return f.dtype == MPT_DTYPE_E4M3 ? e4m3 : f.dtype == MPT_DTYPE_E5M2 ? e5m2 : e2m1;
 }
 
 // [SECTION] Scales
@@ -204,7 +213,7 @@ void fp8_quantize_mx(const Launch& l) {
   l.expect_counts(1, 2);
   TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scales = l.output(1, "scales");
   l.expect_float(x);
-  const ByteFloat& f = byte_float(l, q);
+  const ByteFloat& f = byte_float(l, q, true);
   expect_same_shape_any_dtype(l, q, x);
   l.expect_dtype(scales, MPT_DTYPE_E8M0);
   const int64_t block = l.integer_or("block", 32, 1);
@@ -215,7 +224,7 @@ void fp8_quantize_mx(const Launch& l) {
     l.fail(scales.label + ": expected shape [" + std::to_string(v.rows) + "," + std::to_string(blocks_per_row) +
            "] (rows by blocks of " + std::to_string(block) + "), got " + shape_text(*scales));
 
-  // The element format's largest power of two: 2^8 for e4m3, 2^15 for e5m2.
+  // The element format's largest power of two: 2^8 for e4m3, 2^15 for e5m2, 2^2 for e2m1.
   int max_exp = 0;
   std::frexp(f.max, &max_exp);
   max_exp -= 1;
@@ -292,12 +301,65 @@ void fp8_quantize_block(const Launch& l) {
   });
 }
 
+// [SECTION] NVFP4: an fp32 scale for the tensor and an e4m3 scale per 16 values of a row (or tile)
+
+void fp8_quantize_nvfp4(const Launch& l) {
+  l.expect_counts(1, 3);
+  TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scales = l.output(1, "block_scales");
+  TensorArg global = l.output(2, "global_scale_inv");
+  l.expect_float(x);
+  l.expect_dtype(q, MPT_DTYPE_E2M1);
+  expect_same_shape_any_dtype(l, q, x);
+  l.expect_dtype(scales, MPT_DTYPE_E4M3);
+  l.expect_dtype(global, MPT_DTYPE_F32);
+  l.expect_numel(global, 1);
+  const int64_t block = l.integer_or("block", 16, 1), tile_rows = l.integer_or("tile_rows", 1, 1);
+  const RowView v = row_view(x);
+  const int64_t tr = ceil_div(v.rows, tile_rows), tc = ceil_div(v.cols, block);
+  if (scales->ndim != 2 || scales.dim(0) != tr || scales.dim(1) != tc)
+    l.fail(scales.label + ": expected shape [" + std::to_string(tr) + "," + std::to_string(tc) + "], got " +
+           shape_text(*scales));
+
+  F32Input xv(*x);
+  Amax tensor;
+  for (int64_t i = 0; i < x.numel(); ++i) tensor.add(xv[i]);
+  // The tensor's scale maps its amax to the largest block scale times the largest element: 448 x 6.
+  const float global_s = !tensor.nonfinite && tensor.value > 0.0f ? quotient(448.0f * 6.0f, tensor.value) : 1.0f;
+  auto* out = static_cast<uint8_t*>(q->data);
+  auto* sc = static_cast<uint8_t*>(scales->data);
+  const std::vector<float>& e4m3 = decoded(kE4M3Format);
+  parallel_for(tr * tc, 16, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t r0 = (k / tc) * tile_rows, r1 = std::min(r0 + tile_rows, v.rows);
+      const int64_t c0 = (k % tc) * block, c1 = std::min(c0 + block, v.cols);
+      Amax amax;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) amax.add(xv[r * v.cols + c]);
+      float s = 0.0f;
+      if (amax.nonfinite) {  // e2m1 has no NaN: the block's scale is e4m3's NaN and its values zero
+        sc[k] = kE4M3Format.nan_bits;
+      } else {
+        // The block's e4m3 scale: amax / 6 in the tensor's scale, rounded and saturated.
+        sc[k] = encode((amax.value / 6.0f) * global_s, kE4M3Format);
+        const float block_scale = e4m3[sc[k]];
+        s = block_scale == 0.0f ? 0.0f : global_s / block_scale;  // 0: the block's scale underflowed
+      }
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c)
+          out[r * v.cols + c] = amax.nonfinite ? 0 : encode(xv[r * v.cols + c] * s, kE2M1Format);
+    }
+  });
+  *static_cast<float*>(global->data) = 1.0f / global_s;
+}
+
 // [SECTION] Back to a wider type
 
 void fp8_dequantize(const Launch& l) {
-  l.expect_counts(2, 1);
+  const bool nvfp4 = l.n_inputs() == 3;
+  if (!nvfp4) l.expect_counts(2, 1);
+  if (nvfp4) l.expect_counts(3, 1);
   TensorArg q = l.input(0, "q"), scale = l.input(1, "scale"), y = l.output(0, "y");
-  const ByteFloat& f = byte_float(l, q);
+  const ByteFloat& f = byte_float(l, q, true);
   l.expect_float(y);
   expect_same_shape_any_dtype(l, y, q);
   const int64_t block = l.integer_or("block", 0, 0), tile_rows = l.integer_or("tile_rows", 1, 1);
@@ -305,7 +367,20 @@ void fp8_dequantize(const Launch& l) {
   const bool per_tensor = block == 0;
   const int64_t tr = per_tensor ? 1 : ceil_div(v.rows, tile_rows), tc = per_tensor ? 1 : ceil_div(v.cols, block);
   const bool e8m0 = scale->dtype == MPT_DTYPE_E8M0;
-  if (!e8m0) l.expect_dtype(scale, MPT_DTYPE_F32);
+  if (nvfp4) {
+    l.expect_dtype(scale, MPT_DTYPE_E4M3);
+  } else if (!e8m0) {
+    l.expect_dtype(scale, MPT_DTYPE_F32);
+  }
+  if (f.dtype == MPT_DTYPE_E2M1 && !e8m0 && !nvfp4)
+    l.fail(q.label + ": e2m1 values take E8M0 block scales, or NVFP4's e4m3 block scales and a global scale");
+  float global_inv = 1.0f;
+  if (nvfp4) {
+    TensorArg global = l.input(2, "global_scale_inv");
+    l.expect_dtype(global, MPT_DTYPE_F32);
+    l.expect_numel(global, 1);
+    global_inv = *static_cast<const float*>(global->data);
+  }
   if (per_tensor ? scale.numel() != 1 : (scale->ndim != 2 || scale.dim(0) != tr || scale.dim(1) != tc))
     l.fail(scale.label + ": expected " + (per_tensor ? std::string("one value") : "shape [" + std::to_string(tr) + "," +
            std::to_string(tc) + "]") + ", got " + shape_text(*scale));
@@ -313,6 +388,7 @@ void fp8_dequantize(const Launch& l) {
   const std::vector<float>& value = decoded(f);
   const auto* in = static_cast<const uint8_t*>(q->data);
   auto scale_of = [&](int64_t k) {
+    if (nvfp4) return decoded(kE4M3Format)[static_cast<const uint8_t*>(scale->data)[k]];
     if (!e8m0) return static_cast<const float*>(scale->data)[k];
     const uint8_t b = static_cast<const uint8_t*>(scale->data)[k];
     return b == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, int(b) - 127);
@@ -323,7 +399,8 @@ void fp8_dequantize(const Launch& l) {
     for (int64_t r = b; r < e; ++r)
       for (int64_t c = 0; c < v.cols; ++c) {
         const int64_t k = per_tensor ? 0 : (r / tile_rows) * tc + c / block;
-        yv[r * v.cols + c] = value[in[r * v.cols + c]] * scale_of(k);
+        const float scaled = value[in[r * v.cols + c]] * scale_of(k);
+        yv[r * v.cols + c] = nvfp4 ? scaled * global_inv : scaled;
       }
   });
   out.store();

@@ -43,6 +43,7 @@ constexpr Entry kKernels[] = {
     {"fp8_quantize_tensor", kernels::fp8_quantize_tensor},
     {"fp8_quantize_mx", kernels::fp8_quantize_mx},
     {"fp8_quantize_block", kernels::fp8_quantize_block},
+    {"fp8_quantize_nvfp4", kernels::fp8_quantize_nvfp4},
     {"fp8_dequantize", kernels::fp8_dequantize},
     {"allreduce_sum", kernels::allreduce_sum},
 };

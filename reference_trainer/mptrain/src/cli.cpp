@@ -81,8 +81,8 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--precision", raw.precision, "fp32, fp16, bf16, amp-fp16, amp-bf16 or fp8 (amp-bf16 with fp8 operands)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16", "fp8"}))->capture_default_str();
   app.add_option("--fp8-recipe", raw.fp8_recipe,
-                 "fp8 scaling: current, delayed, mxfp8, mxfp8-ceil or block (default current)")
-      ->check(CLI::IsMember({"current", "delayed", "mxfp8", "mxfp8-ceil", "block"}));
+                 "fp8 scaling: current, delayed, mxfp8, mxfp8-ceil, block, or (4-bit) mxfp4, nvfp4 (default current)")
+      ->check(CLI::IsMember({"current", "delayed", "mxfp8", "mxfp8-ceil", "block", "mxfp4", "nvfp4"}));
   app.add_option("--fp8-format", raw.fp8_format, "hybrid (e4m3 forward, e5m2 gradients) or e4m3 (default hybrid)")
       ->check(CLI::IsMember({"hybrid", "e4m3"}));
   app.add_option("--fp8-amax-history", raw.fp8_amax_history, "delayed scaling: steps of amax history (default 1024)")
@@ -132,6 +132,9 @@ void finish_fp8(TrainConfig& c, const RawOptions& raw) {
   // The fp8 quantize kernels have no CUDA version yet.
   if (c.device == "cuda") throw UsageError("--precision fp8 runs on --device cpu only");
   if (raw.fp8_recipe) c.fp8.recipe = parse_fp8_recipe(*raw.fp8_recipe);
+  if (raw.fp8_format && is_fp4_recipe(c.fp8.recipe))
+    throw UsageError(fmt::format("--fp8-format applies to the 8-bit recipes: {} quantizes every operand to e2m1",
+                                 fp8_recipe_name(c.fp8.recipe)));
   c.fp8.hybrid = raw.fp8_format.value_or("hybrid") == "hybrid";
   if (raw.fp8_amax_history) {
     if (c.fp8.recipe != Fp8Recipe::kDelayed) throw UsageError("--fp8-amax-history applies to --fp8-recipe delayed only");

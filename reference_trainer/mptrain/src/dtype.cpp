@@ -17,6 +17,7 @@ std::string dtype_name(DType dtype) {
     case MPT_DTYPE_E4M3FNUZ: return "fp8-e4m3fnuz";
     case MPT_DTYPE_E5M2FNUZ: return "fp8-e5m2fnuz";
     case MPT_DTYPE_E8M0: return "e8m0";
+    case MPT_DTYPE_E2M1: return "fp4-e2m1";
   }
   return "dtype" + std::to_string(static_cast<int>(dtype));
 }

@@ -18,14 +18,16 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 Tensor Fp8Quantizer::quantize(Runtime& rt, const Tensor& x_in, Fp8Operand operand) {
   const Tensor x = quantize_view(x_in, operand);
-  const DType format = operand == Fp8Operand::kGradient && config_.hybrid ? MPT_DTYPE_E5M2 : MPT_DTYPE_E4M3;
+  const DType format = is_fp4_recipe(config_.recipe)                         ? MPT_DTYPE_E2M1
+                       : operand == Fp8Operand::kGradient && config_.hybrid ? MPT_DTYPE_E5M2
+                                                                            : MPT_DTYPE_E4M3;
   const int category = operand == Fp8Operand::kWeight ? MPT_CAT_WEIGHT : MPT_CAT_ACTIVATION;
   const std::string& name = x.name();
   Tensor q = rt.alloc(name + ".fp8", x.shape(), format, category);
   const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
 
-  Tensor scale;
+  Tensor scale, global;  // global: NVFP4's tensor scale
   Scalars dequantize_scalars;
   switch (config_.recipe) {
     case Fp8Recipe::kCurrent:
@@ -46,12 +48,23 @@ Tensor Fp8Quantizer::quantize(Runtime& rt, const Tensor& x_in, Fp8Operand operan
       break;
     }
     case Fp8Recipe::kMxfp8:
-    case Fp8Recipe::kMxfp8Ceil: {
+    case Fp8Recipe::kMxfp8Ceil:
+    case Fp8Recipe::kMxfp4: {
       constexpr int64_t kBlock = 32;
       scale = rt.alloc(name + ".fp8.scales", {rows, ceil_div(cols, kBlock)}, MPT_DTYPE_E8M0, MPT_CAT_WORKSPACE);
       rt.launch("fp8_quantize_mx", {&x}, {&q, &scale},
                 {{"block", double(kBlock)}, {"round_up", config_.recipe == Fp8Recipe::kMxfp8Ceil ? 1.0 : 0.0}});
       dequantize_scalars = {{"block", double(kBlock)}};
+      break;
+    }
+    case Fp8Recipe::kNvfp4: {
+      constexpr int64_t kBlock = 16;
+      const int64_t tile_rows = operand == Fp8Operand::kWeight ? kBlock : 1;
+      scale = rt.alloc(name + ".fp8.block_scales", {ceil_div(rows, tile_rows), ceil_div(cols, kBlock)}, MPT_DTYPE_E4M3,
+                       MPT_CAT_WORKSPACE);
+      global = rt.alloc(name + ".fp8.global_scale_inv", {1}, MPT_DTYPE_F32, MPT_CAT_WORKSPACE);
+      dequantize_scalars = {{"block", double(kBlock)}, {"tile_rows", double(tile_rows)}};
+      rt.launch("fp8_quantize_nvfp4", {&x}, {&q, &scale, &global}, dequantize_scalars);
       break;
     }
     case Fp8Recipe::kBlock: {
@@ -65,7 +78,11 @@ Tensor Fp8Quantizer::quantize(Runtime& rt, const Tensor& x_in, Fp8Operand operan
     }
   }
   Tensor y = rt.alloc(name + ".dequantized", x.shape(), MPT_DTYPE_F32, category);
-  rt.launch("fp8_dequantize", {&q, &scale}, {&y}, dequantize_scalars);
+  if (global.defined()) {
+    rt.launch("fp8_dequantize", {&q, &scale, &global}, {&y}, dequantize_scalars);
+  } else {
+    rt.launch("fp8_dequantize", {&q, &scale}, {&y}, dequantize_scalars);
+  }
   return y.reshaped(x_in.shape());
 }
 

@@ -13,7 +13,9 @@
 // Recipes: current (a scale per tensor from its own amax), delayed (from the amax history of the
 // same tensor over the last --fp8-amax-history steps), mxfp8 (an E8M0 power of two per 32 values,
 // the OCP rule; mxfp8-ceil rounds the scale up as TE and cuBLAS do), block (power-of-two scales per
-// 1x128 run of a row, per 128x128 tile of a weight). A weight is viewed as [out, in·kh·kw], other
+// 1x128 run of a row, per 128x128 tile of a weight); and in 4 bits (e2m1 for every operand) mxfp4
+// (the MX rule per 32 values) and nvfp4 (an fp32 scale for the tensor and an e4m3 scale per 16
+// values of a row, per 16x16 tile of a weight). A weight is viewed as [out, in·kh·kw], other
 // operands as rows of their last dimension, as fpscope's forecast views them.
 #pragma once
 

@@ -37,7 +37,9 @@ Fp8Recipe parse_fp8_recipe(const std::string& text) {
   if (text == "mxfp8") return Fp8Recipe::kMxfp8;
   if (text == "mxfp8-ceil") return Fp8Recipe::kMxfp8Ceil;
   if (text == "block") return Fp8Recipe::kBlock;
-  throw UsageError(fmt::format("--fp8-recipe: '{}' is not one of current, delayed, mxfp8, mxfp8-ceil, block", text));
+  if (text == "mxfp4") return Fp8Recipe::kMxfp4;
+  if (text == "nvfp4") return Fp8Recipe::kNvfp4;
+  throw UsageError(fmt::format("--fp8-recipe: '{}' is not one of current, delayed, mxfp8, mxfp8-ceil, block, mxfp4, nvfp4", text));
 }
 
 std::string fp8_recipe_name(Fp8Recipe recipe) {
@@ -47,6 +49,8 @@ std::string fp8_recipe_name(Fp8Recipe recipe) {
     case Fp8Recipe::kMxfp8: return "mxfp8";
     case Fp8Recipe::kMxfp8Ceil: return "mxfp8-ceil";
     case Fp8Recipe::kBlock: return "block";
+    case Fp8Recipe::kMxfp4: return "mxfp4";
+    case Fp8Recipe::kNvfp4: return "nvfp4";
   }
   return "?";
 }
@@ -54,7 +58,12 @@ std::string fp8_recipe_name(Fp8Recipe recipe) {
 std::string fp8_description(const Fp8Config& config) {
   std::string text = fp8_recipe_name(config.recipe);
   if (config.recipe == Fp8Recipe::kDelayed) text += fmt::format(" (amax history {})", config.amax_history);
+  if (is_fp4_recipe(config.recipe)) return text + ", e2m1 everywhere";
   return text + (config.hybrid ? ", e4m3 forward and e5m2 gradients" : ", e4m3 everywhere");
+}
+
+std::string fp8_format_name(const Fp8Config& config) {
+  return is_fp4_recipe(config.recipe) ? "e2m1" : config.hybrid ? "hybrid" : "e4m3";
 }
 
 std::map<std::string, DType> parse_layer_precision(const std::string& text) {

@@ -25,19 +25,23 @@ namespace mptrain {
 enum class PrecisionMode { kFp32, kFp16, kBf16, kAmpFp16, kAmpBf16, kFp8 };
 
 // --precision fp8's scaling (fp8.h).
-enum class Fp8Recipe { kCurrent, kDelayed, kMxfp8, kMxfp8Ceil, kBlock };
+enum class Fp8Recipe { kCurrent, kDelayed, kMxfp8, kMxfp8Ceil, kBlock, kMxfp4, kNvfp4 };
+// mxfp4 and nvfp4 quantize every operand to e2m1 (4-bit): --fp8-format is the 8-bit recipes'.
+inline bool is_fp4_recipe(Fp8Recipe r) { return r == Fp8Recipe::kMxfp4 || r == Fp8Recipe::kNvfp4; }
 
 struct Fp8Config {
   Fp8Recipe recipe = Fp8Recipe::kCurrent;
-  bool hybrid = true;               // e5m2 gradients; else e4m3 everywhere
+  bool hybrid = true;               // e5m2 gradients; else e4m3 everywhere (8-bit recipes)
   int64_t amax_history = 1024;      // delayed scaling's window, in steps
   std::set<std::string> keep_bf16;  // layers whose operands are not quantized
 };
 
 Fp8Recipe parse_fp8_recipe(const std::string& text);  // throws UsageError
 std::string fp8_recipe_name(Fp8Recipe recipe);
-// "current, e4m3 forward and e5m2 gradients" for the configuration log and the precision plan.
+// "current, e4m3 forward and e5m2 gradients" for the precision plan.
 std::string fp8_description(const Fp8Config& config);
+// The format words of the configuration log: "hybrid", "e4m3" or (mxfp4, nvfp4) "e2m1".
+std::string fp8_format_name(const Fp8Config& config);
 
 PrecisionMode parse_precision_mode(const std::string& text);  // throws UsageError
 std::string precision_mode_name(PrecisionMode mode);

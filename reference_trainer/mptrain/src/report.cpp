@@ -58,7 +58,9 @@ ConfigItems describe_config(const TrainConfig& c, const PrecisionPolicy& policy,
     items.emplace_back("fp32_ops", join_ops(policy.lists().fp32));
   }
   if (c.precision == PrecisionMode::kFp8) {
-    items.emplace_back("fp8", fp8_description(c.fp8));
+    items.emplace_back("fp8_recipe", fp8_recipe_name(c.fp8.recipe));
+    items.emplace_back("fp8_format", fp8_format_name(c.fp8));
+    if (c.fp8.recipe == Fp8Recipe::kDelayed) items.emplace_back("fp8_amax_history", std::to_string(c.fp8.amax_history));
     std::string kept;
     for (const std::string& layer : c.fp8.keep_bf16) kept += (kept.empty() ? "" : ",") + layer;
     items.emplace_back("fp8_keep_bf16", kept.empty() ? "none" : kept);

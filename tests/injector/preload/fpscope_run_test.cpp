@@ -533,7 +533,7 @@ TEST_F(FpscopeRun, Fp8RunsQuantizeTheSameOperandsAsTheForecastSaid) {
   ASSERT_EQ(r.status, 0) << r.stderr_text;
   const std::vector<std::pair<std::string, std::string>> recipes = {
       {"current", "current-e4m3"}, {"delayed", "delayed-e4m3"}, {"mxfp8", "mxfp8-e4m3"},
-      {"mxfp8-ceil", "mxfp8-e4m3-ceil"}, {"block", "block-e4m3"}};
+      {"mxfp8-ceil", "mxfp8-e4m3-ceil"}, {"block", "block-e4m3"}, {"mxfp4", "mxfp4"}, {"nvfp4", "nvfp4"}};
   int64_t compared = 0, lost = 0;
   for (const auto& [flag, recipe] : recipes) {
     SCOPED_TRACE(flag);
@@ -556,7 +556,7 @@ TEST_F(FpscopeRun, Fp8RunsQuantizeTheSameOperandsAsTheForecastSaid) {
     for (const auto& row : forecast) lost += std::stoll(row[1]) + std::stoll(row[2]);
     compared += int64_t(forecast.size());
   }
-  EXPECT_EQ(compared, 25);
+  EXPECT_EQ(compared, 35);
   EXPECT_GT(lost, 0);  // the comparison covers values lost or made subnormal, not only clean casts
 }
 

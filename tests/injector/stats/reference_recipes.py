@@ -13,10 +13,13 @@ With --quantize, MANIFEST lists {"name", "file" (fp32 bits), "rows", "cols", "re
 below, "current-pow2-e5m2" or "block-e5m2" too), "tile_rows", "history" (the amaxes of the steps
 before, for delayed recipes)} and this writes, for each, what the kernel library's fp8 quantize
 kernels must produce: "q" (the 8-bit patterns, hex), "scales" (per tensor or block: the decode
-scale 1/s as fp32 bits, or the E8M0 byte of an MX block), "history" (the amaxes after this step)
+scale 1/s as fp32 bits, the E8M0 byte of an MX block, or NVFP4's e4m3 block scale byte, with its
+tensor's scale 1/s_g as "global"), "history" (the amaxes after this step)
 and "y" (the dequantized values, fp32 bits: each pattern's value times its decode scale).
-A NaN is written as 0x7F in both formats, an Inf as e5m2's Inf and as e4m3's NaN (which has no
-Inf); every value of a non-finite MX block as NaN, its scale as E8M0's NaN (0xFF).
+A NaN is written as 0x7F in both 8-bit formats, an Inf as e5m2's Inf and as e4m3's NaN (which has
+no Inf); every value of a non-finite MX block as NaN (0 in e2m1, which has no NaN), its scale as
+E8M0's NaN (0xFF); a non-finite NVFP4 block's values as 0 under e4m3's NaN as its scale. e2m1
+values are one a byte, in its low four bits (ml_dtypes' float4_e2m1fn).
 
 The element casts are ml_dtypes' (float8_e4m3fn, float8_e5m2, float4_e2m1fn) from fp32 values,
 after clipping to the format's largest value; saturation is read off the unclipped cast (Inf or
@@ -244,7 +247,7 @@ def quantize_bytes(x, s, element):
         v = x.astype(np.float32) * F32(s)
     q = np.clip(v, -F32(el["max"]), F32(el["max"])).astype(el["dtype"]).view(np.uint8).copy()
     nan = ~np.isfinite(x)
-    q[nan] = 0x7F
+    q[nan] = 0x7F if element != "e2m1" else 0
     if element == "e5m2":
         q[np.isposinf(x)] = 0x7C
         q[np.isneginf(x)] = 0xFC
@@ -266,6 +269,7 @@ def quantize(t, x):
         history = [amax] + history[:-1]
     q = np.zeros((rows, cols), dtype=np.uint8)
     scales = []
+    e4m3 = ELEMENTS["e4m3"]["dtype"]
     width = cols if block == 0 else block
     height = rows if block == 0 else t["tile_rows"]
     for r0 in range(0, max(rows, 1), height):
@@ -277,10 +281,17 @@ def quantize(t, x):
             s, poisoned = block_scale(rule, element, b_amax, not bool(tf.all()), ts)
             if rule in ("mx-floor", "mx-ceil"):
                 if poisoned:
-                    q[r0:r0 + height, c0:c0 + width] = 0x7F
+                    q[r0:r0 + height, c0:c0 + width] = 0x7F if element != "e2m1" else 0
                     scales.append(0xFF)
                     continue
                 scales.append(127 - (math.frexp(float(s))[1] - 1))  # s = 2^-k: the byte of 2^k
+            elif rule == "nvfp4":
+                if poisoned:  # e2m1 has no NaN: zeros under e4m3's NaN scale
+                    q[r0:r0 + height, c0:c0 + width] = 0
+                    scales.append(0x7F)
+                    continue
+                d = np.array([(F32(b_amax) / F32(6.0)) * F32(ts)], dtype=np.float32)
+                scales.append(int(np.minimum(d, F32(448)).astype(e4m3).view(np.uint8)[0]))
             else:
                 scales.append(int((F32(1) / F32(s)).view(np.uint32)))
             q[r0:r0 + height, c0:c0 + width] = quantize_bytes(tile, s, element)
@@ -288,14 +299,20 @@ def quantize(t, x):
     values = q.view(ELEMENTS[element]["dtype"]).astype(np.float32)
     if rule in ("mx-floor", "mx-ceil"):
         per_block = np.array(scales, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    elif rule == "nvfp4":
+        per_block = np.array(scales, dtype=np.uint8).view(e4m3).astype(np.float32)
     else:
         per_block = np.array(scales, dtype=np.uint32).view(np.float32)
     per_block = per_block.reshape(-(-max(rows, 1) // height), -(-max(cols, 1) // width))
     expanded = np.repeat(np.repeat(per_block, height, axis=0), width, axis=1)[:rows, :cols]
     with np.errstate(over="ignore", invalid="ignore"):
         y = (values * expanded).astype(np.float32)
-    return {"q": q.tobytes().hex(), "scales": scales, "history": history,
-            "y": y.view(np.uint32).ravel().tolist()}
+        if rule == "nvfp4":
+            y = (y * (F32(1) / F32(ts))).astype(np.float32)
+    out = {"q": q.tobytes().hex(), "scales": scales, "history": history, "y": y.view(np.uint32).ravel().tolist()}
+    if rule == "nvfp4":
+        out["global"] = int((F32(1) / F32(ts)).view(np.uint32))
+    return out
 
 
 def main():

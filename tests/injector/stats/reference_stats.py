@@ -5,7 +5,8 @@ Usage: reference_stats.py MANIFEST.json OUTPUT.json
 
 MANIFEST lists tensors as {"name", "dtype", "file"} where each file holds the raw little-endian element
 bits; dtype is "f32", "f16", "bf16", "f64", or one of the 8-bit formats "e4m3", "e5m2", "e4m3fnuz",
-"e5m2fnuz" and "e8m0", which ml_dtypes (PyPI) decodes: only a manifest that holds them needs it. For each tensor this writes every statistic of TensorStats at the
+"e5m2fnuz" and "e8m0", or "e2m1" (FP4, one value a byte), which ml_dtypes (PyPI) decodes: only a
+manifest that holds them needs it. For each tensor this writes every statistic of TensorStats at the
 Full level, computed with numpy and exact Python arithmetic only: nothing here shares code or
 thresholds with the C++ implementation. Cast outcomes come from actually rounding each value:
 fp16 by numpy's astype(np.float16); bf16, fp8 e4m3 and fp8 e5m2 by round-to-nearest-even against a
@@ -52,16 +53,17 @@ def _decode(raw, dtype):
         import ml_dtypes
         bits = np.frombuffer(raw, dtype="u1").astype(np.int64)
         values = np.frombuffer(raw, dtype=getattr(ml_dtypes, BYTE_FORMATS[dtype])).astype(np.float64)
-        # e8m0 has no sign bit; elsewhere the top bit is the sign (of zeros too, where there is -0)
-        sign = np.zeros_like(bits) if dtype == "e8m0" else (bits >> 7) & 1
+        # e8m0 has no sign bit; e2m1's is bit 3 (of its one value a byte); elsewhere the top bit is
+        # the sign (of zeros too, where there is -0)
+        sign = np.zeros_like(bits) if dtype == "e8m0" else (bits >> 3) & 1 if dtype == "e2m1" else (bits >> 7) & 1
     else:
         raise ValueError(f"unknown dtype {dtype!r}")
     return values, sign, bits
 
 
-# The 8-bit formats, by the names of ml_dtypes' types.
+# The formats of one byte a value, by the names of ml_dtypes' types.
 BYTE_FORMATS = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz",
-                "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu"}
+                "e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu", "e2m1": "float4_e2m1fn"}
 
 
 def smallest_normal(dtype):

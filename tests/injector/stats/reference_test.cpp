@@ -52,7 +52,7 @@ std::vector<TestTensor> all_cases() {
 std::vector<TestTensor> byte_cases() {
   std::vector<TestTensor> cases;
   for (ElementType t : {ElementType::E4M3, ElementType::E5M2, ElementType::E4M3FNUZ, ElementType::E5M2FNUZ,
-                        ElementType::E8M0})
+                        ElementType::E8M0, ElementType::E2M1})
     for (TestTensor& tensor : byte_tensors(t)) cases.push_back(std::move(tensor));
   return cases;
 }

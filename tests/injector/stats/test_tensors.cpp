@@ -213,7 +213,33 @@ TestTensor gaussian_tensor(ElementType type, std::size_t n, uint64_t seed, int s
   return t;
 }
 
+namespace {
+
+// e2m1's cases: its sixteen patterns (a reader ignores a byte's high four bits, which a writer
+// leaves zero, so only those sixteen are written), random runs of them and zeros of both signs.
+std::vector<TestTensor> e2m1_tensors() {
+  const std::string name = type_name(ElementType::E2M1);
+  std::vector<TestTensor> out;
+  auto tensor = [&](const std::string& what) -> TestTensor& {
+    out.push_back(TestTensor{what + "_" + name, ElementType::E2M1, {}});
+    return out.back();
+  };
+  TestTensor& all = tensor("all_patterns");
+  for (uint32_t b = 0; b < 16; ++b) all.push_bits(b);
+  std::mt19937_64 rng(12);
+  for (std::size_t n : {0, 1, 7, 8, 9, 4099, 16383, 16384, 16385, 70001}) {
+    TestTensor& t = tensor("random_" + std::to_string(n));
+    for (std::size_t i = 0; i < n; ++i) t.push_bits(rng() & 0x0F);
+  }
+  TestTensor& zeros = tensor("zeros");
+  for (int i = 0; i < 33; ++i) zeros.push_bits(i % 3 == 0 ? 0x08 : 0);
+  return out;
+}
+
+}  // namespace
+
 std::vector<TestTensor> byte_tensors(ElementType type) {
+  if (type == ElementType::E2M1) return e2m1_tensors();
   const contract::ByteFormat& f = contract::byte_format(static_cast<contract::Dtype>(type));
   const std::string name = type_name(type);
   std::vector<TestTensor> out;

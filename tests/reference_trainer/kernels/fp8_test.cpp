@@ -1,4 +1,4 @@
-// The fp8 quantize and dequantize kernels against the independent quantizer of
+// The fp8 (and fp4: MXFP4, NVFP4) quantize and dequantize kernels against the independent quantizer of
 // tests/injector/stats/reference_recipes.py (numpy's fp32 arithmetic, ml_dtypes' casts): every
 // 8-bit pattern, every scale, the delayed history and every dequantized value must be equal, on
 // random tensors over a wide range and on tensors built for the edges (grid ties, saturation, zero,
@@ -94,6 +94,9 @@ std::vector<QuantizeCase> cases() {
   all.push_back(make_case("block-e4m3", "fp8_quantize_block", MPT_DTYPE_E4M3, {{"block", 128}, {"tile_rows", 1}}, 128, 1));
   all.push_back(make_case("block-e5m2", "fp8_quantize_block", MPT_DTYPE_E5M2, {{"block", 128}, {"tile_rows", 1}}, 128, 1));
   all.push_back(make_case("block-e4m3", "fp8_quantize_block", MPT_DTYPE_E4M3, {{"block", 128}, {"tile_rows", 128}}, 128, 128));
+  all.push_back(make_case("mxfp4", "fp8_quantize_mx", MPT_DTYPE_E2M1, {{"block", 32}}, 32));
+  all.push_back(make_case("nvfp4", "fp8_quantize_nvfp4", MPT_DTYPE_E2M1, {{"block", 16}, {"tile_rows", 1}}, 16, 1));
+  all.push_back(make_case("nvfp4", "fp8_quantize_nvfp4", MPT_DTYPE_E2M1, {{"block", 16}, {"tile_rows", 16}}, 16, 16));
   return all;
 }
 
@@ -166,15 +169,17 @@ TEST(Fp8Kernels, EveryPatternScaleAndDequantizedValueMatchesAnIndependentQuantiz
       HostTensor x({in.rows, in.cols}, MPT_DTYPE_F32, "x");
       std::memcpy(x.data(), in.values.data(), in.values.size() * sizeof(float));
       HostTensor q({in.rows, in.cols}, c.dtype, "q");
-      const bool mx = std::string(c.kernel) == "fp8_quantize_mx";
+      const bool mx = std::string(c.kernel) == "fp8_quantize_mx", nvfp4 = std::string(c.kernel) == "fp8_quantize_nvfp4";
       const int64_t tr = c.block == 0 ? 1 : (in.rows + c.tile_rows - 1) / c.tile_rows;
       const int64_t tc = c.block == 0 ? 1 : (in.cols + c.block - 1) / c.block;
       HostTensor scale(c.block == 0 ? std::vector<int64_t>{1} : std::vector<int64_t>{tr, tc},
-                       mx ? MPT_DTYPE_E8M0 : MPT_DTYPE_F32, "scale");
+                       mx ? MPT_DTYPE_E8M0 : nvfp4 ? MPT_DTYPE_E4M3 : MPT_DTYPE_F32, "scale");
+      HostTensor global({1}, MPT_DTYPE_F32, "global_scale_inv");
       HostTensor history({int64_t(c.history.size())}, MPT_DTYPE_F32, "amax_history");
       if (!c.history.empty()) std::memcpy(history.data(), c.history.data(), c.history.size() * sizeof(float));
-      const int status = c.history.empty() ? launch(c.kernel, {&x}, {&q, &scale}, c.scalars)
-                                           : launch(c.kernel, {&x, &history}, {&q, &scale, &history}, c.scalars);
+      const int status = nvfp4                ? launch(c.kernel, {&x}, {&q, &scale, &global}, c.scalars)
+                         : c.history.empty() ? launch(c.kernel, {&x}, {&q, &scale}, c.scalars)
+                                             : launch(c.kernel, {&x, &history}, {&q, &scale, &history}, c.scalars);
       ASSERT_EQ(status, MPT_OK) << mpt_last_error();
 
       const std::string hex = w.at("q").get<std::string>();
@@ -191,14 +196,20 @@ TEST(Fp8Kernels, EveryPatternScaleAndDequantizedValueMatchesAnIndependentQuantiz
       const Json& scales = w.at("scales");
       ASSERT_EQ(int64_t(scales.size()), scale.numel());
       for (int64_t k = 0; k < scale.numel(); ++k) {
-        const uint32_t got = mx ? static_cast<const uint8_t*>(scale.data())[k] : bits_of(static_cast<const float*>(scale.data())[k]);
+        const uint32_t got = mx || nvfp4 ? static_cast<const uint8_t*>(scale.data())[k]
+                                         : bits_of(static_cast<const float*>(scale.data())[k]);
         EXPECT_EQ(got, scales[size_t(k)].get<uint32_t>()) << "scale " << k;
+      }
+      if (nvfp4) {
+        EXPECT_EQ(bits_of(*static_cast<const float*>(global.data())), w.at("global").get<uint32_t>());
       }
       for (size_t k = 0; k < c.history.size(); ++k)
         EXPECT_EQ(static_cast<const float*>(history.data())[k], w.at("history")[k].get<float>()) << "history " << k;
 
       HostTensor y({in.rows, in.cols}, MPT_DTYPE_F32, "y");
-      ASSERT_EQ(launch("fp8_dequantize", {&q, &scale}, {&y}, {{"block", double(c.block)}, {"tile_rows", double(c.tile_rows)}}),
+      const Scalars layout = {{"block", double(c.block)}, {"tile_rows", double(c.tile_rows)}};
+      ASSERT_EQ(nvfp4 ? launch("fp8_dequantize", {&q, &scale, &global}, {&y}, layout)
+                      : launch("fp8_dequantize", {&q, &scale}, {&y}, layout),
                 MPT_OK) << mpt_last_error();
       const Json& ys = w.at("y");
       int64_t wrong_y = 0;
@@ -219,7 +230,12 @@ TEST(Fp8Kernels, RejectWrongArguments) {
   HostTensor x({4, 32}, MPT_DTYPE_F32, "x"), q16({4, 32}, MPT_DTYPE_F16, "q"), q({4, 32}, MPT_DTYPE_E4M3, "q");
   HostTensor s({1}, MPT_DTYPE_F32, "scale_inv"), mx_scales({4, 2}, MPT_DTYPE_E8M0, "scales");
   EXPECT_EQ(launch("fp8_quantize_tensor", {&x}, {&q16, &s}), MPT_ERR_BAD_ARGUMENTS);
-  EXPECT_NE(std::string(mpt_last_error()).find("expected dtype e4m3 or e5m2"), std::string::npos) << mpt_last_error();
+  EXPECT_NE(std::string(mpt_last_error()).find("expected dtype e4m3 or e5m2, got f16"), std::string::npos) << mpt_last_error();
+  HostTensor q4({4, 32}, MPT_DTYPE_E2M1, "q");
+  EXPECT_EQ(launch("fp8_quantize_tensor", {&x}, {&q4, &s}), MPT_ERR_BAD_ARGUMENTS);  // e2m1 needs block scales
+  HostTensor block_scales({4, 2}, MPT_DTYPE_E4M3, "block_scales"), global({1}, MPT_DTYPE_F32, "global_scale_inv");
+  EXPECT_EQ(launch("fp8_quantize_nvfp4", {&x}, {&q, &block_scales, &global}, {{"block", 16}}), MPT_ERR_BAD_ARGUMENTS);
+  EXPECT_NE(std::string(mpt_last_error()).find("expected dtype e2m1"), std::string::npos) << mpt_last_error();
   EXPECT_EQ(launch("fp8_quantize_mx", {&x}, {&q, &mx_scales}, {{"block", 32}}), MPT_ERR_BAD_ARGUMENTS);
   EXPECT_NE(std::string(mpt_last_error()).find("expected shape [4,1]"), std::string::npos) << mpt_last_error();
   HostTensor history({3}, MPT_DTYPE_F32, "amax_history"), other({3}, MPT_DTYPE_F32, "other");

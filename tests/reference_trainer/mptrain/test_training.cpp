@@ -107,7 +107,8 @@ TEST(Training, Fp8QuantizesEveryMatrixOperandOutsideKeptLayers) {
   EXPECT_FALSE(bf16["kernel_launches_by_kernel"].contains("fp8_quantize_mx"));
   EXPECT_EQ(all["losses"].dump(), again["losses"].dump());
   EXPECT_NE(all["losses"].dump(), bf16["losses"].dump());
-  EXPECT_EQ(all["config"]["fp8"], "mxfp8, e4m3 forward and e5m2 gradients");
+  EXPECT_EQ(all["config"]["fp8_recipe"], "mxfp8");
+  EXPECT_EQ(all["config"]["fp8_format"], "hybrid");
   EXPECT_EQ(kept["config"]["fp8_keep_bf16"], "conv1,fc2");
   // fp8 keeps fp32 masters and bf16 working copies, and adds the 8-bit copies of the weights.
   EXPECT_EQ(all["peak_memory_bytes"]["master_weight"], 99896 * 4);

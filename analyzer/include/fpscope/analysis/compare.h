@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fpscope/analysis/fp8.h"
 #include "fpscope/analysis/summary.h"
 #include "fpscope/analysis/trace.h"
 
@@ -68,6 +69,8 @@ struct Comparison {
   std::vector<LayerShift> layers;        // every layer of either run
   double move_ratio = 2.0;               // CompareOptions::move_ratio: what "moved" meant
   std::vector<RunEvent> only_in_a, only_in_b;  // matched on (kind, step)
+  // A's fp8 forecast against an fp8 run B's quantize kernels (fp8_outcome), where both exist.
+  std::optional<Fp8Outcome> fp8;
 };
 Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options = {});
 

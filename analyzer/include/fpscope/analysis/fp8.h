@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fpscope/analysis/trace.h"
@@ -108,25 +109,36 @@ struct Fp8Readiness {
   int64_t overflow_count = 0;              // all of them
 };
 
-// mptrain's fp8 modes (--precision fp8 --fp8-recipe R --fp8-format F) and the forecast recipes
+// mptrain's fp8 modes (--precision fp8 --fp8-recipe R --fp8-format F; the 4-bit recipes log e2m1 as
+// their format) and the forecast recipes
 // that say what each does to an operand: `forward` to activations and weights, `gradient` to
 // output gradients (docs/mptrain.md, "fp8"). mxfp8-ceil and block quantize gradients in e5m2 under
-// the hybrid format, which no forecast recipe replays: they are listed with e4m3 only.
+// the hybrid format, which no forecast recipe replays: their `gradient` is empty.
 struct MptrainFp8Mode {
   const char* recipe;  // --fp8-recipe
   const char* format;  // --fp8-format
-  Recipe forward, gradient;
+  Recipe forward;
+  std::optional<Recipe> gradient;
 };
-inline constexpr std::array<MptrainFp8Mode, 8> kMptrainFp8Modes = {{
+inline constexpr std::array<MptrainFp8Mode, 12> kMptrainFp8Modes = {{
     {"current", "hybrid", Recipe::CurrentE4M3, Recipe::CurrentE5M2},
     {"current", "e4m3", Recipe::CurrentE4M3, Recipe::CurrentE4M3},
     {"delayed", "hybrid", Recipe::DelayedE4M3, Recipe::DelayedE5M2},
     {"delayed", "e4m3", Recipe::DelayedE4M3, Recipe::DelayedE4M3},
     {"mxfp8", "hybrid", Recipe::Mxfp8E4M3, Recipe::Mxfp8E5M2},
     {"mxfp8", "e4m3", Recipe::Mxfp8E4M3, Recipe::Mxfp8E4M3},
+    {"mxfp8-ceil", "hybrid", Recipe::Mxfp8E4M3Ceil, std::nullopt},
     {"mxfp8-ceil", "e4m3", Recipe::Mxfp8E4M3Ceil, Recipe::Mxfp8E4M3Ceil},
+    {"block", "hybrid", Recipe::BlockE4M3, std::nullopt},
     {"block", "e4m3", Recipe::BlockE4M3, Recipe::BlockE4M3},
+    {"mxfp4", "e2m1", Recipe::Mxfp4, Recipe::Mxfp4},
+    {"nvfp4", "e2m1", Recipe::Nvfp4, Recipe::Nvfp4},
 }};
+// The mode of those flags, if it is one.
+std::optional<MptrainFp8Mode> mptrain_fp8_mode(std::string_view recipe, std::string_view format);
+// mptrain's flags for a mode: "--fp8-recipe delayed --fp8-format hybrid"; "--fp8-recipe nvfp4" (the
+// 4-bit recipes take no --fp8-format).
+std::string mptrain_fp8_flags(const MptrainFp8Mode& mode);
 
 // What one of those modes would have to keep in bf16: the layers one of whose operands the mode's
 // recipe for it does not fit, each with why ("gradient: SQNR 17.2 dB, limit 19 dB").
@@ -137,12 +149,45 @@ struct Fp8ModeAdvice {
   double severity = 0;               // summed over the kept layers' worst operands
 };
 struct Fp8Advice {
-  std::vector<Fp8ModeAdvice> modes;  // kMptrainFp8Modes order
+  std::vector<Fp8ModeAdvice> modes;  // kMptrainFp8Modes order, the modes the forecast replays whole
   // The mode that keeps the fewest layers (then the least severe; then the first): what to train.
   std::optional<std::size_t> best;
 };
 // Empty without a forecast.
 Fp8Advice fp8_advice(const Fp8Readiness& readiness);
+
+// The forecast of run A against what an fp8 run of mptrain (B) measured, per layer and operand,
+// over the training steps (forward and backward phases) each run traced, each operand tensor counted
+// once a step (A forecasts it at every product that reads it; B quantizes it once for them all). B's counts come off its
+// quantize kernels' launches: values flushed to zero are the zeros of the 8-bit output less those
+// of the input, values made subnormal the output's subnormals (saturation leaves no mark on the
+// output, so it is not compared).
+struct Fp8OutcomeRow {
+  std::string layer;
+  Operand operand = Operand::Activation;
+  Recipe recipe = Recipe::CurrentE4M3;  // the forecast recipe that replays B's mode for it
+  uint64_t a_quantized = 0, a_underflow = 0, a_subnormal = 0;
+  uint64_t b_quantized = 0, b_underflow = 0, b_subnormal = 0;
+  // 1 for the operand whose values fall below the format's normal range (flushed or subnormal)
+  // most often in that run, 2 for the next...; 0 where the run has no figure.
+  int a_rank = 0, b_rank = 0;
+  // Step 0's operand (its first launch in the step): whether both runs measured the same statistics
+  // of it (count, zeros, NaN/Inf, min, max, mean, rms, exponent histogram), and its counts in each.
+  bool step0_same_operand = false;
+  std::optional<uint64_t> a_step0_underflow, a_step0_subnormal, b_step0_underflow, b_step0_subnormal;
+  bool step0_equal() const {
+    return step0_same_operand && a_step0_underflow == b_step0_underflow && a_step0_subnormal == b_step0_subnormal;
+  }
+};
+struct Fp8Outcome {
+  MptrainFp8Mode mode;
+  std::vector<Fp8OutcomeRow> rows;  // by layer (as B met them), then operand
+  int step0_compared = 0;           // rows whose step-0 operands were the same
+  int step0_equal = 0;              // of them, rows whose counts agree
+};
+// Set when A holds a forecast and B is an fp8 run of mptrain (meta config.precision "fp8") in a
+// mode the forecast replays.
+std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b);
 
 // Whether the trace holds a forecast at all (cheap).
 bool has_fp8_forecast(const Trace& trace);

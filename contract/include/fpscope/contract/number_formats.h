@@ -57,16 +57,18 @@ static_assert(kF64.min_exponent() == -1074 && kF64.max_exponent() == 1023);
 
 // Element types of a traced tensor. The values are the kernel ABI's mpt_dtype and are stored in
 // traces (tensors.dtype); the injector asserts that they agree. The 8-bit floating types are
-// PyTorch's float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz and float8_e8m0fnu
-// (kByteFormats below says how each decodes); e4m3 and e5m2 are named as the cast formats are.
+// PyTorch's float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz and float8_e8m0fnu, and
+// e2m1 is OCP FP4 stored one value per byte (kByteFormats below says how each decodes); e4m3 and
+// e5m2 are named as the cast formats are.
 enum class Dtype : uint8_t {
   F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, U8 = 5, F64 = 6,
-  E4M3 = 7, E5M2 = 8, E4M3FNUZ = 9, E5M2FNUZ = 10, E8M0 = 11
+  E4M3 = 7, E5M2 = 8, E4M3FNUZ = 9, E5M2FNUZ = 10, E8M0 = 11, E2M1 = 12
 };
-inline constexpr int kDtypeCount = 12;
+inline constexpr int kDtypeCount = 13;
 inline constexpr std::array<const char*, kDtypeCount> kDtypeNames = {
-    "f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0"};
-constexpr bool is_byte_float(Dtype d) { return d >= Dtype::E4M3 && d <= Dtype::E8M0; }
+    "f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0", "e2m1"};
+// The floating types of one byte a value: the 8-bit formats and e2m1.
+constexpr bool is_byte_float(Dtype d) { return d >= Dtype::E4M3 && d <= Dtype::E2M1; }
 // Whether fpscope measures values of this type (the floating types a tensor statistic covers).
 constexpr bool is_measured(Dtype d) {
   return d == Dtype::F32 || d == Dtype::F16 || d == Dtype::BF16 || d == Dtype::F64 || is_byte_float(d);
@@ -80,58 +82,70 @@ constexpr bool is_measured(Dtype d) {
 //   e5m2fnuz        bias 16, likewise: 1000.0000 the one NaN, no -0; 57344 at most.
 //   e8m0 (E8M0FNU)  no sign, no mantissa, no zero: 2^(field - 127) for fields 0 to 254, and
 //                   11111111 the one NaN (OCP microscaling's shared scale).
+//   e2m1            OCP FP4 in the low four bits of its byte: sign (bit 3), 2 exponent bits (bias
+//                   1), 1 mantissa bit; 6 at most, 0.5 the one subnormal; no NaN or Inf. The high
+//                   four bits are zero when written; a reader ignores them.
 enum class ByteNans : uint8_t {
   TopMantissa,   // every bit but the sign set: NaN (e4m3)
   Ieee,          // exponent all ones: Inf with mantissa 0, else NaN (e5m2)
   NegativeZero,  // the sign alone set: the one NaN; no -0 (the fnuz formats)
   AllOnes,       // all eight bits set: the one NaN (e8m0)
+  None,          // no NaN and no Inf (e2m1)
 };
 struct ByteFormat {
   Dtype dtype;
   FloatFormat bits;  // exponent, mantissa, bias and largest finite value as for the wider formats
   bool has_sign;     // false for e8m0: the top bit is the exponent's
   ByteNans nans;
+  uint8_t sign_bit = 0x80;  // e2m1's is 0x08; the bits below it hold the magnitude
 
+  constexpr uint8_t magnitude_bits(uint8_t b) const { return uint8_t(b & (sign_bit - 1)); }
   constexpr bool is_nan(uint8_t b) const {
     switch (nans) {
       case ByteNans::TopMantissa: return (b & 0x7F) == 0x7F;
       case ByteNans::Ieee: return (b & 0x7C) == 0x7C && (b & 0x03) != 0;
       case ByteNans::NegativeZero: return b == 0x80;
       case ByteNans::AllOnes: return b == 0xFF;
+      case ByteNans::None: return false;
     }
     return false;
   }
   constexpr bool is_inf(uint8_t b) const { return nans == ByteNans::Ieee && (b & 0x7F) == 0x7C; }
-  constexpr bool negative(uint8_t b) const { return has_sign && (b & 0x80) != 0; }
+  constexpr bool negative(uint8_t b) const { return has_sign && (b & sign_bit) != 0; }
   // The magnitude of a pattern that is neither NaN nor Inf (exact in double).
   constexpr double magnitude(uint8_t b) const {
     if (!has_sign) return pow2(int(b) - bits.bias);
-    const int field = (b & 0x7F) >> bits.mantissa_bits;
+    const int field = magnitude_bits(b) >> bits.mantissa_bits;
     const int mant = b & ((1 << bits.mantissa_bits) - 1);
     if (field == 0) return double(mant) * bits.min_subnormal();
     return double((1 << bits.mantissa_bits) + mant) * pow2(field - bits.bias - bits.mantissa_bits);
   }
   // A nonzero finite pattern below the smallest normal value (e8m0 has none).
   constexpr bool is_subnormal(uint8_t b) const {
-    return has_sign && !is_nan(b) && (b & 0x7F) != 0 && ((b & 0x7F) >> bits.mantissa_bits) == 0;
+    return has_sign && !is_nan(b) && magnitude_bits(b) != 0 && (magnitude_bits(b) >> bits.mantissa_bits) == 0;
   }
 };
 
 inline constexpr FloatFormat kE4M3FNUZ{4, 3, 8, 15, 0x7};
 inline constexpr FloatFormat kE5M2FNUZ{5, 2, 16, 31, 0x3};
 inline constexpr FloatFormat kE8M0{8, 0, 127, 254, 0};
-inline constexpr std::array<ByteFormat, 5> kByteFormats = {{
+// OCP FP4 E2M1: 2 exponent bits (bias 1), 1 mantissa bit, no Inf or NaN; 6 at most, 0.5 the
+// smallest subnormal.
+inline constexpr FloatFormat kE2M1{2, 1, 1, 3, 0x1};
+static_assert(kE2M1.max_finite() == 6.0 && kE2M1.min_subnormal() == 0.5 && kE2M1.min_normal() == 1.0);
+inline constexpr std::array<ByteFormat, 6> kByteFormats = {{
     {Dtype::E4M3, kE4M3, true, ByteNans::TopMantissa},
     {Dtype::E5M2, kE5M2, true, ByteNans::Ieee},
     {Dtype::E4M3FNUZ, kE4M3FNUZ, true, ByteNans::NegativeZero},
     {Dtype::E5M2FNUZ, kE5M2FNUZ, true, ByteNans::NegativeZero},
     {Dtype::E8M0, kE8M0, false, ByteNans::AllOnes},
+    {Dtype::E2M1, kE2M1, true, ByteNans::None, 0x08},
 }};
 constexpr const ByteFormat& byte_format(Dtype d) {
   return kByteFormats[static_cast<int>(d) - static_cast<int>(Dtype::E4M3)];
 }
 static_assert([] {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < int(kByteFormats.size()); ++i)
     if (static_cast<int>(kByteFormats[i].dtype) != static_cast<int>(Dtype::E4M3) + i) return false;
   return true;
 }(), "kByteFormats must list the 8-bit formats in Dtype order");
@@ -140,6 +154,8 @@ static_assert(byte_format(Dtype::E4M3FNUZ).magnitude(0x7F) == 240.0 && kE4M3FNUZ
 static_assert(byte_format(Dtype::E5M2FNUZ).magnitude(0x7F) == 57344.0 && kE5M2FNUZ.max_finite() == 57344.0);
 static_assert(byte_format(Dtype::E5M2).is_inf(0xFC) && byte_format(Dtype::E5M2).magnitude(0x7B) == 57344.0);
 static_assert(byte_format(Dtype::E8M0).magnitude(0) == pow2(-127) && byte_format(Dtype::E8M0).magnitude(254) == pow2(127));
+static_assert(byte_format(Dtype::E2M1).magnitude(0x7) == 6.0 && byte_format(Dtype::E2M1).negative(0xF) &&
+              byte_format(Dtype::E2M1).is_subnormal(0x9) && !byte_format(Dtype::E2M1).is_nan(0xF));
 
 // The narrower formats whose cast outcome is counted for every measured tensor, in this order in
 // wire records, in the trace's format columns and in the analyzer's arrays.

@@ -24,11 +24,6 @@
 
 namespace fpscope::contract {
 
-// OCP FP4 E2M1: 2 exponent bits (bias 1), 1 mantissa bit, no Inf or NaN; 6 at most, 0.5 the
-// smallest subnormal.
-inline constexpr FloatFormat kE2M1{2, 1, 1, 3, 0x1};
-static_assert(kE2M1.max_finite() == 6.0 && kE2M1.min_subnormal() == 0.5 && kE2M1.min_normal() == 1.0);
-
 // The element formats the recipes round to.
 enum class ElementFormat : uint8_t { E4M3 = 0, E5M2 = 1, E2M1 = 2 };
 struct ElementFormatInfo {

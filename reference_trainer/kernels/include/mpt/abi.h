@@ -56,11 +56,14 @@ typedef enum mpt_dtype {
   MPT_DTYPE_E5M2 = 8,      /* OCP E5M2: IEEE-like, largest 57344 */
   MPT_DTYPE_E4M3FNUZ = 9,  /* bias 8, no Inf, no -0, NaN 0x80, largest 240 */
   MPT_DTYPE_E5M2FNUZ = 10, /* bias 16, no Inf, no -0, NaN 0x80, largest 57344 */
-  MPT_DTYPE_E8M0 = 11      /* E8M0FNU: unsigned powers of two 2^-127..2^127, NaN 0xFF */
+  MPT_DTYPE_E8M0 = 11,     /* E8M0FNU: unsigned powers of two 2^-127..2^127, NaN 0xFF */
+  MPT_DTYPE_E2M1 = 12      /* OCP FP4 E2M1, one value per byte in its low four bits (sign bit 3;
+                              largest 6, no NaN or Inf); the high four bits are zero */
 } mpt_dtype;
 
 /* Bytes of one element of `dtype`; 0 for a number that is no mpt_dtype. (Which dtypes a kernel
- * takes is the kernel's to say: the kernel library takes no 8-bit float yet.) */
+ * takes is the kernel's to say: only the fp8 quantize and dequantize kernels take the 8-bit and
+ * 4-bit floats.) */
 static inline size_t mpt_dtype_bytes(int32_t dtype) {
   switch (dtype) {
     case MPT_DTYPE_F16:
@@ -74,7 +77,8 @@ static inline size_t mpt_dtype_bytes(int32_t dtype) {
     case MPT_DTYPE_E5M2:
     case MPT_DTYPE_E4M3FNUZ:
     case MPT_DTYPE_E5M2FNUZ:
-    case MPT_DTYPE_E8M0: return 1;
+    case MPT_DTYPE_E8M0:
+    case MPT_DTYPE_E2M1: return 1;
     default: return 0;
   }
 }
