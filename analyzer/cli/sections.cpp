@@ -383,14 +383,7 @@ Section fp8_section(const Trace& trace) {
   const Fp8Readiness r = fp8_readiness(trace);
   Section sec{"fp8", "fp8 readiness (scaling recipes forecast)", {}, {}, {}};
   if (!r.forecast) {
-    sec.notes.push_back(
-        r.asked_without_operands
-            ? "This trace holds no fp8 forecast although the run asked for one: none of its launches had an operand "
-              "the forecast knows (the inputs of the reference trainer's linear and convolution kernels; PyTorch's "
-              "operators are not classified as operands yet). `fpscope run --recipes all` forecasts every tensor."
-            : "This trace holds no fp8 forecast: trace the run with `fpscope run --recipes operands` (full statistics) "
-              "to see what each fp8 and microscaling recipe would do to the inputs of its linear and convolution "
-              "layers.");
+    sec.notes.push_back(no_forecast_text(r));
     sec.extra["forecast"] = false;
     return sec;
   }

@@ -61,6 +61,16 @@ const char* misfit_name(Misfit m) {
   return "?";
 }
 
+std::string no_forecast_text(const Fp8Readiness& r) {
+  if (r.forecast) return "";
+  if (r.asked_without_operands)
+    return "This trace holds no fp8 forecast although the run asked for one: none of its launches had an operand the "
+           "forecast knows (the inputs of the reference trainer's linear and convolution kernels, the operands of "
+           "PyTorch's matrix products and convolutions). `fpscope run --recipes all` forecasts every tensor.";
+  return "This trace holds no fp8 forecast: trace the run with `fpscope run --recipes operands` (full statistics) to "
+         "see what each fp8 and microscaling recipe would do to the operands of its linear and convolution layers.";
+}
+
 bool has_fp8_forecast(const Trace& trace) {
   return detail::db(trace).query_int("SELECT EXISTS (SELECT 1 FROM tensor_recipes)").value_or(0) != 0;
 }

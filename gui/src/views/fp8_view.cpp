@@ -78,15 +78,7 @@ class Fp8View final : public View {
     }
     readiness_ = &d->fp8;
     if (!readiness_->forecast) {
-      ImGui::TextWrapped("%s",
-                         readiness_->asked_without_operands
-                             ? "This trace holds no fp8 forecast although the run asked for one: none of its launches "
-                               "had an operand the forecast knows (the reference trainer's linear and convolution "
-                               "kernels; PyTorch's operators are not classified as operands yet). `fpscope run "
-                               "--recipes all` forecasts every tensor."
-                             : "This trace holds no fp8 forecast. Trace the run with `fpscope run --recipes operands` "
-                               "(full statistics) to see what each fp8 and microscaling recipe would do to the inputs "
-                               "of its linear and convolution layers.");
+      ImGui::TextWrapped("%s", analysis::no_forecast_text(*readiness_).c_str());
       return;
     }
     draw_verdicts();

@@ -1,5 +1,6 @@
 // The fp8 recipe forecast of a measured tensor (fpscope/fp8_recipes.h): for the operands fp8
-// training quantizes (contract::kQuantizedOperands), or every tensor with FPSCOPE_RECIPES=all,
+// training quantizes (contract::kQuantizedOperands for mptrain's kernels, contract::kMatrixOperators
+// for a front end's operators), or every tensor with FPSCOPE_RECIPES=all,
 // each recipe replayed over the tensor, delayed scaling from the tensor's own amax history.
 #include <string>
 
@@ -16,6 +17,9 @@ void Session::forecast_recipes(const LaunchPlan& p, Measurement* m) {
   if (!type || !recipes_read(*type)) return;
   std::optional<contract::Operand> operand;
   if (m->role == wire::Role::Input) operand = contract::quantized_operand(p.kernel, m->slot);
+  // A front end's matrix product (PyTorch's mm, addmm, convolution...): its operands by what they hold.
+  if (!operand && m->role == wire::Role::Input && contract::matrix_operand_slot(p.kernel, m->slot))
+    operand = operand_of(t.id);
   if (!operand) {
     if (options_.recipes != RecipeTensors::All) return;
     operand = contract::Operand::Other;

@@ -144,7 +144,22 @@ uint64_t Session::allocation_seen(const void* ptr, uint64_t bytes, int32_t devic
   const uint64_t id = next_seen_id_.fetch_add(1, std::memory_order_relaxed);
   // A front end's data (a batch it did not see made, numpy's memory) may be written behind its back.
   allocated(const_cast<void*>(ptr), bytes, device, category, name, id, category != MPT_CAT_DATA);
+  if (options_.forecasts_recipes()) {
+    thread_local std::string phase, layer;
+    const Attribution where = front_end_attribution(&phase, &layer);
+    const bool backward = where.phase != nullptr && std::string_view(where.phase) == contract::kPhaseBackward;
+    std::lock_guard lock(mutex_);
+    origins_[id] = Origin{category, backward};
+  }
   return id;
+}
+
+contract::Operand Session::operand_of(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  const auto it = origins_.find(id);
+  if (it == origins_.end()) return contract::Operand::Activation;
+  if (it->second.category == MPT_CAT_WEIGHT || it->second.category == MPT_CAT_MASTER_WEIGHT) return contract::Operand::Weight;
+  return it->second.made_in_backward ? contract::Operand::Gradient : contract::Operand::Activation;
 }
 
 void Session::relabel(uint64_t id, int32_t category, const char* name) {
@@ -152,6 +167,7 @@ void Session::relabel(uint64_t id, int32_t category, const char* name) {
   r.id = id;
   r.category = static_cast<uint8_t>(category);
   std::lock_guard lock(mutex_);
+  if (const auto it = origins_.find(id); it != origins_.end()) it->second.category = category;
   r.name = intern_locked(name ? name : "");
   writer_.put(r, this_thread_number());
 }
@@ -181,6 +197,7 @@ void Session::freed(void* ptr) {
   r.t_ns = t;
   r.id = it->second.id;
   r.bytes = it->second.bytes;
+  origins_.erase(it->second.id);
   live_.erase(it);
   writer_.put(r, this_thread_number());
 }

@@ -178,6 +178,15 @@ class Session {
     uint64_t id;
     uint64_t bytes;
   };
+  // What a front end's allocation holds, for telling a matrix product's operands apart: its
+  // category (relabelled as the front end learns it) and whether it appeared in a backward phase.
+  struct Origin {
+    int32_t category = 0;
+    bool made_in_backward = false;
+  };
+  std::unordered_map<uint64_t, Origin> origins_;  // by allocation id, under mutex_
+  // Which operand a front end's tensor of allocation `id` is (kMatrixOperators' rule).
+  contract::Operand operand_of(uint64_t id);
   struct LaunchPlan;
   struct LaunchState;
   uint32_t intern_locked(std::string_view text) { return writer_.intern(text, this_thread_number()); }

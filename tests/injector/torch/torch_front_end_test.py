@@ -23,6 +23,11 @@ from torch_test_support import (CNN, EXAMPLE, FINALIZE_SQL, NET, OUTSIDE_DOMAIN,
 FPSCOPE = OPERATORS = MPTRAIN = DATA_DIR = None
 
 
+# The test CNN, saving its parameters before the first step (argv[1], an .npz).
+CNN_SAVING_WEIGHTS = support.CNN.replace("for step in range(STEPS):", """np.savez(sys.argv[1], **{n: p.detach().numpy().copy() for n, p in net.named_parameters()})
+for step in range(2):""").replace("np.save(sys.argv[1], out.detach().numpy())", "pass")
+
+
 class FrontEndTest(support.FrontEndCase):
     def test_losses_are_bit_identical_with_and_without_tracing(self):
         script = self.cnn()
@@ -357,6 +362,34 @@ class FrontEndTest(support.FrontEndCase):
                                 " ON k.id = t.kernel_id WHERE k.kernel = 'addmm' AND t.role = 'out'")
         self.assertEqual(row, [("bf16", a.min(), a.max(), a.size)])
 
+
+    def test_the_fp8_forecast_knows_the_operands_of_matrix_products(self):
+        """--recipes operands forecasts the operands of PyTorch's products: in forward the input
+        and the parameter of `convolution` and `addmm`, in backward the output gradient (made in
+        backward), the saved input and the parameter of `convolution_backward` and `mm`. The
+        per-tensor current scale of each weight at step 0 is fp32(448 / amax) of the parameter the
+        program saved before its first step."""
+        script = self.write("fp8.py", CNN_SAVING_WEIGHTS)
+        saved = os.path.join(self.dir, "weights.npz")
+        trace, _ = self.trace(script, "--recipes", "operands", args=[saved])
+        rows = set(self.query(trace, "SELECT kernel, phase, operand, tensor FROM v_tensor_recipes"
+                                     " WHERE recipe = 'current-e4m3' AND step = 0"))
+        kernels = {(k, phase, operand) for k, phase, operand, _ in rows}
+        self.assertEqual(kernels, {("convolution", "forward", "activation"), ("convolution", "forward", "weight"),
+                                   ("addmm", "forward", "activation"), ("addmm", "forward", "weight"),
+                                   ("convolution_backward", "backward", "gradient"),
+                                   ("convolution_backward", "backward", "activation"),
+                                   ("convolution_backward", "backward", "weight"),
+                                   ("mm", "backward", "gradient"), ("mm", "backward", "activation"),
+                                   ("mm", "backward", "weight")})
+        self.assertEqual({t for _, _, operand, t in rows if operand == "weight"}, {"conv1.weight", "fc1.weight"})
+        weights = np.load(saved)
+        for name in ("conv1.weight", "fc1.weight"):
+            w = weights[name]
+            amax = np.float32(np.abs(w).max())
+            got = self.query(trace, "SELECT quantized, amax, scale FROM v_tensor_recipes WHERE recipe = 'current-e4m3'"
+                                    " AND step = 0 AND kernel IN ('convolution', 'addmm') AND tensor = ?", name)
+            self.assertEqual(got, [(w.size, float(amax), float(np.float32(448) / amax))], name)
 
     def test_torch2_fp8_tensors_are_measured_in_their_own_format(self):
         """torch's 8-bit floats are measured as what they are: every bit pattern of each format

@@ -99,8 +99,7 @@ struct DelayedOverflow {
 struct Fp8Readiness {
   bool forecast = false;               // the trace holds a forecast (traced with --recipes)
   // The forecast was asked for (a traced process ran with --recipes operands or all) though the
-  // trace holds none: no launch had an operand it knows (PyTorch's operators are not classified
-  // as operands yet; --recipes all covers every tensor).
+  // trace holds none: no launch had an operand it knows (--recipes all covers every tensor).
   bool asked_without_operands = false;
   FitThresholds thresholds;
   std::vector<OperandReadiness> operands;  // by layer (as the trace first met it), then operand
@@ -188,6 +187,10 @@ struct Fp8Outcome {
 // Set when A holds a forecast and B is an fp8 run of mptrain (meta config.precision "fp8") in a
 // mode the forecast replays.
 std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b);
+
+// What a report says of a trace without a forecast: how to get one, or why the run that asked for
+// one has none. Empty when it holds one.
+std::string no_forecast_text(const Fp8Readiness& readiness);
 
 // Whether the trace holds a forecast at all (cheap).
 bool has_fp8_forecast(const Trace& trace);

@@ -246,4 +246,31 @@ inline std::optional<Operand> quantized_operand(std::string_view kernel, int slo
   return std::nullopt;
 }
 
+// PyTorch's matrix-product operators, as the PyTorch front end names them, and the input slots that
+// are a product's operands (bit i: slot i). Which operand a tensor there is follows from what it
+// holds (docs/injector.md, "Scaling-recipe forecast"): a parameter is the weight, a tensor made in
+// backward the gradient, any other the activation.
+struct MatrixOperator {
+  const char* name;
+  uint8_t slots;
+};
+inline constexpr std::array<MatrixOperator, 9> kMatrixOperators = {{
+    {"mm", 0b011},
+    {"addmm", 0b110},  // (bias, input, weight)
+    {"bmm", 0b011},
+    {"baddbmm", 0b110},
+    {"matmul", 0b011},
+    {"linear", 0b011},
+    {"convolution", 0b011},
+    {"convolution_backward", 0b111},  // (grad_output, input, weight)
+    {"_scaled_mm", 0b011},
+}};
+
+// Whether input `slot` of the PyTorch operator `name` is an operand of its matrix product.
+inline bool matrix_operand_slot(std::string_view name, int slot) {
+  for (const MatrixOperator& m : kMatrixOperators)
+    if (name == m.name) return slot >= 0 && slot < 8 && (m.slots >> slot) & 1;
+  return false;
+}
+
 }  // namespace fpscope::contract
