@@ -119,6 +119,9 @@ int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs,
   // (a fresh output may sit where a freed tensor the front end never saw go was remembered).
   if (p.memo)
     for (const mpt_tensor& t : op->outputs) tensor_written(t);
+  // A copy of a weight (autocast's cast of a parameter to bf16) is a weight to the fp8 forecast.
+  if (options_.forecasts_recipes() && !op->inputs.empty() && contract::is_weight_copy(op->kernel))
+    inherit_origin(op->inputs[0].id, op->outputs);
   std::string message;
   bool device_results = p.device == MPT_DEVICE_CUDA && p.sampled;
   if (device_results) {

@@ -18,8 +18,9 @@ void Session::forecast_recipes(const LaunchPlan& p, Measurement* m) {
   std::optional<contract::Operand> operand;
   if (m->role == wire::Role::Input) operand = contract::quantized_operand(p.kernel, m->slot);
   // A front end's matrix product (PyTorch's mm, addmm, convolution...): its operands by what they hold.
-  if (!operand && m->role == wire::Role::Input && contract::matrix_operand_slot(p.kernel, m->slot))
-    operand = operand_of(t.id);
+  const bool front_end_product =
+      !operand && m->role == wire::Role::Input && contract::matrix_operand_slot(p.kernel, m->slot);
+  if (front_end_product) operand = operand_of(t.id);
   if (!operand) {
     if (options_.recipes != RecipeTensors::All) return;
     operand = contract::Operand::Other;
@@ -53,6 +54,15 @@ void Session::forecast_recipes(const LaunchPlan& p, Measurement* m) {
   std::string key = p.layer ? p.layer : "";
   key += '\x1f';
   key += t.name ? t.name : "";
+  // A front end names tensors by the layer and operator that made them, so that two operands of
+  // one product may share a name (autocast's casts of a layer's input and of its weight are both
+  // "<layer>._to_copy"): its operands' histories are told apart by operator and slot too.
+  if (front_end_product) {
+    key += '\x1f';
+    key += p.kernel;
+    key += '\x1f';
+    key += std::to_string(m->slot);
+  }
   amax_history_.lookup(key, &q.history_amax);
   compute_recipes(t.data, *type, q, &m->recipes);
   amax_history_.record(key, m->recipes.amax);

@@ -154,11 +154,23 @@ uint64_t Session::allocation_seen(const void* ptr, uint64_t bytes, int32_t devic
   return id;
 }
 
+void Session::inherit_origin(uint64_t from, const std::vector<mpt_tensor>& outputs) {
+  std::lock_guard lock(mutex_);
+  const auto source = origins_.find(from);
+  if (source == origins_.end()) return;
+  const bool weight = source->second.category == MPT_CAT_WEIGHT || source->second.category == MPT_CAT_MASTER_WEIGHT ||
+                      source->second.weight_copy;
+  if (!weight) return;
+  for (const mpt_tensor& t : outputs)
+    if (const auto it = origins_.find(t.id); it != origins_.end() && t.id != from) it->second.weight_copy = true;
+}
+
 contract::Operand Session::operand_of(uint64_t id) {
   std::lock_guard lock(mutex_);
   const auto it = origins_.find(id);
   if (it == origins_.end()) return contract::Operand::Activation;
-  if (it->second.category == MPT_CAT_WEIGHT || it->second.category == MPT_CAT_MASTER_WEIGHT) return contract::Operand::Weight;
+  if (it->second.category == MPT_CAT_WEIGHT || it->second.category == MPT_CAT_MASTER_WEIGHT || it->second.weight_copy)
+    return contract::Operand::Weight;
   return it->second.made_in_backward ? contract::Operand::Gradient : contract::Operand::Activation;
 }
 

@@ -183,10 +183,13 @@ class Session {
   struct Origin {
     int32_t category = 0;
     bool made_in_backward = false;
+    bool weight_copy = false;  // a copy of a weight (contract::is_weight_copy)
   };
   std::unordered_map<uint64_t, Origin> origins_;  // by allocation id, under mutex_
   // Which operand a front end's tensor of allocation `id` is (kMatrixOperators' rule).
   contract::Operand operand_of(uint64_t id);
+  // The outputs of a copy hold what allocation `from` holds, for operand_of.
+  void inherit_origin(uint64_t from, const std::vector<mpt_tensor>& outputs);
   struct LaunchPlan;
   struct LaunchState;
   uint32_t intern_locked(std::string_view text) { return writer_.intern(text, this_thread_number()); }

@@ -368,13 +368,21 @@ class FrontEndTest(support.FrontEndCase):
         and the parameter of `convolution` and `addmm`, in backward the output gradient (made in
         backward), the saved input and the parameter of `convolution_backward` and `mm`. The
         per-tensor current scale of each weight at step 0 is fp32(448 / amax) of the parameter the
-        program saved before its first step."""
+        program saved before its first step. Under bf16 autocast the products read casts of the
+        parameters, and those are the weights."""
         script = self.write("fp8.py", CNN_SAVING_WEIGHTS)
         saved = os.path.join(self.dir, "weights.npz")
         trace, _ = self.trace(script, "--recipes", "operands", args=[saved])
-        rows = set(self.query(trace, "SELECT kernel, phase, operand, tensor FROM v_tensor_recipes"
-                                     " WHERE recipe = 'current-e4m3' AND step = 0"))
+        operands = "SELECT kernel, phase, operand, tensor FROM v_tensor_recipes WHERE recipe = 'current-e4m3' AND step = 0"
+        rows = set(self.query(trace, operands))
         kernels = {(k, phase, operand) for k, phase, operand, _ in rows}
+        autocast = self.write("fp8_autocast.py", CNN_SAVING_WEIGHTS.replace(
+            "    out = net(x)", "    with torch.autocast('cpu', dtype=torch.bfloat16):\n        out = net(x)"))
+        autocast_trace, _ = self.trace(autocast, "--recipes", "operands", args=[saved])
+        autocast_rows = set(self.query(autocast_trace, operands))
+        self.assertEqual({(k, phase, operand) for k, phase, operand, _ in autocast_rows}, kernels)
+        self.assertEqual({t for _, _, operand, t in autocast_rows if operand == "weight"},
+                         {"conv1._to_copy", "fc1._to_copy"})
         self.assertEqual(kernels, {("convolution", "forward", "activation"), ("convolution", "forward", "weight"),
                                    ("addmm", "forward", "activation"), ("addmm", "forward", "weight"),
                                    ("convolution_backward", "backward", "gradient"),

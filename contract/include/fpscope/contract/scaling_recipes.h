@@ -248,8 +248,8 @@ inline std::optional<Operand> quantized_operand(std::string_view kernel, int slo
 
 // PyTorch's matrix-product operators, as the PyTorch front end names them, and the input slots that
 // are a product's operands (bit i: slot i). Which operand a tensor there is follows from what it
-// holds (docs/injector.md, "Scaling-recipe forecast"): a parameter is the weight, a tensor made in
-// backward the gradient, any other the activation.
+// holds (docs/injector.md, FPSCOPE_RECIPES): a parameter (or a copy of one, is_weight_copy) is
+// the weight, a tensor made in backward the gradient, any other the activation.
 struct MatrixOperator {
   const char* name;
   uint8_t slots;
@@ -265,6 +265,12 @@ inline constexpr std::array<MatrixOperator, 9> kMatrixOperators = {{
     {"convolution_backward", 0b111},  // (grad_output, input, weight)
     {"_scaled_mm", 0b011},
 }};
+
+// PyTorch's operators whose output is a copy of their first input (autocast casts a parameter to
+// bf16 with _to_copy before its product reads it): a copy of a weight is a weight.
+inline bool is_weight_copy(std::string_view name) {
+  return name == "_to_copy" || name == "_autocast_to_reduced_precision" || name == "clone";
+}
 
 // Whether input `slot` of the PyTorch operator `name` is an operand of its matrix product.
 inline bool matrix_operand_slot(std::string_view name, int slot) {
