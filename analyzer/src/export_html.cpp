@@ -270,6 +270,40 @@ void ranges_section(const Trace& trace, std::ostream& out) {
 
 }  // namespace
 
+// fp8 readiness (fpscope report --section fp8), when the trace holds the forecast: the layers to
+// keep in bf16, then the grid of operands by recipes coloured as the GUI colours it.
+void fp8_section(const Trace& trace, std::ostream& out) {
+  if (!has_fp8_forecast(trace)) return;
+  const Fp8Readiness r = fp8_readiness(trace);
+  out << "<h2>fp8 readiness</h2>\n";
+  std::string keep;
+  for (const LayerReadiness& l : r.layers)
+    if (l.keep_high_precision) keep += (keep.empty() ? "" : ", ") + (l.layer.empty() ? std::string("(no layer)") : l.layer);
+  out << (keep.empty() ? std::string("<p>Every layer fits an 8-bit recipe.</p>\n")
+                       : "<p class=\"bad\">Keep in bf16: " + esc(keep) + ".</p>\n");
+  out << fmt::format(
+      "<p>Each cell: the recipe's SQNR in dB over every step traced. Green: it fits (brighter, more to spare); amber: "
+      "just past a threshold; red: far past it. A recipe fits when it flushes at most {} of the values to zero, "
+      "saturates at most {} and keeps {:.0f} dB (e4m3), {:.0f} dB (e5m2) or {:.0f} dB (e2m1).</p>\n",
+      human_percent(r.thresholds.max_underflow_share), human_percent(r.thresholds.max_saturated_share),
+      r.thresholds.min_sqnr_db_e4m3, r.thresholds.min_sqnr_db_e5m2, r.thresholds.min_sqnr_db_e2m1);
+  out << "<table class=\"grid\"><tr><th>layer</th><th>operand</th>";
+  for (const contract::RecipeInfo& info : contract::kRecipes) out << "<th class=\"r\">" << esc(info.name) << "</th>";
+  out << "</tr>\n";
+  for (const OperandReadiness& o : r.operands) {
+    out << "<tr><td>" << esc(o.layer.empty() ? "(no layer)" : o.layer) << "</td><td>" << contract::operand_name(o.operand)
+        << "</td>";
+    for (const contract::RecipeInfo& info : contract::kRecipes) {
+      const palette::Rgb c = recipe_cell_color(o, info.id, r.thresholds);
+      const bool dark = 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 140;
+      out << "<td style=\"background:" << palette::hex(c) << (dark ? ";color:#fff" : "") << "\">"
+          << esc(recipe_cell_text(o, info.id)) << "</td>";
+    }
+    out << "</tr>\n";
+  }
+  out << "</table>\n";
+}
+
 void export_html(const Trace& trace, std::ostream& out) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fpscope report: "
       << esc(trace.path()) << "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
@@ -279,6 +313,7 @@ void export_html(const Trace& trace, std::ostream& out) {
       // unlike anywhere, leaves short numbers whole in narrow columns.
       << "table.kv{width:100%;table-layout:fixed}table.kv th{width:11em}td{overflow-wrap:break-word}"
       << "svg{max-width:100%;height:auto}p{overflow-wrap:anywhere}"
+      << "table.grid{font-size:11px}table.grid th.r{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal}"
       << ".legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;color:#444;margin:2px 0 14px 50px}"
       << ".legend i{display:inline-block;width:14px;height:4px;margin-right:6px;vertical-align:middle}"
       << ".legend b{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:middle}"
@@ -313,6 +348,7 @@ void export_html(const Trace& trace, std::ostream& out) {
   out << "</table>\n" << memory_plot(trace);
   out << "<h2>Ranges</h2>\n" << heat_map(trace, RangeView::Activations) << heat_map(trace, RangeView::GradientsScaled);
   ranges_section(trace, out);
+  fp8_section(trace, out);
   out << "</body></html>\n";
 }
 

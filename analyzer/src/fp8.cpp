@@ -61,6 +61,22 @@ const char* misfit_name(Misfit m) {
   return "?";
 }
 
+palette::Rgb recipe_cell_color(const OperandReadiness& o, Recipe r, const FitThresholds& t) {
+  const RecipeFigures& f = o.recipes[std::size_t(r)];
+  const Misfit misfit = o.misfit[std::size_t(r)];
+  if (f.tensors == 0 || f.quantized == 0) return palette::recipe_fit(palette::RecipeFit::Unseen, 0, 0);
+  if (misfit == Misfit::Nonfinite) return palette::recipe_fit(palette::RecipeFit::Nonfinite, 0, 0);
+  if (misfit != Misfit::None) return palette::recipe_fit(palette::RecipeFit::Misses, 0, o.severity[std::size_t(r)]);
+  const double margin = f.sqnr_db().value_or(0) - t.min_sqnr_db(contract::recipe_info(r).element);
+  return palette::recipe_fit(palette::RecipeFit::Fits, margin, 0);
+}
+
+std::string recipe_cell_text(const OperandReadiness& o, Recipe r) {
+  const std::optional<double> db = o.recipes[std::size_t(r)].sqnr_db();
+  if (!db) return "";
+  return std::isinf(*db) ? "lossless" : human_number(std::round(*db * 10) / 10);
+}
+
 std::string no_forecast_text(const Fp8Readiness& r) {
   if (r.forecast) return "";
   if (r.asked_without_operands)

@@ -43,6 +43,17 @@ Rgb for_name(std::string_view name, double saturation, double value) {
   return {channel(r), channel(g), channel(b)};
 }
 
+Rgb recipe_fit(RecipeFit fit, double margin_db, double severity) {
+  switch (fit) {
+    case RecipeFit::Unseen: return kRecipeUnseen;
+    case RecipeFit::Nonfinite: return kNaN;
+    case RecipeFit::Misses: return severity < 10 ? kRecipeNearMiss : kRecipeMiss;
+    case RecipeFit::Fits: break;
+  }
+  const double spare = std::clamp(margin_db, 0.0, 15.0);  // NaN clamps to itself: treat as none
+  return {40, static_cast<uint8_t>(110 + int((spare == spare ? spare : 0.0) * 6)), 70};
+}
+
 Rgb exponent_scale(double t) {
   // Anchors in the manner of viridis, interpolated linearly.
   static constexpr std::array<std::array<double, 3>, 6> anchors = {{{0.27, 0.00, 0.33},

@@ -426,6 +426,15 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
     if (i > 0) EXPECT_GE(none.layers[i - 1].severity, l.severity);
   }
 
+  // The HTML report's grid: a row per operand, a cell per recipe, each with the SQNR the report has.
+  std::ostringstream html;
+  export_html(*t, html);
+  EXPECT_NE(html.str().find("<h2>fp8 readiness</h2>"), std::string::npos);
+  for (const OperandReadiness& o : r.operands)
+    for (const fpscope::contract::RecipeInfo& info : fpscope::contract::kRecipes)
+      if (const std::string text = recipe_cell_text(o, info.id); !text.empty())
+        EXPECT_NE(html.str().find(">" + text + "</td>"), std::string::npos) << o.layer << " " << info.name;
+
   // mptrain's fp8 modes: a mode keeps a layer when the recipe it applies to one of the layer's
   // operands (its gradient recipe to gradients, its forward recipe to the others) does not fit.
   for (const Fp8Readiness* readiness : {&r, &none}) {
@@ -526,6 +535,9 @@ TEST_F(RealRun, Fp8ReadinessOfATraceWithoutForecast) {
   EXPECT_FALSE(r.forecast);
   EXPECT_FALSE(r.asked_without_operands);
   EXPECT_TRUE(r.operands.empty() && r.layers.empty());
+  std::ostringstream html;
+  export_html(*t, html);
+  EXPECT_EQ(html.str().find("fp8 readiness"), std::string::npos);
 
   const std::string asked = fpscope::test::temp_dir() + "/fp8-relu.sqlite";
   const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands --ops 'relu*' -o " + asked +

@@ -42,6 +42,16 @@ inline constexpr Rgb kBandNormal{90, 200, 110};
 inline constexpr Rgb kBandOverflow = kOverflow;
 inline constexpr Rgb kLossScale{225, 87, 89};   // the loss scale curve
 
+// The fp8 readiness grid (layers and operands by recipes): a recipe that fits is green, brighter the
+// more SQNR it keeps beyond its threshold (`margin_db`, 0 to 15 dB); one just past a threshold
+// (`severity`, the analyzer's ratio, below 10) amber, one far past it red, one that makes blocks
+// non-finite kNaN; a recipe that saw no value a dark grey.
+inline constexpr Rgb kRecipeUnseen{45, 45, 52};
+inline constexpr Rgb kRecipeNearMiss{200, 150, 50};
+inline constexpr Rgb kRecipeMiss{200, 70, 60};
+enum class RecipeFit { Unseen, Fits, Misses, Nonfinite };
+Rgb recipe_fit(RecipeFit fit, double margin_db, double severity);
+
 // Memory categories, in the contract's order (weight, master_weight, gradient, activation,
 // optimizer_state, workspace, data).
 inline constexpr std::array<Rgb, contract::kMemoryCategoryCount> kCategories = {

@@ -28,21 +28,6 @@ using analysis::Misfit;
 using analysis::OperandReadiness;
 using analysis::RecipeFigures;
 
-// A cell's colour: green shades for a fit (brighter the more SQNR to spare), amber just past a
-// threshold (the analyzer's severity below 10), red far past it; grey where the recipe saw nothing.
-ImU32 cell_color(const OperandReadiness& o, int i, const analysis::FitThresholds& t) {
-  const RecipeFigures& f = o.recipes[std::size_t(i)];
-  const Misfit misfit = o.misfit[std::size_t(i)];
-  if (f.tensors == 0 || f.quantized == 0) return IM_COL32(45, 45, 52, 255);
-  if (misfit == Misfit::None) {
-    const double margin = f.sqnr_db().value_or(0) - t.min_sqnr_db(contract::kRecipes[std::size_t(i)].element);
-    const int g = 110 + int(std::clamp(margin, 0.0, 15.0) * 6);
-    return IM_COL32(40, g, 70, 255);
-  }
-  if (misfit == Misfit::Nonfinite) return colors::kNaN;
-  return o.severity[std::size_t(i)] < 10 ? IM_COL32(200, 150, 50, 255) : IM_COL32(200, 70, 60, 255);
-}
-
 std::string row_label(const OperandReadiness& o) {
   return (o.layer.empty() ? std::string("(no layer)") : o.layer) + " " + contract::operand_name(o.operand);
 }
@@ -147,15 +132,13 @@ class Fp8View final : public View {
       const float y0 = origin.y + header_h + row_h * float(r);
       dl->AddText(ImVec2(origin.x, y0 + (row_h - line) / 2), IM_COL32(210, 210, 220, 255), row_label(o).c_str());
       for (int c = 0; c < kRecipeCount; ++c) {
-        const RecipeFigures& f = o.recipes[std::size_t(c)];
         const ImVec2 p0(origin.x + label_w + col_w * float(c), y0);
         const ImVec2 p1(p0.x + col_w - 2, y0 + row_h - 2);
-        const ImU32 fill = cell_color(o, c, readiness_->thresholds);
+        const ImU32 fill = colors::im(analysis::recipe_cell_color(o, static_cast<analysis::Recipe>(c), readiness_->thresholds));
         dl->AddRectFilled(p0, p1, fill);
-        if (const auto db = f.sqnr_db(); db && col_w > ImGui::CalcTextSize("00.0").x + 4) {
-          const std::string text = std::isinf(*db) ? "lossless" : analysis::human_number(std::round(*db * 10) / 10);
+        if (const std::string text = analysis::recipe_cell_text(o, static_cast<analysis::Recipe>(c));
+            !text.empty() && col_w > ImGui::CalcTextSize("00.0").x + 4)
           dl->AddText(ImVec2(p0.x + 3, p0.y + (row_h - line) / 2 - 1), colors::contrast_text(fill), text.c_str());
-        }
         if (picked_ && picked_->first == r && picked_->second == c) dl->AddRect(p0, p1, colors::kSelection, 0, 0, 2);
         if (hovered && mouse.x >= p0.x && mouse.x < p1.x && mouse.y >= p0.y && mouse.y < p1.y) hover = {{r, c}};
       }

@@ -13,6 +13,7 @@
 
 #include "fpscope/analysis/trace.h"
 #include "fpscope/contract/scaling_recipes.h"
+#include "fpscope/palette.h"
 
 namespace fpscope::analysis {
 
@@ -187,6 +188,11 @@ struct Fp8Outcome {
 // Set when A holds a forecast and B is an fp8 run of mptrain (meta config.precision "fp8") in a
 // mode the forecast replays.
 std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b);
+
+// The colour of recipe `r`'s cell for an operand in the readiness grid (palette::recipe_fit), and
+// its text: the SQNR in dB to a tenth, "lossless" where nothing was lost, "" without a figure.
+palette::Rgb recipe_cell_color(const OperandReadiness& o, Recipe r, const FitThresholds& t);
+std::string recipe_cell_text(const OperandReadiness& o, Recipe r);
 
 // What a report says of a trace without a forecast: how to get one, or why the run that asked for
 // one has none. Empty when it holds one.
