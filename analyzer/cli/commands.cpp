@@ -198,10 +198,12 @@ Action add_advise(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("advise", "op lists (fp32_ops.txt, bf16_ops.txt) and a loss scale for mptrain, from observed ranges");
   cmd->add_option("TRACE", o->trace, "trace file")->required();
-  cmd->add_option("-o,--output-dir", o->dir, "folder for fp32_ops.txt and bf16_ops.txt")->capture_default_str();
+  cmd->add_option("-o,--output-dir", o->dir,
+                  "folder for fp32_ops.txt and bf16_ops.txt (and fp8_keep_bf16.txt, from a trace with the fp8 forecast)")
+      ->capture_default_str();
   cmd->add_option("--target", o->target,
                   "16-bit format of the low-precision list and the loss-scale advice; auto: the run's own (bf16 for a "
-                  "bf16 or amp-bf16 run, fp16 otherwise)")
+                  "bf16, amp-bf16 or fp8 run, fp16 otherwise)")
       ->check(CLI::IsMember({"auto", "fp16", "bf16"}))->capture_default_str();
   cmd->add_option("--max-underflow", o->options.underflow_share, "share of values flushed to zero that keeps an op in fp32")
       ->capture_default_str();

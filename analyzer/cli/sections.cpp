@@ -481,9 +481,9 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
   Section sec{"fp8", fmt::format("fp8: A's forecast against B's quantize kernels (B: {})", mptrain_fp8_flags(f.mode)),
               {}, {}, {}};
   sec.notes.push_back(
-      "below normal: the share of values flushed to zero or made subnormal, over the training steps each run traced; "
-      "rank 1 is the operand that loses most in that run. Saturation leaves no mark on a quantized output and is not "
-      "compared.");
+      "flushed or subnormal: the share of the values quantized that became zero or subnormal, over the training steps "
+      "each run traced; rank 1 is the operand that loses most in that run. Saturation leaves no mark on a quantized "
+      "output and is not compared.");
   sec.notes.push_back(fmt::format(
       "Step 0: {} operand{} held the same values in both runs (the same statistics); the counts agree exactly for {} of "
       "them.{}",
@@ -493,11 +493,8 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
                                        : ""));
   sec.extra["step0_compared"] = f.step0_compared;
   sec.extra["step0_equal"] = f.step0_equal;
-  Table t{"operands", {"layer", "operand", "recipe", "below normal A", "below normal B", "rank A", "rank B",
-                       "step 0 A", "step 0 B", "step 0"}, {}};
-  auto share = [](uint64_t lost, uint64_t sub, uint64_t n) {
-    return percent_cell(n ? std::optional<double>(double(lost + sub) / double(n)) : std::nullopt);
-  };
+  Table t{"operands", {"layer", "operand", "recipe", "flushed or subnormal A", "flushed or subnormal B", "rank A",
+                       "rank B", "step 0 A", "step 0 B", "step 0"}, {}};
   auto counts = [](const std::optional<uint64_t>& u, const std::optional<uint64_t>& s) {
     return u && s ? Cell(fmt::format("{} + {}", *u, *s), int64_t(*u + *s)) : Cell("-", nullptr, false);
   };
@@ -505,8 +502,8 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
   for (const Fp8OutcomeRow& r : f.rows) {
     const char* verdict = !r.step0_same_operand ? "operands differ" : r.step0_equal() ? "equal" : "DIFFERENT";
     t.rows.push_back({Cell(r.layer.empty() ? "-" : r.layer), Cell(contract::operand_name(r.operand)),
-                      Cell(contract::recipe_info(r.recipe).name), share(r.a_underflow, r.a_subnormal, r.a_quantized),
-                      share(r.b_underflow, r.b_subnormal, r.b_quantized), rank(r.a_rank), rank(r.b_rank),
+                      Cell(contract::recipe_info(r.recipe).name), percent_cell(r.a_share()), percent_cell(r.b_share()),
+                      rank(r.a_rank), rank(r.b_rank),
                       counts(r.a_step0_underflow, r.a_step0_subnormal), counts(r.b_step0_underflow, r.b_step0_subnormal),
                       Cell(verdict)});
   }
@@ -653,7 +650,15 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   events.extra["only_in_b"] = c.only_in_b.size();
   if (!et.rows.empty()) events.tables.push_back(std::move(et));
   out.push_back(std::move(events));
-  if (c.fp8) out.push_back(fp8_outcome_section(*c.fp8));
+  if (c.fp8) {
+    out.push_back(fp8_outcome_section(*c.fp8));
+  } else if (c.b.precision.rfind("fp8", 0) == 0 || c.a.precision.rfind("fp8", 0) == 0) {
+    Section note{"fp8", "fp8", {}, {}, {}};
+    note.notes.push_back(
+        "No forecast to set beside the fp8 run: give the run traced with `fpscope run --recipes operands` as A and the "
+        "fp8 run as B (an fp8 run in delayed scaling with another window than 1024 or 16 steps has no forecast recipe).");
+    out.push_back(std::move(note));
+  }
   return out;
 }
 

@@ -198,7 +198,8 @@ LossScaleAdvice advise_loss_scale(const Trace& trace, Format target) {
 Format advice_target_of(const RunSummary& s) {
   // The run's own word comes first ("amp-bf16"; "fp32; bf16 in enc" is an fp32 run).
   const std::string own = s.precision.substr(0, s.precision.find(';'));
-  return own.find("bf16") != std::string::npos ? Format::BF16 : Format::F16;
+  // mptrain's fp8 mode runs everything but its quantized operands as amp-bf16 does.
+  return own.find("bf16") != std::string::npos || own == "fp8" ? Format::BF16 : Format::F16;
 }
 
 Advice advise(const Trace& trace, const AdviceOptions& options) {

@@ -320,9 +320,6 @@ struct Step0 {
 struct Side {
   uint64_t quantized = 0, underflow = 0, subnormal = 0;
   std::optional<Step0> step0;
-  std::optional<double> share() const {
-    return quantized ? std::optional<double>(double(underflow + subnormal) / double(quantized)) : std::nullopt;
-  }
 };
 using OperandKey = std::pair<std::string, int>;  // (layer, operand)
 
@@ -343,26 +340,40 @@ void rank_rows(std::vector<Fp8OutcomeRow>& rows, Get share, int Fp8OutcomeRow::*
 
 std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
   if (b.meta_value("config.precision").value_or("") != "fp8" || !has_fp8_forecast(a)) return std::nullopt;
-  const auto mode = mptrain_fp8_mode(b.meta_value("config.fp8_recipe").value_or(""),
-                                     b.meta_value("config.fp8_format").value_or(""));
+  auto mode = mptrain_fp8_mode(b.meta_value("config.fp8_recipe").value_or(""),
+                               b.meta_value("config.fp8_format").value_or(""));
   if (!mode) return std::nullopt;
+  // Delayed scaling's window: the forecast replays 1024 steps (delayed-e4m3, delayed-e5m2) and 16
+  // (delayed16-e4m3, whose e5m2 twin it lacks); another window has no forecast to compare with.
+  if (mode->forward == Recipe::DelayedE4M3) {
+    const std::string history = b.meta_value("config.fp8_amax_history").value_or("1024");
+    if (history == "16") {
+      mode->forward = Recipe::Delayed16E4M3;
+      mode->gradient = std::string_view(mode->format) == "e4m3" ? std::optional<Recipe>(Recipe::Delayed16E4M3) : std::nullopt;
+    } else if (history != "1024") {
+      return std::nullopt;
+    }
+  }
   Fp8Outcome out{*mode, {}, 0, 0};
   std::map<OperandKey, Side> forecast, measured;
   std::vector<OperandKey> order;
 
   // B: every quantize launch of the training steps. The operand: a gradient in backward, else a
   // weight where the input's allocation holds weights, else an activation.
+  std::set<int64_t> weight_allocations;
+  sql::Statement wq(detail::db(b), "SELECT DISTINCT m.alloc_id FROM memory_events m JOIN categories c ON c.id = m.category "
+                                   "WHERE m.kind = 'alloc' AND c.name = 'weight'");
+  while (wq.step()) weight_allocations.insert(wq.i64(0));
   sql::Statement bq(detail::db(b),
                     std::string("SELECT coalesce(k.layer, ''), k.phase, k.step, q.zero, q.subnormal, ") + kStatsColumns +
-                        ", EXISTS (SELECT 1 FROM memory_events m JOIN categories c ON c.id = m.category "
-                        "WHERE m.alloc_id = t.tensor_uid AND m.kind = 'alloc' AND c.name = 'weight') "
+                        ", t.tensor_uid "
                         "FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id AND t.role = 'in' AND t.slot = 0 "
                         "JOIN tensors q ON q.kernel_id = k.id AND q.role = 'out' AND q.slot = 0 "
                         "WHERE k.kernel LIKE 'fp8_quantize_%' AND k.phase IN ('forward', 'backward') ORDER BY k.id");
   while (bq.step()) {
-    const Operand operand = bq.text(1) == "backward" ? Operand::Gradient
-                            : bq.i64(13) != 0        ? Operand::Weight
-                                                     : Operand::Activation;
+    const Operand operand = bq.text(1) == "backward"                                        ? Operand::Gradient
+                            : !bq.is_null(13) && weight_allocations.count(bq.i64(13)) != 0 ? Operand::Weight
+                                                                                            : Operand::Activation;
     const OperandKey key{bq.text(0), int(operand)};
     if (!measured.count(key)) order.push_back(key);
     Side& side = measured[key];
@@ -419,13 +430,8 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     out.step0_equal += row.step0_equal() ? 1 : 0;
     out.rows.push_back(std::move(row));
   }
-  auto share = [](uint64_t lost, uint64_t sub, uint64_t n) {
-    return n ? std::optional<double>(double(lost + sub) / double(n)) : std::nullopt;
-  };
-  rank_rows(out.rows, [&](const Fp8OutcomeRow& r) { return share(r.a_underflow, r.a_subnormal, r.a_quantized); },
-            &Fp8OutcomeRow::a_rank);
-  rank_rows(out.rows, [&](const Fp8OutcomeRow& r) { return share(r.b_underflow, r.b_subnormal, r.b_quantized); },
-            &Fp8OutcomeRow::b_rank);
+  rank_rows(out.rows, [](const Fp8OutcomeRow& r) { return r.a_share(); }, &Fp8OutcomeRow::a_rank);
+  rank_rows(out.rows, [](const Fp8OutcomeRow& r) { return r.b_share(); }, &Fp8OutcomeRow::b_rank);
   return out;
 }
 

@@ -469,7 +469,7 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
   const std::string flags = out.substr(at + marker.size(), out.find('\n', at + marker.size()) - at - marker.size());
   const Fp8Advice advised = fp8_advice(r);
   const Fp8ModeAdvice& best = advised.modes[*advised.best];
-  EXPECT_NE(flags.find(std::string("--fp8-recipe ") + best.mode.recipe + " --fp8-format " + best.mode.format), std::string::npos)
+  EXPECT_NE(flags.find("--precision fp8 " + mptrain_fp8_flags(best.mode) + " --fp8-keep-bf16 @"), std::string::npos)
       << flags;
   std::ifstream list(dir + "/fp8_keep_bf16.txt");
   std::vector<std::string> listed;

@@ -123,7 +123,7 @@ void Session::exiting() {
 }
 
 void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name,
-                        uint64_t id, bool remembered) {
+                        uint64_t id, bool remembered, std::optional<bool> made_in_backward) {
   wire::AllocRecord r{};
   r.t_ns = monotonic_ns();
   r.id = id;
@@ -136,21 +136,22 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   std::lock_guard lock(mutex_);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
+  // Under the same lock as live_: a free or a relabel from another thread finds it.
+  if (made_in_backward) origins_[id] = Origin{category, *made_in_backward};
   writer_.put(r, this_thread_number());
 }
 
 uint64_t Session::allocation_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,
                                   const char* name) {
   const uint64_t id = next_seen_id_.fetch_add(1, std::memory_order_relaxed);
-  // A front end's data (a batch it did not see made, numpy's memory) may be written behind its back.
-  allocated(const_cast<void*>(ptr), bytes, device, category, name, id, category != MPT_CAT_DATA);
+  std::optional<bool> made_in_backward;
   if (options_.forecasts_recipes()) {
     thread_local std::string phase, layer;
     const Attribution where = front_end_attribution(&phase, &layer);
-    const bool backward = where.phase != nullptr && std::string_view(where.phase) == contract::kPhaseBackward;
-    std::lock_guard lock(mutex_);
-    origins_[id] = Origin{category, backward};
+    made_in_backward = where.phase != nullptr && std::string_view(where.phase) == contract::kPhaseBackward;
   }
+  // A front end's data (a batch it did not see made, numpy's memory) may be written behind its back.
+  allocated(const_cast<void*>(ptr), bytes, device, category, name, id, category != MPT_CAT_DATA, made_in_backward);
   return id;
 }
 
@@ -158,9 +159,7 @@ void Session::inherit_origin(uint64_t from, const std::vector<mpt_tensor>& outpu
   std::lock_guard lock(mutex_);
   const auto source = origins_.find(from);
   if (source == origins_.end()) return;
-  const bool weight = source->second.category == MPT_CAT_WEIGHT || source->second.category == MPT_CAT_MASTER_WEIGHT ||
-                      source->second.weight_copy;
-  if (!weight) return;
+  if (!source->second.holds_weight()) return;
   for (const mpt_tensor& t : outputs)
     if (const auto it = origins_.find(t.id); it != origins_.end() && t.id != from) it->second.weight_copy = true;
 }
@@ -169,8 +168,7 @@ contract::Operand Session::operand_of(uint64_t id) {
   std::lock_guard lock(mutex_);
   const auto it = origins_.find(id);
   if (it == origins_.end()) return contract::Operand::Activation;
-  if (it->second.category == MPT_CAT_WEIGHT || it->second.category == MPT_CAT_MASTER_WEIGHT || it->second.weight_copy)
-    return contract::Operand::Weight;
+  if (it->second.holds_weight()) return contract::Operand::Weight;
   return it->second.made_in_backward ? contract::Operand::Gradient : contract::Operand::Activation;
 }
 

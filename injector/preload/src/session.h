@@ -103,9 +103,10 @@ class Session {
   void set_dump_prefix(std::string prefix) { dump_prefix_ = std::move(prefix); }
 
   int launch(const mpt_launch_desc* launch, LaunchFn real);
-  // `remembered`: statistics of tensors in it may be reused (output_memo.h).
+  // `remembered`: statistics of tensors in it may be reused (output_memo.h). `made_in_backward`
+  // (a front end's memory, for the fp8 forecast): whether it appeared in a backward phase.
   void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id,
-                 bool remembered = true);
+                 bool remembered = true, std::optional<bool> made_in_backward = std::nullopt);
   void freed(void* ptr);
   // The program wrote these bytes itself (mpt_host_written, fpscope_memory_written).
   void host_written(const void* data, size_t bytes);
@@ -184,6 +185,7 @@ class Session {
     int32_t category = 0;
     bool made_in_backward = false;
     bool weight_copy = false;  // a copy of a weight (contract::is_weight_copy)
+    bool holds_weight() const { return category == MPT_CAT_WEIGHT || category == MPT_CAT_MASTER_WEIGHT || weight_copy; }
   };
   std::unordered_map<uint64_t, Origin> origins_;  // by allocation id, under mutex_
   // Which operand a front end's tensor of allocation `id` is (kMatrixOperators' rule).

@@ -146,11 +146,13 @@ struct RowView {
   int64_t rows, cols;
 };
 RowView row_view(const TensorArg& t) {
-  const int64_t cols = t->ndim == 0 ? 1 : t.dim(t->ndim - 1);
-  return {cols == 0 ? 0 : t.numel() / cols, cols};
+  if (t->ndim == 0) return {1, 1};
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < t->ndim; ++i) rows *= t.dim(i);
+  return {rows, t.dim(t->ndim - 1)};
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 void expect_same_shape_any_dtype(const Launch& l, const TensorArg& t, const TensorArg& like) {
   bool same = t->ndim == like->ndim;
@@ -191,7 +193,7 @@ void fp8_quantize_tensor(const Launch& l) {
     float longest = 0.0f;  // the largest amax of the steps before this one
     for (int64_t i = 0; i < steps; ++i) longest = std::max(longest, h[i]);
     if (longest > 0.0f) s = quotient(f.max, longest);
-    if (l.flag("update_history") && !amax.nonfinite) {
+    if (l.flag("update_history") && !amax.nonfinite && n > 0) {
       std::memmove(h + 1, h, static_cast<size_t>(steps - 1) * sizeof(float));  // newest first
       h[0] = amax.value;
     }
@@ -368,6 +370,7 @@ void fp8_dequantize(const Launch& l) {
   const int64_t tr = per_tensor ? 1 : ceil_div(v.rows, tile_rows), tc = per_tensor ? 1 : ceil_div(v.cols, block);
   const bool e8m0 = scale->dtype == MPT_DTYPE_E8M0;
   if (nvfp4) {
+    l.expect_dtype(q, MPT_DTYPE_E2M1);
     l.expect_dtype(scale, MPT_DTYPE_E4M3);
   } else if (!e8m0) {
     l.expect_dtype(scale, MPT_DTYPE_F32);

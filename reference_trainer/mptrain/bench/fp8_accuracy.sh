@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # What fp8 training costs the reference CNN in accuracy: amp-bf16 against every --fp8-recipe
-# (hybrid format: e4m3 forward, e5m2 gradients) over several seeds, one epoch each, printed as a
+# (the 8-bit ones in the hybrid format: e4m3 forward, e5m2 gradients) over several seeds, one epoch each, printed as a
 # table of the final epoch's training loss and the test accuracy (mean over the seeds, with the
 # range), and each recipe's difference to amp-bf16 seed by seed (mean and the worst seed).
 #
 #   reference_trainer/mptrain/bench/fp8_accuracy.sh [BUILD_DIR]      (default: build)
 #
 # Environment: IMAGES (training images, default 20000), TEST_IMAGES (default 10000), SEEDS
-# (default "1 2 3"), RECIPES (default "current delayed mxfp8 mxfp8-ceil block"), THREADS
+# (default "1 2 3"), RECIPES (default "current delayed mxfp8 mxfp8-ceil block mxfp4 nvfp4"), THREADS
 # (default 2), DATA_DIR (default /usr/share/datasets/fashion-mnist), PYTHON (default /usr/bin/python3).
 set -euo pipefail
 
@@ -16,7 +16,7 @@ mptrain="$build/bin/mptrain"
 images="${IMAGES:-20000}"
 test_images="${TEST_IMAGES:-10000}"
 seeds="${SEEDS:-1 2 3}"
-recipes="${RECIPES:-current delayed mxfp8 mxfp8-ceil block}"
+recipes="${RECIPES:-current delayed mxfp8 mxfp8-ceil block mxfp4 nvfp4}"
 threads="${THREADS:-2}"
 data_dir="${DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 python="${PYTHON:-/usr/bin/python3}"

@@ -171,9 +171,8 @@ void finish_config(TrainConfig& c, const RawOptions& raw) {
   if (c.data_parallel && c.device == "cuda") throw UsageError("--data-parallel runs on --device cpu only");
   parse_loss_scale(c.loss_scale_text, c.loss_scale);
   finish_fp8(c, raw);
-  const bool amp = c.precision == PrecisionMode::kAmpFp16 || c.precision == PrecisionMode::kAmpBf16;
-  if (!amp && (!c.bf16_ops_file.empty() || !c.fp32_ops_file.empty())) {
-    throw UsageError("--bf16-ops and --fp32-ops apply to --precision amp-fp16 or amp-bf16 only");
+  if (!PrecisionPolicy(c.precision).is_amp() && (!c.bf16_ops_file.empty() || !c.fp32_ops_file.empty())) {
+    throw UsageError("--bf16-ops and --fp32-ops apply to --precision amp-fp16, amp-bf16 or fp8 only");
   }
 }
 

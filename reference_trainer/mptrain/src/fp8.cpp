@@ -25,7 +25,8 @@ Tensor Fp8Quantizer::quantize(Runtime& rt, const Tensor& x_in, Fp8Operand operan
   const std::string& name = x.name();
   Tensor q = rt.alloc(name + ".fp8", x.shape(), format, category);
   const int64_t cols = x.shape().empty() ? 1 : x.shape().back();
-  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  int64_t rows = 1;  // every dimension but the last
+  for (std::size_t i = 0; i + 1 < x.shape().size(); ++i) rows *= x.dim(i);
 
   Tensor scale, global;  // global: NVFP4's tensor scale
   Scalars dequantize_scalars;

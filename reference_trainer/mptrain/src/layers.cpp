@@ -85,7 +85,11 @@ class MatrixNode : public Node {
   // Chooses the precision and whether this layer's operands go through fp8 (fp8.h).
   void plan_precision(BuildContext& ctx, DType in_dtype) {
     choose_precision(ctx, in_dtype, ctx.policy.param_storage_dtype(layer_));
-    if (ctx.fp8 == nullptr || compute_ == MPT_DTYPE_F32) return;
+    if (ctx.fp8 == nullptr) return;
+    if (compute_ == MPT_DTYPE_F32) {
+      reason_ += "; fp32: operands not quantized";
+      return;
+    }
     if (!ctx.fp8->quantizes(layer_)) {
       reason_ += "; kept in bf16 (--fp8-keep-bf16)";
       return;

@@ -19,7 +19,19 @@ Model::Model(const TrainConfig& config, const PrecisionPolicy& policy, Runtime& 
   }
   for (const auto& [layer, dtype] : config.layer_precision) check_layer_name(layer, "--layer-precision");
   if (config.fault) check_layer_name(config.fault->layer, "--fault");
-  for (const std::string& layer : config.fp8.keep_bf16) check_layer_name(layer, "--fp8-keep-bf16");
+  for (const std::string& layer : config.fp8.keep_bf16) {
+    check_layer_name(layer, "--fp8-keep-bf16");
+    std::string products;  // the layers whose operands fp8 quantizes
+    bool has_product = false;
+    for (const auto& node : nodes_) {
+      if (node->op() != "conv2d" && node->op() != "linear") continue;
+      products += (products.empty() ? "" : ", ") + node->layer();
+      has_product = has_product || node->layer() == layer;
+    }
+    if (!has_product)
+      throw UsageError(fmt::format("--fp8-keep-bf16: layer '{}' has no linear or conv2d op to keep out of fp8 (those "
+                                   "that do: {})", layer, products));
+  }
   if (policy.mode() == PrecisionMode::kFp8) fp8_ = std::make_unique<Fp8Quantizer>(config.fp8);
 
   std::mt19937_64 init_rng(config.seed);

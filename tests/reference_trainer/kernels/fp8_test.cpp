@@ -226,6 +226,25 @@ TEST(Fp8Kernels, EveryPatternScaleAndDequantizedValueMatchesAnIndependentQuantiz
   }
 }
 
+// Evaluation quantizes with the history without adding to it; an empty tensor adds nothing either.
+TEST(Fp8Kernels, DelayedScalingLeavesTheHistoryAloneWhenAskedOrEmpty) {
+  HostTensor x = HostTensor::from_values({2, 2}, {1.0, -3.5, 0.25, 2.0}, MPT_DTYPE_F32, "x");
+  HostTensor q({2, 2}, MPT_DTYPE_E4M3, "q"), s({1}, MPT_DTYPE_F32, "scale_inv");
+  HostTensor history = HostTensor::from_values({3}, {7.0, 0.0, 14.0}, MPT_DTYPE_F32, "amax_history");
+  ASSERT_EQ(launch("fp8_quantize_tensor", {&x, &history}, {&q, &s, &history}, {{"update_history", 0}}), MPT_OK)
+      << mpt_last_error();
+  EXPECT_EQ(history.values(), (std::vector<double>{7.0, 0.0, 14.0}));
+  EXPECT_EQ(s.value(0), double(1.0f / (448.0f / 14.0f)));  // the largest of the history: 14
+  HostTensor empty({0, 4}, MPT_DTYPE_F32, "x"), q0({0, 4}, MPT_DTYPE_E4M3, "q");
+  ASSERT_EQ(launch("fp8_quantize_tensor", {&empty, &history}, {&q0, &s, &history}, {{"update_history", 1}}), MPT_OK)
+      << mpt_last_error();
+  EXPECT_EQ(history.values(), (std::vector<double>{7.0, 0.0, 14.0}));
+  ASSERT_EQ(launch("fp8_quantize_tensor", {&x, &history}, {&q, &s, &history}, {{"update_history", 1}}), MPT_OK);
+  EXPECT_EQ(history.values(), (std::vector<double>{3.5, 7.0, 0.0}));  // newest first, the oldest gone
+  HostTensor rows({3, 0}, MPT_DTYPE_F32, "x"), q3({3, 0}, MPT_DTYPE_E4M3, "q"), mx({3, 0}, MPT_DTYPE_E8M0, "scales");
+  EXPECT_EQ(launch("fp8_quantize_mx", {&rows}, {&q3, &mx}, {{"block", 32}}), MPT_OK) << mpt_last_error();
+}
+
 TEST(Fp8Kernels, RejectWrongArguments) {
   HostTensor x({4, 32}, MPT_DTYPE_F32, "x"), q16({4, 32}, MPT_DTYPE_F16, "q"), q({4, 32}, MPT_DTYPE_E4M3, "q");
   HostTensor s({1}, MPT_DTYPE_F32, "scale_inv"), mx_scales({4, 2}, MPT_DTYPE_E8M0, "scales");

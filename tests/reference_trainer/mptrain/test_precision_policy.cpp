@@ -165,7 +165,7 @@ TEST(PrecisionMode, ParsesAllNames) {
   for (const char* name : {"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16", "fp8"}) {
     EXPECT_EQ(precision_mode_name(parse_precision_mode(name)), name);
   }
-  for (const char* name : {"current", "delayed", "mxfp8", "mxfp8-ceil", "block"}) {
+  for (const char* name : {"current", "delayed", "mxfp8", "mxfp8-ceil", "block", "mxfp4", "nvfp4"}) {
     EXPECT_EQ(fp8_recipe_name(parse_fp8_recipe(name)), name);
   }
   EXPECT_THROW(parse_fp8_recipe("nvfp8"), UsageError);

@@ -77,6 +77,10 @@ TEST(ProgramErrors, Fp8KeepsOnlyLayersTheModelHas) {
   RunOutcome r = run_mptrain("--precision fp8 --fp8-keep-bf16 conv1,fc3 --train-subset 32 --test-subset 32" + kData);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--fp8-keep-bf16: the model has no layer 'fc3'"), std::string::npos) << r.output;
+  RunOutcome norm = run_mptrain("--precision fp8 --fp8-keep-bf16 norm --train-subset 32 --test-subset 32" + kData);
+  EXPECT_EQ(norm.exit_code, 2);
+  EXPECT_NE(norm.output.find("layer 'norm' has no linear or conv2d op"), std::string::npos) << norm.output;
+  EXPECT_NE(norm.output.find("conv1, conv2, fc1, fc2"), std::string::npos) << norm.output;
   RunOutcome alone = run_mptrain("--fp8-recipe block --train-subset 32 --test-subset 32" + kData);
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.output.find("apply to --precision fp8 only"), std::string::npos) << alone.output;

@@ -178,6 +178,14 @@ struct Fp8OutcomeRow {
   bool step0_equal() const {
     return step0_same_operand && a_step0_underflow == b_step0_underflow && a_step0_subnormal == b_step0_subnormal;
   }
+  // The share of the values quantized that were flushed to zero or made subnormal, in each run.
+  std::optional<double> a_share() const { return share(a_underflow, a_subnormal, a_quantized); }
+  std::optional<double> b_share() const { return share(b_underflow, b_subnormal, b_quantized); }
+
+ private:
+  static std::optional<double> share(uint64_t flushed, uint64_t subnormal, uint64_t n) {
+    return n ? std::optional<double>(double(flushed + subnormal) / double(n)) : std::nullopt;
+  }
 };
 struct Fp8Outcome {
   MptrainFp8Mode mode;
@@ -186,7 +194,9 @@ struct Fp8Outcome {
   int step0_equal = 0;              // of them, rows whose counts agree
 };
 // Set when A holds a forecast and B is an fp8 run of mptrain (meta config.precision "fp8") in a
-// mode the forecast replays.
+// mode the forecast replays (delayed scaling with a window of 1024 or 16 steps). The values of a
+// 4-bit block holding a NaN or Inf are written 0 under a NaN scale: B counts them as flushed, where
+// the forecast leaves such blocks out.
 std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b);
 
 // The colour of recipe `r`'s cell for an operand in the readiness grid (palette::recipe_fit), and

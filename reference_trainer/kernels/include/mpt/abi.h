@@ -62,8 +62,8 @@ typedef enum mpt_dtype {
 } mpt_dtype;
 
 /* Bytes of one element of `dtype`; 0 for a number that is no mpt_dtype. (Which dtypes a kernel
- * takes is the kernel's to say: only the fp8 quantize and dequantize kernels take the 8-bit and
- * 4-bit floats.) */
+ * takes is the kernel's to say: the fp8 quantize and dequantize kernels compute with the 8-bit and
+ * 4-bit floats, and `copy` moves any dtype's bytes.) */
 static inline size_t mpt_dtype_bytes(int32_t dtype) {
   switch (dtype) {
     case MPT_DTYPE_F16:
