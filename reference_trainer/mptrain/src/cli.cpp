@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "errors.h"
+#include "fpscope/contract/scaling_recipes.h"
 #include "op_lists.h"
 
 #include <CLI/CLI.hpp>
@@ -82,9 +83,10 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "amp-fp16", "amp-bf16", "fp8"}))->capture_default_str();
   app.add_option("--fp8-recipe", raw.fp8_recipe,
                  "fp8 scaling: current, delayed, mxfp8, mxfp8-ceil, block, or (4-bit) mxfp4, nvfp4 (default current)")
-      ->check(CLI::IsMember({"current", "delayed", "mxfp8", "mxfp8-ceil", "block", "mxfp4", "nvfp4"}));
+      ->check(CLI::IsMember(std::vector<std::string>(fpscope::contract::kTrainerFp8Recipes.begin(),
+                                                     fpscope::contract::kTrainerFp8Recipes.end())));
   app.add_option("--fp8-format", raw.fp8_format, "hybrid (e4m3 forward, e5m2 gradients) or e4m3 (default hybrid)")
-      ->check(CLI::IsMember({"hybrid", "e4m3"}));
+      ->check(CLI::IsMember({fpscope::contract::kTrainerFp8Formats[0], fpscope::contract::kTrainerFp8Formats[1]}));
   app.add_option("--fp8-amax-history", raw.fp8_amax_history, "delayed scaling: steps of amax history (default 1024)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--fp8-keep-bf16", raw.fp8_keep_bf16,
@@ -135,7 +137,7 @@ void finish_fp8(TrainConfig& c, const RawOptions& raw) {
   if (raw.fp8_format && is_fp4_recipe(c.fp8.recipe))
     throw UsageError(fmt::format("--fp8-format applies to the 8-bit recipes: {} quantizes every operand to e2m1",
                                  fp8_recipe_name(c.fp8.recipe)));
-  c.fp8.hybrid = raw.fp8_format.value_or("hybrid") == "hybrid";
+  c.fp8.hybrid = raw.fp8_format.value_or(fpscope::contract::kTrainerFp8Formats[0]) == fpscope::contract::kTrainerFp8Formats[0];
   if (raw.fp8_amax_history) {
     if (c.fp8.recipe != Fp8Recipe::kDelayed) throw UsageError("--fp8-amax-history applies to --fp8-recipe delayed only");
     c.fp8.amax_history = *raw.fp8_amax_history;

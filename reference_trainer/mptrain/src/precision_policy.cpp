@@ -2,8 +2,10 @@
 #include "precision_policy.h"
 
 #include "errors.h"
+#include "fpscope/contract/scaling_recipes.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <sstream>
 
@@ -31,29 +33,18 @@ std::string precision_mode_name(PrecisionMode mode) {
   return "?";
 }
 
+// The names are the trace contract's, which the analyzer reads back from the configuration log.
+static_assert(fpscope::contract::kTrainerFp8Recipes.size() == std::size_t(Fp8Recipe::kNvfp4) + 1,
+              "Fp8Recipe lists the contract's kTrainerFp8Recipes in order");
+
 Fp8Recipe parse_fp8_recipe(const std::string& text) {
-  if (text == "current") return Fp8Recipe::kCurrent;
-  if (text == "delayed") return Fp8Recipe::kDelayed;
-  if (text == "mxfp8") return Fp8Recipe::kMxfp8;
-  if (text == "mxfp8-ceil") return Fp8Recipe::kMxfp8Ceil;
-  if (text == "block") return Fp8Recipe::kBlock;
-  if (text == "mxfp4") return Fp8Recipe::kMxfp4;
-  if (text == "nvfp4") return Fp8Recipe::kNvfp4;
-  throw UsageError(fmt::format("--fp8-recipe: '{}' is not one of current, delayed, mxfp8, mxfp8-ceil, block, mxfp4, nvfp4", text));
+  const auto& names = fpscope::contract::kTrainerFp8Recipes;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (text == names[i]) return static_cast<Fp8Recipe>(i);
+  throw UsageError(fmt::format("--fp8-recipe: '{}' is not one of {}", text, fmt::join(names, ", ")));
 }
 
-std::string fp8_recipe_name(Fp8Recipe recipe) {
-  switch (recipe) {
-    case Fp8Recipe::kCurrent: return "current";
-    case Fp8Recipe::kDelayed: return "delayed";
-    case Fp8Recipe::kMxfp8: return "mxfp8";
-    case Fp8Recipe::kMxfp8Ceil: return "mxfp8-ceil";
-    case Fp8Recipe::kBlock: return "block";
-    case Fp8Recipe::kMxfp4: return "mxfp4";
-    case Fp8Recipe::kNvfp4: return "nvfp4";
-  }
-  return "?";
-}
+std::string fp8_recipe_name(Fp8Recipe recipe) { return fpscope::contract::kTrainerFp8Recipes.at(std::size_t(recipe)); }
 
 std::string fp8_description(const Fp8Config& config) {
   std::string text = fp8_recipe_name(config.recipe);
@@ -63,7 +54,8 @@ std::string fp8_description(const Fp8Config& config) {
 }
 
 std::string fp8_format_name(const Fp8Config& config) {
-  return is_fp4_recipe(config.recipe) ? "e2m1" : config.hybrid ? "hybrid" : "e4m3";
+  const auto& formats = fpscope::contract::kTrainerFp8Formats;
+  return is_fp4_recipe(config.recipe) ? formats[2] : config.hybrid ? formats[0] : formats[1];
 }
 
 std::map<std::string, DType> parse_layer_precision(const std::string& text) {

@@ -109,31 +109,9 @@ struct Fp8Readiness {
   int64_t overflow_count = 0;              // all of them
 };
 
-// mptrain's fp8 modes (--precision fp8 --fp8-recipe R --fp8-format F; the 4-bit recipes log e2m1 as
-// their format) and the forecast recipes
-// that say what each does to an operand: `forward` to activations and weights, `gradient` to
-// output gradients (docs/mptrain.md, "fp8"). mxfp8-ceil and block quantize gradients in e5m2 under
-// the hybrid format, which no forecast recipe replays: their `gradient` is empty.
-struct MptrainFp8Mode {
-  const char* recipe;  // --fp8-recipe
-  const char* format;  // --fp8-format
-  Recipe forward;
-  std::optional<Recipe> gradient;
-};
-inline constexpr std::array<MptrainFp8Mode, 12> kMptrainFp8Modes = {{
-    {"current", "hybrid", Recipe::CurrentE4M3, Recipe::CurrentE5M2},
-    {"current", "e4m3", Recipe::CurrentE4M3, Recipe::CurrentE4M3},
-    {"delayed", "hybrid", Recipe::DelayedE4M3, Recipe::DelayedE5M2},
-    {"delayed", "e4m3", Recipe::DelayedE4M3, Recipe::DelayedE4M3},
-    {"mxfp8", "hybrid", Recipe::Mxfp8E4M3, Recipe::Mxfp8E5M2},
-    {"mxfp8", "e4m3", Recipe::Mxfp8E4M3, Recipe::Mxfp8E4M3},
-    {"mxfp8-ceil", "hybrid", Recipe::Mxfp8E4M3Ceil, std::nullopt},
-    {"mxfp8-ceil", "e4m3", Recipe::Mxfp8E4M3Ceil, Recipe::Mxfp8E4M3Ceil},
-    {"block", "hybrid", Recipe::BlockE4M3, std::nullopt},
-    {"block", "e4m3", Recipe::BlockE4M3, Recipe::BlockE4M3},
-    {"mxfp4", "e2m1", Recipe::Mxfp4, Recipe::Mxfp4},
-    {"nvfp4", "e2m1", Recipe::Nvfp4, Recipe::Nvfp4},
-}};
+// mptrain's fp8 modes and the forecast recipes that replay them (the contract's kTrainerFp8Modes).
+using MptrainFp8Mode = contract::TrainerFp8Mode;
+inline constexpr const auto& kMptrainFp8Modes = contract::kTrainerFp8Modes;
 // The mode of those flags, if it is one.
 std::optional<MptrainFp8Mode> mptrain_fp8_mode(std::string_view recipe, std::string_view format);
 // mptrain's flags for a mode: "--fp8-recipe delayed --fp8-format hybrid"; "--fp8-recipe nvfp4" (the

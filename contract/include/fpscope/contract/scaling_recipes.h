@@ -211,6 +211,35 @@ inline float block_scale(const RecipeInfo& r, float amax, bool nonfinite, float 
   }
 }
 
+// The reference trainer's fp8 modes (mptrain --precision fp8 --fp8-recipe R --fp8-format F) and the
+// recipes above that replay each: `forward` for activations and weights, `gradient` for output
+// gradients (none where no recipe does: the e5m2 gradients of mxfp8-ceil and block in the hybrid
+// format). mptrain takes its recipe and format names from here and logs them as config items
+// fp8_recipe and fp8_format; the 4-bit recipes quantize every operand to e2m1 and log that format.
+inline constexpr std::array<const char*, 7> kTrainerFp8Recipes = {"current", "delayed", "mxfp8", "mxfp8-ceil",
+                                                                  "block",   "mxfp4",   "nvfp4"};
+inline constexpr std::array<const char*, 3> kTrainerFp8Formats = {"hybrid", "e4m3", "e2m1"};
+struct TrainerFp8Mode {
+  const char* recipe;  // --fp8-recipe
+  const char* format;  // --fp8-format
+  Recipe forward;
+  std::optional<Recipe> gradient;
+};
+inline constexpr std::array<TrainerFp8Mode, 12> kTrainerFp8Modes = {{
+    {kTrainerFp8Recipes[0], kTrainerFp8Formats[0], Recipe::CurrentE4M3, Recipe::CurrentE5M2},
+    {kTrainerFp8Recipes[0], kTrainerFp8Formats[1], Recipe::CurrentE4M3, Recipe::CurrentE4M3},
+    {kTrainerFp8Recipes[1], kTrainerFp8Formats[0], Recipe::DelayedE4M3, Recipe::DelayedE5M2},
+    {kTrainerFp8Recipes[1], kTrainerFp8Formats[1], Recipe::DelayedE4M3, Recipe::DelayedE4M3},
+    {kTrainerFp8Recipes[2], kTrainerFp8Formats[0], Recipe::Mxfp8E4M3, Recipe::Mxfp8E5M2},
+    {kTrainerFp8Recipes[2], kTrainerFp8Formats[1], Recipe::Mxfp8E4M3, Recipe::Mxfp8E4M3},
+    {kTrainerFp8Recipes[3], kTrainerFp8Formats[0], Recipe::Mxfp8E4M3Ceil, std::nullopt},
+    {kTrainerFp8Recipes[3], kTrainerFp8Formats[1], Recipe::Mxfp8E4M3Ceil, Recipe::Mxfp8E4M3Ceil},
+    {kTrainerFp8Recipes[4], kTrainerFp8Formats[0], Recipe::BlockE4M3, std::nullopt},
+    {kTrainerFp8Recipes[4], kTrainerFp8Formats[1], Recipe::BlockE4M3, Recipe::BlockE4M3},
+    {kTrainerFp8Recipes[5], kTrainerFp8Formats[2], Recipe::Mxfp4, Recipe::Mxfp4},
+    {kTrainerFp8Recipes[6], kTrainerFp8Formats[2], Recipe::Nvfp4, Recipe::Nvfp4},
+}};
+
 // The operands fp8 training quantizes: the inputs of the matrix products of linear and
 // convolution layers, forward and backward. The bias and the outputs stay in higher precision.
 // Other: a tensor forecast on request (FPSCOPE_RECIPES=all) that is none of the three.
