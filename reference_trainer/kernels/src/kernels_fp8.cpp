@@ -154,6 +154,38 @@ RowView row_view(const TensorArg& t) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
+// The blocks of a block-scaled tensor: tiles of `tile_rows` rows by `block` columns of its row
+// view, row-major, the last ones in a row or column possibly smaller; one scale per tile.
+struct TileGrid {
+  RowView v;
+  int64_t block, tile_rows;
+  int64_t rows_of_tiles, tiles_per_row;
+  int64_t tiles() const { return rows_of_tiles * tiles_per_row; }
+  // fn(i) for the index of every value of tile k.
+  template <typename Fn>
+  void each(int64_t k, Fn&& fn) const {
+    const int64_t r0 = (k / tiles_per_row) * tile_rows, r1 = std::min(r0 + tile_rows, v.rows);
+    const int64_t c0 = (k % tiles_per_row) * block, c1 = std::min(c0 + block, v.cols);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c) fn(r * v.cols + c);
+  }
+  // The tile of the value at row r, column c.
+  int64_t tile_of(int64_t r, int64_t c) const { return (r / tile_rows) * tiles_per_row + c / block; }
+};
+
+// The grid of `x` for the launch's `block` and `tile_rows` scalars, with `scales` checked to hold
+// one scale per tile ([rows of tiles, tiles per row]).
+TileGrid tile_grid(const Launch& l, const TensorArg& x, const TensorArg& scales, int64_t default_block) {
+  TileGrid g{row_view(x), l.integer_or("block", default_block, 1), l.integer_or("tile_rows", 1, 1), 0, 0};
+  g.rows_of_tiles = ceil_div(g.v.rows, g.tile_rows);
+  g.tiles_per_row = ceil_div(g.v.cols, g.block);
+  if (scales->ndim != 2 || scales.dim(0) != g.rows_of_tiles || scales.dim(1) != g.tiles_per_row)
+    l.fail(scales.label + ": expected shape [" + std::to_string(g.rows_of_tiles) + "," +
+           std::to_string(g.tiles_per_row) + "] (tiles of " + std::to_string(g.tile_rows) + " x " +
+           std::to_string(g.block) + "), got " + shape_text(*scales));
+  return g;
+}
+
 void expect_same_shape_any_dtype(const Launch& l, const TensorArg& t, const TensorArg& like) {
   bool same = t->ndim == like->ndim;
   for (int i = 0; same && i < t->ndim; ++i) same = t.dim(i) == like.dim(i);
@@ -218,13 +250,8 @@ void fp8_quantize_mx(const Launch& l) {
   const ByteFloat& f = byte_float(l, q, true);
   expect_same_shape_any_dtype(l, q, x);
   l.expect_dtype(scales, MPT_DTYPE_E8M0);
-  const int64_t block = l.integer_or("block", 32, 1);
   const bool round_up = l.flag("round_up");
-  const RowView v = row_view(x);
-  const int64_t blocks_per_row = ceil_div(v.cols, block);
-  if (scales->ndim != 2 || scales.dim(0) != v.rows || scales.dim(1) != blocks_per_row)
-    l.fail(scales.label + ": expected shape [" + std::to_string(v.rows) + "," + std::to_string(blocks_per_row) +
-           "] (rows by blocks of " + std::to_string(block) + "), got " + shape_text(*scales));
+  const TileGrid g = tile_grid(l, x, scales, 32);
 
   // The element format's largest power of two: 2^8 for e4m3, 2^15 for e5m2, 2^2 for e2m1.
   int max_exp = 0;
@@ -234,15 +261,13 @@ void fp8_quantize_mx(const Launch& l) {
   F32Input xv(*x);
   auto* out = static_cast<uint8_t*>(q->data);
   auto* sc = static_cast<uint8_t*>(scales->data);
-  parallel_for(v.rows * blocks_per_row, 256, [&](int64_t b, int64_t e) {
+  parallel_for(g.tiles(), 256, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
-      const int64_t row = k / blocks_per_row, first = row * v.cols + (k % blocks_per_row) * block;
-      const int64_t last = std::min(first + block, (row + 1) * v.cols);
       Amax amax;
-      for (int64_t i = first; i < last; ++i) amax.add(xv[i]);
+      g.each(k, [&](int64_t i) { amax.add(xv[i]); });
       if (amax.nonfinite) {  // the scale is NaN: every value of the block decodes to NaN
         sc[k] = 0xFF;
-        for (int64_t i = first; i < last; ++i) out[i] = f.nan_bits;
+        g.each(k, [&](int64_t i) { out[i] = f.nan_bits; });
         continue;
       }
       int shared = 0;  // the block's values are divided by 2^shared
@@ -264,7 +289,7 @@ void fp8_quantize_mx(const Launch& l) {
       }
       sc[k] = static_cast<uint8_t>(shared + 127);
       const float s = std::ldexp(1.0f, -shared);
-      for (int64_t i = first; i < last; ++i) out[i] = encode_scaled(xv[i], s, f);
+      g.each(k, [&](int64_t i) { out[i] = encode_scaled(xv[i], s, f); });
     }
   });
 }
@@ -278,27 +303,18 @@ void fp8_quantize_block(const Launch& l) {
   const ByteFloat& f = byte_float(l, q);
   expect_same_shape_any_dtype(l, q, x);
   l.expect_dtype(scale_inv, MPT_DTYPE_F32);
-  const int64_t block = l.integer_or("block", 128, 1), tile_rows = l.integer_or("tile_rows", 1, 1);
-  const RowView v = row_view(x);
-  const int64_t tr = ceil_div(v.rows, tile_rows), tc = ceil_div(v.cols, block);
-  if (scale_inv->ndim != 2 || scale_inv.dim(0) != tr || scale_inv.dim(1) != tc)
-    l.fail(scale_inv.label + ": expected shape [" + std::to_string(tr) + "," + std::to_string(tc) + "], got " +
-           shape_text(*scale_inv));
+  const TileGrid g = tile_grid(l, x, scale_inv, 128);
 
   F32Input xv(*x);
   auto* out = static_cast<uint8_t*>(q->data);
   auto* inv = static_cast<float*>(scale_inv->data);
-  parallel_for(tr * tc, 16, [&](int64_t b, int64_t e) {
+  parallel_for(g.tiles(), 16, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
-      const int64_t r0 = (k / tc) * tile_rows, r1 = std::min(r0 + tile_rows, v.rows);
-      const int64_t c0 = (k % tc) * block, c1 = std::min(c0 + block, v.cols);
       Amax amax;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) amax.add(xv[r * v.cols + c]);
+      g.each(k, [&](int64_t i) { amax.add(xv[i]); });
       const float s = amax.nonfinite || amax.value == 0.0f ? 1.0f : power_of_two_below(quotient(f.max, amax.value));
       inv[k] = 1.0f / s;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) out[r * v.cols + c] = encode_scaled(xv[r * v.cols + c], s, f);
+      g.each(k, [&](int64_t i) { out[i] = encode_scaled(xv[i], s, f); });
     }
   });
 }
@@ -315,12 +331,7 @@ void fp8_quantize_nvfp4(const Launch& l) {
   l.expect_dtype(scales, MPT_DTYPE_E4M3);
   l.expect_dtype(global, MPT_DTYPE_F32);
   l.expect_numel(global, 1);
-  const int64_t block = l.integer_or("block", 16, 1), tile_rows = l.integer_or("tile_rows", 1, 1);
-  const RowView v = row_view(x);
-  const int64_t tr = ceil_div(v.rows, tile_rows), tc = ceil_div(v.cols, block);
-  if (scales->ndim != 2 || scales.dim(0) != tr || scales.dim(1) != tc)
-    l.fail(scales.label + ": expected shape [" + std::to_string(tr) + "," + std::to_string(tc) + "], got " +
-           shape_text(*scales));
+  const TileGrid g = tile_grid(l, x, scales, 16);
 
   F32Input xv(*x);
   Amax tensor;
@@ -330,13 +341,10 @@ void fp8_quantize_nvfp4(const Launch& l) {
   auto* out = static_cast<uint8_t*>(q->data);
   auto* sc = static_cast<uint8_t*>(scales->data);
   const std::vector<float>& e4m3 = decoded(kE4M3Format);
-  parallel_for(tr * tc, 16, [&](int64_t b, int64_t e) {
+  parallel_for(g.tiles(), 16, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
-      const int64_t r0 = (k / tc) * tile_rows, r1 = std::min(r0 + tile_rows, v.rows);
-      const int64_t c0 = (k % tc) * block, c1 = std::min(c0 + block, v.cols);
       Amax amax;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) amax.add(xv[r * v.cols + c]);
+      g.each(k, [&](int64_t i) { amax.add(xv[i]); });
       float s = 0.0f;
       if (amax.nonfinite) {  // e2m1 has no NaN: the block's scale is e4m3's NaN and its values zero
         sc[k] = kE4M3Format.nan_bits;
@@ -346,9 +354,7 @@ void fp8_quantize_nvfp4(const Launch& l) {
         const float block_scale = e4m3[sc[k]];
         s = block_scale == 0.0f ? 0.0f : global_s / block_scale;  // 0: the block's scale underflowed
       }
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c)
-          out[r * v.cols + c] = amax.nonfinite ? 0 : encode(xv[r * v.cols + c] * s, kE2M1Format);
+      g.each(k, [&](int64_t i) { out[i] = amax.nonfinite ? 0 : encode(xv[i] * s, kE2M1Format); });
     }
   });
   *static_cast<float*>(global->data) = 1.0f / global_s;
@@ -364,10 +370,7 @@ void fp8_dequantize(const Launch& l) {
   const ByteFloat& f = byte_float(l, q, true);
   l.expect_float(y);
   expect_same_shape_any_dtype(l, y, q);
-  const int64_t block = l.integer_or("block", 0, 0), tile_rows = l.integer_or("tile_rows", 1, 1);
-  const RowView v = row_view(q);
-  const bool per_tensor = block == 0;
-  const int64_t tr = per_tensor ? 1 : ceil_div(v.rows, tile_rows), tc = per_tensor ? 1 : ceil_div(v.cols, block);
+  const bool per_tensor = l.integer_or("block", 0, 0) == 0;
   const bool e8m0 = scale->dtype == MPT_DTYPE_E8M0;
   if (nvfp4) {
     l.expect_dtype(q, MPT_DTYPE_E2M1);
@@ -384,9 +387,11 @@ void fp8_dequantize(const Launch& l) {
     l.expect_numel(global, 1);
     global_inv = *static_cast<const float*>(global->data);
   }
-  if (per_tensor ? scale.numel() != 1 : (scale->ndim != 2 || scale.dim(0) != tr || scale.dim(1) != tc))
-    l.fail(scale.label + ": expected " + (per_tensor ? std::string("one value") : "shape [" + std::to_string(tr) + "," +
-           std::to_string(tc) + "]") + ", got " + shape_text(*scale));
+  if (per_tensor && scale.numel() != 1) l.fail(scale.label + ": expected one value, got " + shape_text(*scale));
+  const RowView v = row_view(q);
+  // One tile covering the tensor for a per-tensor scale.
+  const TileGrid g = per_tensor ? TileGrid{v, std::max<int64_t>(v.cols, 1), std::max<int64_t>(v.rows, 1), 1, 1}
+                                : tile_grid(l, q, scale, 0);
 
   const std::vector<float>& value = decoded(f);
   const auto* in = static_cast<const uint8_t*>(q->data);
@@ -401,8 +406,7 @@ void fp8_dequantize(const Launch& l) {
   parallel_for(v.rows, 64, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
       for (int64_t c = 0; c < v.cols; ++c) {
-        const int64_t k = per_tensor ? 0 : (r / tile_rows) * tc + c / block;
-        const float scaled = value[in[r * v.cols + c]] * scale_of(k);
+        const float scaled = value[in[r * v.cols + c]] * scale_of(g.tile_of(r, c));
         yv[r * v.cols + c] = nvfp4 ? scaled * global_inv : scaled;
       }
   });
