@@ -120,10 +120,16 @@ class Fp8View final : public View {
       const std::string name = contract::kRecipes[std::size_t(c)].name;
       const std::size_t dash = name.find('-');
       const float x = origin.x + label_w + col_w * float(c) + 3;
+      // A part wider than its column is drawn smaller (down to two thirds) before it is clipped, so
+      // that delayed-e4m3 and delayed16-e4m3 stay two names in a narrow window.
+      auto fitted = [&](const std::string& text, float y, ImU32 color) {
+        const float width = std::max(ImGui::CalcTextSize(text.c_str()).x, 1.0f);
+        const float scale = std::clamp((col_w - 5) / width, 0.66f, 1.0f);
+        dl->AddText(ImGui::GetFont(), ImGui::GetFontSize() * scale, ImVec2(x, y), color, text.c_str());
+      };
       dl->PushClipRect(ImVec2(x, origin.y), ImVec2(x + col_w - 4, origin.y + header_h), true);
-      dl->AddText(ImVec2(x, origin.y), IM_COL32(210, 210, 220, 255), name.substr(0, dash).c_str());
-      if (dash != std::string::npos)
-        dl->AddText(ImVec2(x, origin.y + line * 0.8f), colors::kDimText, name.substr(dash + 1).c_str());
+      fitted(name.substr(0, dash), origin.y, IM_COL32(210, 210, 220, 255));
+      if (dash != std::string::npos) fitted(name.substr(dash + 1), origin.y + line * 0.8f, colors::kDimText);
       dl->PopClipRect();
     }
     std::optional<std::pair<std::size_t, int>> hover;
