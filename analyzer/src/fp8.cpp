@@ -107,9 +107,9 @@ Fp8Readiness fp8_readiness(const Trace& trace, const FitThresholds& thresholds, 
     const std::string layer = st.text(0), operand_name = st.text(1), tensor = st.text(2);
     const int64_t recipe = st.i64(3);
     if (recipe < 0 || recipe >= kRecipeCount) continue;
-    int operand = 0;
-    while (operand < int(contract::kOperandNames.size()) && operand_name != contract::kOperandNames[operand]) ++operand;
-    if (operand == int(contract::kOperandNames.size())) continue;
+    const std::optional<Operand> named = contract::operand_named(operand_name);
+    if (!named) continue;
+    const int operand = int(*named);
     auto [it, added] = index.try_emplace({layer, operand}, out.operands.size());
     if (added) {
       OperandReadiness o;
@@ -354,6 +354,8 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
       return std::nullopt;
     }
   }
+  // The forecast recipe B's mode applies to an operand (none for a gradient no recipe replays).
+  auto applied_to = [&mode](Operand o) { return o == Operand::Gradient ? mode->gradient : std::optional<Recipe>(mode->forward); };
   Fp8Outcome out{*mode, {}, 0, 0};
   std::map<OperandKey, Side> forecast, measured;
   std::vector<OperandKey> order;
@@ -395,11 +397,10 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
                         "WHERE k.phase IN ('forward', 'backward') ORDER BY r.kernel_id, r.tensor_id");
   std::set<std::tuple<std::string, std::string, std::optional<int64_t>, int64_t>> seen;
   while (aq.step()) {
-    int operand = 0;
-    while (operand < 3 && aq.text(1) != contract::kOperandNames[std::size_t(operand)]) ++operand;
-    if (operand == 3) continue;
-    const std::optional<Recipe> applied =
-        static_cast<Operand>(operand) == Operand::Gradient ? mode->gradient : std::optional<Recipe>(mode->forward);
+    const std::optional<Operand> named = contract::operand_named(aq.text(1));
+    if (!named || *named == Operand::Other) continue;
+    const int operand = int(*named);
+    const std::optional<Recipe> applied = applied_to(*named);
     if (!applied || aq.i64(2) != int64_t(*applied)) continue;
     if (!seen.insert({aq.text(0), aq.text(1), aq.opt_i64(3), aq.i64(15)}).second) continue;
     Side& side = forecast[{aq.text(0), operand}];
@@ -413,7 +414,7 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
 
   for (const OperandKey& key : order) {
     const Operand operand = static_cast<Operand>(key.second);
-    const std::optional<Recipe> applied = operand == Operand::Gradient ? mode->gradient : std::optional<Recipe>(mode->forward);
+    const std::optional<Recipe> applied = applied_to(operand);
     if (!applied) continue;
     Fp8OutcomeRow row;
     row.layer = key.first;

@@ -246,6 +246,12 @@ inline constexpr std::array<TrainerFp8Mode, 12> kTrainerFp8Modes = {{
 enum class Operand : uint8_t { Activation = 0, Weight = 1, Gradient = 2, Other = 3 };
 inline constexpr std::array<const char*, 4> kOperandNames = {"activation", "weight", "gradient", "other"};
 constexpr const char* operand_name(Operand o) { return kOperandNames[static_cast<int>(o)]; }
+// The operand of that name (as the trace stores it), if any.
+inline std::optional<Operand> operand_named(std::string_view name) {
+  for (std::size_t i = 0; i < kOperandNames.size(); ++i)
+    if (name == kOperandNames[i]) return static_cast<Operand>(i);
+  return std::nullopt;
+}
 
 // Which input slot of which kernel is which operand (the reference trainer's kernel library).
 struct QuantizedOperand {
