@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "kernel_context.h"
 #include "kernels.h"
+#include "launch_report.h"
 #include "mpt/abi.h"
 #include "parallel.h"
 #include "registry.h"
@@ -44,12 +46,17 @@ bool any_tensor_on_cuda(const mpt_launch_desc& d) {
 // Checks what every launch needs before a kernel sees it; returns MPT_OK or a status.
 int check_descriptor(const mpt_launch_desc* d) {
   if (!d) return failure(MPT_ERR_BAD_ARGUMENTS, "mpt_launch: the launch descriptor is NULL");
-  if (d->abi_version != MPT_ABI_VERSION)
+  if (d->abi_version < MPT_ABI_OLDEST_VERSION || d->abi_version > MPT_ABI_VERSION)
     return failure(MPT_ERR_ABI_VERSION, "mpt_launch: abi_version " + std::to_string(d->abi_version) +
-                                            " but this library implements " + std::to_string(MPT_ABI_VERSION) +
+                                            " but this library implements " + std::to_string(MPT_ABI_OLDEST_VERSION) +
+                                            " to " + std::to_string(MPT_ABI_VERSION) +
                                             "; rebuild the program against this abi.h");
   if (!d->kernel) return failure(MPT_ERR_BAD_ARGUMENTS, "mpt_launch: kernel name is NULL");
   std::string kernel = d->kernel;
+  if ((d->flags & ~MPT_LAUNCH_REPORT) != 0)
+    return failure(MPT_ERR_BAD_ARGUMENTS, kernel + ": unknown flags " + std::to_string(d->flags) + " (abi.h defines MPT_LAUNCH_REPORT)");
+  if ((d->flags & MPT_LAUNCH_REPORT) != 0 && (d->abi_version < 2 || d->report == nullptr))
+    return failure(MPT_ERR_BAD_ARGUMENTS, kernel + ": MPT_LAUNCH_REPORT needs an abi_version 2 descriptor whose report is not NULL");
   if (d->n_inputs < 0 || d->n_outputs < 0 || d->n_scalars < 0)
     return failure(MPT_ERR_BAD_ARGUMENTS, kernel + ": negative tensor or scalar count");
   if ((d->n_inputs && !d->inputs) || (d->n_outputs && !d->outputs) || (d->n_scalars && !d->scalars))
@@ -84,6 +91,9 @@ int launch_on_cpu(const mpt_launch_desc& d) {
                                                "' (docs/kernels.md lists the kernels of this library)");
   try {
     const mpt::ScratchKernelScope scratch_names(d.kernel);
+    std::optional<mpt::LaunchReport> report;
+    if (d.flags & MPT_LAUNCH_REPORT) report.emplace(d, d.report);
+    const mpt::CurrentReportScope reporting(report ? &*report : nullptr);
     kernel(mpt::Launch(d));
     return MPT_OK;
   } catch (const mpt::KernelFailure& f) {
@@ -104,6 +114,8 @@ MPT_API int mpt_launch(const mpt_launch_desc* launch) {
   if (status != MPT_OK) return status;
   return any_tensor_on_cuda(*launch) ? launch_on_cuda(*launch) : launch_on_cpu(*launch);
 }
+
+MPT_API uint32_t mpt_abi_version(void) { return MPT_ABI_VERSION; }
 
 MPT_API const char* mpt_last_error(void) { return t_last_error.c_str(); }
 

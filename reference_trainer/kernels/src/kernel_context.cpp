@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "launch_report.h"
 #include "mpt/numerics.h"
 #include "parallel.h"
 
@@ -186,6 +187,7 @@ void store_from_f32(const float* src, void* dst, int32_t dtype, int64_t n) {
   parallel_for(n, kConvertChunk, [&](int64_t b, int64_t e) {
     if (dtype == MPT_DTYPE_F16) convert_f32_to_f16(src + b, bits + b, static_cast<size_t>(e - b));
     else convert_f32_to_bf16(src + b, bits + b, static_cast<size_t>(e - b));
+    if (LaunchReport* report = current_report()) report->count_store(bits + b, dtype, src + b, bits + b, e - b);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels.h"
+#include "launch_report.h"
 #include "mpt/numerics.h"
 #include "parallel.h"
 #include "scratch.h"
@@ -35,12 +36,46 @@ void store_param(const mpt_tensor& param, const float* values, int64_t b, int64_
   if (!r.stochastic) {
     int64_t size = static_cast<int64_t>(dtype_size(param.dtype));
     store_from_f32(values + b, static_cast<char*>(param.data) + b * size, param.dtype, e - b);
-  } else if (param.dtype == MPT_DTYPE_F16) {
-    convert_f32_to_f16_stochastic(values + b, static_cast<uint16_t*>(param.data) + b, n, r.stream_key, b);
   } else {
-    convert_f32_to_bf16_stochastic(values + b, static_cast<uint16_t*>(param.data) + b, n, r.stream_key, b);
+    uint16_t* bits = static_cast<uint16_t*>(param.data) + b;
+    if (param.dtype == MPT_DTYPE_F16) convert_f32_to_f16_stochastic(values + b, bits, n, r.stream_key, b);
+    else convert_f32_to_bf16_stochastic(values + b, bits, n, r.stream_key, b);
+    if (LaunchReport* report = current_report()) report->count_store(bits, param.dtype, values + b, bits, e - b);
   }
 }
+
+// The launch report's parameter update (mpt/abi.h, mpt_update_counts), when the caller asked for
+// one: each chunk compares the old values with the computed updates and the stored values.
+class UpdateAccount {
+ public:
+  explicit UpdateAccount(const mpt_tensor& param) : param_(param), report_(current_report()) {}
+  bool wanted() const { return report_ != nullptr; }
+
+  // Elements [b, e): old values p (fp32), computed updates u, and the new values as the kernel
+  // computed them in fp32 (an f32 parameter stores exactly those; a 16-bit one is read back).
+  template <typename Update>
+  void add(int64_t b, int64_t e, const float* p, const Update& u, const float* computed) const {
+    mpt_update_counts part{};
+    if (param_.dtype == MPT_DTYPE_F32) {
+      for (int64_t i = b; i < e; ++i) add_update_element(part, p[i], u(i), computed[i]);
+    } else {
+      const uint16_t* bits = static_cast<const uint16_t*>(param_.data);
+      for (int64_t i = b; i < e; ++i) {
+        const float stored = param_.dtype == MPT_DTYPE_F16 ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i]);
+        add_update_element(part, p[i], u(i), stored);
+      }
+    }
+    report_->add_update_chunk(b, part);
+  }
+
+  void finish() const {
+    if (report_) report_->finish_update(static_cast<uint64_t>(element_count(param_)));
+  }
+
+ private:
+  const mpt_tensor& param_;
+  LaunchReport* report_;
+};
 
 // The value a state tensor of `dtype` holds after storing v.
 inline float held_as(int32_t dtype, float v) {
@@ -72,8 +107,10 @@ void sgd_step(const Launch& l) {
   UpdateRounding rounding = update_rounding(l, param, step);
 
   F32Input pv(*param), gv(*grad), bv(*buf);
+  const UpdateAccount account(*param);
   ScratchFloats new_param(static_cast<size_t>(param.numel()));
   ScratchFloats new_buf(momentum != 0.0f ? new_param.size() : 0);
+  ScratchFloats step_term(account.wanted() ? new_param.size() : 0);  // lr * d, as subtracted
   parallel_for(param.numel(), kChunk, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float d = gv[i];
@@ -83,14 +120,21 @@ void sgd_step(const Launch& l) {
         d = held_as(buf->dtype, m);
         new_buf[i] = d;
       }
-      new_param[i] = pv[i] - lr * d;
+      const float change = lr * d;
+      if (account.wanted()) step_term[i] = change;
+      new_param[i] = pv[i] - change;
     }
+    // The computed update is -(lr * d). An f32 parameter is its own input: compare before storing.
+    const auto update = [&](int64_t i) { return -static_cast<double>(step_term[i]); };
+    if (account.wanted() && param->dtype == MPT_DTYPE_F32) account.add(b, e, pv.data(), update, new_param.data());
     store_param(*param, new_param.data(), b, e, rounding);
+    if (account.wanted() && param->dtype != MPT_DTYPE_F32) account.add(b, e, pv.data(), update, new_param.data());
     if (momentum != 0.0f) {
       int64_t size = static_cast<int64_t>(dtype_size(buf->dtype));
       store_from_f32(new_buf.data() + b, static_cast<char*>(buf->data) + b * size, buf->dtype, e - b);
     }
   });
+  account.finish();
 }
 
 void adamw_step(const Launch& l) {
@@ -117,8 +161,10 @@ void adamw_step(const Launch& l) {
   float eps_f = static_cast<float>(eps);
 
   F32Input pv(*param), gv(*grad), mv(*avg), vv(*avg_sq);
+  const UpdateAccount account(*param);
   size_t n = static_cast<size_t>(param.numel());
   ScratchFloats new_param(n), new_m(n), new_v(n);
+  ScratchFloats step_term(account.wanted() ? n : 0);  // neg_step_size * (m / denom), as added
   parallel_for(param.numel(), kChunk, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float p = pv[i] * decay, g = gv[i], m = mv[i];
@@ -129,13 +175,24 @@ void adamw_step(const Launch& l) {
       float denom = std::sqrt(v) / bias_correction2_sqrt + eps_f;
       new_m[i] = m;
       new_v[i] = v;
-      new_param[i] = p + neg_step_size * (m / denom);
+      const float change = neg_step_size * (m / denom);
+      if (account.wanted()) step_term[i] = change;
+      new_param[i] = p + change;
     }
+    // The computed update is the decay's change plus the step: (param * decay - param) + change,
+    // each term as the kernel formed it in fp32, summed exactly enough in double to tell zero.
+    const auto update = [&](int64_t i) {
+      const float decayed = pv[i] * decay;
+      return (static_cast<double>(decayed) - static_cast<double>(pv[i])) + static_cast<double>(step_term[i]);
+    };
+    if (account.wanted() && param->dtype == MPT_DTYPE_F32) account.add(b, e, pv.data(), update, new_param.data());
     store_param(*param, new_param.data(), b, e, rounding);
+    if (account.wanted() && param->dtype != MPT_DTYPE_F32) account.add(b, e, pv.data(), update, new_param.data());
     int64_t m_size = static_cast<int64_t>(dtype_size(avg->dtype)), v_size = static_cast<int64_t>(dtype_size(avg_sq->dtype));
     store_from_f32(new_m.data() + b, static_cast<char*>(avg->data) + b * m_size, avg->dtype, e - b);
     store_from_f32(new_v.data() + b, static_cast<char*>(avg_sq->data) + b * v_size, avg_sq->dtype, e - b);
   });
+  account.finish();
 }
 
 }  // namespace mpt::kernels

@@ -4,6 +4,8 @@
 // by the time the tasks are done is let off.
 #include "parallel.h"
 
+#include "launch_report.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -200,7 +202,9 @@ void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t
     body(0, n);
     return;
   }
+  LaunchReport* report = current_report();  // the launch's report goes with its chunks
   auto chunk = [&](int i) {
+    const CurrentReportScope reporting(report);
     t_inside_parallel = true;
     body(n * i / chunks, n * (i + 1) / chunks);
     t_inside_parallel = false;

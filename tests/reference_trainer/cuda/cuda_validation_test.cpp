@@ -47,7 +47,7 @@ int device_call(const LaunchSpec& spec, std::string* error, bool launch) {
   for (const auto& s : spec.scalars) scalars.push_back(mpt_scalar{s.first.c_str(), s.second});
   mpt_launch_desc d{MPT_ABI_VERSION, 0, spec.kernel.c_str(), in.data(), static_cast<int32_t>(in.size()),
                     static_cast<int32_t>(out.size()), out.data(), scalars.data(),
-                    static_cast<int32_t>(scalars.size()), 0, nullptr};
+                    static_cast<int32_t>(scalars.size()), 0, nullptr, nullptr};
   return launch ? mpt::cuda::launch(d, error) : mpt::cuda::detail::validate(d, error);
 }
 

@@ -94,9 +94,9 @@ TEST(CudaStreams, LaunchesRunOnTheGivenStream) {
   };
   TensorSpec y_spec = output("y", MPT_DTYPE_F32, {8, 4}), r_spec = output("r", MPT_DTYPE_F32, {8, 4});
   mpt_tensor in[3] = {upload(x), upload(w), upload(b)}, y = upload(y_spec), r = upload(r_spec);
-  mpt_launch_desc linear{MPT_ABI_VERSION, 0, "linear_forward", in, 3, 1, &y, nullptr, 0, 0, stream};
+  mpt_launch_desc linear{MPT_ABI_VERSION, 0, "linear_forward", in, 3, 1, &y, nullptr, 0, 0, stream, nullptr};
   ASSERT_EQ(mpt_launch(&linear), MPT_OK) << mpt_last_error();
-  mpt_launch_desc relu{MPT_ABI_VERSION, 0, "relu_forward", &y, 1, 1, &r, nullptr, 0, 0, stream};
+  mpt_launch_desc relu{MPT_ABI_VERSION, 0, "relu_forward", &y, 1, 1, &r, nullptr, 0, 0, stream, nullptr};
   ASSERT_EQ(mpt_launch(&relu), MPT_OK) << mpt_last_error();
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   std::vector<uint8_t> got(r_spec.bytes.size());

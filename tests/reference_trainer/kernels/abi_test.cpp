@@ -96,9 +96,9 @@ TEST(Abi, CudaTensorsReachTheCudaSide) {
   on_device.device = MPT_DEVICE_CUDA;
   on_device.id = id;
   mpt_scalar value{"value", 2.5};
-  mpt_launch_desc fill{MPT_ABI_VERSION, 0, "fill", nullptr, 0, 1, &on_device, &value, 1, 0, nullptr};
+  mpt_launch_desc fill{MPT_ABI_VERSION, 0, "fill", nullptr, 0, 1, &on_device, &value, 1, 0, nullptr, nullptr};
   ASSERT_EQ(mpt_launch(&fill), MPT_OK) << last_error();
-  mpt_launch_desc copy{MPT_ABI_VERSION, 0, "copy", &on_device, 1, 1, &on_host, nullptr, 0, 0, nullptr};
+  mpt_launch_desc copy{MPT_ABI_VERSION, 0, "copy", &on_device, 1, 1, &on_host, nullptr, 0, 0, nullptr, nullptr};
   ASSERT_EQ(mpt_launch(&copy), MPT_OK) << last_error();
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(host.value(i), 2.5);
   mpt_free(device, MPT_DEVICE_CUDA);
@@ -112,7 +112,7 @@ TEST(Abi, CudaTensorOnCpuOnlyBuild) {
   HostTensor x({4}, MPT_DTYPE_F32, "x"), y({4}, MPT_DTYPE_F32, "y");
   mpt_tensor in = x.view(), out = y.view();
   out.device = MPT_DEVICE_CUDA;
-  mpt_launch_desc d{MPT_ABI_VERSION, 0, "copy", &in, 1, 1, &out, nullptr, 0, 0, nullptr};
+  mpt_launch_desc d{MPT_ABI_VERSION, 0, "copy", &in, 1, 1, &out, nullptr, 0, 0, nullptr, nullptr};
   EXPECT_EQ(mpt_launch(&d), MPT_ERR_DEVICE);
   EXPECT_EQ(last_error(), "this libmpt_kernels was built without CUDA");
   uint64_t id = 0;
@@ -151,7 +151,7 @@ TEST(Abi, ExportsExactlyTheAbi) {
     char kind = s.size() > 17 ? s[17] : '?';
     if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B' || kind == 'V' || kind == 'i') exported.insert(name);
   }
-  std::set<std::string> abi{"mpt_launch", "mpt_last_error", "mpt_alloc", "mpt_free", "mpt_host_written",
+  std::set<std::string> abi{"mpt_launch", "mpt_abi_version", "mpt_last_error", "mpt_alloc", "mpt_free", "mpt_host_written",
                             "mpt_log_scalar", "mpt_log_text", "mpt_set_num_threads", "mpt_set_communicator",
                             "mpt_parallel_tasks"};
   EXPECT_EQ(exported, abi);

@@ -77,6 +77,11 @@ void HostTensor::set(int64_t i, double v) {
 
 int launch(const char* kernel, std::vector<HostTensor*> inputs, std::vector<HostTensor*> outputs,
            const Scalars& scalars) {
+  return launch_reported(kernel, std::move(inputs), std::move(outputs), scalars, nullptr);
+}
+
+int launch_reported(const char* kernel, std::vector<HostTensor*> inputs, std::vector<HostTensor*> outputs,
+                    const Scalars& scalars, mpt_launch_report* report) {
   std::vector<mpt_tensor> in, out;
   for (HostTensor* t : inputs) in.push_back(t->view());
   for (HostTensor* t : outputs) out.push_back(t->view());
@@ -91,6 +96,10 @@ int launch(const char* kernel, std::vector<HostTensor*> inputs, std::vector<Host
   d.n_outputs = static_cast<int32_t>(out.size());
   d.scalars = sc.data();
   d.n_scalars = static_cast<int32_t>(sc.size());
+  if (report) {
+    d.flags = MPT_LAUNCH_REPORT;
+    d.report = report;
+  }
   return mpt_launch(&d);
 }
 

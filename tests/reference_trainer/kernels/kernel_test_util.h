@@ -101,6 +101,10 @@ using Scalars = std::vector<std::pair<const char*, double>>;
 int launch(const char* kernel, std::vector<HostTensor*> inputs, std::vector<HostTensor*> outputs,
            const Scalars& scalars = {});
 
+// The same, asking the kernel for its launch report (MPT_LAUNCH_REPORT) into *report.
+int launch_reported(const char* kernel, std::vector<HostTensor*> inputs, std::vector<HostTensor*> outputs,
+                    const Scalars& scalars, mpt_launch_report* report);
+
 // Seeded uniform values in [lo, hi).
 std::vector<double> random_values(size_t n, double lo, double hi, uint32_t seed);
 

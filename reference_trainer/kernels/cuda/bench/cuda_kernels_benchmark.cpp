@@ -34,7 +34,7 @@ struct DeviceTensor {
     t.data = mpt_alloc(static_cast<size_t>(n) * element_size(dtype), MPT_DEVICE_CUDA,
                        MPT_CAT_WORKSPACE, "bench", nullptr);
     mpt_scalar s{"value", value};
-    mpt_launch_desc d{MPT_ABI_VERSION, 0, "fill", nullptr, 0, 1, &t, &s, 1, 0, nullptr};
+    mpt_launch_desc d{MPT_ABI_VERSION, 0, "fill", nullptr, 0, 1, &t, &s, 1, 0, nullptr, nullptr};
     if (t.data) mpt_launch(&d);
   }
   ~DeviceTensor() { mpt_free(t.data, MPT_DEVICE_CUDA); }
@@ -73,7 +73,7 @@ int launch(const char* kernel, std::vector<mpt_tensor> in, std::vector<mpt_tenso
            std::vector<mpt_scalar> scalars) {
   mpt_launch_desc d{MPT_ABI_VERSION, 0, kernel, in.data(), static_cast<int32_t>(in.size()),
                     static_cast<int32_t>(out.size()), out.data(), scalars.data(),
-                    static_cast<int32_t>(scalars.size()), 0, nullptr};
+                    static_cast<int32_t>(scalars.size()), 0, nullptr, nullptr};
   return mpt_launch(&d);
 }
 

@@ -33,7 +33,10 @@
 extern "C" {
 #endif
 
-#define MPT_ABI_VERSION 1u
+/* Version 2 added the launch report (mpt_launch_desc.report); the library still takes version 1
+ * descriptors, which end before that field. */
+#define MPT_ABI_VERSION 2u
+#define MPT_ABI_OLDEST_VERSION 1u
 #define MPT_MAX_DIMS 6
 
 #if defined(__GNUC__)
@@ -115,9 +118,63 @@ typedef struct mpt_scalar {
   double value;
 } mpt_scalar;
 
+/* What a CPU kernel can report about its own work when the caller asks (MPT_LAUNCH_REPORT): things
+ * only the kernel sees, because they exist only in its fp32 registers before the store.
+ *
+ * Narrowing stores. A kernel that computes in fp32 and stores an f16 or bf16 output counts, at that
+ * store, the results that the rounding (nearest even, or stochastic where asked) damaged. `results`
+ * counts the nonzero finite fp32 results stored; of those, `flushed` became zero, `subnormal` became
+ * a nonzero subnormal and `overflowed` became an infinity. `narrowed` is 1 for an output the kernel
+ * stored that way (a 16-bit output written through the library's fp32 store path) and 0 otherwise
+ * (an f32 output, an integer one, one the kernel copies bits into): its counts are then zero and
+ * mean nothing. Outputs past MPT_MAX_REPORTED_OUTPUTS are not counted. */
+#define MPT_MAX_REPORTED_OUTPUTS 8
+typedef struct mpt_store_counts {
+  uint64_t results;
+  uint64_t flushed;
+  uint64_t subnormal;
+  uint64_t overflowed;
+  uint32_t narrowed;
+  uint32_t reserved;
+} mpt_store_counts;
+
+/* Parameter update. An optimizer kernel (sgd_step, adamw_step) compares, element by element, the
+ * parameter before the step (p) with the update it computed in fp32 before rounding the new value
+ * to the parameter's dtype, and with the value it stored. docs/kernels.md ("Launch reports") defines
+ * the computed update u of each kernel exactly. `elements`: the parameter's elements; `nonzero`:
+ * those with u != 0; `changed`: those whose stored bits differ from p's; `lost`: those with u != 0
+ * whose stored bits equal p's (the update was rounded away). The sums run over finite elements in a
+ * fixed order (so they do not depend on the thread count's timing) in double: sum |u|, sum u^2, sum
+ * |stored - p|, sum (stored - p)^2 and sum p^2. */
+typedef struct mpt_update_counts {
+  uint64_t elements;
+  uint64_t nonzero;
+  uint64_t changed;
+  uint64_t lost;
+  double computed_abs_sum;
+  double computed_sq_sum;
+  double applied_abs_sum;
+  double applied_sq_sum;
+  double weight_sq_sum;
+} mpt_update_counts;
+
+/* What the kernel filled in (mpt_launch_report.filled). */
+#define MPT_REPORTED_STORES 1u /* stores[0 .. n_outputs) */
+#define MPT_REPORTED_UPDATE 2u /* update: the first output is the parameter */
+
+typedef struct mpt_launch_report {
+  uint32_t filled;              /* MPT_REPORTED_* bits; the caller sets it to 0 */
+  uint32_t reserved;
+  mpt_store_counts stores[MPT_MAX_REPORTED_OUTPUTS];
+  mpt_update_counts update;
+} mpt_launch_report;
+
+/* mpt_launch_desc.flags */
+#define MPT_LAUNCH_REPORT 1u  /* fill *report (version 2 and later); CUDA kernels report nothing */
+
 typedef struct mpt_launch_desc {
   uint32_t abi_version;         /* MPT_ABI_VERSION */
-  uint32_t flags;               /* zero */
+  uint32_t flags;               /* MPT_LAUNCH_* bits, or zero */
   const char* kernel;           /* "conv2d_forward", "amp_update_scale", ... */
   const mpt_tensor* inputs;
   int32_t n_inputs;
@@ -127,6 +184,7 @@ typedef struct mpt_launch_desc {
   int32_t n_scalars;
   int32_t reserved;             /* zero */
   void* stream;                 /* cudaStream_t for CUDA kernels, NULL on the CPU */
+  mpt_launch_report* report;    /* with MPT_LAUNCH_REPORT: where the kernel reports; version 2 */
 } mpt_launch_desc;
 
 /* Status codes of mpt_launch(). */
@@ -141,6 +199,10 @@ typedef enum mpt_status {
 
 /* Runs one kernel. Returns MPT_OK or an mpt_status; mpt_last_error() then says what was wrong. */
 MPT_API int mpt_launch(const mpt_launch_desc* launch);
+
+/* The newest descriptor version this library takes (MPT_ABI_VERSION when it was built): a tool
+ * that interposes mpt_launch() asks before it sends a version 2 descriptor. */
+MPT_API uint32_t mpt_abi_version(void);
 
 /* Human-readable reason for the last failure on this thread ("" if none). */
 MPT_API const char* mpt_last_error(void);

@@ -62,7 +62,7 @@ int launch(const char* kernel, std::vector<mpt_tensor> in, std::vector<mpt_tenso
            std::vector<mpt_scalar> scalars, void* stream) {
   mpt_launch_desc d{MPT_ABI_VERSION, 0, kernel, in.data(), static_cast<int32_t>(in.size()),
                     static_cast<int32_t>(out.size()), out.data(), scalars.data(),
-                    static_cast<int32_t>(scalars.size()), 0, stream};
+                    static_cast<int32_t>(scalars.size()), 0, stream, nullptr};
   std::string error;
   const int status = mpt::cuda::launch(d, &error);
   EXPECT_EQ(status, MPT_OK) << kernel << ": " << error;

@@ -42,7 +42,7 @@ LaunchResult run_emulated(const LaunchSpec& spec) {
   for (const auto& s : spec.scalars) scalars.push_back(mpt_scalar{s.first.c_str(), s.second});
   mpt_launch_desc d{MPT_ABI_VERSION, 0, spec.kernel.c_str(), in.data(), static_cast<int32_t>(in.size()),
                     static_cast<int32_t>(out.size()), out.data(), scalars.data(),
-                    static_cast<int32_t>(scalars.size()), 0, nullptr};
+                    static_cast<int32_t>(scalars.size()), 0, nullptr, nullptr};
   result.status = mpt::cuda::launch(d, &result.error);
   for (size_t i = 0; i < spec.outputs.size(); ++i) {
     int same = spec.outputs[i].same_as_input;
