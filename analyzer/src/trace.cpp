@@ -204,9 +204,25 @@ bool has_column(const sql::Database& db, const std::string& table, const char* c
 }
 
 // The event tables that carry the rank of the process that recorded them (schema 3).
-constexpr std::array<const char*, 12> kRankTables = {
+constexpr std::array<const char*, 14> kRankTables = {
     "nvtx_ranges", "kernels", "tensors", "nonfinite", "memory_events", "loss_scale", "scalars",
-    "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory", "tensor_recipes"};
+    "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory", "tensor_recipes", "tensor_stores", "param_updates"};
+
+// Makes each of `tables` the trace lacks as this build's schema declares it, temporary and empty.
+// Returns whether any was made.
+bool add_missing_tables(const sql::Database& db, std::initializer_list<const char*> tables) {
+  bool added = false;
+  for (const std::string& statement : sql::statements_of(embedded::kTraceSchemaSql)) {
+    for (const char* table : tables) {
+      const std::string create = std::string("CREATE TABLE ") + table + " (";
+      if (statement.compare(0, create.size(), create) == 0 && !db.has_table(table, false)) {
+        db.exec("CREATE TEMP TABLE " + statement.substr(std::string("CREATE TABLE ").size()));
+        added = true;
+      }
+    }
+  }
+  return added;
+}
 
 // Columns and tables later schemas added: a trace of an older schema gets temporary views of the same
 // names that add them with the values they would have held (SQLite resolves unqualified names in the
@@ -230,18 +246,13 @@ bool add_missing_columns(const sql::Database& db) {
     added = true;
   }
   if (!db.has_table("tensor_recipes", false)) {
-    // Schemas 1 to 4 forecast no scaling recipe: the tables as this build's schema declares them,
-    // temporary, `tensor_recipes` empty.
-    for (const std::string& statement : sql::statements_of(embedded::kTraceSchemaSql)) {
-      for (const char* table : {"recipes", "tensor_recipes"}) {
-        const std::string create = std::string("CREATE TABLE ") + table + " (";
-        if (statement.compare(0, create.size(), create) == 0)
-          db.exec("CREATE TEMP TABLE " + statement.substr(std::string("CREATE TABLE ").size()));
-      }
-    }
+    // Schemas 1 to 4 forecast no scaling recipe: `recipes` from the contract, `tensor_recipes` empty.
+    add_missing_tables(db, {"recipes", "tensor_recipes"});
     sql::insert_recipe_rows(db, "temp.recipes");
     added = true;
   }
+  // Schemas 1 to 5 counted no narrowing store and no parameter update.
+  added |= add_missing_tables(db, {"tensor_stores", "param_updates"});
   if (!db.has_table("processes", false)) {
     // The one process meta describes.
     db.exec(

@@ -490,6 +490,57 @@ void TraceWriter::Impl::handle(const wire::TensorRecipesRecord& r) {
   counts.tensor_recipes += contract::kRecipeCount;
 }
 
+void TraceWriter::Impl::handle(const wire::TensorStoreRecord& r) {
+  const auto row = tensor_row(r.seq, r.role_slot);
+  if (!row) {
+    ++counts.unmatched_events;
+    return;
+  }
+  if (r.flushed + r.subnormal + r.overflowed > r.results) {
+    ++counts.malformed_records;
+    return;
+  }
+  sql::Statement& st = insert_tensor_store;
+  st.bind(1, *row);
+  st.bind(2, r.results);
+  st.bind(3, r.flushed);
+  st.bind(4, r.subnormal);
+  st.bind(5, r.overflowed);
+  st.bind(6, src->rank);
+  st.run();
+  row_written();
+  ++counts.tensor_stores;
+}
+
+void TraceWriter::Impl::handle(const wire::ParamUpdateRecord& r) {
+  if (r.changed > r.elements || (r.computed_known && (r.nonzero > r.elements || r.lost > r.nonzero))) {
+    ++counts.malformed_records;
+    return;
+  }
+  sql::Statement& st = insert_param_update;
+  st.bind(1, kernel_id(r.seq));
+  st.bind(2, sid(r.name));
+  r.tensor_id != 0 ? st.bind(3, r.tensor_id) : st.bind_null(3);
+  st.bind(4, uint32_t{r.dtype});
+  st.bind(5, r.elements);
+  st.bind(6, r.changed);
+  if (r.computed_known) {
+    st.bind(7, r.nonzero);
+    st.bind(8, r.lost);
+    st.bind(9, r.computed_abs_sum);
+    st.bind(10, r.computed_sq_sum);
+  } else {
+    for (int i = 7; i <= 10; ++i) st.bind_null(i);
+  }
+  st.bind(11, r.applied_abs_sum);
+  st.bind(12, r.applied_sq_sum);
+  st.bind(13, r.weight_sq_sum);
+  st.bind(14, src->rank);
+  st.run();
+  row_written();
+  ++counts.param_updates;
+}
+
 // [SECTION] NVTX ranges -----------------------------------------------------------------------------
 
 void TraceWriter::Impl::handle(const wire::NvtxPushRecord& r) {

@@ -142,6 +142,13 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
       insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value, rank) VALUES (?,?,?,?,?)"),
       insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)"),
       insert_tensor_recipes(db, insert_tensor_recipes_sql()),
+      insert_tensor_store(db,
+                          "INSERT INTO tensor_stores (tensor_id, results, flushed, subnormal, overflowed, rank)"
+                          " VALUES (?,?,?,?,?,?)"),
+      insert_param_update(db,
+                          "INSERT INTO param_updates (kernel_id, name_id, alloc_id, dtype, elements, changed, nonzero,"
+                          " lost, computed_abs_sum, computed_sq_sum, applied_abs_sum, applied_sq_sum, weight_sq_sum,"
+                          " rank) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
       insert_cuda_kernel(db,
                          "INSERT INTO cuda_kernels (start_ns, end_ns, name_id, correlation_id, device, stream,"
                          " grid_x, grid_y, grid_z, block_x, block_y, block_z, rank)"
@@ -320,7 +327,7 @@ void TraceWriter::Impl::add_missing_strings() {
   static const char* const kReferences[][2] = {
       {"kernels", "name_id"},   {"kernels", "layer_id"},       {"kernels", "phase_id"},
       {"tensors", "name_id"},   {"nvtx_ranges", "name_id"},    {"nvtx_ranges", "domain_id"},
-      {"scalars", "name_id"},   {"memory_events", "name_id"}};
+      {"scalars", "name_id"},   {"memory_events", "name_id"},  {"param_updates", "name_id"}};
   for (const auto& ref : kReferences) {
     db.exec(std::string("INSERT OR IGNORE INTO strings (id, value) SELECT DISTINCT ") + ref[1] +
             ", '<missing string ' || " + ref[1] + " || '>' FROM " + ref[0] + " WHERE " + ref[1] +
@@ -336,6 +343,8 @@ void TraceWriter::Impl::write_counts() {
       {"events", counts.events()},
       {"nonfinite", counts.nonfinite},
       {"tensor_recipes", counts.tensor_recipes},
+      {"tensor_stores", counts.tensor_stores},
+      {"param_updates", counts.param_updates},
       {"unknown_records", counts.unknown_records},
       {"malformed_records", counts.malformed_records},
       {"unmatched_events", counts.unmatched_events},

@@ -145,6 +145,8 @@ class TraceWriter::Impl {
   void handle(const wire::TextRecord& r);
   void handle(const wire::DumpRecord& r);
   void handle(const wire::TensorRecipesRecord& r);
+  void handle(const wire::TensorStoreRecord& r);
+  void handle(const wire::ParamUpdateRecord& r);
   void handle(const wire::TrapRecord& r);
   void handle(const wire::CudaKernelRecord& r);
   void handle(const wire::CudaMemcpyRecord& r);
@@ -237,6 +239,8 @@ class TraceWriter::Impl {
   sql::Statement insert_dump;
   static constexpr int kTensorRecipeColumns = 16;
   sql::Statement insert_tensor_recipes;  // every recipe's row of one tensor
+  sql::Statement insert_tensor_store;
+  sql::Statement insert_param_update;
   sql::Statement insert_cuda_kernel;
   sql::Statement insert_cuda_memcpy;
   sql::Statement insert_cuda_memset;

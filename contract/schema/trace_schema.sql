@@ -9,7 +9,7 @@
 -- process that recorded it (0 for a process no launcher gave a rank; since schema 3).
 
 PRAGMA application_id = 1179669315;  -- 0x46505343, "FPSC"
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;
 
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -175,6 +175,39 @@ CREATE TABLE tensor_recipes (
   rank        INTEGER NOT NULL DEFAULT 0
 );
 
+-- What a kernel's narrowing store did to an output it computed in fp32 and rounded into a 16-bit
+-- dtype (the kernel's own count, mpt/abi.h's launch report: the reference trainer's CPU kernels):
+-- one row per measured output so stored. Since schema 6.
+CREATE TABLE tensor_stores (
+  tensor_id   INTEGER PRIMARY KEY REFERENCES tensors(id),
+  results     INTEGER NOT NULL,     -- nonzero finite fp32 results stored
+  flushed     INTEGER NOT NULL,     -- of those, rounded to zero
+  subnormal   INTEGER NOT NULL,     -- rounded to a nonzero subnormal
+  overflowed  INTEGER NOT NULL,     -- rounded to an infinity
+  rank        INTEGER NOT NULL DEFAULT 0
+);
+
+-- One optimizer step of one parameter (docs/statistics.md, "Parameter updates"): the parameter
+-- before and after the step, and the update the kernel computed before rounding it to the
+-- parameter's dtype where the kernel reports it. Since schema 6.
+CREATE TABLE param_updates (
+  id          INTEGER PRIMARY KEY,
+  kernel_id   INTEGER NOT NULL REFERENCES kernels(id),  -- the optimizer launch
+  name_id     INTEGER NOT NULL REFERENCES strings(id),  -- the parameter as the program names it
+  alloc_id    INTEGER,              -- its allocation (allocations.id)
+  dtype       INTEGER NOT NULL REFERENCES dtypes(id),
+  elements    INTEGER NOT NULL,
+  changed     INTEGER NOT NULL,     -- elements whose stored bits the step changed
+  nonzero     INTEGER,              -- elements whose computed update was nonzero; NULL: not known
+  lost        INTEGER,              -- of those, elements the step left unchanged; NULL: not known
+  computed_abs_sum REAL,            -- sum |u| of the computed updates; NULL: not known
+  computed_sq_sum  REAL,            -- sum u^2
+  applied_abs_sum  REAL NOT NULL,   -- sum |new - old|
+  applied_sq_sum   REAL NOT NULL,   -- sum (new - old)^2
+  weight_sq_sum    REAL NOT NULL,   -- sum old^2
+  rank        INTEGER NOT NULL DEFAULT 0
+);
+
 -- One row per amp_update_scale launch.
 CREATE TABLE loss_scale (
   id             INTEGER PRIMARY KEY,
@@ -265,6 +298,7 @@ CREATE INDEX tensors_by_kernel ON tensors(kernel_id);
 CREATE INDEX kernels_by_step ON kernels(step);
 CREATE INDEX nonfinite_by_kernel ON nonfinite(kernel_id);
 CREATE INDEX tensor_recipes_by_kernel ON tensor_recipes(kernel_id);
+CREATE INDEX param_updates_by_kernel ON param_updates(kernel_id);
 CREATE INDEX memory_events_by_time ON memory_events(t_ns);
 CREATE INDEX scalars_by_name ON scalars(name_id, step);
 CREATE INDEX memory_events_by_rank_time ON memory_events(rank, t_ns);
@@ -298,6 +332,39 @@ JOIN v_kernels k ON k.id = r.kernel_id
 JOIN tensors t ON t.id = r.tensor_id
 JOIN strings st ON st.id = t.name_id
 JOIN recipes rc ON rc.id = r.recipe;
+
+-- Each param_updates row with its step and name, and the shares and ratios the learning report
+-- reads (docs/statistics.md, "Parameter updates"): lost_update_share = lost / nonzero;
+-- lost_magnitude_share = 1 - applied_abs_sum / computed_abs_sum; update_ratio = rms of the applied
+-- change over rms of the weight before the step; computed_ratio the same of the computed update.
+-- Since schema 6.
+CREATE VIEW v_param_updates AS
+SELECT k.step, sn.value AS param, d.name AS dtype_name, u.elements, u.changed, u.nonzero, u.lost,
+       CASE WHEN u.nonzero > 0 THEN 1.0 * u.lost / u.nonzero END AS lost_update_share,
+       CASE WHEN u.computed_abs_sum > 0 THEN 1.0 - u.applied_abs_sum / u.computed_abs_sum END AS lost_magnitude_share,
+       CASE WHEN u.weight_sq_sum > 0 THEN sqrt(u.applied_sq_sum / u.weight_sq_sum) END AS update_ratio,
+       CASE WHEN u.weight_sq_sum > 0 THEN sqrt(u.computed_sq_sum / u.weight_sq_sum) END AS computed_ratio,
+       u.computed_abs_sum, u.computed_sq_sum, u.applied_abs_sum, u.applied_sq_sum, u.weight_sq_sum,
+       k.kernel, u.kernel_id, u.alloc_id, u.id, u.rank
+FROM param_updates u
+JOIN v_kernels k ON k.id = u.kernel_id
+JOIN strings sn ON sn.id = u.name_id
+JOIN dtypes d ON d.id = u.dtype;
+
+-- Each tensor_stores row with its launch's place and tensor: the shares are of the results stored.
+-- Since schema 6.
+CREATE VIEW v_tensor_stores AS
+SELECT k.kernel, k.layer, k.phase, k.step, st.value AS tensor, d.name AS dtype_name,
+       s.results, s.flushed, s.subnormal, s.overflowed,
+       CASE WHEN s.results > 0 THEN 1.0 * s.flushed / s.results END AS flushed_share,
+       CASE WHEN s.results > 0 THEN 1.0 * s.subnormal / s.results END AS subnormal_share,
+       CASE WHEN s.results > 0 THEN 1.0 * s.overflowed / s.results END AS overflowed_share,
+       s.tensor_id, t.kernel_id, s.rank
+FROM tensor_stores s
+JOIN tensors t ON t.id = s.tensor_id
+JOIN v_kernels k ON k.id = t.kernel_id
+JOIN strings st ON st.id = t.name_id
+JOIN dtypes d ON d.id = t.dtype;
 
 -- intended: 1 when an allow rule covers the tensor's NaN/Inf (its nonfinite row has allowed = 1).
 CREATE VIEW v_tensors AS

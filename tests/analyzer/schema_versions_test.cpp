@@ -118,12 +118,13 @@ TEST(Analysis, SchemaTwoTraceReadsAsOneProcessOfRankZero) {
   const auto current = make_trace("schema3", o);
   const auto older = make_trace("schema2", o);
   std::string drop;
-  for (const char* view : {"v_tensor_recipes", "v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary", "v_step_loss",
+  for (const char* view : {"v_param_updates", "v_tensor_stores", "v_tensor_recipes", "v_kernels", "v_tensors", "v_first_nonfinite", "v_step_summary", "v_step_loss",
                            "v_step_ranges", "v_op_ranges",
                            "v_loss_scale", "v_memory_peak", "v_memory_peak_moment", "v_memory_timeline",
                            "v_memory_live", "v_memory_deltas"})
     drop += std::string("drop view ") + view + "; ";
-  drop += "drop index memory_events_by_rank_time; drop table processes; drop table tensor_recipes; drop table recipes; ";
+  drop += "drop index memory_events_by_rank_time; drop table processes; drop table tensor_recipes; drop table recipes; "
+          "drop table param_updates; drop table tensor_stores; ";
   // The tables as schema 2 had them: every column but rank.
   for (const std::string table : {"nvtx_ranges", "kernels", "tensors", "nonfinite", "memory_events", "loss_scale",
                                   "scalars", "cuda_kernels", "cuda_memcpy", "cuda_memset", "cuda_memory"}) {

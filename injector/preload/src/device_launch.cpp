@@ -217,7 +217,7 @@ void Session::device_result_locked(DeviceResults::Tensor t, const TensorStats& s
     m.slot = t.slot;
     m.stats = stats;
     m.allowed = allowed;
-    write_tensor_records(t.seq, m, launch.inputs_finite);
+    write_tensor_records(t.seq, m, launch.inputs_finite, nullptr);
   }
   if (t.role == wire::Role::Output && !allowed && launch.inputs_finite && verdict::trap_wants(options_.trap, stats) &&
       trap_message_.empty() && !trapped_.load()) {

@@ -93,15 +93,25 @@ int run_real_kernel(const mpt_launch_desc* launch) {
 
 }  // namespace
 
+// The newest descriptor version the real library takes: 1 for a library older than the call.
+static uint32_t library_abi_version() {
+  static const uint32_t version = [] {
+    auto fn = reinterpret_cast<uint32_t (*)()>(dlsym(RTLD_NEXT, "mpt_abi_version"));
+    return fn != nullptr ? fn() : 1u;
+  }();
+  return version;
+}
+
 FPSCOPE_HOOK int mpt_launch(const mpt_launch_desc* launch) {
   auto real_launch = real<int (*)(const mpt_launch_desc*)>(kLaunch);
   HookCall call;
   if (!call.session()) return real_launch(launch);
+  const uint32_t library_abi = library_abi_version();
   RealKernel kernel{real_launch, false, 0, nullptr};
   RealKernel* const outer = std::exchange(t_real_kernel, &kernel);
   int status = 0;
   try {
-    status = call.session()->launch(launch, run_real_kernel);
+    status = call.session()->launch(launch, run_real_kernel, library_abi);
   } catch (...) {
     t_real_kernel = outer;
     if (kernel.thrown) std::rethrow_exception(kernel.thrown);  // the kernel's, not the injector's

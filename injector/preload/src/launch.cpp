@@ -68,6 +68,25 @@ bool in_place_inputs_finite(const mpt_launch_desc* d, const uint8_t* written) {
   return true;
 }
 
+// `d` as a version 2 descriptor that asks for the launch report into `report`. Only the fields of
+// d's own version are read: a version 1 descriptor ends before `report`.
+mpt_launch_desc asking_for_report(const mpt_launch_desc* d, mpt_launch_report* report) {
+  mpt_launch_desc asked{};
+  asked.abi_version = 2;
+  asked.flags = d->flags | MPT_LAUNCH_REPORT;
+  asked.kernel = d->kernel;
+  asked.inputs = d->inputs;
+  asked.n_inputs = d->n_inputs;
+  asked.n_outputs = d->n_outputs;
+  asked.outputs = d->outputs;
+  asked.scalars = d->scalars;
+  asked.n_scalars = d->n_scalars;
+  asked.reserved = d->reserved;
+  asked.stream = d->stream;
+  asked.report = report;
+  return asked;
+}
+
 bool aliases_an_output(const mpt_launch_desc* d, const mpt_tensor& in) {
   for (int o = 0; o < d->n_outputs; ++o)
     if (overlaps(in, d->outputs[o])) return true;
@@ -128,7 +147,7 @@ void Session::probe_loss_scale_after(const mpt_launch_desc* d, const LaunchPlan&
   probe->scale_after = scale;
 }
 
-int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
+int Session::launch(const mpt_launch_desc* d, LaunchFn real, uint32_t library_abi) {
   if (d == nullptr || d->kernel == nullptr || d->n_inputs < 0 || d->n_outputs < 0) return real(d);
   const int64_t entered = monotonic_ns();
   thread_local LaunchState state;
@@ -144,9 +163,25 @@ int Session::launch(const mpt_launch_desc* d, LaunchFn real) {
 
   before_kernel(d, nullptr, &state);
   outputs_written(d);  // after the inputs were measured: an in-place input is still unchanged then
+  // A measured launch asks the kernel for its own counts (narrowing stores, parameter updates),
+  // unless the program asked itself: then the program's report is read.
+  const mpt_launch_desc* call = d;
+  mpt_launch_desc asked;
+  state.reported = nullptr;
+  if (p.sampled && library_abi >= 2 && d->abi_version >= 1 && d->abi_version <= MPT_ABI_VERSION) {
+    if (d->abi_version >= 2 && (d->flags & MPT_LAUNCH_REPORT) != 0) {
+      state.reported = d->report;
+    } else {
+      asked = asking_for_report(d, &state.report);
+      state.report.filled = 0;
+      state.reported = &state.report;
+      call = &asked;
+    }
+  }
   p.start_ns = monotonic_ns();
-  p.status = real(d);
+  p.status = real(call);
   p.end_ns = monotonic_ns();
+  if (p.status != MPT_OK) state.reported = nullptr;
   const std::string trapped = after_kernel(d, &state);
   add_own_time((p.start_ns - entered) + (monotonic_ns() - p.end_ns));
   if (!trapped.empty()) raise_trap(trapped);
@@ -198,7 +233,7 @@ std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   // device launch's host outputs: its device inputs' results too, which this waits for).
   const bool finite_in = outputs_nonfinite && s->in_place_finite && inputs_finite(d, p, s->measured) &&
                          (p.device != MPT_DEVICE_CUDA || device_inputs_finite(s));
-  write_launch_records(d, p, s->where, s->measured, finite_in, s->probe);
+  write_launch_records(d, p, s->where, s->measured, finite_in, s->probe, s->reported);
   if (!(outputs_unintended && finite_in && options_.trap != TrapKind::None)) return {};
   std::string message = trap_message(p, s->where, s->measured);
   if (message.empty() || !record_trap(p.seq, message)) return {};

@@ -39,6 +39,10 @@ struct Session::LaunchState {
   bool front_end = false;          // a front end's op: a trap goes back through end_op
   std::string trap_message;        // ... held for it: a device result that trapped meanwhile
   uint64_t trap_seq = 0;
+  // The kernel's launch report (mpt/abi.h): the injector's own request, and where the report the
+  // launch filled lies (this one, or the program's when it asked itself); null when none was asked.
+  mpt_launch_report report{};
+  const mpt_launch_report* reported = nullptr;
 };
 
 inline constexpr int kMaxSlots = static_cast<int>(contract::kMaxSlots);  // role_slot keeps the slot in 7 bits

@@ -44,7 +44,8 @@ void Session::dump_tensor(const LaunchPlan& p, Measurement* m) {
 
 void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p,
                                    const Attribution& where, const std::vector<Measurement>& measured,
-                                   bool finite_in, const LossScaleProbe& probe) {
+                                   bool finite_in, const LossScaleProbe& probe,
+                                   const mpt_launch_report* report) {
   wire::LaunchRecord l{};
   l.seq = p.seq;
   l.start_ns = p.start_ns;
@@ -61,7 +62,27 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
   std::lock_guard lock(mutex_);
   l.kernel = intern_locked(p.kernel);
   writer_.put(l, thread);
-  for (const Measurement& m : measured) write_tensor_records(p.seq, m, finite_in);
+  for (const Measurement& m : measured) write_tensor_records(p.seq, m, finite_in, report);
+  if (report != nullptr && (report->filled & MPT_REPORTED_UPDATE) != 0 && d->n_outputs >= 1) {
+    const mpt_tensor& param = d->outputs[0];
+    const mpt_update_counts& u = report->update;
+    wire::ParamUpdateRecord r{};
+    r.seq = p.seq;
+    r.tensor_id = param.id;
+    r.name = intern_locked(param.name ? param.name : "");
+    r.dtype = static_cast<uint8_t>(param.dtype);
+    r.computed_known = 1;
+    r.elements = u.elements;
+    r.nonzero = u.nonzero;
+    r.changed = u.changed;
+    r.lost = u.lost;
+    r.computed_abs_sum = u.computed_abs_sum;
+    r.computed_sq_sum = u.computed_sq_sum;
+    r.applied_abs_sum = u.applied_abs_sum;
+    r.applied_sq_sum = u.applied_sq_sum;
+    r.weight_sq_sum = u.weight_sq_sum;
+    writer_.put(r, thread);
+  }
   if (probe.valid) {
     wire::LossScaleRecord r{};
     r.seq = p.seq;
@@ -78,7 +99,8 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
   }
 }
 
-void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool finite_in) {
+void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool finite_in,
+                                   const mpt_launch_report* report) {
   const mpt_tensor& t = *m.tensor;
   const TensorStats& s = m.stats;
   const uint32_t thread = this_thread_number();
@@ -144,6 +166,19 @@ void Session::write_tensor_records(uint64_t seq, const Measurement& m, bool fini
                        o.blocks_lost, o.blocks_nonfinite, o.sse, o.signal, o.scale};
     }
     writer_.put(rr, thread);
+  }
+
+  if (report != nullptr && m.role == wire::Role::Output && (report->filled & MPT_REPORTED_STORES) != 0 &&
+      m.slot < MPT_MAX_REPORTED_OUTPUTS && report->stores[m.slot].narrowed != 0) {
+    const mpt_store_counts& c = report->stores[m.slot];
+    wire::TensorStoreRecord st{};
+    st.seq = seq;
+    st.role_slot = rs;
+    st.results = c.results;
+    st.flushed = c.flushed;
+    st.subnormal = c.subnormal;
+    st.overflowed = c.overflowed;
+    writer_.put(st, thread);
   }
 
   if (m.role == wire::Role::Output && s.nonfinite() > 0) {

@@ -102,7 +102,9 @@ class Session {
   // write the same file: "rank1-" for a ranked process, "pid<pid>-" for another unranked one.
   void set_dump_prefix(std::string prefix) { dump_prefix_ = std::move(prefix); }
 
-  int launch(const mpt_launch_desc* launch, LaunchFn real);
+  // `library_abi`: the newest descriptor version the real kernel library takes (mpt_abi_version);
+  // from 2 on, a measured host launch asks it for its launch report (mpt/abi.h).
+  int launch(const mpt_launch_desc* launch, LaunchFn real, uint32_t library_abi = 1);
   // `remembered`: statistics of tensors in it may be reused (output_memo.h). `made_in_backward`
   // (a front end's memory, for the fp8 forecast): whether it appeared in a backward phase.
   void allocated(void* ptr, size_t bytes, int32_t device, int32_t category, const char* name, uint64_t id,
@@ -208,8 +210,9 @@ class Session {
   void forecast_recipes(const LaunchPlan& p, Measurement* m);
   void write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p, const Attribution& where,
                             const std::vector<Measurement>& measured, bool inputs_finite,
-                            const LossScaleProbe& probe);
-  void write_tensor_records(uint64_t seq, const Measurement& m, bool inputs_finite);
+                            const LossScaleProbe& probe, const mpt_launch_report* report = nullptr);
+  void write_tensor_records(uint64_t seq, const Measurement& m, bool inputs_finite,
+                            const mpt_launch_report* report);
   // Statistics of one tensor: remembered ones for an input the memo vouches for, else a scan
   // (remembered afterwards for an output).
   void measure_tensor(const LaunchPlan& p, wire::Role role, const mpt_tensor& t, TensorStats* out,

@@ -49,7 +49,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr const char* kViews[] = {"v_kernels", "v_tensors", "v_first_nonfinite", "v_step_ranges", "v_step_loss",
                                   "v_step_summary",
                                   "v_op_ranges", "v_loss_scale", "v_memory_deltas", "v_memory_live",
-                                  "v_memory_timeline", "v_memory_peak_moment", "v_memory_peak"};
+                                  "v_memory_timeline", "v_memory_peak_moment", "v_memory_peak", "v_tensor_recipes",
+                                  "v_param_updates", "v_tensor_stores"};
 
 
 
@@ -307,7 +308,7 @@ TEST_F(WriterTest, SchemaIdentityAndIntegrity) {
   finish();
   Reader db(path_);
   EXPECT_EQ(db.integer("PRAGMA application_id"), 1179669315);  // "FPSC"
-  EXPECT_EQ(db.integer("PRAGMA user_version"), 5);
+  EXPECT_EQ(db.integer("PRAGMA user_version"), 6);
   EXPECT_EQ(db.text("PRAGMA integrity_check"), "ok");
   EXPECT_EQ(db.text("PRAGMA journal_mode"), "delete");  // a finished trace needs no -wal file
   EXPECT_EQ(db.meta("kernels"), "0");
@@ -541,6 +542,89 @@ TEST_F(WriterTest, TensorRecipesRecordsBecomeOneRowPerRecipe) {
   EXPECT_EQ(db.text("SELECT printf('%.17g', amax) FROM tensor_recipes LIMIT 1"), "2.5");
   EXPECT_EQ(db.meta("tensor_recipes"), std::to_string(fpscope::contract::kRecipeCount));
   EXPECT_EQ(db.meta("unmatched_events"), "1");
+  EXPECT_EQ(db.meta("malformed_records"), "1");
+}
+
+// A kernel's store counts become the tensor_stores row of its output; counts that exceed the
+// results stored, or that name no tensor, are counted and left out.
+TEST_F(WriterTest, TensorStoreRecordsBecomeRowsOfTheirOutputs) {
+  feed(test::string_record(1, "linear_backward_weight"));
+  feed(test::string_record(2, "fc1.weight.grad"));
+  feed(launch(3, 1, 0));
+  feed(stats(3, wire::Role::Output, 0, 2));
+  auto r = blank<wire::TensorStoreRecord>(RecordType::TensorStore);
+  r.seq = 3;
+  r.role_slot = fpscope::contract::pack_role_slot(wire::Role::Output, 0);
+  r.results = 1000;
+  r.flushed = 31;
+  r.subnormal = 7;
+  r.overflowed = 2;
+  feed(r);
+  auto orphan = r;
+  orphan.seq = 99;
+  feed(orphan);
+  auto bad = r;
+  bad.flushed = 2000;
+  feed(bad);
+  finish();
+  Reader db(path_);
+  auto rows = db.rows("SELECT tensor, kernel, results, flushed, subnormal, overflowed, flushed_share FROM v_tensor_stores");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0].s, "fc1.weight.grad");
+  EXPECT_EQ(rows[0][1].s, "linear_backward_weight");
+  EXPECT_EQ(rows[0][2].i, 1000);
+  EXPECT_EQ(rows[0][3].i, 31);
+  EXPECT_EQ(rows[0][4].i, 7);
+  EXPECT_EQ(rows[0][5].i, 2);
+  EXPECT_DOUBLE_EQ(rows[0][6].d, 0.031);
+  EXPECT_EQ(db.meta("tensor_stores"), "1");
+  EXPECT_EQ(db.meta("unmatched_events"), "1");
+  EXPECT_EQ(db.meta("malformed_records"), "1");
+}
+
+// A parameter's update becomes a param_updates row on its launch; without the computed update its
+// computed columns are NULL; impossible counts are left out.
+TEST_F(WriterTest, ParamUpdateRecordsBecomeRowsWithTheirShares) {
+  feed(test::string_record(1, "sgd_step"));
+  feed(test::string_record(2, "fc1.weight"));
+  feed(launch(3, 1, 0));
+  auto r = blank<wire::ParamUpdateRecord>(RecordType::ParamUpdate);
+  r.seq = 3;
+  r.tensor_id = 42;
+  r.name = 2;
+  r.dtype = static_cast<uint8_t>(fpscope::contract::Dtype::BF16);
+  r.computed_known = 1;
+  r.elements = 100;
+  r.nonzero = 80;
+  r.changed = 20;
+  r.lost = 60;
+  r.computed_abs_sum = 4.0;
+  r.computed_sq_sum = 0.25;
+  r.applied_abs_sum = 1.0;
+  r.applied_sq_sum = 0.04;
+  r.weight_sq_sum = 100.0;
+  feed(r);
+  auto seen = r;
+  seen.computed_known = 0;
+  feed(seen);
+  auto bad = r;
+  bad.lost = 81;
+  feed(bad);
+  finish();
+  Reader db(path_);
+  auto rows = db.rows("SELECT param, dtype_name, lost_update_share, lost_magnitude_share, update_ratio, computed_ratio,"
+                      " alloc_id, lost FROM v_param_updates ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0].s, "fc1.weight");
+  EXPECT_EQ(rows[0][1].s, "bf16");
+  EXPECT_DOUBLE_EQ(rows[0][2].d, 0.75);
+  EXPECT_DOUBLE_EQ(rows[0][3].d, 0.75);
+  EXPECT_DOUBLE_EQ(rows[0][4].d, 0.02);
+  EXPECT_DOUBLE_EQ(rows[0][5].d, 0.05);
+  EXPECT_EQ(rows[0][6].i, 42);
+  for (int c : {2, 3, 5, 7}) EXPECT_TRUE(rows[1][c].is_null()) << c;
+  EXPECT_DOUBLE_EQ(rows[1][4].d, 0.02);
+  EXPECT_EQ(db.meta("param_updates"), "2");
   EXPECT_EQ(db.meta("malformed_records"), "1");
 }
 

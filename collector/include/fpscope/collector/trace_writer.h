@@ -30,6 +30,8 @@ struct TraceCounts {
   uint64_t scalars = 0;
   uint64_t dumps = 0;
   uint64_t tensor_recipes = 0;    // rows of tensor_recipes (one per forecast tensor and recipe)
+  uint64_t tensor_stores = 0;     // rows of tensor_stores (outputs a kernel's narrowing store counted)
+  uint64_t param_updates = 0;     // rows of param_updates (one per optimizer step and parameter)
   uint64_t strings = 0;
   uint64_t cuda_activity = 0;     // rows of cuda_kernels, cuda_memcpy, cuda_memset, cuda_memory
   uint64_t unknown_records = 0;   // record types this collector does not know

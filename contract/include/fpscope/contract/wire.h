@@ -18,7 +18,7 @@
 
 namespace fpscope::wire {
 
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr std::size_t kSlotBytes = 64;
 
 enum class RecordType : uint16_t {
@@ -46,6 +46,8 @@ enum class RecordType : uint16_t {
   Relabel = 21,       // an allocation's category and name, learnt after its Alloc
   ProcessExit = 22,   // the traced process is exiting normally (its last record)
   TensorRecipes = 23, // an fp8 operand: what each scaling recipe would do to it
+  TensorStore = 24,   // an output: what the kernel's narrowing store did to its fp32 results
+  ParamUpdate = 25,   // an optimizer launch: its parameter's update, changed and lost elements
   Count
 };
 
@@ -392,6 +394,36 @@ struct TensorRecipesRecord {
 };
 static_assert(sizeof(TensorRecipesRecord) == 16 * kSlotBytes);
 
+// What the kernel's narrowing store did to one output's fp32 results (mpt_store_counts of the
+// launch report, mpt/abi.h): nonzero finite results, and of those the ones rounded to zero, to a
+// subnormal and to an infinity. Follows the output's TensorStats record.
+struct TensorStoreRecord {
+  RecordHeader h;
+  uint64_t seq;
+  uint8_t role_slot;
+  uint8_t reserved[7];
+  uint64_t results, flushed, subnormal, overflowed;
+  uint8_t reserved2[8];
+};
+static_assert(sizeof(TensorStoreRecord) == 64);
+
+// One optimizer step of one parameter (mpt_update_counts of the launch report, or a front end's
+// comparison of the parameter before and after its optimizer's step). `computed_known` is 0 where
+// only the old and new values were seen: nonzero, lost and the computed sums are then unknown.
+struct ParamUpdateRecord {
+  RecordHeader h;
+  uint64_t seq;         // the optimizer launch
+  uint64_t tensor_id;   // the parameter's allocation id
+  uint32_t name;        // string id: the parameter's name
+  uint8_t dtype;        // the parameter's element type
+  uint8_t computed_known;
+  uint8_t reserved[2];
+  uint64_t elements, nonzero, changed, lost;
+  double computed_abs_sum, computed_sq_sum, applied_abs_sum, applied_sq_sum, weight_sq_sum;
+  uint8_t reserved2[24];
+};
+static_assert(sizeof(ParamUpdateRecord) == 2 * kSlotBytes);
+
 // [SECTION] The record list ------------------------------------------------------------------------
 //
 // Every record type, its struct, and whether it continues the tensor its thread sent last (a
@@ -421,7 +453,9 @@ static_assert(sizeof(TensorRecipesRecord) == 16 * kSlotBytes);
   X(CudaMemory, CudaMemoryRecord, false)              \
   X(Relabel, RelabelRecord, false)                    \
   X(ProcessExit, ProcessExitRecord, false)            \
-  X(TensorRecipes, TensorRecipesRecord, true)
+  X(TensorRecipes, TensorRecipesRecord, true)         \
+  X(TensorStore, TensorStoreRecord, true)             \
+  X(ParamUpdate, ParamUpdateRecord, false)
 
 // A record struct: plain bytes, a whole number of slots, its header first.
 template <typename R>
