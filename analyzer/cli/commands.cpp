@@ -72,10 +72,11 @@ Action add_report(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("report", "summary, first NaN/Inf and how it spread, value ranges, loss scale, memory, "
-                                           "fp8 readiness");
+                                           "fp8 readiness, updates lost to rounding");
   cmd->add_option("TRACE", o->trace, "trace file written by `fpscope run`")->required();
   cmd->add_option("--section", o->section, "which section")
-      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "ranks", "fp8", "all"}))
+      ->check(CLI::IsMember({"summary", "nonfinite", "why", "ranges", "loss-scale", "memory", "ranks", "fp8", "learning",
+                             "all"}))
       ->capture_default_str();
   add_format(cmd, o->format, {"text", "json", "csv", "md"});
   cmd->add_option("--view", o->view,
@@ -102,6 +103,7 @@ Action add_report(CLI::App& app) {
       if (wants("ranks")) d.ranks = ranks(*trace);
       if (wants("ranges")) d.ranges = std::make_pair(view, view_ranges(*trace, view));
       if (wants("fp8")) d.fp8 = fp8_readiness(*trace);
+      if (wants("learning")) d.learning = learning(*trace);
       std::cout << report_json(d);
       return finish(*trace);
     }
@@ -117,6 +119,9 @@ Action add_report(CLI::App& app) {
     if (o->section == "ranks" || (wants("ranks") && summary(*trace).ranks > 1)) sections.push_back(ranks_section(*trace));
     // A trace without a forecast says so only when the section is asked for by name.
     if (o->section == "fp8" || (wants("fp8") && has_fp8_forecast(*trace))) sections.push_back(fp8_section(*trace));
+    // Likewise a trace without update or store counts (an older one, a PyTorch run).
+    if (o->section == "learning" || (wants("learning") && has_learning_counts(*trace)))
+      sections.push_back(learning_section(*trace));
     render(sections, parse_format(o->format), std::cout);
     return finish(*trace);
   };

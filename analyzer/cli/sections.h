@@ -16,6 +16,7 @@ Section loss_scale_section(const analysis::Trace& trace);
 Section memory_section(const analysis::Trace& trace);
 Section ranks_section(const analysis::Trace& trace);
 Section fp8_section(const analysis::Trace& trace);
+Section learning_section(const analysis::Trace& trace);  // learning_section.cpp
 std::vector<Section> comparison_sections(const analysis::Comparison& c);
 
 }  // namespace fpscope::cli

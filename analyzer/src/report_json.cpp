@@ -249,6 +249,51 @@ json fp8_json(const Fp8Readiness& r) {
           {"delayed_overflow_count", r.overflow_count}};
 }
 
+json learning_json(const LearningReport& r) {
+  json params = json::array();
+  for (const ParamLearning& p : r.params)
+    params.push_back({{"param", p.param}, {"layer", p.layer}, {"dtype", p.dtype}, {"master", p.master},
+                      {"steps", p.steps}, {"elements", p.elements}, {"changed", p.changed}, {"nonzero", opt(p.nonzero)},
+                      {"lost", opt(p.lost)}, {"lost_update_share", opt(p.lost_update_share)},
+                      {"lost_update_magnitude_share", opt(p.lost_magnitude_share)},
+                      {"update_ratio", opt(p.update_ratio)}, {"computed_ratio", opt(p.computed_ratio)},
+                      {"first_lost_step", opt(p.first_lost_step)}, {"flagged", p.flagged},
+                      {"advice", p.flagged ? json(p.advice) : json(nullptr)}});
+  json layers = json::array();
+  for (const LayerLearning& l : r.layers)
+    layers.push_back({{"layer", l.layer}, {"params", l.params}, {"nonzero", opt(l.nonzero)}, {"lost", opt(l.lost)},
+                      {"lost_update_share", opt(l.lost_update_share)},
+                      {"lost_update_magnitude_share", opt(l.lost_magnitude_share)},
+                      {"update_ratio", opt(l.update_ratio)}, {"computed_ratio", opt(l.computed_ratio)},
+                      {"flagged", l.flagged}});
+  json stores = json::array();
+  for (const StoreLoss& s : r.stores)
+    stores.push_back({{"tensor", s.tensor}, {"layer", s.layer}, {"phase", s.phase}, {"kernel", s.kernel},
+                      {"dtype", s.dtype}, {"stores", s.stores}, {"results", s.results}, {"flushed", s.flushed},
+                      {"subnormal", s.subnormal}, {"overflowed", s.overflowed},
+                      {"flushed_share", opt(s.flushed_share())}, {"first_flush_step", opt(s.first_flush_step)},
+                      {"worst_step", opt(s.worst_step)},
+                      {"worst_flushed_share", s.worst_step ? json(s.worst_flushed_share) : json(nullptr)},
+                      {"worst_loss_scale", opt(s.worst_loss_scale)}, {"flagged", s.flagged},
+                      {"advice", s.flagged ? json(s.advice) : json(nullptr)}});
+  json points = json::array();
+  for (const UpdatePoint& p : r.points)
+    points.push_back({{"param", p.param}, {"step", p.step}, {"update_ratio", opt(p.update_ratio)},
+                      {"computed_ratio", opt(p.computed_ratio)}, {"lost_update_share", opt(p.lost_update_share)}});
+  const LearningThresholds& t = r.thresholds;
+  return {{"measured_updates", r.measured_updates},
+          {"measured_stores", r.measured_stores},
+          {"thresholds", {{"lost_update_share", t.lost_update_share}, {"flushed_share", t.flushed_share},
+                          {"small_step_ratio", t.small_step_ratio}}},
+          {"loss", {{"steps", r.loss.steps}, {"first", opt(r.loss.first)}, {"last", opt(r.loss.last)},
+                    {"early_mean", opt(r.loss.early_mean)}, {"late_mean", opt(r.loss.late_mean)},
+                    {"relative_change", opt(r.loss.relative_change())}}},
+          {"layers", layers},
+          {"params", params},
+          {"stores", stores},
+          {"update_ratios", points}};
+}
+
 ReportData report_data(const Trace& trace, RangeView view) {
   ReportData d;
   d.summary = summary(trace);
@@ -259,6 +304,7 @@ ReportData report_data(const Trace& trace, RangeView view) {
   d.ranks = ranks(trace);
   d.ranges = std::make_pair(view, view_ranges(trace, view));
   d.fp8 = fp8_readiness(trace);
+  d.learning = learning(trace);
   return d;
 }
 
@@ -274,6 +320,7 @@ std::string report_json(const ReportData& d) {
   if (d.ranks) doc["ranks"] = ranks_json(*d.ranks);
   if (d.ranges) doc["ranges"] = ranges_json(d.ranges->first, d.ranges->second);
   if (d.fp8) doc["fp8"] = fp8_json(*d.fp8);
+  if (d.learning) doc["learning"] = learning_json(*d.learning);
   return text(doc);
 }
 

@@ -21,7 +21,7 @@
 //
 // The API is split by area, one header each under fpscope/analysis/, matching the files of
 // analyzer/src/: formats, trace, summary, nonfinite, ranges, steps, why, memory, ranks, timeline,
-// tensors, events, compare, advise, fp8. This header includes them all.
+// tensors, events, compare, advise, fp8, learning. This header includes them all.
 #pragma once
 
 #include "fpscope/analysis/formats.h"
@@ -39,3 +39,4 @@
 #include "fpscope/analysis/compare.h"
 #include "fpscope/analysis/advise.h"
 #include "fpscope/analysis/fp8.h"
+#include "fpscope/analysis/learning.h"

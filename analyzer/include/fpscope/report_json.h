@@ -27,6 +27,7 @@ struct ReportData {
   std::optional<RanksReport> ranks;
   std::optional<std::pair<RangeView, std::vector<ViewRangeRow>>> ranges;
   std::optional<Fp8Readiness> fp8;
+  std::optional<LearningReport> learning;
 };
 
 // Every section of the report, read from the trace (ranges in `view`).

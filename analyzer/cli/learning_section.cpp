@@ -1,0 +1,155 @@
+// The learning section of `fpscope report`: updates rounding lost, results flushed at the store,
+// the loss curve's trend, and one line of advice per finding (see learning.h).
+#include "sections.h"
+
+#include "fpscope/units.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace fpscope::cli {
+
+using namespace fpscope::analysis;
+
+namespace {
+
+std::string step_text(const std::optional<int64_t>& step) { return step ? std::to_string(*step) : "-"; }
+
+Cell share_or_dash(const std::optional<double>& share) {
+  return share ? Cell(human_percent(*share), *share) : Cell("-", nullptr);
+}
+
+// A share that may be negative (stochastic rounding can apply more than was computed).
+Cell signed_share(const std::optional<double>& share) {
+  if (!share) return Cell("-", nullptr);
+  return Cell((*share < 0 ? "-" : "") + human_percent(std::fabs(*share)), *share);
+}
+
+constexpr std::size_t kStoreRowsForPeople = 12;
+
+Cell ratio_cell(const std::optional<double>& ratio) {
+  return ratio ? Cell(human_number(*ratio), *ratio) : Cell("-", nullptr);
+}
+
+std::string loss_trend_text(const LossTrend& t) {
+  if (t.steps == 0 || !t.first || !t.last) return "The run logged no finite loss.";
+  std::string text = fmt::format("Loss: {} at the first step, {} at the last ({} steps)", human_number(*t.first),
+                                 human_number(*t.last), t.steps);
+  if (const auto change = t.relative_change(); change && t.steps >= 4) {
+    const double c = *change;
+    text += std::fabs(c) < 0.01 ? fmt::format("; the last quarter's mean is within 1% of the first quarter's (flat)")
+                                : fmt::format("; the last quarter's mean is {} {} the first quarter's{}",
+                                              human_percent(std::fabs(c)), c < 0 ? "below" : "above",
+                                              c > 0 ? " (rising)" : "");
+  }
+  return text + ".";
+}
+
+}  // namespace
+
+Section learning_section(const Trace& trace) {
+  const LearningReport r = learning(trace);
+  Section sec{"learning", "Learning (updates lost to rounding, results flushed at the store)", {}, {}, {}};
+  sec.extra["measured_updates"] = r.measured_updates;
+  sec.extra["measured_stores"] = r.measured_stores;
+  if (!r.measured_updates && !r.measured_stores) {
+    sec.notes.push_back(no_updates_text(r));
+    return sec;
+  }
+  const LearningThresholds& t = r.thresholds;
+  sec.notes.push_back(fmt::format(
+      "An update is lost when the optimizer computed a nonzero change for an element and rounding to the weight's type "
+      "left the element where it was. Reported: parameters that lose {} or more of their nonzero updates (unless "
+      "stochastic rounding keeps the magnitude), and stored tensors whose kernel flushed {} or more of their nonzero "
+      "results to zero, or overflowed any.",
+      human_percent(t.lost_update_share), human_percent(t.flushed_share)));
+  sec.notes.push_back(loss_trend_text(r.loss));
+
+  // Parameters that lose their updates, grouped by the advice they share, most severe first.
+  std::vector<std::pair<std::string, std::vector<const ParamLearning*>>> by_advice;
+  for (const ParamLearning& p : r.params) {
+    if (!p.flagged) continue;
+    auto it = std::find_if(by_advice.begin(), by_advice.end(), [&](const auto& g) { return g.first == p.advice; });
+    if (it == by_advice.end()) it = by_advice.insert(by_advice.end(), {p.advice, {}});
+    it->second.push_back(&p);
+  }
+  for (const auto& [advice, params] : by_advice) {
+    // The parameters' type once when they share it, else with each.
+    const auto type_of = [](const ParamLearning* p) { return p->dtype + (p->master ? " master" : ""); };
+    const bool one_type = std::all_of(params.begin(), params.end(),
+                                      [&](const ParamLearning* p) { return type_of(p) == type_of(params.front()); });
+    std::string list;
+    std::optional<int64_t> from;
+    for (const ParamLearning* p : params) {
+      list += fmt::format("{}{} {}{}", list.empty() ? "" : ", ", p->param, human_percent(*p->lost_update_share),
+                          one_type ? "" : " (" + type_of(p) + ")");
+      if (p->first_lost_step && (!from || *p->first_lost_step < *from)) from = p->first_lost_step;
+    }
+    sec.notes.push_back(fmt::format("Updates lost from step {} in {} {}parameter{} (share of nonzero updates lost): {}. "
+                                    "Advice: {}.",
+                                    step_text(from), params.size(), one_type ? type_of(params.front()) + " " : "",
+                                    params.size() == 1 ? "" : "s", list, advice));
+  }
+  for (const StoreLoss& s : r.stores) {
+    if (!s.flagged) continue;
+    std::string where = s.worst_step ? fmt::format(" at step {}", *s.worst_step) : std::string();
+    if (s.worst_loss_scale) where += " at loss scale " + human_scale(*s.worst_loss_scale);
+    std::string overflow = s.overflowed > 0 ? fmt::format(" ({} overflowed)", s.overflowed) : std::string();
+    sec.notes.push_back(fmt::format("{} ({}, {}): {} of its nonzero values flushed to zero{}{}. Advice: {}.", s.tensor,
+                                    s.layer.empty() ? "no layer" : s.layer, s.phase,
+                                    human_percent(s.worst_flushed_share), where, overflow, s.advice));
+  }
+  int flagged = 0;
+  for (const ParamLearning& p : r.params) flagged += p.flagged ? 1 : 0;
+  for (const StoreLoss& s : r.stores) flagged += s.flagged ? 1 : 0;
+  if (flagged == 0)
+    sec.notes.push_back("No parameter loses its updates and no store flushes its results beyond the thresholds.");
+
+  if (r.measured_updates) {
+    Table params{"updates",
+                 {"parameter", "layer", "updated as", "steps", "elements", "lost updates", "lost share",
+                  "magnitude lost", "update/weight", "computed/weight", "lost from step", "remedy"},
+                 {}};
+    for (const ParamLearning& p : r.params)
+      params.rows.push_back({Cell(p.param), Cell(p.layer.empty() ? "-" : p.layer),
+                             Cell(p.dtype + (p.master ? " master" : "")), int_cell(p.steps), int_cell(p.elements),
+                             opt_int_cell(p.lost), share_or_dash(p.lost_update_share),
+                             signed_share(p.lost_magnitude_share), ratio_cell(p.update_ratio),
+                             ratio_cell(p.computed_ratio), opt_int_cell(p.first_lost_step),
+                             Cell(p.flagged ? p.remedy : "-")});
+    sec.tables.push_back(std::move(params));
+  }
+  if (r.measured_stores) {
+    Table stores{"stores",
+                 {"tensor", "layer", "phase", "kernel", "type", "stores", "flushed", "subnormal", "overflowed",
+                  "worst step", "flushed then", "loss scale then", "remedy"},
+                 {}};
+    for (const StoreLoss& s : r.stores)
+      stores.rows.push_back(
+          {Cell(s.tensor), Cell(s.layer.empty() ? "-" : s.layer), Cell(s.phase.empty() ? "-" : s.phase), Cell(s.kernel),
+           Cell(s.dtype), int_cell(s.stores), share_or_dash(s.flushed_share()),
+           share_or_dash(s.subnormal_share()),
+           int_cell(s.overflowed), opt_int_cell(s.worst_step),
+           s.worst_step ? Cell(human_percent(s.worst_flushed_share), s.worst_flushed_share) : Cell("-", nullptr),
+           s.worst_loss_scale ? Cell(human_scale(*s.worst_loss_scale), *s.worst_loss_scale) : Cell("-", nullptr),
+           Cell(s.flagged ? s.remedy : "-")});
+    if (stores.rows.empty()) {
+      sec.notes.push_back("No narrowing store flushed, made subnormal or overflowed any result.");
+    } else {
+      if (stores.rows.size() > kStoreRowsForPeople) {
+        std::vector<size_t> shown(kStoreRowsForPeople);
+        for (size_t i = 0; i < shown.size(); ++i) shown[i] = i;
+        stores.rows_for_people = shown;
+        sec.notes.push_back(fmt::format("The stores table shows the {} that lost the most of {} (--format csv or json "
+                                        "lists them all).",
+                                        kStoreRowsForPeople, stores.rows.size()));
+      }
+      sec.tables.push_back(std::move(stores));
+    }
+  }
+  return sec;
+}
+
+}  // namespace fpscope::cli
