@@ -97,9 +97,11 @@ Section learning_section(const Trace& trace) {
     std::string where = s.worst_step ? fmt::format(" at step {}", *s.worst_step) : std::string();
     if (s.worst_loss_scale) where += " at loss scale " + human_scale(*s.worst_loss_scale);
     std::string overflow = s.overflowed > 0 ? fmt::format(" ({} overflowed)", s.overflowed) : std::string();
-    sec.notes.push_back(fmt::format("{} ({}, {}): {} of its nonzero values flushed to zero{}{}. Advice: {}.", s.tensor,
-                                    s.layer.empty() ? "no layer" : s.layer, s.phase,
-                                    human_percent(s.worst_flushed_share), where, overflow, s.advice));
+    sec.notes.push_back(fmt::format("{} ({}, {}): {} of its nonzero values flushed to zero over the run, {}{}{}. "
+                                    "Advice: {}.",
+                                    s.tensor, s.layer.empty() ? "no layer" : s.layer, s.phase,
+                                    human_percent(s.flushed_share().value_or(0)), human_percent(s.worst_flushed_share),
+                                    where, overflow, s.advice));
   }
   int flagged = 0;
   for (const ParamLearning& p : r.params) flagged += p.flagged ? 1 : 0;

@@ -548,4 +548,105 @@ TEST_F(RealRun, Fp8ReadinessOfATraceWithoutForecast) {
   EXPECT_TRUE(a.asked_without_operands);
 }
 
+const ParamLearning* param_named(const LearningReport& r, const std::string& param) {
+  for (const ParamLearning& p : r.params)
+    if (p.param == param) return &p;
+  return nullptr;
+}
+
+// A bf16 run without master weights at SGD's lr 1e-4 loses most updates: the learning report names
+// its weights with the shares and ratios that direct SQL over param_updates gives, advises fp32
+// master weights or stochastic rounding, and the report's text says so. With fp32 master weights
+// (amp-bf16) nothing is flagged, nor with stochastic rounding for fc1, whose magnitude it keeps.
+TEST_F(RealRun, LearningNamesTheWeightsWhoseUpdatesAreLost) {
+  const std::string sgd = "--momentum 0 --lr 1e-4 ";
+  const auto path = traced("learning_bf16", sgd + "--precision bf16");
+  auto t = Trace::open(path);
+  ASSERT_TRUE(has_learning_counts(*t));
+  const LearningReport r = learning(*t);
+  ASSERT_TRUE(r.measured_updates);
+  ASSERT_EQ(r.params.size(), 10u);
+  for (const char* name : {"fc1.weight", "fc2.weight", "conv1.weight", "conv2.weight"}) {
+    SCOPED_TRACE(name);
+    const ParamLearning* p = param_named(r, name);
+    ASSERT_NE(p, nullptr);
+    const std::string where = std::string(" from param_updates u join strings s on s.id = u.name_id where s.value = '") +
+                              name + "'";
+    EXPECT_EQ(p->lost, fpscope::test::sql_value(path, "select sum(lost)" + where));
+    EXPECT_EQ(p->nonzero, fpscope::test::sql_value(path, "select sum(nonzero)" + where));
+    EXPECT_DOUBLE_EQ(*p->lost_update_share, double(*p->lost) / double(*p->nonzero));
+    EXPECT_GE(*p->lost_update_share, 0.5);
+    EXPECT_NEAR(*p->update_ratio, *fpscope::test::sql_value(path, "select sqrt(sum(applied_sq_sum) / sum(weight_sq_sum))" + where),
+                1e-15 * *p->update_ratio);
+    EXPECT_EQ(p->steps, 10);
+    EXPECT_EQ(p->dtype, "bf16");
+    EXPECT_FALSE(p->master);
+    EXPECT_TRUE(p->flagged);
+    EXPECT_EQ(p->first_lost_step, 0);
+    EXPECT_NE(p->advice.find("--precision amp-bf16"), std::string::npos) << p->advice;
+    EXPECT_NE(p->advice.find("--stochastic-rounding"), std::string::npos) << p->advice;
+  }
+  // The layer's figure sums its parameters.
+  for (const LayerLearning& l : r.layers) {
+    if (l.layer != "fc1") continue;
+    const auto lost = fpscope::test::sql_value(path, "select sum(lost) * 1.0 / sum(nonzero) from v_param_updates where param like 'fc1.%'");
+    EXPECT_DOUBLE_EQ(*l.lost_update_share, *lost);
+    EXPECT_TRUE(l.flagged);
+  }
+  // Each step's point is its row's ratio.
+  const auto first = fpscope::test::sql_value(path, "select update_ratio from v_param_updates where param = 'fc1.weight' and step = 3");
+  for (const UpdatePoint& p : r.points)
+    if (p.param == "fc1.weight" && p.step == 3) EXPECT_DOUBLE_EQ(*p.update_ratio, *first);
+  EXPECT_EQ(r.points.size(), 100u);
+  // The command line says it in words.
+  const std::string text_cmd = std::string(FPSCOPE_BIN) + " report " + path + " --section learning";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(text_cmd.c_str(), "r"), pclose);
+  std::string text;
+  for (char buf[4096]; fgets(buf, sizeof buf, pipe.get());) text += buf;
+  EXPECT_NE(text.find("bf16 parameters (share of nonzero updates lost)"), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("fc1.weight {}", human_percent(*param_named(r, "fc1.weight")->lost_update_share))),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("Advice: keep fp32 master weights (mptrain --precision amp-bf16"), std::string::npos) << text;
+
+  const LearningReport amp = learning(*Trace::open(traced("learning_amp", sgd + "--precision amp-bf16")));
+  for (const ParamLearning& p : amp.params) {
+    EXPECT_FALSE(p.flagged) << p.param;
+    EXPECT_LT(p.lost_update_share.value_or(0), 0.01) << p.param;
+  }
+  ASSERT_NE(param_named(amp, "fc1.weight"), nullptr);
+  EXPECT_TRUE(param_named(amp, "fc1.weight")->master);
+  const LearningReport sr = learning(*Trace::open(traced("learning_sr", sgd + "--precision bf16 --stochastic-rounding")));
+  const ParamLearning* fc1 = param_named(sr, "fc1.weight");
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_GE(*fc1->lost_update_share, 0.5);
+  EXPECT_LT(std::fabs(*fc1->lost_magnitude_share), 0.03);
+  EXPECT_FALSE(fc1->flagged);
+}
+
+// A loss scale far too small (amp-fp16, static 0.001) flushes gradients at the backward kernels'
+// stores: the report names those stores with the shares of tensor_stores, the step that flushed the
+// most and the scale then, and advises a larger or dynamic loss scale.
+TEST_F(RealRun, LearningNamesTheGradientsFlushedAtTheStore) {
+  const auto path = traced("learning_flush", "--precision amp-fp16 --loss-scale static:0.001");
+  const LearningReport r = learning(*Trace::open(path));
+  ASSERT_TRUE(r.measured_stores);
+  ASSERT_FALSE(r.stores.empty());
+  const StoreLoss& worst = r.stores.front();
+  EXPECT_TRUE(worst.flagged);
+  EXPECT_EQ(worst.phase, "backward");
+  const std::string where = " from v_tensor_stores where tensor = '" + worst.tensor + "' and phase = 'backward' and kernel = '" +
+                            worst.kernel + "'";
+  EXPECT_EQ(worst.flushed, fpscope::test::sql_value(path, "select sum(flushed)" + where));
+  EXPECT_EQ(worst.results, fpscope::test::sql_value(path, "select sum(results)" + where));
+  EXPECT_DOUBLE_EQ(worst.worst_flushed_share, *fpscope::test::sql_value(path, "select max(flushed_share)" + where));
+  EXPECT_GE(*worst.flushed_share(), r.thresholds.flushed_share);
+  ASSERT_TRUE(worst.worst_loss_scale);
+  EXPECT_DOUBLE_EQ(*worst.worst_loss_scale, double(0.001f));  // the scale mptrain logged, an fp32 value
+  EXPECT_EQ(worst.advice, "use a larger or dynamic loss scale (--loss-scale dynamic)");
+  // Sorted: flagged first, then by the share flushed.
+  for (size_t i = 1; i < r.stores.size(); ++i)
+    if (r.stores[i].flagged == r.stores[i - 1].flagged)
+      EXPECT_LE(r.stores[i].flushed_share().value_or(0), r.stores[i - 1].flushed_share().value_or(0));
+}
+
 }  // namespace
