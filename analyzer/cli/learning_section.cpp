@@ -68,30 +68,7 @@ Section learning_section(const Trace& trace) {
   sec.notes.push_back(loss_trend_text(r.loss));
 
   // Parameters that lose their updates, grouped by the advice they share, most severe first.
-  std::vector<std::pair<std::string, std::vector<const ParamLearning*>>> by_advice;
-  for (const ParamLearning& p : r.params) {
-    if (!p.flagged) continue;
-    auto it = std::find_if(by_advice.begin(), by_advice.end(), [&](const auto& g) { return g.first == p.advice; });
-    if (it == by_advice.end()) it = by_advice.insert(by_advice.end(), {p.advice, {}});
-    it->second.push_back(&p);
-  }
-  for (const auto& [advice, params] : by_advice) {
-    // The parameters' type once when they share it, else with each.
-    const auto type_of = [](const ParamLearning* p) { return p->dtype + (p->master ? " master" : ""); };
-    const bool one_type = std::all_of(params.begin(), params.end(),
-                                      [&](const ParamLearning* p) { return type_of(p) == type_of(params.front()); });
-    std::string list;
-    std::optional<int64_t> from;
-    for (const ParamLearning* p : params) {
-      list += fmt::format("{}{} {}{}", list.empty() ? "" : ", ", p->param, human_percent(*p->lost_update_share),
-                          one_type ? "" : " (" + type_of(p) + ")");
-      if (p->first_lost_step && (!from || *p->first_lost_step < *from)) from = p->first_lost_step;
-    }
-    sec.notes.push_back(fmt::format("Updates lost from step {} in {} {}parameter{} (share of nonzero updates lost): {}. "
-                                    "Advice: {}.",
-                                    step_text(from), params.size(), one_type ? type_of(params.front()) + " " : "",
-                                    params.size() == 1 ? "" : "s", list, advice));
-  }
+  for (const AdviceGroup& g : advice_groups(r)) sec.notes.push_back(g.sentence());
   for (const StoreLoss& s : r.stores) {
     if (!s.flagged) continue;
     std::string where = s.worst_step ? fmt::format(" at step {}", *s.worst_step) : std::string();

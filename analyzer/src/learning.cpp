@@ -86,6 +86,43 @@ std::string layer_of_param(const std::string& param) {
   return dot == std::string::npos ? std::string() : param.substr(0, dot);
 }
 
+namespace {
+
+std::string type_of(const ParamLearning& p) { return p.dtype + (p.master ? " master" : ""); }
+
+}  // namespace
+
+std::vector<AdviceGroup> advice_groups(const LearningReport& r) {
+  std::vector<AdviceGroup> groups;
+  for (const ParamLearning& p : r.params) {
+    if (!p.flagged) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const AdviceGroup& g) { return g.advice == p.advice; });
+    if (it == groups.end()) {
+      it = groups.insert(groups.end(), AdviceGroup{});
+      it->advice = p.advice;
+      it->type = type_of(p);
+    }
+    it->params.push_back(&p);
+    if (it->type != type_of(p)) it->type.clear();
+    if (p.first_lost_step && (!it->from_step || *p.first_lost_step < *it->from_step)) it->from_step = p.first_lost_step;
+  }
+  return groups;
+}
+
+std::string AdviceGroup::list() const {
+  std::string text;
+  for (const ParamLearning* p : params)
+    text += fmt::format("{}{} {}{}", text.empty() ? "" : ", ", p->param, human_percent(p->lost_update_share.value_or(0)),
+                        type.empty() ? " (" + type_of(*p) + ")" : "");
+  return text;
+}
+
+std::string AdviceGroup::sentence() const {
+  return fmt::format("Updates lost from step {} in {} {}parameter{} (share of nonzero updates lost): {}. Advice: {}.",
+                     from_step ? std::to_string(*from_step) : "-", params.size(), type.empty() ? "" : type + " ",
+                     params.size() == 1 ? "" : "s", list(), advice);
+}
+
 bool has_learning_counts(const Trace& trace) {
   return detail::db(trace)
              .query_int("SELECT EXISTS (SELECT 1 FROM param_updates) OR EXISTS (SELECT 1 FROM tensor_stores)")
@@ -200,12 +237,12 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
   }
   for (LayerLearning& l : out.layers)
     for (const ParamLearning& p : out.params) l.flagged = l.flagged || (p.flagged && p.layer == l.layer);
-  // Most severe first: the larger share of updates lost, then the more updates lost.
+  // Flagged parameters first, the most updates lost first (a large weight matrix before a bias that
+  // loses a larger share of fewer); then the others by the share they lose.
   std::stable_sort(out.params.begin(), out.params.end(), [](const ParamLearning& a, const ParamLearning& b) {
     if (a.flagged != b.flagged) return a.flagged;
-    if (a.lost_update_share.value_or(-1) != b.lost_update_share.value_or(-1))
-      return a.lost_update_share.value_or(-1) > b.lost_update_share.value_or(-1);
-    return a.lost.value_or(0) > b.lost.value_or(0);
+    if (a.flagged && a.lost.value_or(0) != b.lost.value_or(0)) return a.lost.value_or(0) > b.lost.value_or(0);
+    return a.lost_update_share.value_or(-1) > b.lost_update_share.value_or(-1);
   });
   std::sort(out.points.begin(), out.points.end(),
             [](const UpdatePoint& a, const UpdatePoint& b) { return std::tie(a.param, a.step) < std::tie(b.param, b.step); });

@@ -68,6 +68,7 @@ std::vector<std::unique_ptr<View>> make_views() {
   views.push_back(make_memory_view());
   views.push_back(make_events_view());
   views.push_back(make_fp8_view());
+  views.push_back(make_updates_view());
   return views;
 }
 

@@ -109,6 +109,7 @@ std::shared_ptr<const TraceData> load_trace_data(const std::filesystem::path& pa
   data->memory = analysis::memory(trace, 12);
   data->ranks = analysis::ranks(trace);
   data->fp8 = analysis::fp8_readiness(trace);
+  data->learning = analysis::learning(trace);
   report(status, "value ranges", 0.38);
   data->ranges = analysis::ranges(trace, analysis::RangeGrouping::LayerKernel, analysis::RoleFilter::Outputs);
   data->bounds = analysis::time_bounds(trace);
@@ -153,6 +154,7 @@ analysis::ReportData report_data_of(const TraceData& d) {
   r.memory = d.memory;
   r.ranks = d.ranks;
   r.fp8 = d.fp8;
+  r.learning = d.learning;
   r.ranges = std::make_pair(analysis::RangeView::Activations, analysis::view_ranges(d.layer_steps));
   return r;
 }

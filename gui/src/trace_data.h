@@ -36,6 +36,7 @@ struct TraceData {
   analysis::MemoryReport memory;
   analysis::RanksReport ranks;
   analysis::Fp8Readiness fp8;  // the fp8 forecast (fpscope report --section fp8), if the trace has one
+  analysis::LearningReport learning;  // updates lost, stores that flushed (fpscope report --section learning)
   std::vector<analysis::MemoryPoint> memory_over_time;  // thinned for plotting
   std::vector<analysis::LayerStepCell> layer_steps;
   std::vector<std::string> layers;  // in first-seen order, for heat map rows

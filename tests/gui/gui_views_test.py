@@ -21,7 +21,7 @@ import sys
 import tempfile
 import zlib
 
-VIEWS = ["summary", "timeline", "ranges", "loss", "memory", "events", "fp8"]
+VIEWS = ["summary", "timeline", "ranges", "loss", "memory", "events", "fp8", "updates"]
 WIDTH, HEIGHT = 1024, 700
 
 
@@ -212,6 +212,9 @@ def check_gui_numbers_equal_report(args, traces, work):
         # The traced fp32 run holds an fp8 forecast: the readiness view's numbers are compared too.
         if args.fpscope and args.mptrain and i == 1 and not report["fp8"]["operands"]:
             fail("%s: no fp8 forecast to compare" % trace)
+        # A traced mptrain run has its parameter updates: the updates view's numbers are compared too.
+        if args.fpscope and args.mptrain and not report["learning"]["params"]:
+            fail("%s: no parameter updates to compare" % trace)
     print("ok: the GUI's numbers equal fpscope report's for %d traces" % len(traces))
 
 

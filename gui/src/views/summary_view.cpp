@@ -2,6 +2,7 @@
 // numbers, and warnings (first NaN/Inf origin, skipped steps, peak memory), each a link to the
 // place it names; with two traces, the comparison's headline (accuracy and loss deltas, first
 // divergent step, memory saved). Traces that failed to load show their error in their column.
+#include <fmt/format.h>
 #include <imgui.h>
 
 #include <fpscope/units.h>
@@ -218,6 +219,26 @@ class SummaryView final : public View {
         ctx.selection.select_step(first);
         ctx.selection.show_view = "loss";
       }
+    }
+    // The failures that make no NaN: updates rounding lost, results flushed at the store.
+    const auto groups = analysis::advice_groups(d.learning);
+    int64_t flushing = 0;
+    for (const analysis::StoreLoss& s : d.learning.stores) flushing += s.flagged ? 1 : 0;
+    if (!groups.empty() || flushing > 0) {
+      any = true;
+      size_t lost = 0;
+      for (const auto& g : groups) lost += g.params.size();
+      std::string text;
+      if (lost > 0)
+        text = fmt::format("{} parameter{} lose{} their updates to rounding (first: {} {})", lost, lost == 1 ? "" : "s",
+                           lost == 1 ? "s" : "", groups.front().params.front()->param,
+                           analysis::human_percent(groups.front().params.front()->lost_update_share.value_or(0)));
+      if (flushing > 0)
+        text += fmt::format("{}{} stored tensor{} flushed to zero", text.empty() ? "" : "; ", flushing,
+                            flushing == 1 ? "" : "s");
+      ImGui::TextColored(colors::to_vec4(colors::kUnderflow), "%s%s", who.c_str(), text.c_str());
+      ImGui::SameLine();
+      if (link("updates view")) ctx.selection.show_view = "updates";
     }
     if (contract::is_failure(d.summary.state) || d.summary.state == analysis::RunEnd::Running) {
       any = true;

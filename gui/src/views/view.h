@@ -32,6 +32,7 @@ std::unique_ptr<View> make_loss_view();
 std::unique_ptr<View> make_memory_view();
 std::unique_ptr<View> make_events_view();
 std::unique_ptr<View> make_fp8_view();
+std::unique_ptr<View> make_updates_view();
 
 // Every view, in tab order (app.cpp): the window's tabs, and the names --view accepts.
 std::vector<std::unique_ptr<View>> make_views();

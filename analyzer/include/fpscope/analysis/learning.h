@@ -91,7 +91,7 @@ struct LearningReport {
   bool measured_updates = false;  // the trace has param_updates rows
   bool measured_stores = false;   // ... tensor_stores rows
   LearningThresholds thresholds;
-  std::vector<ParamLearning> params;  // flagged first, by lost share, then by name
+  std::vector<ParamLearning> params;  // flagged first, by updates lost; then by lost share
   std::vector<LayerLearning> layers;  // by name ("" for parameters outside any layer)
   std::vector<StoreLoss> stores;      // stores that lost anything: flagged first, by flushed share
   std::vector<UpdatePoint> points;    // by param, then step
@@ -102,6 +102,18 @@ struct LearningReport {
 LearningReport learning(const Trace& trace, const LearningThresholds& thresholds = {});
 // Whether the trace holds any parameter update or store count (cheap).
 bool has_learning_counts(const Trace& trace);
+
+// The flagged parameters that share one line of advice, most severe first: how the report and the
+// GUI tell them together.
+struct AdviceGroup {
+  std::string advice;
+  std::vector<const ParamLearning*> params;  // into the report's params
+  std::optional<int64_t> from_step;          // the earliest first_lost_step among them
+  std::string type;                          // their common "bf16" / "f32 master", "" when they differ
+  std::string list() const;                  // "fc1.weight 99.27%, fc2.weight 99.20%" (each type when they differ)
+  std::string sentence() const;              // "Updates lost from step 0 in 9 bf16 parameters (...): LIST. Advice: ADVICE."
+};
+std::vector<AdviceGroup> advice_groups(const LearningReport& r);
 
 // "fc1.weight.master" -> "fc1.weight"; "fc1.weight" -> "fc1" (layer_of_param).
 std::string param_of_name(const std::string& name);
