@@ -304,6 +304,79 @@ void fp8_section(const Trace& trace, std::ostream& out) {
   out << "</table>\n";
 }
 
+// Learning (fpscope report --section learning), when the trace has update or store counts: the
+// findings with their advice, a grid of parameters by steps coloured by log10 update/weight as the
+// GUI's updates view colours it, and the parameters' table.
+void learning_section(const Trace& trace, std::ostream& out) {
+  if (!has_learning_counts(trace)) return;
+  const LearningReport r = learning(trace);
+  out << "<h2 id=\"learning\">Learning</h2>\n";
+  const auto groups = advice_groups(r);
+  bool any = false;
+  for (const AdviceGroup& g : groups) {
+    out << "<p class=\"bad\">" << esc(g.sentence()) << "</p>\n";
+    any = true;
+  }
+  for (const StoreLoss& st : r.stores) {
+    if (!st.flagged) continue;
+    out << "<p class=\"bad\">"
+        << esc(fmt::format("{} ({}, {}): {} of its nonzero values flushed to zero at the store, {} at step {}. Advice: {}.",
+                           st.tensor, st.layer.empty() ? "no layer" : st.layer, st.phase,
+                           human_percent(st.flushed_share().value_or(0)), human_percent(st.worst_flushed_share),
+                           st.worst_step ? std::to_string(*st.worst_step) : "-", st.advice))
+        << "</p>\n";
+    any = true;
+  }
+  if (!any) out << "<p>No parameter loses its updates and no store flushes its results beyond the thresholds.</p>\n";
+  if (!r.measured_updates) return;
+  // The grid: at most 60 columns, each the smallest ratio of its steps.
+  std::vector<int64_t> step_list;
+  for (const UpdatePoint& p : r.points) step_list.push_back(p.step);
+  std::sort(step_list.begin(), step_list.end());
+  step_list.erase(std::unique(step_list.begin(), step_list.end()), step_list.end());
+  const std::size_t columns = std::min<std::size_t>(60, step_list.size());
+  double lo = 0, hi = -1e300;
+  for (const UpdatePoint& p : r.points)
+    if (p.update_ratio && *p.update_ratio > 0) lo = std::min(lo, std::log10(*p.update_ratio)), hi = std::max(hi, std::log10(*p.update_ratio));
+  lo = std::floor(std::min(lo, -4.0));
+  hi = std::ceil(std::max(hi, -2.0));
+  out << fmt::format("<p>Each cell: log10 of the rms of the change a step applied over the rms of the weight, from "
+                     "1e{:.0f} (dark) to 1e{:.0f} (bright); grey: nothing moved; a dot: the step lost {} or more of the "
+                     "nonzero updates. bf16's relative spacing is about 4e-3, fp16's 5e-4: below them an update is "
+                     "rounded away without fp32 master weights. Steps {} to {}.</p>\n",
+                     lo, hi, human_percent(r.thresholds.lost_update_share), step_list.empty() ? 0 : step_list.front(),
+                     step_list.empty() ? 0 : step_list.back());
+  out << "<table class=\"grid\" style=\"margin-bottom:14px\">\n";
+  for (const ParamLearning& p : r.params) {
+    out << "<tr><td>" << esc(p.param) << "</td>";
+    for (std::size_t c = 0; c < columns; ++c) {
+      const std::size_t s0 = c * step_list.size() / columns, s1 = std::max(s0 + 1, (c + 1) * step_list.size() / columns);
+      std::optional<double> v, lost;
+      for (const UpdatePoint& u : r.points) {
+        if (u.param != p.param || u.step < step_list[s0] || u.step > step_list[s1 - 1]) continue;
+        if (u.update_ratio && (!v || *u.update_ratio < *v)) v = u.update_ratio;
+        if (u.lost_update_share && (!lost || *u.lost_update_share > *lost)) lost = u.lost_update_share;
+      }
+      const std::string fill = !v ? "#2d2d34" : *v <= 0 ? "#888" : palette::hex(palette::exponent_scale(palette::scale_position(std::log10(*v), lo, hi)));
+      const bool dot = lost && *lost >= r.thresholds.lost_update_share;
+      out << "<td style=\"background:" << fill << ";width:10px;padding:0;text-align:center\">" << (dot ? "&middot;" : "") << "</td>";
+    }
+    out << "</tr>\n";
+  }
+  out << "</table>\n<table><tr><th>parameter</th><th>updated as</th><th>lost share</th><th>magnitude lost</th>"
+         "<th>update/weight</th><th>computed/weight</th><th>lost from step</th><th>remedy</th></tr>\n";
+  for (const ParamLearning& p : r.params) {
+    const auto share = [](const std::optional<double>& v) { return v ? (*v < 0 ? "-" : "") + human_percent(std::fabs(*v)) : std::string("-"); };
+    const auto number = [](const std::optional<double>& v) { return v ? human_number(*v) : std::string("-"); };
+    out << "<tr" << (p.flagged ? " class=\"bad\"" : "") << "><td>" << esc(p.param) << "</td><td>" << esc(p.dtype)
+        << (p.master ? " master" : "") << "</td><td>" << share(p.lost_update_share) << "</td><td>"
+        << share(p.lost_magnitude_share) << "</td><td>" << number(p.update_ratio) << "</td><td>"
+        << number(p.computed_ratio) << "</td><td>" << (p.first_lost_step ? std::to_string(*p.first_lost_step) : "-")
+        << "</td><td>" << esc(p.flagged ? p.remedy : "-") << "</td></tr>\n";
+  }
+  out << "</table>\n";
+}
+
 void export_html(const Trace& trace, std::ostream& out) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fpscope report: "
       << esc(trace.path()) << "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
@@ -349,6 +422,7 @@ void export_html(const Trace& trace, std::ostream& out) {
   out << "<h2>Ranges</h2>\n" << heat_map(trace, RangeView::Activations) << heat_map(trace, RangeView::GradientsScaled);
   ranges_section(trace, out);
   fp8_section(trace, out);
+  learning_section(trace, out);
   out << "</body></html>\n";
 }
 
