@@ -131,4 +131,23 @@ Section learning_section(const Trace& trace) {
   return sec;
 }
 
+Section updates_comparison_section(const Comparison& c) {
+  Section sec{"updates", "Updates: the share rounding lost and update/weight, A against B", {}, {}, {}};
+  int only_a = 0, only_b = 0;
+  for (const UpdateShift& u : c.updates) {
+    only_a += u.a_flagged && !u.b_flagged ? 1 : 0;
+    only_b += u.b_flagged && !u.a_flagged ? 1 : 0;
+  }
+  sec.notes.push_back(fmt::format("Parameters that lose their updates only in A: {}; only in B: {}.", only_a, only_b));
+  Table t{"updates", {"parameter", "A updated as", "B updated as", "A lost share", "B lost share", "A update/weight",
+                      "B update/weight"}, {}};
+  for (const UpdateShift& u : c.updates)
+    t.rows.push_back({Cell(u.param), opt_text_cell(u.a_type), opt_text_cell(u.b_type), share_or_dash(u.a_lost_share),
+                      share_or_dash(u.b_lost_share), ratio_cell(u.a_ratio), ratio_cell(u.b_ratio)});
+  sec.tables.push_back(std::move(t));
+  sec.extra["lost_only_in_a"] = only_a;
+  sec.extra["lost_only_in_b"] = only_b;
+  return sec;
+}
+
 }  // namespace fpscope::cli

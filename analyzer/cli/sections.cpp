@@ -650,6 +650,7 @@ std::vector<Section> comparison_sections(const Comparison& c) {
   events.extra["only_in_b"] = c.only_in_b.size();
   if (!et.rows.empty()) events.tables.push_back(std::move(et));
   out.push_back(std::move(events));
+  if (!c.updates.empty()) out.push_back(updates_comparison_section(c));
   if (c.fp8) {
     out.push_back(fp8_outcome_section(*c.fp8));
   } else if (c.b.precision.rfind("fp8", 0) == 0 || c.a.precision.rfind("fp8", 0) == 0) {

@@ -17,6 +17,8 @@ Section memory_section(const analysis::Trace& trace);
 Section ranks_section(const analysis::Trace& trace);
 Section fp8_section(const analysis::Trace& trace);
 Section learning_section(const analysis::Trace& trace);  // learning_section.cpp
+// The parameters' updates of two runs side by side (learning_section.cpp).
+Section updates_comparison_section(const analysis::Comparison& c);
 std::vector<Section> comparison_sections(const analysis::Comparison& c);
 
 }  // namespace fpscope::cli

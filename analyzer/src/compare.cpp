@@ -145,6 +145,35 @@ void compare_events(const Trace& a, const Trace& b, Comparison& c) {
 
 }  // namespace
 
+namespace {
+
+void compare_updates(const Trace& a, const Trace& b, Comparison& c) {
+  const LearningReport la = learning(a), lb = learning(b);
+  auto shift_of = [&](const std::string& param) -> UpdateShift& {
+    for (UpdateShift& u : c.updates)
+      if (u.param == param) return u;
+    c.updates.push_back(UpdateShift{});
+    c.updates.back().param = param;
+    return c.updates.back();
+  };
+  for (const ParamLearning& p : la.params) {
+    UpdateShift& u = shift_of(p.param);
+    u.a_type = p.dtype + (p.master ? " master" : "");
+    u.a_lost_share = p.lost_update_share;
+    u.a_ratio = p.update_ratio;
+    u.a_flagged = p.flagged;
+  }
+  for (const ParamLearning& p : lb.params) {
+    UpdateShift& u = shift_of(p.param);
+    u.b_type = p.dtype + (p.master ? " master" : "");
+    u.b_lost_share = p.lost_update_share;
+    u.b_ratio = p.update_ratio;
+    u.b_flagged = p.flagged;
+  }
+}
+
+}  // namespace
+
 Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options) {
   Comparison c;
   c.a = summary(a);
@@ -166,6 +195,7 @@ Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options
   compare_layers(a, b, options.move_ratio, c);
   compare_events(a, b, c);
   c.fp8 = fp8_outcome(a, b);
+  compare_updates(a, b, c);
   return c;
 }
 

@@ -376,6 +376,13 @@ std::string compare_json(const Comparison& c) {
     loss.push_back({{"step", p.step}, {"source", loss_value(p.a)}, {"target", loss_value(p.b)},
                     {"relative_difference", opt(p.relative_difference)}, {"nonfinite_mismatch", p.nonfinite_mismatch}});
   }
+  json updates = json::array();
+  for (const UpdateShift& u : c.updates)
+    updates.push_back({{"param", u.param}, {"source_type", opt(u.a_type)}, {"target_type", opt(u.b_type)},
+                       {"source_lost_update_share", opt(u.a_lost_share)},
+                       {"target_lost_update_share", opt(u.b_lost_share)}, {"source_update_ratio", opt(u.a_ratio)},
+                       {"target_update_ratio", opt(u.b_ratio)}, {"source_flagged", u.a_flagged},
+                       {"target_flagged", u.b_flagged}});
   json doc = {{"fpscope_compare", kReportJsonVersion},
               {"source", {{"trace", c.a.path}, {"run", run_json(c.a)}}},
               {"target", {{"trace", c.b.path}, {"run", run_json(c.b)}}},
@@ -391,7 +398,8 @@ std::string compare_json(const Comparison& c) {
               {"layers", layers},
               {"only_in_source", events(c.only_in_a)},
               {"only_in_target", events(c.only_in_b)},
-              {"fp8_outcome", c.fp8 ? fp8_outcome_json(*c.fp8) : json(nullptr)}};
+              {"fp8_outcome", c.fp8 ? fp8_outcome_json(*c.fp8) : json(nullptr)},
+              {"updates", updates}};
   return text(doc);
 }
 

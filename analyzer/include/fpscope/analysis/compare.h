@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fpscope/analysis/fp8.h"
+#include "fpscope/analysis/learning.h"
 #include "fpscope/analysis/summary.h"
 #include "fpscope/analysis/trace.h"
 
@@ -55,6 +56,15 @@ struct RunEvent {
   std::string detail;            // kernel/layer, scale, ...
 };
 
+// One parameter's updates in both runs (learning.h), over the steps each measured.
+struct UpdateShift {
+  std::string param;
+  std::optional<std::string> a_type, b_type;  // "bf16", "f32 master"; unset where the run has no such parameter
+  std::optional<double> a_lost_share, b_lost_share;
+  std::optional<double> a_ratio, b_ratio;     // update/weight over the run
+  bool a_flagged = false, b_flagged = false;
+};
+
 struct Comparison {
   RunSummary a, b;                       // a: source, b: target
   std::vector<MemoryDelta> memory;       // "peak" first, then each category at its run's peak
@@ -71,6 +81,8 @@ struct Comparison {
   std::vector<RunEvent> only_in_a, only_in_b;  // matched on (kind, step)
   // A's fp8 forecast against an fp8 run B's quantize kernels (fp8_outcome), where both exist.
   std::optional<Fp8Outcome> fp8;
+  // Every parameter of either run whose updates were measured, in A's order then B's.
+  std::vector<UpdateShift> updates;
 };
 Comparison compare(const Trace& a, const Trace& b, const CompareOptions& options = {});
 
