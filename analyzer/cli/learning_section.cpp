@@ -66,6 +66,10 @@ Section learning_section(const Trace& trace) {
       "results to zero, or overflowed any.",
       human_percent(t.lost_update_share), human_percent(t.flushed_share)));
   sec.notes.push_back(loss_trend_text(r.loss));
+  if (std::any_of(r.params.begin(), r.params.end(), [](const ParamLearning& p) { return p.nonzero_from_gradient; }))
+    sec.notes.push_back("A front end (PyTorch) sees each parameter before and after its optimizer's step, not the update "
+                        "the optimizer computed: an element's update counts as nonzero where its gradient was, and the "
+                        "computed update's columns stay empty.");
 
   // Parameters that lose their updates, grouped by the advice they share, most severe first.
   for (const AdviceGroup& g : advice_groups(r)) sec.notes.push_back(g.sentence());

@@ -19,7 +19,9 @@ std::string config_value(const RunSummary& s, const std::string& key) {
 
 struct UpdateSums {
   int64_t steps = 0, elements = 0, changed = 0, nonzero = 0, lost = 0;
-  bool computed_known = true;
+  bool computed_known = true;  // every step counted its nonzero updates
+  bool counted = false;        // some step did
+  bool from_gradient = false;  // ... from the gradient (a front end)
   double computed_abs = 0, computed_sq = 0, applied_abs = 0, applied_sq = 0, weight_sq = 0;
 };
 
@@ -34,12 +36,17 @@ std::string master_mode_for(const std::string& dtype) { return dtype == "f16" ? 
 std::pair<std::string, std::string> param_advice(const ParamLearning& p, bool stochastic, const LearningThresholds& t) {
   std::string advice, remedy;
   if (!p.master && (p.dtype == "bf16" || p.dtype == "f16")) {
-    advice = fmt::format("keep fp32 master weights (mptrain --precision {}; in PyTorch, keep the parameters in fp32 "
-                         "under autocast)",
-                         master_mode_for(p.dtype));
+    // A front end's program is PyTorch's: its words, not mptrain's flags.
+    advice = p.nonzero_from_gradient
+                 ? std::string("keep fp32 master weights (keep the parameters in fp32 and compute in ") + p.dtype +
+                       " under autocast)"
+                 : fmt::format("keep fp32 master weights (mptrain --precision {}; in PyTorch, keep the parameters in "
+                               "fp32 under autocast)",
+                               master_mode_for(p.dtype));
     remedy = "fp32 master weights";
     if (!stochastic) {
-      advice += ", or round the updates stochastically (--stochastic-rounding)";
+      advice += p.nonzero_from_gradient ? ", or round the updates stochastically (an optimizer that does)"
+                                        : ", or round the updates stochastically (--stochastic-rounding)";
       remedy += " or stochastic rounding";
     }
   } else {
@@ -150,14 +157,15 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
   {
     sql::Statement st(db,
                       "SELECT u.param, u.dtype_name, u.step, u.elements, u.changed, u.nonzero, u.lost, "
-                      "u.computed_abs_sum, u.computed_sq_sum, u.applied_abs_sum, u.applied_sq_sum, u.weight_sq_sum "
-                      "FROM v_param_updates u WHERE u.rank = (SELECT min(rank) FROM param_updates) "
+                      "u.computed_abs_sum, u.computed_sq_sum, u.applied_abs_sum, u.applied_sq_sum, u.weight_sq_sum, "
+                      "u.nonzero_from FROM v_param_updates u WHERE u.rank = (SELECT min(rank) FROM param_updates) "
                       "ORDER BY u.step, u.id");
     while (st.step()) {
       out.measured_updates = true;
       const std::string name = st.text(0), param = param_of_name(name);
       kinds.try_emplace(param, st.text(1), name != param);
       UpdateSums& u = sums[param];
+      u.from_gradient = u.from_gradient || st.text(12) == "gradient";
       const std::optional<int64_t> step = st.opt_i64(2), nonzero = st.opt_i64(5), lost = st.opt_i64(6);
       ++u.steps;
       u.elements = st.i64(3);
@@ -165,7 +173,8 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
       if (nonzero && lost) {
         u.nonzero += *nonzero;
         u.lost += *lost;
-        u.computed_abs += st.f64(7);
+        u.counted = true;
+        u.computed_abs += st.f64(7);  // 0 where NULL (a front end's)
         u.computed_sq += st.f64(8);
         auto& first = first_lost[param];
         if (!first && step && *nonzero > 0 && double(*lost) >= thresholds.lost_update_share * double(*nonzero))
@@ -176,8 +185,9 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
       u.applied_abs += st.f64(9);
       u.applied_sq += st.f64(10);
       u.weight_sq += st.f64(11);
+      const std::optional<double> computed_sq = st.opt_f64(8);
       out.points.push_back({param, step.value_or(-1), ratio_of(st.f64(10), st.f64(11)),
-                            nonzero ? ratio_of(st.f64(8), st.f64(11)) : std::nullopt,
+                            computed_sq ? ratio_of(*computed_sq, st.f64(11)) : std::nullopt,
                             nonzero && *nonzero > 0 ? std::optional<double>(double(lost.value_or(0)) / double(*nonzero))
                                                     : std::nullopt});
     }
@@ -188,6 +198,7 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
     UpdateSums& l = by_layer[layer_of_param(param)];
     ++layer_params[layer_of_param(param)];
     l.computed_known = l.computed_known && u.computed_known;
+    l.from_gradient = l.from_gradient || u.from_gradient;
     l.nonzero += u.nonzero;
     l.lost += u.lost;
     l.computed_abs += u.computed_abs;
@@ -204,8 +215,10 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
       l.nonzero = u.nonzero;
       l.lost = u.lost;
       if (u.nonzero > 0) l.lost_update_share = double(u.lost) / double(u.nonzero);
-      if (u.computed_abs > 0) l.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
-      l.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
+      if (!u.from_gradient) {
+        if (u.computed_abs > 0) l.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
+        l.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
+      }
     }
     l.update_ratio = ratio_of(u.applied_sq, u.weight_sq);
     out.layers.push_back(std::move(l));
@@ -218,12 +231,15 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
     p.steps = u.steps;
     p.elements = u.elements;
     p.changed = u.changed;
+    p.nonzero_from_gradient = u.from_gradient;
     if (u.computed_known) {
       p.nonzero = u.nonzero;
       p.lost = u.lost;
       if (u.nonzero > 0) p.lost_update_share = double(u.lost) / double(u.nonzero);
-      if (u.computed_abs > 0) p.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
-      p.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
+      if (!u.from_gradient) {
+        if (u.computed_abs > 0) p.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
+        p.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
+      }
     }
     p.update_ratio = ratio_of(u.applied_sq, u.weight_sq);
     p.first_lost_step = first_lost[param];

@@ -253,6 +253,7 @@ json learning_json(const LearningReport& r) {
   json params = json::array();
   for (const ParamLearning& p : r.params)
     params.push_back({{"param", p.param}, {"layer", p.layer}, {"dtype", p.dtype}, {"master", p.master},
+                      {"nonzero_from", p.nonzero_from_gradient ? "gradient" : "update"},
                       {"steps", p.steps}, {"elements", p.elements}, {"changed", p.changed}, {"nonzero", opt(p.nonzero)},
                       {"lost", opt(p.lost)}, {"lost_update_share", opt(p.lost_update_share)},
                       {"lost_update_magnitude_share", opt(p.lost_magnitude_share)},

@@ -513,29 +513,42 @@ void TraceWriter::Impl::handle(const wire::TensorStoreRecord& r) {
 }
 
 void TraceWriter::Impl::handle(const wire::ParamUpdateRecord& r) {
-  if (r.changed > r.elements || (r.computed_known && (r.nonzero > r.elements || r.lost > r.nonzero))) {
+  const bool counted = r.nonzero_from == wire::NonzeroFrom::Update || r.nonzero_from == wire::NonzeroFrom::Gradient;
+  if (r.changed > r.elements || static_cast<uint8_t>(r.nonzero_from) > 2 ||
+      (counted && (r.nonzero > r.elements || r.lost > r.nonzero))) {
     ++counts.malformed_records;
     return;
   }
   sql::Statement& st = insert_param_update;
-  st.bind(1, kernel_id(r.seq));
+  r.seq != 0 ? st.bind(1, kernel_id(r.seq)) : st.bind_null(1);
   st.bind(2, sid(r.name));
   r.tensor_id != 0 ? st.bind(3, r.tensor_id) : st.bind_null(3);
   st.bind(4, uint32_t{r.dtype});
   st.bind(5, r.elements);
   st.bind(6, r.changed);
-  if (r.computed_known) {
+  if (counted) {
     st.bind(7, r.nonzero);
     st.bind(8, r.lost);
+  } else {
+    st.bind_null(7);
+    st.bind_null(8);
+  }
+  if (r.computed_known) {
     st.bind(9, r.computed_abs_sum);
     st.bind(10, r.computed_sq_sum);
   } else {
-    for (int i = 7; i <= 10; ++i) st.bind_null(i);
+    st.bind_null(9);
+    st.bind_null(10);
   }
   st.bind(11, r.applied_abs_sum);
   st.bind(12, r.applied_sq_sum);
   st.bind(13, r.weight_sq_sum);
   st.bind(14, src->rank);
+  r.step >= 0 ? st.bind(15, r.step) : st.bind_null(15);
+  if (counted)
+    st.bind_static(16, r.nonzero_from == wire::NonzeroFrom::Update ? std::string_view("update") : std::string_view("gradient"));
+  else
+    st.bind_null(16);
   st.run();
   row_written();
   ++counts.param_updates;

@@ -148,7 +148,7 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
       insert_param_update(db,
                           "INSERT INTO param_updates (kernel_id, name_id, alloc_id, dtype, elements, changed, nonzero,"
                           " lost, computed_abs_sum, computed_sq_sum, applied_abs_sum, applied_sq_sum, weight_sq_sum,"
-                          " rank) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+                          " rank, step, nonzero_from) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
       insert_cuda_kernel(db,
                          "INSERT INTO cuda_kernels (start_ns, end_ns, name_id, correlation_id, device, stream,"
                          " grid_x, grid_y, grid_z, block_x, block_y, block_z, rank)"

@@ -192,14 +192,17 @@ CREATE TABLE tensor_stores (
 -- parameter's dtype where the kernel reports it. Since schema 6.
 CREATE TABLE param_updates (
   id          INTEGER PRIMARY KEY,
-  kernel_id   INTEGER NOT NULL REFERENCES kernels(id),  -- the optimizer launch
+  kernel_id   INTEGER REFERENCES kernels(id),  -- the optimizer launch; NULL for a front end's step
+  step        INTEGER,              -- the optimizer step
   name_id     INTEGER NOT NULL REFERENCES strings(id),  -- the parameter as the program names it
-  alloc_id    INTEGER,              -- its allocation (allocations.id)
+  alloc_id    INTEGER,              -- its allocation (memory_events.alloc_id)
   dtype       INTEGER NOT NULL REFERENCES dtypes(id),
   elements    INTEGER NOT NULL,
   changed     INTEGER NOT NULL,     -- elements whose stored bits the step changed
-  nonzero     INTEGER,              -- elements whose computed update was nonzero; NULL: not known
-  lost        INTEGER,              -- of those, elements the step left unchanged; NULL: not known
+  nonzero_from TEXT,                -- 'update': nonzero counts computed updates (the kernel's);
+                                    -- 'gradient': nonzero gradients (a front end's); NULL: unknown
+  nonzero     INTEGER,              -- elements with a nonzero update (as nonzero_from says)
+  lost        INTEGER,              -- of those, elements the step left unchanged
   computed_abs_sum REAL,            -- sum |u| of the computed updates; NULL: not known
   computed_sq_sum  REAL,            -- sum u^2
   applied_abs_sum  REAL NOT NULL,   -- sum |new - old|
@@ -339,7 +342,7 @@ JOIN recipes rc ON rc.id = r.recipe;
 -- change over rms of the weight before the step; computed_ratio the same of the computed update.
 -- Since schema 6.
 CREATE VIEW v_param_updates AS
-SELECT k.step, sn.value AS param, d.name AS dtype_name, u.elements, u.changed, u.nonzero, u.lost,
+SELECT u.step, sn.value AS param, d.name AS dtype_name, u.elements, u.changed, u.nonzero_from, u.nonzero, u.lost,
        CASE WHEN u.nonzero > 0 THEN 1.0 * u.lost / u.nonzero END AS lost_update_share,
        CASE WHEN u.computed_abs_sum > 0 THEN 1.0 - u.applied_abs_sum / u.computed_abs_sum END AS lost_magnitude_share,
        CASE WHEN u.weight_sq_sum > 0 THEN sqrt(u.applied_sq_sum / u.weight_sq_sum) END AS update_ratio,
@@ -347,7 +350,7 @@ SELECT k.step, sn.value AS param, d.name AS dtype_name, u.elements, u.changed, u
        u.computed_abs_sum, u.computed_sq_sum, u.applied_abs_sum, u.applied_sq_sum, u.weight_sq_sum,
        k.kernel, u.kernel_id, u.alloc_id, u.id, u.rank
 FROM param_updates u
-JOIN v_kernels k ON k.id = u.kernel_id
+LEFT JOIN v_kernels k ON k.id = u.kernel_id
 JOIN strings sn ON sn.id = u.name_id
 JOIN dtypes d ON d.id = u.dtype;
 

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FPSCOPE_INJECT_API_VERSION 4
+#define FPSCOPE_INJECT_API_VERSION 5
 
 /* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
 #define FPSCOPE_MEASURE_INPUTS 1
@@ -105,6 +105,16 @@ MPT_API void fpscope_stop_reuse(void);
 /* A per-step value ("loss") and an item of configuration, as mpt_log_scalar()/mpt_log_text(). */
 MPT_API void fpscope_log_scalar(const char* name, double value, int64_t step);
 MPT_API void fpscope_log_text(const char* key, const char* value);
+
+/* One optimizer step of one parameter, from its values before and after the step
+ * (docs/statistics.md, "Parameter updates"): `elements`, `changed` (elements whose bits differ),
+ * `nonzero` (elements whose gradient was nonzero: the front end's stand-in for a nonzero update,
+ * which it does not see) and `lost` (of those, elements the step left unchanged), both -1 when not
+ * known; the sums over finite elements of |new - old|, (new - old)^2 and old^2. `name` names the
+ * parameter, `dtype` is an mpt_dtype, `step` the optimizer step. */
+MPT_API void fpscope_param_update(const char* name, int32_t dtype, int64_t step, uint64_t elements, uint64_t changed,
+                                  int64_t nonzero, int64_t lost, double applied_abs_sum, double applied_sq_sum,
+                                  double weight_sq_sum);
 
 /* The front end itself failed (an error of its own, not the op's): tracing stops in this process,
  * said once on stderr and in the trace's meta `injector.failure` as "<front_end>: <what>"; the

@@ -153,6 +153,17 @@ FPSCOPE_EXPORT void fpscope_log_text(const char* key, const char* value) {
   if (call.session()) guarded("fpscope_log_text", [&] { call.session()->log_text(key, value); });
 }
 
+FPSCOPE_EXPORT void fpscope_param_update(const char* name, int32_t dtype, int64_t step, uint64_t elements,
+                                         uint64_t changed, int64_t nonzero, int64_t lost, double applied_abs_sum,
+                                         double applied_sq_sum, double weight_sq_sum) {
+  HookCall call;
+  if (call.session())
+    guarded("fpscope_param_update", [&] {
+      call.session()->param_update(name, dtype, step, elements, changed, nonzero, lost, applied_abs_sum,
+                                   applied_sq_sum, weight_sq_sum);
+    });
+}
+
 FPSCOPE_EXPORT void fpscope_front_end_failed(const char* front_end, const char* what) {
   HookCall call;
   if (call.session())

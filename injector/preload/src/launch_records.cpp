@@ -72,6 +72,8 @@ void Session::write_launch_records(const mpt_launch_desc* d, const LaunchPlan& p
     r.name = intern_locked(param.name ? param.name : "");
     r.dtype = static_cast<uint8_t>(param.dtype);
     r.computed_known = 1;
+    r.nonzero_from = wire::NonzeroFrom::Update;
+    r.step = where.step;
     r.elements = u.elements;
     r.nonzero = u.nonzero;
     r.changed = u.changed;

@@ -231,6 +231,27 @@ void Session::log_text(const char* key, const char* value) {
   writer_.put(r, this_thread_number());
 }
 
+void Session::param_update(const char* name, int32_t dtype, int64_t step, uint64_t elements, uint64_t changed,
+                           int64_t nonzero, int64_t lost, double applied_abs_sum, double applied_sq_sum,
+                           double weight_sq_sum) {
+  wire::ParamUpdateRecord r{};
+  r.dtype = static_cast<uint8_t>(dtype);
+  r.step = step;
+  r.elements = elements;
+  r.changed = changed;
+  if (nonzero >= 0 && lost >= 0) {
+    r.nonzero_from = wire::NonzeroFrom::Gradient;
+    r.nonzero = static_cast<uint64_t>(nonzero);
+    r.lost = static_cast<uint64_t>(lost);
+  }
+  r.applied_abs_sum = applied_abs_sum;
+  r.applied_sq_sum = applied_sq_sum;
+  r.weight_sq_sum = weight_sq_sum;
+  std::lock_guard lock(mutex_);
+  r.name = intern_locked(name ? name : "");
+  writer_.put(r, this_thread_number());
+}
+
 void Session::injector_status(const std::string& name, const std::string& value) {
   wire::TextRecord r{};
   r.t_ns = monotonic_ns();

@@ -126,6 +126,10 @@ class Session {
   void stop_reuse();
   void log_scalar(const char* name, double value, int64_t step);
   void log_text(const char* key, const char* value);
+  // A front end's parameter update (fpscope_param_update), as a ParamUpdate record of no launch.
+  void param_update(const char* name, int32_t dtype, int64_t step, uint64_t elements, uint64_t changed,
+                    int64_t nonzero, int64_t lost, double applied_abs_sum, double applied_sq_sum,
+                    double weight_sq_sum);
 
   // Operations a front end runs itself (fpscope/inject_api.h, front_end_ops.cpp).
   struct ForeignOp;

@@ -594,6 +594,8 @@ TEST_F(WriterTest, ParamUpdateRecordsBecomeRowsWithTheirShares) {
   r.name = 2;
   r.dtype = static_cast<uint8_t>(fpscope::contract::Dtype::BF16);
   r.computed_known = 1;
+  r.nonzero_from = wire::NonzeroFrom::Update;
+  r.step = 7;
   r.elements = 100;
   r.nonzero = 80;
   r.changed = 20;
@@ -604,8 +606,10 @@ TEST_F(WriterTest, ParamUpdateRecordsBecomeRowsWithTheirShares) {
   r.applied_sq_sum = 0.04;
   r.weight_sq_sum = 100.0;
   feed(r);
-  auto seen = r;
+  auto seen = r;  // a front end's: no launch, no computed update
+  seen.seq = 0;
   seen.computed_known = 0;
+  seen.nonzero_from = wire::NonzeroFrom::Unknown;
   feed(seen);
   auto bad = r;
   bad.lost = 81;
@@ -613,7 +617,7 @@ TEST_F(WriterTest, ParamUpdateRecordsBecomeRowsWithTheirShares) {
   finish();
   Reader db(path_);
   auto rows = db.rows("SELECT param, dtype_name, lost_update_share, lost_magnitude_share, update_ratio, computed_ratio,"
-                      " alloc_id, lost FROM v_param_updates ORDER BY id");
+                      " alloc_id, lost, step, kernel, nonzero_from FROM v_param_updates ORDER BY id");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0][0].s, "fc1.weight");
   EXPECT_EQ(rows[0][1].s, "bf16");
@@ -622,7 +626,11 @@ TEST_F(WriterTest, ParamUpdateRecordsBecomeRowsWithTheirShares) {
   EXPECT_DOUBLE_EQ(rows[0][4].d, 0.02);
   EXPECT_DOUBLE_EQ(rows[0][5].d, 0.05);
   EXPECT_EQ(rows[0][6].i, 42);
-  for (int c : {2, 3, 5, 7}) EXPECT_TRUE(rows[1][c].is_null()) << c;
+  EXPECT_EQ(rows[0][8].i, 7);
+  EXPECT_EQ(rows[0][9].s, "sgd_step");
+  EXPECT_EQ(rows[0][10].s, "update");
+  for (int c : {2, 3, 5, 7, 9, 10}) EXPECT_TRUE(rows[1][c].is_null()) << c;
+  EXPECT_EQ(rows[1][8].i, 7);
   EXPECT_DOUBLE_EQ(rows[1][4].d, 0.02);
   EXPECT_EQ(db.meta("param_updates"), "2");
   EXPECT_EQ(db.meta("malformed_records"), "1");

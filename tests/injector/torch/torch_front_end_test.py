@@ -28,7 +28,77 @@ CNN_SAVING_WEIGHTS = support.CNN.replace("for step in range(STEPS):", """np.save
 for step in range(2):""").replace("np.save(sys.argv[1], out.detach().numpy())", "pass")
 
 
+# A bf16 model (no fp32 master weights) with AdamW at a small learning rate: most updates are
+# rounded away. The program saves each parameter's bits before and after every optimizer step, and
+# its gradient, for numpy to recount.
+BF16_ADAMW = """
+import sys
+import numpy as np
+import torch
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 10)).to(torch.bfloat16)
+opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+saved = {}
+for step in range(3):
+    x = torch.randn(32, 64).to(torch.bfloat16)
+    y = torch.randint(0, 10, (32,))
+    loss = torch.nn.functional.cross_entropy(net(x).float(), y)
+    opt.zero_grad()
+    loss.backward()
+    for n, p in net.named_parameters():
+        saved["%d/%s/before" % (step, n)] = p.detach().view(torch.int16).numpy().copy()
+        saved["%d/%s/grad" % (step, n)] = p.grad.detach().view(torch.int16).numpy().copy()
+    opt.step()
+    for n, p in net.named_parameters():
+        saved["%d/%s/after" % (step, n)] = p.detach().view(torch.int16).numpy().copy()
+np.savez(sys.argv[1], **saved)
+"""
+
+
+def bf16_values(bits):
+    """Saved bf16 bits (int16) as float64 values."""
+    return (bits.astype(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
 class FrontEndTest(support.FrontEndCase):
+    def test_lost_updates_of_a_bf16_model_equal_numpys_recount(self):
+        """For every parameter and optimizer step of a bf16 model trained with AdamW at lr 1e-4,
+        param_updates holds what numpy recounts from the bits the program saved before and after
+        the step: elements changed, elements whose gradient was nonzero (the front end's nonzero
+        update) and of those the ones that did not change (lost), and the sums of the applied change
+        and of the weight. Most of fc weights' updates are lost, and the learning report says so."""
+        script = self.write("bf16_adamw.py", BF16_ADAMW)
+        saved_path = os.path.join(self.dir, "updates.npz")
+        trace, _ = self.trace(script, args=[saved_path])
+        saved = np.load(saved_path)
+        rows = self.query(trace, "SELECT param, step, dtype_name, elements, changed, nonzero_from, nonzero, lost, "
+                                 "applied_abs_sum, applied_sq_sum, weight_sq_sum, computed_abs_sum, kernel "
+                                 "FROM v_param_updates ORDER BY step, param")
+        self.assertEqual(len(rows), 12, rows)  # 4 parameters, 3 steps
+        for (param, step, dtype, elements, changed, nonzero_from, nonzero, lost, applied_abs, applied_sq, weight_sq,
+             computed_abs, kernel) in rows:
+            key = "%d/%s/" % (step, param)
+            self.assertIn(key + "before", saved.files, param)
+            before, after = saved[key + "before"], saved[key + "after"]
+            moved = before != after
+            grad_nonzero = bf16_values(saved[key + "grad"]) != 0
+            old, new = bf16_values(before), bf16_values(after)
+            self.assertEqual((dtype, elements, changed), ("bf16", before.size, int(moved.sum())), key)
+            self.assertEqual((nonzero_from, nonzero, lost),
+                             ("gradient", int(grad_nonzero.sum()), int((grad_nonzero & ~moved).sum())), key)
+            self.assertAlmostEqual(applied_abs, float(np.abs(new - old).sum()), delta=1e-12 * applied_abs, msg=key)
+            self.assertAlmostEqual(applied_sq, float(((new - old) ** 2).sum()), delta=1e-12 * applied_sq, msg=key)
+            self.assertAlmostEqual(weight_sq, float((old ** 2).sum()), delta=1e-12 * weight_sq, msg=key)
+            self.assertIsNone(computed_abs)  # the front end sees no computed update
+            self.assertIsNone(kernel)        # a step of many operators, not one launch
+        shares = dict(self.query(trace, "SELECT param, sum(lost) * 1.0 / sum(nonzero) FROM v_param_updates GROUP BY param"))
+        self.assertGreaterEqual(shares["0.weight"], 0.5, shares)
+        report = json.loads(run([FPSCOPE, "report", trace, "--section", "learning", "--format", "json"], self.dir).stdout)
+        flagged = {p["param"] for p in report["learning"]["params"] if p["flagged"]}
+        self.assertIn("0.weight", flagged)
+        advice = [p["advice"] for p in report["learning"]["params"] if p["param"] == "0.weight"][0]
+        self.assertIn("keep the parameters in fp32 under autocast", advice)
+
     def test_losses_are_bit_identical_with_and_without_tracing(self):
         script = self.cnn()
         plain = run([PYTHON, script, os.path.join(self.dir, "plain.npy")], self.dir)

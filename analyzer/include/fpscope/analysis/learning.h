@@ -27,6 +27,9 @@ struct ParamLearning {
   std::string layer;    // the name up to its last dot: "fc1"
   std::string dtype;    // of the values the optimizer updates: "bf16", or "f32" for fp32 master weights
   bool master = false;  // the optimizer updates an fp32 master copy of a narrower weight
+  // Its nonzero updates are the elements with a nonzero gradient (a front end's: the optimizer's
+  // own update is not visible), not the kernel's computed update.
+  bool nonzero_from_gradient = false;
   int64_t steps = 0, elements = 0;  // steps measured; elements of the parameter
   int64_t changed = 0;              // element updates that changed the stored value, summed over steps
   std::optional<int64_t> nonzero, lost;  // summed; unknown where no step knew its computed update

@@ -408,19 +408,25 @@ struct TensorStoreRecord {
 static_assert(sizeof(TensorStoreRecord) == 64);
 
 // One optimizer step of one parameter (mpt_update_counts of the launch report, or a front end's
-// comparison of the parameter before and after its optimizer's step). `computed_known` is 0 where
-// only the old and new values were seen: nonzero, lost and the computed sums are then unknown.
+// comparison of the parameter before and after its optimizer's step).
+enum class NonzeroFrom : uint8_t {
+  Unknown = 0,   // nonzero and lost are not known
+  Update = 1,    // the kernel's computed update was nonzero (mptrain's optimizer kernels)
+  Gradient = 2,  // the element's gradient was nonzero (a front end, which sees no computed update)
+};
 struct ParamUpdateRecord {
   RecordHeader h;
-  uint64_t seq;         // the optimizer launch
-  uint64_t tensor_id;   // the parameter's allocation id
+  uint64_t seq;         // the optimizer launch; 0 for a front end's step, which is no one launch
+  uint64_t tensor_id;   // the parameter's allocation id, 0 if none
   uint32_t name;        // string id: the parameter's name
   uint8_t dtype;        // the parameter's element type
-  uint8_t computed_known;
-  uint8_t reserved[2];
+  uint8_t computed_known;  // 1: the computed sums are the kernel's; 0: unknown
+  NonzeroFrom nonzero_from;
+  uint8_t reserved;
   uint64_t elements, nonzero, changed, lost;
   double computed_abs_sum, computed_sq_sum, applied_abs_sum, applied_sq_sum, weight_sq_sum;
-  uint8_t reserved2[24];
+  int64_t step;         // the optimizer step, -1 if none
+  uint8_t reserved2[16];
 };
 static_assert(sizeof(ParamUpdateRecord) == 2 * kSlotBytes);
 

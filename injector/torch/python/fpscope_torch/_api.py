@@ -60,6 +60,9 @@ class Library:
         self.log_scalar = bind("fpscope_log_scalar", None, ctypes.c_char_p, ctypes.c_double, ctypes.c_int64)
         self.log_text = bind("fpscope_log_text", None, ctypes.c_char_p, ctypes.c_char_p)
         self.front_end_failed = bind("fpscope_front_end_failed", None, ctypes.c_char_p, ctypes.c_char_p)
+        self.param_update = bind("fpscope_param_update", None, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64,
+                                 ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double,
+                                 ctypes.c_double, ctypes.c_double)
 
 
 def front_end_failed(what):

@@ -33,6 +33,7 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
         # optimizer.step() (which a step the scaler skips never calls).
         self.scaled_in_step = False
         self.scaled = None  # (weak reference to the scaled loss, the loss it was scaled from)
+        self.updates_before = []  # a watched optimizer step's parameters before it (TrainingLoop)
         self.ops = {}
         self.module_names = weakref.WeakKeyDictionary()
         self.param_names = {}  # id(parameter) -> qualified name, for parameters of named models

@@ -13,7 +13,7 @@ import torch
 
 from . import _api
 from ._failures import _guarded
-from ._operators import _data_name, _tensor_list
+from ._operators import _DTYPES, _data_name, _tensor_list
 
 threading_ident = threading.get_ident
 # True while torch.compile traces a function (TorchDynamo reads the call as a constant): the module
@@ -245,6 +245,7 @@ class TrainingLoop:
         watched = self.mode_on
         if watched:
             self.label_gradients(optimizer)
+            self.updates_before = self.parameters_before(optimizer)
         self.ranges.push(_api.RANGE_PHASE, _api.PHASE_OPTIMIZER)
         return watched
 
@@ -253,8 +254,46 @@ class TrainingLoop:
         self.ranges.close(_api.RANGE_PHASE)
         if watched:
             self.label_state(optimizer)
+            self.report_updates()
         if not self.scaled_in_step:
             self.next_step()
+
+    # [SECTION] Parameter updates (docs/statistics.md, "Parameter updates") ------------------------
+
+    def parameters_before(self, optimizer):
+        """A watched step's floating parameters that have a dense gradient, before the step: a copy
+        of each (its bytes again, for the step's length) and where its gradient is nonzero (a byte
+        an element). The front end's own operators, unwatched."""
+        before = []
+        with self.paused(), torch.no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None or g.is_sparse or p.dtype not in _DTYPES or not p.is_floating_point():
+                        continue
+                    before.append((p, p.detach().clone(), g.detach() != 0))
+        return before
+
+    def report_updates(self):
+        """After a watched step: each parameter's elements changed, its nonzero-gradient elements
+        left unchanged (lost), and the sums of the applied change and of the weight, to the injector.
+        A step the optimizer skipped (GradScaler found inf) changes nothing and loses nothing."""
+        before, self.updates_before = self.updates_before, []
+        with self.paused(), torch.no_grad():
+            for p, old, grad_nonzero in before:
+                new = p.detach()
+                if new.shape != old.shape or new.dtype != old.dtype:
+                    continue  # replaced, not updated
+                bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[old.element_size()]
+                changed = old.view(bits) != new.view(bits)
+                old64, new64 = old.double(), new.double()
+                finite = torch.isfinite(old64) & torch.isfinite(new64)
+                applied = torch.where(finite, new64 - old64, torch.zeros_like(old64))
+                weight = torch.where(finite, old64, torch.zeros_like(old64))
+                self.lib.param_update(
+                    self.param_name(p).encode(), _DTYPES[old.dtype], self.step, old.numel(), int(changed.sum()),
+                    int(grad_nonzero.sum()), int((grad_nonzero & ~changed).sum()), float(applied.abs().sum()),
+                    float((applied * applied).sum()), float((weight * weight).sum()))
 
     @_guarded
     def loss_scaled(self, scaler, outputs, scaled):
