@@ -126,6 +126,13 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "default: the forecast costs 25 to 45 times the statistics' scan per element it covers). Full "
                  "statistics only")
       ->check(CLI::IsMember({"operands", "all", "none"}));
+  app.add_option("--updates", o.updates,
+                 "on: measured launches ask mptrain's kernels what their narrowing stores flushed and what each "
+                 "optimizer step lost to rounding, and a PyTorch program's watched optimizer steps compare each "
+                 "parameter before and after (a copy of the parameters while the step runs); `fpscope report "
+                 "--section learning`. off: neither")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--stats-threads", o.stats_threads,
                  "Threads that share the scan of a large tensor, the program's launching thread included "
                  "(default 0: the trainer's own pool where its kernel library lends one, else one per hardware "
@@ -201,6 +208,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
       {contract::env::kTensors, o.tensors},
       {contract::env::kStats, o.stats},
       {contract::env::kRecipes, o.recipes},
+      {contract::env::kUpdates, o.updates},
   };
   if (o.stats_threads > 0) env.emplace_back(contract::env::kStatsThreads, std::to_string(o.stats_threads));
   if (o.rescan_inputs) env.emplace_back(contract::env::kRescanInputs, "1");
@@ -216,7 +224,7 @@ std::vector<std::pair<std::string, std::string>> selection_environment(const Run
 
 std::string selection_json(const RunOptions& o) {
   nlohmann::json j = {{"every", o.every},     {"steps", o.steps}, {"ops", o.ops},
-                      {"tensors", o.tensors}, {"stats", o.stats}, {"recipes", o.recipes}, {"stats_threads", o.stats_threads},
+                      {"tensors", o.tensors}, {"stats", o.stats}, {"recipes", o.recipes}, {"updates", o.updates}, {"stats_threads", o.stats_threads},
                       {"rescan_inputs", o.rescan_inputs}, {"torch_operators", o.torch_operators}, {"eager", o.eager},
                       {"trap", o.trap},
                       {"allow", o.allow},     {"dump", o.dump},      {"ring_size_mib", o.ring_mib}, {"cupti", o.cupti},

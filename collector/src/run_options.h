@@ -21,6 +21,7 @@ struct RunOptions {
   std::string tensors = "both";    // in | out | both
   std::string stats = "full";      // full | basic
   std::string recipes = "none";    // operands | all | none: which tensors get the fp8 recipe forecast
+  std::string updates = "on";      // on | off: parameter updates and narrowing-store counts
   int stats_threads = 0;           // threads sharing a large tensor's scan; 0: automatic
   std::string torch_operators = "observer";  // how the PyTorch front end sees operators
   bool eager = false;                        // torch.compile off in PyTorch programs

@@ -168,7 +168,7 @@ int Session::launch(const mpt_launch_desc* d, LaunchFn real, uint32_t library_ab
   const mpt_launch_desc* call = d;
   mpt_launch_desc asked;
   state.reported = nullptr;
-  if (p.sampled && library_abi >= 2 && d->abi_version >= 1 && d->abi_version <= MPT_ABI_VERSION) {
+  if (p.sampled && options_.updates && library_abi >= 2 && d->abi_version >= 1 && d->abi_version <= MPT_ABI_VERSION) {
     if (d->abi_version >= 2 && (d->flags & MPT_LAUNCH_REPORT) != 0) {
       state.reported = d->report;
     } else {

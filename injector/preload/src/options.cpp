@@ -118,6 +118,11 @@ bool parse_recipes(const char* v, Options* o, std::string* error) {
   return parse_choice(contract::env::kRecipes, v, kValues, "operands, all or none", &o->recipes, error);
 }
 
+bool parse_updates(const char* v, Options* o, std::string* error) {
+  static constexpr std::pair<std::string_view, bool> kValues[] = {{"on", true}, {"off", false}};
+  return parse_choice(contract::env::kUpdates, v, kValues, "on or off", &o->updates, error);
+}
+
 bool parse_stats_threads(const char* v, Options* o, std::string* error) {
   int64_t n = 0;
   if (!parse_int(v, &n) || n < 0 || n > 64) {
@@ -258,6 +263,7 @@ std::string Options::describe() const {
   s += std::string(" stats=") + (stats == StatsLevel::Full ? "full" : "basic");
   s += std::string(" recipes=") +
        (recipes == RecipeTensors::Operands ? "operands" : recipes == RecipeTensors::All ? "all" : "none");
+  s += std::string(" updates=") + (updates ? "on" : "off");
   s += " stats_threads=" + (stats_threads == 0 ? std::string("auto") : std::to_string(stats_threads));
   if (rescan_inputs) s += " rescan_inputs=1";
   s += std::string(" trap=") + trap_name(trap);
@@ -279,7 +285,7 @@ bool parse_options(const EnvLookup& env, Options* out, std::string* error) {
       {contract::env::kStats, parse_stats},     {contract::env::kTrap, parse_trap},
       {contract::env::kDump, parse_dump},       {contract::env::kStatsThreads, parse_stats_threads},
       {contract::env::kAllow, parse_allow},     {contract::env::kRescanInputs, parse_rescan_inputs},
-      {contract::env::kRecipes, parse_recipes},
+      {contract::env::kRecipes, parse_recipes}, {contract::env::kUpdates, parse_updates},
   };
   for (const Field& f : fields) {
     const char* v = env(f.var);  // an empty value means "not set", as `fpscope run` may pass one

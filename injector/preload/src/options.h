@@ -52,6 +52,7 @@ struct Options {
   TensorRoles tensors = TensorRoles::Both;
   StatsLevel stats = StatsLevel::Full;
   RecipeTensors recipes = RecipeTensors::None;  // FPSCOPE_RECIPES; full statistics only
+  bool updates = true;               // FPSCOPE_UPDATES: ask kernels for launch reports (docs/kernels.md)
   int stats_threads = 0;             // FPSCOPE_STATS_THREADS; 0: one per hardware thread, at most 4
   bool rescan_inputs = false;        // FPSCOPE_RESCAN_INPUTS: scan every input, even one unchanged
                                      // since a launch measured it as an output (output_memo.h)

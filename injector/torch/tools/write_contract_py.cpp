@@ -106,6 +106,7 @@ std::map<std::string, std::string> facts() {
       {"ENV_RING", quoted(contract::env::kRing)},
       {"ENV_TORCH_DISPATCH_MODE", quoted(contract::env::kTorchDispatchMode)},
       {"ENV_TORCH_EAGER", quoted(contract::env::kTorchEager)},
+      {"ENV_UPDATES", quoted(contract::env::kUpdates)},
   };
 }
 

@@ -612,6 +612,12 @@ TEST_F(FpscopeRun, LostUpdatesEqualARecountFromTheDumpedWeights) {
                                  "from v_param_updates where param = 'fc1.weight'");
   EXPECT_GT(std::stod(fc1[0][0]), 0.5);
   EXPECT_LT(std::fabs(std::stod(fc1[0][1])), 0.03);
+
+  // --updates off asks the kernels for nothing.
+  trace_ = dir_ / "off.sqlite";
+  r = trace_run({"--updates", "off"}, with({"--precision", "bf16"}));
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(query(trace_, "select (select count(*) from param_updates) + (select count(*) from tensor_stores)")[0][0], "0");
 }
 
 // What the backward kernels' narrowing stores did in amp-fp16 at a loss scale of 1 (gradients go

@@ -49,7 +49,7 @@ TEST(Options, DefaultsMeasureEverythingFully) {
   EXPECT_FALSE(o.dump.enabled);
   EXPECT_TRUE(o.selects("conv2d_forward", nullptr, -1));
   EXPECT_TRUE(o.selects("conv2d_forward", "conv1", 7));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full recipes=none stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=* tensors=both stats=full recipes=none updates=on stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
 }
 
 TEST(Options, AllowRulesParseAndRejectWhatTheyCannotRead) {
@@ -112,7 +112,7 @@ TEST(Options, OpsGlobsMatchKernelOrLayer) {
   EXPECT_TRUE(o.selects("linear_forward", "fc2", 1));
   EXPECT_FALSE(o.selects("linear_forward", "fc1", 1));
   EXPECT_FALSE(o.selects("relu_forward", nullptr, 1));
-  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full recipes=none stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
+  EXPECT_EQ(o.describe(), "every=1 steps=all ops=conv2d_*,fc2 tensors=both stats=full recipes=none updates=on stats_threads=auto trap=off dump=off allow=masked_fill*:-inf,full:-inf,fill_:-inf,scalar_tensor:-inf");
 }
 
 // The fp8 recipe forecast: off unless asked for, and only with full statistics.
@@ -125,6 +125,16 @@ TEST(Options, RecipesChooseTheForecastTensors) {
   EXPECT_EQ(parsed(Env{{{"FPSCOPE_RECIPES", "all"}}}).recipes, RecipeTensors::All);
   EXPECT_FALSE(parsed(Env{{{"FPSCOPE_RECIPES", "none"}}}).forecasts_recipes());
   EXPECT_FALSE(parsed(Env{{{"FPSCOPE_RECIPES", "all"}, {"FPSCOPE_STATS", "basic"}}}).forecasts_recipes());
+}
+
+// Launch reports (parameter updates, store counts): on unless turned off; anything else is refused.
+TEST(Options, UpdatesAreOnUnlessTurnedOff) {
+  EXPECT_TRUE(parsed(Env{}).updates);
+  EXPECT_FALSE(parsed(Env{{{"FPSCOPE_UPDATES", "off"}}}).updates);
+  EXPECT_NE(parsed(Env{{{"FPSCOPE_UPDATES", "off"}}}).describe().find(" updates=off "), std::string::npos);
+  const std::string error = rejection(Env{{{"FPSCOPE_UPDATES", "maybe"}}});
+  EXPECT_NE(error.find("FPSCOPE_UPDATES"), std::string::npos) << error;
+  EXPECT_NE(error.find("on or off"), std::string::npos) << error;
 }
 
 TEST(Options, TensorsStatsTrap) {

@@ -97,7 +97,10 @@ class FrontEndTest(support.FrontEndCase):
         flagged = {p["param"] for p in report["learning"]["params"] if p["flagged"]}
         self.assertIn("0.weight", flagged)
         advice = [p["advice"] for p in report["learning"]["params"] if p["param"] == "0.weight"][0]
-        self.assertIn("keep the parameters in fp32 under autocast", advice)
+        self.assertIn("keep the parameters in fp32 and compute in bf16 under autocast", advice)
+        # --updates off: no copy, no rows.
+        off, _ = self.trace(script, "--updates", "off", args=[saved_path])
+        self.assertEqual(self.query(off, "SELECT count(*) FROM param_updates"), [(0,)])
 
     def test_losses_are_bit_identical_with_and_without_tracing(self):
         script = self.cnn()

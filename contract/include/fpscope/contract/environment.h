@@ -12,6 +12,7 @@ inline constexpr const char* kOps = "FPSCOPE_OPS";            // measure kernels
 inline constexpr const char* kTensors = "FPSCOPE_TENSORS";    // in, out or both
 inline constexpr const char* kStats = "FPSCOPE_STATS";        // full or basic
 inline constexpr const char* kRecipes = "FPSCOPE_RECIPES";    // operands, all or none: the fp8 recipe forecast
+inline constexpr const char* kUpdates = "FPSCOPE_UPDATES";    // on or off: parameter updates and store counts
 inline constexpr const char* kStatsThreads = "FPSCOPE_STATS_THREADS";  // threads sharing a large tensor's scan
 inline constexpr const char* kRescanInputs = "FPSCOPE_RESCAN_INPUTS";  // 1: never reuse an output's statistics for an input
 inline constexpr const char* kTrap = "FPSCOPE_TRAP";          // stop at the first nonfinite/nan/inf

@@ -7,6 +7,7 @@ GradScaler), _configuration.py (the run's configuration), _failures.py (the fron
 and the trap), _memory.py (storages as allocations). FrontEnd holds them together.
 """
 import contextlib
+import os
 import sys
 import threading
 import weakref
@@ -15,6 +16,7 @@ import torch
 
 from . import _api
 from ._configuration import Configuration
+from ._contract import ENV_UPDATES
 from ._failures import _describe, _guarded
 from ._operators import DispatchModeWatcher, ObserverWatcher, OperatorCalls, _Descriptors
 from ._training import TrainingLoop, _Ranges
@@ -34,6 +36,7 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
         self.scaled_in_step = False
         self.scaled = None  # (weak reference to the scaled loss, the loss it was scaled from)
         self.updates_before = []  # a watched optimizer step's parameters before it (TrainingLoop)
+        self.updates_on = os.environ.get(ENV_UPDATES, "on") != "off"  # fpscope run --updates
         self.ops = {}
         self.module_names = weakref.WeakKeyDictionary()
         self.param_names = {}  # id(parameter) -> qualified name, for parameters of named models

@@ -245,7 +245,8 @@ class TrainingLoop:
         watched = self.mode_on
         if watched:
             self.label_gradients(optimizer)
-            self.updates_before = self.parameters_before(optimizer)
+            if self.updates_on:
+                self.updates_before = self.parameters_before(optimizer)
         self.ranges.push(_api.RANGE_PHASE, _api.PHASE_OPTIMIZER)
         return watched
 
