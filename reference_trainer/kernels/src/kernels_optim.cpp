@@ -5,6 +5,7 @@
 // when asked and the parameter is 16-bit. Scalar constants are formed in double, as Python
 // forms them, and used as fp32.
 #include <cmath>
+#include <vector>
 
 #include "kernels.h"
 #include "launch_report.h"
@@ -59,11 +60,12 @@ class UpdateAccount {
     if (param_.dtype == MPT_DTYPE_F32) {
       for (int64_t i = b; i < e; ++i) add_update_element(part, p[i], u(i), computed[i]);
     } else {
-      const uint16_t* bits = static_cast<const uint16_t*>(param_.data);
-      for (int64_t i = b; i < e; ++i) {
-        const float stored = param_.dtype == MPT_DTYPE_F16 ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i]);
-        add_update_element(part, p[i], u(i), stored);
-      }
+      // The stored 16-bit values, widened in bulk.
+      std::vector<float> stored(static_cast<size_t>(e - b));
+      const uint16_t* bits = static_cast<const uint16_t*>(param_.data) + b;
+      if (param_.dtype == MPT_DTYPE_F16) convert_f16_to_f32(bits, stored.data(), stored.size());
+      else convert_bf16_to_f32(bits, stored.data(), stored.size());
+      for (int64_t i = b; i < e; ++i) add_update_element(part, p[i], u(i), stored[static_cast<size_t>(i - b)]);
     }
     report_->add_update_chunk(b, part);
   }

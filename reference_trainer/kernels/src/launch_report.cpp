@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "kernel_context.h"
 
@@ -16,19 +17,33 @@ struct Classes {
   uint64_t flushed = 0, subnormal = 0, overflowed = 0, results = 0;
 };
 
+// Branch-free on the bits, so the loop vectorizes (this file is built with -ftree-vectorize): a
+// result counts when its fp32 magnitude bits are neither 0 nor those of Inf/NaN; the stored value's
+// magnitude bits say the rest (0: zero; below the smallest normal's: subnormal; the exponent
+// field's alone: infinity).
 template <int kMantissaBits>
 Classes classify(const float* src, const uint16_t* stored, int64_t n) {
-  constexpr uint16_t kExponentMask = static_cast<uint16_t>(0x7fff & ~((1u << kMantissaBits) - 1));
-  constexpr uint16_t kMantissaMask = static_cast<uint16_t>((1u << kMantissaBits) - 1);
+  constexpr uint32_t kExponentMask = 0x7fffu & ~((1u << kMantissaBits) - 1);
+  constexpr uint32_t kSmallestNormal = 1u << kMantissaBits;
   Classes c;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = src[i];
-    if (!(std::isfinite(x) && x != 0.0f)) continue;
-    const uint16_t exponent = stored[i] & kExponentMask, mantissa = stored[i] & kMantissaMask;
-    ++c.results;
-    c.flushed += exponent == 0 && mantissa == 0 ? 1 : 0;
-    c.subnormal += exponent == 0 && mantissa != 0 ? 1 : 0;
-    c.overflowed += exponent == kExponentMask && mantissa == 0 ? 1 : 0;
+  for (int64_t begin = 0; begin < n; begin += 1 << 16) {  // 32-bit counters per piece
+    const int64_t end = std::min<int64_t>(n, begin + (1 << 16));
+    uint32_t results = 0, flushed = 0, subnormal = 0, overflowed = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      uint32_t x;
+      std::memcpy(&x, src + i, 4);
+      const uint32_t magnitude = x & 0x7fffffffu;
+      const uint32_t counted = (magnitude != 0) & (magnitude < 0x7f800000u);
+      const uint32_t h = stored[i] & 0x7fffu;
+      results += counted;
+      flushed += counted & (h == 0);
+      subnormal += counted & (h != 0) & (h < kSmallestNormal);
+      overflowed += counted & (h == kExponentMask);
+    }
+    c.results += results;
+    c.flushed += flushed;
+    c.subnormal += subnormal;
+    c.overflowed += overflowed;
   }
   return c;
 }
