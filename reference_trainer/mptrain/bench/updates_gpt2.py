@@ -39,4 +39,5 @@ for step in range(steps):
     out.loss.backward()
     opt.step()
     times.append(time.perf_counter() - start)
-print("step_ms %.3f" % (1000 * sum(times[1:]) / len(times[1:])))
+if len(times) > 1:
+    print("step_ms %.3f" % (1000 * sum(times[1:]) / len(times[1:])))

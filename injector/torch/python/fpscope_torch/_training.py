@@ -25,6 +25,54 @@ _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: F
 # (torch.nn.parallel) and torch.compile's OptimizedModule.
 _WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module", "OptimizedModule": "_orig_mod"}
 
+try:  # a parameter update of host tensors is counted by numpy (no operator); torch does without it
+    import numpy as _np
+except ImportError:
+    _np = None
+
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits_of(t):
+    """A host tensor's elements as unsigned integers of their width (numpy, sharing its memory)."""
+    return t.detach().reshape(-1).view(_INT_OF_SIZE[t.element_size()]).numpy().view("u%d" % t.element_size())
+
+
+def _magnitude_mask(bits):
+    return bits.dtype.type((1 << (8 * bits.dtype.itemsize - 1)) - 1)
+
+
+def _values_of(bits, dtype):
+    """Float values of a floating dtype's bits, as float64."""
+    if dtype == torch.bfloat16:
+        return (bits.astype(_np.uint32) << 16).view(_np.float32).astype(_np.float64)
+    return bits.view({2: _np.float16, 4: _np.float32, 8: _np.float64}[bits.dtype.itemsize]).astype(_np.float64)
+
+
+def _update_sums_numpy(old_bits, new_bits, dtype, grad_nonzero):
+    """(changed, nonzero, lost, sum |new - old|, sum (new - old)^2, sum old^2) of host bits."""
+    changed = old_bits != new_bits
+    old = _values_of(old_bits, dtype)
+    applied = _values_of(new_bits, dtype) - old
+    finite = _np.isfinite(applied)
+    if not finite.all():
+        applied, old = applied[finite], old[finite]
+    return (int(changed.sum()), int(grad_nonzero.sum()), int((grad_nonzero & ~changed).sum()),
+            float(_np.abs(applied).sum()), float(applied.dot(applied)), float(old.dot(old)))
+
+
+def _update_sums_torch(old, new, grad_nonzero):
+    """The same of device tensors, with torch's operators."""
+    bits = _INT_OF_SIZE[old.element_size()]
+    changed = old.view(bits) != new.view(bits)
+    old64 = old.double().reshape(-1)
+    applied = new.double().reshape(-1) - old64
+    if not bool(torch.isfinite(applied).all()):
+        finite = torch.isfinite(applied)
+        applied, old64 = applied[finite], old64[finite]
+    return (int(changed.sum()), int(grad_nonzero.sum()), int((grad_nonzero & ~changed).sum()),
+            float(applied.abs().sum()), float(applied.dot(applied)), float(old64.dot(old64)))
+
 
 class _Ranges:
     """The ranges the front end opened, mirrored so they close in order. `changed` is called after
@@ -264,7 +312,8 @@ class TrainingLoop:
     def parameters_before(self, optimizer):
         """A watched step's floating parameters that have a dense gradient, before the step: a copy
         of each (its bytes again, for the step's length) and where its gradient is nonzero (a byte
-        an element). The front end's own operators, unwatched."""
+        an element). Host tensors are copied and compared by numpy, which costs no operator; device
+        tensors by the front end's own operators, unwatched."""
         before = []
         with self.paused(), torch.no_grad():
             for group in optimizer.param_groups:
@@ -272,29 +321,31 @@ class TrainingLoop:
                     g = p.grad
                     if g is None or g.is_sparse or p.dtype not in _DTYPES or not p.is_floating_point():
                         continue
-                    before.append((p, p.detach().clone(), g.detach() != 0))
+                    if _np is not None and p.device.type == "cpu" and g.device.type == "cpu":
+                        old = _bits_of(p).copy()
+                        grad_bits = _bits_of(g)
+                        before.append((p, old, (grad_bits & _magnitude_mask(grad_bits)) != 0))
+                    else:
+                        before.append((p, p.detach().clone(), g.detach() != 0))
         return before
 
     def report_updates(self):
         """After a watched step: each parameter's elements changed, its nonzero-gradient elements
         left unchanged (lost), and the sums of the applied change and of the weight, to the injector.
-        A step the optimizer skipped (GradScaler found inf) changes nothing and loses nothing."""
+        A step the optimizer skipped (GradScaler found inf) changes nothing and loses nothing. The
+        sums are in double, where the difference of two floats is exact and finite exactly where
+        both are; they take the elements where it is."""
         before, self.updates_before = self.updates_before, []
         with self.paused(), torch.no_grad():
             for p, old, grad_nonzero in before:
                 new = p.detach()
-                if new.shape != old.shape or new.dtype != old.dtype:
+                if (old.numel() if isinstance(old, torch.Tensor) else old.size) != new.numel():
                     continue  # replaced, not updated
-                bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[old.element_size()]
-                changed = old.view(bits) != new.view(bits)
-                old64, new64 = old.double(), new.double()
-                finite = torch.isfinite(old64) & torch.isfinite(new64)
-                applied = torch.where(finite, new64 - old64, torch.zeros_like(old64))
-                weight = torch.where(finite, old64, torch.zeros_like(old64))
-                self.lib.param_update(
-                    self.param_name(p).encode(), _DTYPES[old.dtype], self.step, old.numel(), int(changed.sum()),
-                    int(grad_nonzero.sum()), int((grad_nonzero & ~changed).sum()), float(applied.abs().sum()),
-                    float((applied * applied).sum()), float((weight * weight).sum()))
+                if isinstance(old, torch.Tensor):
+                    counts = _update_sums_torch(old, new, grad_nonzero)
+                else:
+                    counts = _update_sums_numpy(old, _bits_of(new), p.dtype, grad_nonzero)
+                self.lib.param_update(self.param_name(p).encode(), _DTYPES[p.dtype], self.step, new.numel(), *counts)
 
     @_guarded
     def loss_scaled(self, scaler, outputs, scaled):
