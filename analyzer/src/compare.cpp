@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace fpscope::analysis {
 
@@ -158,17 +159,13 @@ void compare_updates(const Trace& a, const Trace& b, Comparison& c) {
   };
   for (const ParamLearning& p : la.params) {
     UpdateShift& u = shift_of(p.param);
-    u.a_type = p.dtype + (p.master ? " master" : "");
-    u.a_lost_share = p.lost_update_share;
-    u.a_ratio = p.update_ratio;
-    u.a_flagged = p.flagged;
+    std::tie(u.a_type, u.a_lost_share, u.a_ratio, u.a_flagged) =
+        std::make_tuple(p.dtype + (p.master ? " master" : ""), p.lost_update_share, p.update_ratio, p.flagged);
   }
   for (const ParamLearning& p : lb.params) {
     UpdateShift& u = shift_of(p.param);
-    u.b_type = p.dtype + (p.master ? " master" : "");
-    u.b_lost_share = p.lost_update_share;
-    u.b_ratio = p.update_ratio;
-    u.b_flagged = p.flagged;
+    std::tie(u.b_type, u.b_lost_share, u.b_ratio, u.b_flagged) =
+        std::make_tuple(p.dtype + (p.master ? " master" : ""), p.lost_update_share, p.update_ratio, p.flagged);
   }
 }
 

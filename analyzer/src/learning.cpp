@@ -29,6 +29,34 @@ std::optional<double> ratio_of(double numerator_sq, double weight_sq) {
   return weight_sq > 0 ? std::optional<double>(std::sqrt(numerator_sq / weight_sq)) : std::nullopt;
 }
 
+void add_sums(UpdateSums& into, const UpdateSums& u) {
+  into.computed_known = into.computed_known && u.computed_known;
+  into.from_gradient = into.from_gradient || u.from_gradient;
+  into.nonzero += u.nonzero;
+  into.lost += u.lost;
+  into.computed_abs += u.computed_abs;
+  into.computed_sq += u.computed_sq;
+  into.applied_abs += u.applied_abs;
+  into.applied_sq += u.applied_sq;
+  into.weight_sq += u.weight_sq;
+}
+
+// The shares and ratios of summed updates, into a ParamLearning or a LayerLearning. The computed
+// update's figures need the kernel's update (a front end counts nonzero gradients instead).
+template <typename Figures>
+void fill_figures(Figures& f, const UpdateSums& u) {
+  if (u.computed_known) {
+    f.nonzero = u.nonzero;
+    f.lost = u.lost;
+    if (u.nonzero > 0) f.lost_update_share = double(u.lost) / double(u.nonzero);
+    if (!u.from_gradient) {
+      if (u.computed_abs > 0) f.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
+      f.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
+    }
+  }
+  f.update_ratio = ratio_of(u.applied_sq, u.weight_sq);
+}
+
 // The flag a 16-bit run without master weights gives mptrain for them.
 std::string master_mode_for(const std::string& dtype) { return dtype == "f16" ? "amp-fp16" : "amp-bf16"; }
 
@@ -195,32 +223,14 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
   std::map<std::string, UpdateSums> by_layer;
   std::map<std::string, int64_t> layer_params;
   for (const auto& [param, u] : sums) {
-    UpdateSums& l = by_layer[layer_of_param(param)];
+    add_sums(by_layer[layer_of_param(param)], u);
     ++layer_params[layer_of_param(param)];
-    l.computed_known = l.computed_known && u.computed_known;
-    l.from_gradient = l.from_gradient || u.from_gradient;
-    l.nonzero += u.nonzero;
-    l.lost += u.lost;
-    l.computed_abs += u.computed_abs;
-    l.computed_sq += u.computed_sq;
-    l.applied_abs += u.applied_abs;
-    l.applied_sq += u.applied_sq;
-    l.weight_sq += u.weight_sq;
   }
   for (const auto& [layer, u] : by_layer) {
     LayerLearning l;
     l.layer = layer;
     l.params = layer_params[layer];
-    if (u.computed_known) {
-      l.nonzero = u.nonzero;
-      l.lost = u.lost;
-      if (u.nonzero > 0) l.lost_update_share = double(u.lost) / double(u.nonzero);
-      if (!u.from_gradient) {
-        if (u.computed_abs > 0) l.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
-        l.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
-      }
-    }
-    l.update_ratio = ratio_of(u.applied_sq, u.weight_sq);
+    fill_figures(l, u);
     out.layers.push_back(std::move(l));
   }
   for (const auto& [param, u] : sums) {
@@ -232,16 +242,7 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
     p.elements = u.elements;
     p.changed = u.changed;
     p.nonzero_from_gradient = u.from_gradient;
-    if (u.computed_known) {
-      p.nonzero = u.nonzero;
-      p.lost = u.lost;
-      if (u.nonzero > 0) p.lost_update_share = double(u.lost) / double(u.nonzero);
-      if (!u.from_gradient) {
-        if (u.computed_abs > 0) p.lost_magnitude_share = 1.0 - u.applied_abs / u.computed_abs;
-        p.computed_ratio = ratio_of(u.computed_sq, u.weight_sq);
-      }
-    }
-    p.update_ratio = ratio_of(u.applied_sq, u.weight_sq);
+    fill_figures(p, u);
     p.first_lost_step = first_lost[param];
     // Stochastic rounding keeps the expected change: elements that stay put are not updates lost
     // when the magnitude is kept.

@@ -24,11 +24,7 @@ class MemoryView final : public View {
 
   void draw(ViewContext& ctx) override {
     if (draw_empty_state(ctx.traces)) return;
-    std::vector<std::pair<const TraceDoc*, int>> runs;
-    for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
-      const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
-      if (loaded(doc)) runs.push_back({doc, i});
-    }
+    const std::vector<std::pair<const TraceDoc*, int>> runs = loaded_runs(ctx.traces);
     draw_peaks(ctx, runs);
     draw_category_table(ctx, runs);
     draw_largest(runs);

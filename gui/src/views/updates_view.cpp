@@ -73,11 +73,7 @@ class UpdatesView final : public View {
 
   void draw(ViewContext& ctx) override {
     if (draw_empty_state(ctx.traces)) return;
-    std::vector<std::pair<const TraceDoc*, int>> runs;
-    for (int i = 0; i < 2 && i < static_cast<int>(ctx.traces.docs().size()); ++i) {
-      const TraceDoc* doc = ctx.traces.docs()[static_cast<size_t>(i)].get();
-      if (loaded(doc)) runs.push_back({doc, i});
-    }
+    const std::vector<std::pair<const TraceDoc*, int>> runs = loaded_runs(ctx.traces);
     if (runs.empty()) return;
     bool any = false;
     for (const auto& [doc, i] : runs) any = any || doc->data()->learning.measured_updates;

@@ -9,6 +9,8 @@
 #include <imgui.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trace_set.h"
 #include "ui/colors.h"
@@ -39,6 +41,17 @@ inline bool draw_empty_state(const TraceSet& traces) {
     ImGui::ProgressBar(source->progress(), ImVec2(400, 0));
   }
   return true;
+}
+
+// The first two traces that are loaded, each with its index in the list (source 0, target 1): the
+// runs a side-by-side view draws.
+inline std::vector<std::pair<const TraceDoc*, int>> loaded_runs(const TraceSet& traces) {
+  std::vector<std::pair<const TraceDoc*, int>> runs;
+  for (int i = 0; i < 2 && i < static_cast<int>(traces.docs().size()); ++i) {
+    const TraceDoc* doc = traces.docs()[static_cast<size_t>(i)].get();
+    if (loaded(doc)) runs.push_back({doc, i});
+  }
+  return runs;
 }
 
 // With the early snapshot of a trace (reports only), says what is still being read; true then.

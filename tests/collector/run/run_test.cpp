@@ -87,7 +87,7 @@ TEST_F(RunTest, ProgramWithoutKernelsGivesAValidTraceThatSaysSo) {
   EXPECT_EQ(db.meta("exit_code"), "0");
   EXPECT_FALSE(db.meta("signal"));
   EXPECT_EQ(db.meta("kernels"), "0");
-  EXPECT_EQ(db.meta("schema_version"), "5");
+  EXPECT_EQ(db.meta("schema_version"), "6");
   EXPECT_EQ(db.meta("protocol_version"), std::to_string(wire::kProtocolVersion));
   EXPECT_EQ(db.meta("command"), std::string("[\"") + FPSCOPE_TEST_PROGRAM + "\",\"exit\",\"0\"]");
   EXPECT_EQ(db.meta("dropped_records"), "0");
@@ -200,7 +200,7 @@ TEST_F(RunTest, InjectorGetsTheSelectionThroughTheEnvironment) {
             R"("max_size_mib":0,"ops":"conv*,fc1","recipes":"none",)"
             R"("rescan_inputs":false,"ring_size_mib":64,)"
             R"("stats":"basic","stats_threads":3,"steps":"3-5","tensors":"out","torch_operators":"observer",)"
-            R"("trap":"nan"})");
+            R"("trap":"nan","updates":"on"})");
 }
 
 TEST_F(RunTest, NoCuptiLeavesCudaInjectionUnset) {
