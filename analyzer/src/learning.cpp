@@ -20,7 +20,6 @@ std::string config_value(const RunSummary& s, const std::string& key) {
 struct UpdateSums {
   int64_t steps = 0, elements = 0, changed = 0, nonzero = 0, lost = 0;
   bool computed_known = true;  // every step counted its nonzero updates
-  bool counted = false;        // some step did
   bool from_gradient = false;  // ... from the gradient (a front end)
   double computed_abs = 0, computed_sq = 0, applied_abs = 0, applied_sq = 0, weight_sq = 0;
 };
@@ -166,8 +165,9 @@ bool has_learning_counts(const Trace& trace) {
 
 std::string no_updates_text(const LearningReport& r) {
   if (r.measured_updates || r.measured_stores) return {};
-  return "This trace holds no parameter update and no store count: they come from the reference trainer's CPU "
-         "kernels (mptrain) traced by `fpscope run` at schema 6 or later, on the steps it measured.";
+  return "This trace holds no parameter update and no store count. `fpscope run` (schema 6 and later, unless "
+         "--updates off) records them on the steps it measures: the reference trainer's CPU kernels count both, the "
+         "PyTorch front end compares each parameter before and after its optimizer's step.";
 }
 
 LearningReport learning(const Trace& trace, const LearningThresholds& thresholds) {
@@ -201,7 +201,6 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
       if (nonzero && lost) {
         u.nonzero += *nonzero;
         u.lost += *lost;
-        u.counted = true;
         u.computed_abs += st.f64(7);  // 0 where NULL (a front end's)
         u.computed_sq += st.f64(8);
         auto& first = first_lost[param];
