@@ -15,8 +15,6 @@ using namespace fpscope::analysis;
 
 namespace {
 
-std::string step_text(const std::optional<int64_t>& step) { return step ? std::to_string(*step) : "-"; }
-
 Cell share_or_dash(const std::optional<double>& share) {
   return share ? Cell(human_percent(*share), *share) : Cell("-", nullptr);
 }
@@ -45,6 +43,21 @@ std::string loss_trend_text(const LossTrend& t) {
                                               c > 0 ? " (rising)" : "");
   }
   return text + ".";
+}
+
+// The forecasts of update/weight ratios falling toward their spacing, and their advice once each.
+void add_forecast_notes(const LearningReport& r, Section& sec) {
+  if (r.forecasts.empty()) return;
+  sec.notes.push_back(fmt::format(
+      "Update/weight falling toward the weights' relative spacing (the last {} measured steps fitted by exponential "
+      "decay or a straight line, whichever fits them better):",
+      kUpdateForecastWindow));
+  std::vector<std::string> advice;
+  for (const UpdateForecast& f : r.forecasts) {
+    sec.notes.push_back("  " + f.summary + ".");
+    if (std::find(advice.begin(), advice.end(), f.advice) == advice.end()) advice.push_back(f.advice);
+  }
+  for (const std::string& a : advice) sec.notes.push_back("  Advice before then: " + a + ".");
 }
 
 }  // namespace
@@ -89,6 +102,7 @@ Section learning_section(const Trace& trace) {
   for (const StoreLoss& s : r.stores) flagged += s.flagged ? 1 : 0;
   if (flagged == 0)
     sec.notes.push_back("No parameter loses its updates and no store flushes its results beyond the thresholds.");
+  add_forecast_notes(r, sec);
 
   if (r.measured_updates) {
     Table params{"updates",
@@ -103,6 +117,21 @@ Section learning_section(const Trace& trace) {
                              ratio_cell(p.computed_ratio), opt_int_cell(p.first_lost_step),
                              Cell(p.flagged ? p.remedy : "-")});
     sec.tables.push_back(std::move(params));
+  }
+  if (!r.forecasts.empty()) {
+    Table forecasts{"forecasts",
+                    {"parameter", "layer", "updated as", "ratio fitted", "steps fitted", "update/weight now",
+                     "per 100 steps", "model", "spacing", "reaches it at step"},
+                    {}};
+    for (const UpdateForecast& f : r.forecasts)
+      forecasts.rows.push_back(
+          {Cell(f.param), Cell(f.layer.empty() ? "-" : f.layer), Cell(f.dtype + (f.master ? " master" : "")),
+           Cell(f.computed ? "computed" : "applied"), Cell(fmt::format("{} to {}", f.first_step, f.last_step)),
+           Cell(fmt::format("2^{:.2f}", f.log2_now), std::exp2(f.log2_now)),
+           Cell(fmt::format("2^{:.2f}", f.log2_per_100_steps), f.log2_per_100_steps),
+           Cell(f.model == GrowthModel::Exponential ? "exponential" : "linear"),
+           Cell(fmt::format("2^{}", f.spacing_log2), std::exp2(f.spacing_log2)), int_cell(f.crossing_step)});
+    sec.tables.push_back(std::move(forecasts));
   }
   if (r.measured_stores) {
     Table stores{"stores",

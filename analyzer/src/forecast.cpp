@@ -3,6 +3,7 @@
 // and by a straight line; the model the steps support gives the step where the range would cross
 // fp16's edge, while the trend lasts (analysis.h, RangeForecast).
 #include "report_util.h"
+#include "trend_fit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,7 @@ namespace {
 
 struct Fit {
   double slope = 0, value_at_last = 0, r2 = 0;
+  double slope_se = 0;  // the slope's standard error, from the residuals (0 with two points or fewer)
 };
 
 // Least squares of y on x; r2 is the share of y's variance the line explains.
@@ -37,6 +39,7 @@ Fit fit_line(const std::vector<std::pair<double, double>>& points) {
   f.slope = sxy / sxx;
   f.value_at_last = my + f.slope * (points.back().first - mx);
   f.r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1.0;
+  if (n > 2) f.slope_se = std::sqrt(std::max(0.0, syy - f.slope * sxy) / (n - 2) / sxx);
   return f;
 }
 
@@ -59,10 +62,49 @@ double log2_error(const std::vector<std::pair<double, double>>& log2_points, con
 
 }  // namespace
 
+std::optional<Trend> fit_trend(const std::vector<std::pair<double, double>>& points, bool upward, double edge_log2,
+                              const TrendRule& rule) {
+  if (points.size() < 5) return std::nullopt;
+  const Fit f = fit_line(points);
+  std::vector<std::pair<double, double>> values;
+  for (const auto& [x, y] : points) values.emplace_back(x, std::exp2(y));
+  const Fit lin = fit_line(values);
+  // The model that reaches the edge later is kept unless the other fits clearly better: a straight line
+  // for a rise (exponential growth overtakes it), exponential decay for a fall (a straight line reaches
+  // the edge first).
+  const double exponential_error = log2_error(points, f, false), linear_error = log2_error(points, lin, true);
+  const bool exponential = upward ? exponential_error <= kExponentialFitMargin * linear_error
+                                  : !(linear_error <= kExponentialFitMargin * exponential_error);
+  const Fit& chosen = exponential ? f : lin;
+  const double sign = upward ? 1.0 : -1.0;  // toward the edge is positive
+  const double move = sign * f.slope * (points.back().first - points.front().first);
+  // A steady trend (the chosen line explains most of the spread), a quarter binade over the points
+  // at least, toward the edge.
+  if (chosen.r2 < rule.min_r2 || sign * chosen.slope <= 0 || move < 0.25) return std::nullopt;
+  if (sign * chosen.slope < rule.min_slope_t * chosen.slope_se) return std::nullopt;
+  // And still going at the end: the last quarter of the points (three at least) moves at
+  // kRecentRateShare of the fitted rate or more. A trend that has levelled off is none.
+  const size_t recent = std::max<size_t>(3, points.size() / 4);
+  const auto& fitted = exponential ? points : values;
+  const Fit end = fit_line({fitted.end() - static_cast<std::ptrdiff_t>(recent), fitted.end()});
+  if (sign * end.slope + rule.recent_slack_se * end.slope_se < kRecentRateShare * sign * chosen.slope) return std::nullopt;
+  if (sign * (f.value_at_last - edge_log2) >= 0) return std::nullopt;  // there already
+  Trend t;
+  t.model = exponential ? GrowthModel::Exponential : GrowthModel::Linear;
+  t.log2_per_step = f.slope;
+  t.value_per_step = exponential ? 0.0 : lin.slope;
+  t.log2_now = f.value_at_last;
+  t.steps_to_edge = exponential ? (edge_log2 - f.value_at_last) / f.slope : (std::exp2(edge_log2) - lin.value_at_last) / lin.slope;
+  t.points = static_cast<int64_t>(points.size());
+  t.first_step = static_cast<int64_t>(points.front().first);
+  t.last_step = static_cast<int64_t>(points.back().first);
+  return t;
+}
+
 std::vector<RangeForecast> forecast(const Trace& trace, int window) {
   std::vector<RangeForecast> out;
   const FormatLimits& fp16 = format_limits(Format::F16);
-  const double top = std::log2(fp16.max_finite), bottom = std::log2(fp16.min_subnormal);
+  const double top = std::log2(fp16.max_finite);
   const int64_t run_steps = std::max<int64_t>(summary(trace).steps, 1);
   for (const RangeView view : {RangeView::Activations, RangeView::GradientsScaled, RangeView::Weights}) {
     std::map<std::string, std::vector<const LayerStepCell*>> by_row;
@@ -78,62 +120,37 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
       const size_t from = all.size() > static_cast<size_t>(window) ? all.size() - static_cast<size_t>(window) : 0;
       // Toward the largest value only: the smallest nonzero magnitude of weights and activations
       // is whichever value passes closest to zero, too noisy a trend to forecast.
-      for (const bool upward : {true}) {
-        std::vector<std::pair<double, double>> points;
-        for (size_t i = from; i < all.size(); ++i) {
-          const auto& v = upward ? all[i]->absmax : all[i]->min_nonzero;
-          if (all[i]->nonfinite == 0 && v && *v > 0) points.emplace_back(static_cast<double>(all[i]->step), std::log2(*v));
-        }
-        if (points.size() < 5) continue;
-        // A parameter that starts at zero (a bias) grows "exponentially" from nothing early in
-        // training: not a trend toward the edge.
-        if (view == RangeView::Weights && points.front().second < -6) continue;
-        const Fit f = fit_line(points);
-        std::vector<std::pair<double, double>> values;
-        for (const auto& [x, y] : points) values.emplace_back(x, std::exp2(y));
-        const Fit lin = fit_line(values);
-        const bool exponential = log2_error(points, f, false) <= kExponentialFitMargin * log2_error(points, lin, true);
-        const Fit& chosen = exponential ? f : lin;
-        const double rise = f.slope * (points.back().first - points.front().first);
-        // A steady trend (the chosen line explains most of the spread), a quarter binade over the
-        // window at least, toward the edge, and not over it already.
-        if (chosen.r2 < 0.8 || chosen.slope <= 0 || (upward ? rise < 0.25 : rise > -0.25)) continue;
-        // And still going at the end: the last quarter of the steps (three at least) rises at half
-        // the fitted rate or more. Growth that has levelled off (early training) is no trend.
-        const size_t recent = std::max<size_t>(3, points.size() / 4);
-        const auto& fitted = exponential ? points : values;
-        const Fit end = fit_line({fitted.end() - static_cast<std::ptrdiff_t>(recent), fitted.end()});
-        if (end.slope < kRecentRateShare * chosen.slope) continue;
-        const double edge = upward ? top : bottom;
-        if (upward ? f.value_at_last >= edge : f.value_at_last <= edge) continue;
-        const double steps_left = exponential ? (edge - f.value_at_last) / f.slope
-                                              : (std::exp2(edge) - lin.value_at_last) / lin.slope;
-        const int64_t last = static_cast<int64_t>(points.back().first);
-        if (steps_left > 20.0 * static_cast<double>(run_steps)) continue;  // too far out to say
-        const int64_t crossing = last + static_cast<int64_t>(std::ceil(steps_left));
-        RangeForecast r;
-        r.view = view;
-        r.row = row;
-        r.upward = upward;
-        r.model = exponential ? GrowthModel::Exponential : GrowthModel::Linear;
-        r.log2_per_100_steps = 100 * f.slope;
-        r.per_step = exponential ? 0.0 : lin.slope;
-        r.points = static_cast<int64_t>(points.size());
-        r.first_step = static_cast<int64_t>(points.front().first);
-        r.last_step = last;
-        r.log2_now = f.value_at_last;
-        r.crossing_step = crossing;
-        const std::string rate = exponential ? fmt::format("2^{:.2f} per 100 steps (exponential growth fits best)",
-                                                           std::fabs(r.log2_per_100_steps))
-                                             : fmt::format("by {} a step (a straight line fits best)",
-                                                           human_number(lin.slope));
-        r.summary = fmt::format("{} {} {} {} {} over steps {} to {}: at this rate it {} at about step {}", row,
-                                range_view_info(view).short_title, upward ? "absmax" : "smallest nonzero",
-                                upward ? "grows" : "shrinks", rate, r.first_step, last,
-                                upward ? "exceeds fp16's largest value" : "falls below fp16's smallest subnormal",
-                                crossing);
-        out.push_back(std::move(r));
+      std::vector<std::pair<double, double>> points;
+      for (size_t i = from; i < all.size(); ++i) {
+        const auto& v = all[i]->absmax;
+        if (all[i]->nonfinite == 0 && v && *v > 0) points.emplace_back(static_cast<double>(all[i]->step), std::log2(*v));
       }
+      // A parameter that starts at zero (a bias) grows "exponentially" from nothing early in
+      // training: not a trend toward the edge.
+      if (view == RangeView::Weights && !points.empty() && points.front().second < -6) continue;
+      const std::optional<Trend> t = fit_trend(points, true, top, TrendRule{});
+      if (!t || t->steps_to_edge > 20.0 * static_cast<double>(run_steps)) continue;  // too far out to say
+      const bool exponential = t->model == GrowthModel::Exponential;
+      RangeForecast r;
+      r.view = view;
+      r.row = row;
+      r.upward = true;
+      r.model = t->model;
+      r.log2_per_100_steps = 100 * t->log2_per_step;
+      r.per_step = t->value_per_step;
+      r.points = t->points;
+      r.first_step = t->first_step;
+      r.last_step = t->last_step;
+      r.log2_now = t->log2_now;
+      r.crossing_step = t->last_step + static_cast<int64_t>(std::ceil(t->steps_to_edge));
+      const std::string rate = exponential ? fmt::format("2^{:.2f} per 100 steps (exponential growth fits best)",
+                                                         std::fabs(r.log2_per_100_steps))
+                                           : fmt::format("by {} a step (a straight line fits best)",
+                                                         human_number(t->value_per_step));
+      r.summary = fmt::format("{} {} absmax grows {} over steps {} to {}: at this rate it exceeds fp16's largest value "
+                              "at about step {}",
+                              row, range_view_info(view).short_title, rate, r.first_step, r.last_step, r.crossing_step);
+      out.push_back(std::move(r));
     }
   }
   std::sort(out.begin(), out.end(),

@@ -649,4 +649,78 @@ TEST_F(RealRun, LearningNamesTheGradientsFlushedAtTheStore) {
       EXPECT_LE(r.stores[i].flushed_share().value_or(0), r.stores[i - 1].flushed_share().value_or(0));
 }
 
+// Forecast: a bf16 run without master weights whose learning rate decays (SGD, exponential:0.96)
+// measured on its first 40 of 100 steps. The largest weight's computed update/weight falls toward
+// bf16's spacing 2^-8: it is flagged before it gets there, by the least-squares line through log2 of
+// the ratio that direct SQL gives, and the same run measured to its end reaches 2^-8 near the step
+// forecast, where half or more of its updates are lost (fewer than half before it).
+TEST_F(RealRun, LearningForecastsWhenFallingUpdatesReachTheWeightsSpacing) {
+  const std::string args = kCommon + " --train-subset 3200 --precision bf16 --momentum 0 --lr 0.1 --lr-schedule exponential:0.96";
+  const std::string early = fpscope::test::temp_dir() + "/forecast_early.sqlite",
+                    whole = fpscope::test::temp_dir() + "/forecast_whole.sqlite";
+  for (const auto& [path, options] : {std::pair{early, std::string(" --steps 0-39")}, std::pair{whole, std::string()}}) {
+    const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force" + options + " -o " + path + " -- " + MPTRAIN_BIN +
+                            args + " > /dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  const LearningReport r = learning(*Trace::open(early));
+  const auto fc1 = std::find_if(r.forecasts.begin(), r.forecasts.end(),
+                                [](const UpdateForecast& f) { return f.param == "fc1.weight"; });
+  ASSERT_NE(fc1, r.forecasts.end());
+  EXPECT_EQ(fc1->dtype, "bf16");
+  EXPECT_TRUE(fc1->computed);
+  EXPECT_EQ(fc1->spacing_log2, -8);
+  EXPECT_EQ(fc1->model, GrowthModel::Exponential);  // the rate decays by a factor a step
+  EXPECT_EQ(fc1->first_step, 0);
+  EXPECT_EQ(fc1->last_step, 39);
+  EXPECT_DOUBLE_EQ(*fc1->lr_first, 0.1);
+  EXPECT_NEAR(*fc1->lr_last, 0.1 * std::pow(0.96, 39), 1e-12);
+  for (const UpdateForecast& f : r.forecasts) EXPECT_GT(f.crossing_step, 39) << f.param;
+
+  // The line, by the usual least-squares sums over (step, log2 computed_ratio).
+  const std::string rows = "from v_param_updates where param = 'fc1.weight' and computed_ratio > 0";
+  const auto sum = [&](const std::string& term) { return *fpscope::test::sql_value(early, "select sum(" + term + ") " + rows); };
+  const std::string y = "(ln(computed_ratio) / ln(2.0))";
+  const double n = sum("1"), sx = sum("step"), sy = sum(y), sxx = sum("step * step"), sxy = sum("step * " + y);
+  ASSERT_EQ(n, 40);
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), at_39 = sy / n + slope * (39 - sx / n);
+  EXPECT_NEAR(fc1->log2_now, at_39, 1e-9);
+  EXPECT_NEAR(fc1->log2_per_100_steps, 100 * slope, 1e-7);
+  const double steps_left = (-8 - at_39) / slope;
+  if (std::fabs(steps_left - std::round(steps_left)) > 1e-6)
+    EXPECT_EQ(fc1->crossing_step, 39 + static_cast<int64_t>(std::ceil(steps_left)));
+
+  // The whole run: where the ratio (a centred mean over 5 steps) first reaches 2^-8.
+  std::optional<int64_t> reached;
+  for (int64_t step = 2; step < 98 && !reached; ++step) {
+    const auto mean = fpscope::test::sql_value(
+        whole, fmt::format("select avg(ln(computed_ratio) / ln(2.0)) from v_param_updates where param = 'fc1.weight' "
+                           "and step between {} and {}", step - 2, step + 2));
+    if (mean && *mean <= -8) reached = step;
+  }
+  ASSERT_TRUE(reached);
+  EXPECT_LE(std::abs(*reached - fc1->crossing_step), std::max<int64_t>(3, (fc1->crossing_step - 39) / 2))
+      << "forecast step " << fc1->crossing_step << ", reached at " << *reached;
+  const auto lost_share = [&](int64_t from, int64_t to) {
+    return *fpscope::test::sql_value(whole, fmt::format("select sum(lost) * 1.0 / sum(nonzero) from v_param_updates "
+                                                        "where param = 'fc1.weight' and step between {} and {}", from, to));
+  };
+  EXPECT_LT(lost_share(30, 39), 0.5);
+  EXPECT_GE(lost_share(*reached, *reached + 9), 0.5);
+  // Measured to the end the ratio is past the spacing: no forecast for it, its lost updates flagged.
+  const LearningReport w = learning(*Trace::open(whole));
+  for (const UpdateForecast& f : w.forecasts) EXPECT_NE(f.param, "fc1.weight");
+  EXPECT_TRUE(param_named(w, "fc1.weight")->flagged);
+
+  // The command line says it in words, with the learning rate the trainer logged.
+  const std::string text_cmd = std::string(FPSCOPE_BIN) + " report " + early + " --section learning";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(text_cmd.c_str(), "r"), pclose);
+  std::string text;
+  for (char buf[4096]; fgets(buf, sizeof buf, pipe.get());) text += buf;
+  EXPECT_NE(text.find(fmt::format("reaches bf16's relative spacing 2^-8 at about step {}", fc1->crossing_step)),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("the learning rate went from 0.1 to"), std::string::npos) << text;
+}
+
+
 }  // namespace

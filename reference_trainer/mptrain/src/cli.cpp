@@ -3,6 +3,7 @@
 
 #include "errors.h"
 #include "fpscope/contract/scaling_recipes.h"
+#include "lr_schedule.h"
 #include "op_lists.h"
 
 #include <CLI/CLI.hpp>
@@ -109,6 +110,10 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->capture_default_str();
   app.add_option("--optimizer", raw.optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
   app.add_option("--lr", raw.lr, "learning rate (default 0.01 for sgd, 0.001 for adamw)")->check(kPositive);
+  app.add_option("--lr-schedule", c.optimizer.schedule_text,
+                 "learning rate over the updates: constant, exponential:GAMMA (times GAMMA after each update) or "
+                 "cosine:STEPS (down to 0 over STEPS updates)")
+      ->capture_default_str();
   app.add_option("--momentum", c.optimizer.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", raw.weight_decay, "weight decay (default 0 for sgd, 0.01 for adamw)")
       ->check(CLI::NonNegativeNumber);
@@ -172,6 +177,7 @@ void finish_config(TrainConfig& c, const RawOptions& raw) {
   // The collective kernel (allreduce_sum) has no CUDA version yet.
   if (c.data_parallel && c.device == "cuda") throw UsageError("--data-parallel runs on --device cpu only");
   parse_loss_scale(c.loss_scale_text, c.loss_scale);
+  c.optimizer.schedule = parse_lr_schedule(c.optimizer.schedule_text);
   finish_fp8(c, raw);
   if (!PrecisionPolicy(c.precision).is_amp() && (!c.bf16_ops_file.empty() || !c.fp32_ops_file.empty())) {
     throw UsageError("--bf16-ops and --fp32-ops apply to --precision amp-fp16, amp-bf16 or fp8 only");

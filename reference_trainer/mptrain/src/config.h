@@ -24,9 +24,20 @@ struct LossScaleConfig {
 
 enum class OptimizerKind { kSgd, kAdamW };
 
+// The learning rate at each update (`--lr-schedule`): constant; exponential, multiplied by gamma
+// after every update; cosine, from lr down to 0 over `steps` updates and 0 after them.
+enum class LrScheduleKind { kConstant, kExponential, kCosine };
+struct LrSchedule {
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  double gamma = 1.0;  // exponential
+  int64_t steps = 0;   // cosine
+};
+
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kSgd;
   double lr = 0.01;
+  LrSchedule schedule;
+  std::string schedule_text = "constant";
   double momentum = 0.9;
   double weight_decay = 0.0;
   double beta1 = 0.9;

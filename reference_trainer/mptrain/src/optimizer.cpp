@@ -18,6 +18,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, uint64_t seed, Runtime& rt, 
 
 void Optimizer::step(Runtime& rt, int64_t step) {
   const double rounding = config_.stochastic_rounding ? 1.0 : 0.0;
+  const double lr = learning_rate(config_, step);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Param* p = params_[i];
     const Tensor& param = p->updated();
@@ -26,11 +27,11 @@ void Optimizer::step(Runtime& rt, int64_t step) {
     const double seed = static_cast<double>((seed_ + i) & ((uint64_t{1} << 52) - 1));
     if (config_.kind == OptimizerKind::kSgd) {
       rt.launch("sgd_step", {&param, &p->grad, &p->state[0]}, {&param, &p->state[0]},
-                {{"lr", config_.lr}, {"momentum", config_.momentum}, {"weight_decay", config_.weight_decay},
+                {{"lr", lr}, {"momentum", config_.momentum}, {"weight_decay", config_.weight_decay},
                  {"stochastic_rounding", rounding}, {"seed", seed}, {"step", static_cast<double>(step)}});
     } else {
       rt.launch("adamw_step", {&param, &p->grad, &p->state[0], &p->state[1]}, {&param, &p->state[0], &p->state[1]},
-                {{"lr", config_.lr}, {"beta1", config_.beta1}, {"beta2", config_.beta2}, {"eps", config_.eps},
+                {{"lr", lr}, {"beta1", config_.beta1}, {"beta2", config_.beta2}, {"eps", config_.eps},
                  {"weight_decay", config_.weight_decay}, {"step", static_cast<double>(step)},
                  {"stochastic_rounding", rounding}, {"seed", seed}});
     }

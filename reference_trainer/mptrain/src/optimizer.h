@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "layers.h"
+#include "lr_schedule.h"
 #include "runtime.h"
 
 namespace mptrain {

@@ -4,6 +4,7 @@
 #include "errors.h"
 #include "fault_spec.h"
 #include "op_lists.h"
+#include "lr_schedule.h"
 #include "precision_policy.h"
 
 #include <gtest/gtest.h>
@@ -199,6 +200,28 @@ TEST(LossScaleParse, Forms) {
   for (const char* bad : {"static:", "static:0", "static:-4", "static:12x", "auto"}) {
     EXPECT_THROW(parse_loss_scale(bad, s), UsageError) << bad;
   }
+}
+
+TEST(LrScheduleParse, FormsAndTheRateOfEachUpdate) {
+  OptimizerConfig c;
+  c.lr = 0.5;
+  c.schedule = parse_lr_schedule("constant");
+  EXPECT_EQ(c.schedule.kind, LrScheduleKind::kConstant);
+  EXPECT_EQ(learning_rate(c, 1), 0.5);
+  EXPECT_EQ(learning_rate(c, 1000), 0.5);
+  c.schedule = parse_lr_schedule("exponential:0.5");
+  EXPECT_EQ(c.schedule.kind, LrScheduleKind::kExponential);
+  EXPECT_EQ(learning_rate(c, 1), 0.5);  // the first update at the full rate
+  EXPECT_EQ(learning_rate(c, 4), 0.0625);
+  c.schedule = parse_lr_schedule("cosine:4");
+  EXPECT_EQ(c.schedule.kind, LrScheduleKind::kCosine);
+  EXPECT_EQ(learning_rate(c, 1), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 3), 0.25);  // halfway: cos(pi/2) = 0
+  EXPECT_EQ(learning_rate(c, 5), 0.0);
+  EXPECT_EQ(learning_rate(c, 50), 0.0);  // stays at 0 after STEPS updates
+  for (const char* bad : {"exponential", "exponential:", "exponential:0", "exponential:1.5", "exponential:0.9x",
+                          "cosine:0", "cosine:-3", "cosine:2.5", "linear:10", "Constant"})
+    EXPECT_THROW(parse_lr_schedule(bad), UsageError) << bad;
 }
 
 ParsedCommandLine parse(std::vector<std::string> args) {

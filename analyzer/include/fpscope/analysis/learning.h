@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fpscope/analysis/trace.h"
+#include "fpscope/analysis/why.h"
 
 namespace fpscope::analysis {
 
@@ -90,6 +91,33 @@ struct LossTrend {
   }
 };
 
+// A parameter whose update-to-weight ratio falls toward the relative spacing of the type it is
+// updated in (the unit roundoff 2^-(mantissa bits + 1): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32), found
+// while the ratio is still above it, with the step where the fitted trend reaches it: from there on
+// most of its elements' updates round away. The ratio fitted is the computed update's where the
+// kernel reported it, else the applied change's (a front end's); the fit is forecast()'s, over the
+// parameter's last kUpdateForecastWindow measured steps (steps where it changed nothing are left out
+// of an applied fit). A ratio carries each batch's gradient noise: its line is a trend when its slope
+// is kUpdateTrendT standard errors or more below zero (rather than by the share of the spread it
+// explains), and it still falls over the last quarter of the steps, within two standard errors.
+struct UpdateForecast {
+  std::string param, layer, dtype;  // as ParamLearning's
+  bool master = false;
+  bool computed = true;        // the computed update's ratio was fitted (else the applied change's)
+  int spacing_log2 = 0;        // the edge: log2 of the type's unit roundoff
+  GrowthModel model = GrowthModel::Exponential;
+  double log2_per_100_steps = 0;  // the ratio's fall over the fitted steps, in binades (negative)
+  double per_step = 0;            // the linear model's change of the ratio a step (0 for the other)
+  int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
+  double log2_now = 0;            // the fitted log2 ratio at last_step
+  int64_t crossing_step = 0;      // where the fit reaches spacing_log2
+  std::optional<double> lr_first, lr_last;  // the logged learning rate ("lr") at first_step and last_step
+  std::string summary, advice;
+};
+inline constexpr int kUpdateForecastWindow = 50;
+inline constexpr double kUpdateTrendT = 4;
+std::vector<UpdateForecast> update_forecast(const Trace& trace, int window = kUpdateForecastWindow);
+
 struct LearningReport {
   bool measured_updates = false;  // the trace has param_updates rows
   bool measured_stores = false;   // ... tensor_stores rows
@@ -98,6 +126,7 @@ struct LearningReport {
   std::vector<LayerLearning> layers;  // by name ("" for parameters outside any layer)
   std::vector<StoreLoss> stores;      // stores that lost anything: flagged first, by flushed share
   std::vector<UpdatePoint> points;    // by param, then step
+  std::vector<UpdateForecast> forecasts;  // ratios falling toward their spacing, the nearest crossing first
   LossTrend loss;
   std::optional<std::string> loss_scale_mode;  // the run's --loss-scale (config), when it logged one
 };

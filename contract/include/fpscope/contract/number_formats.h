@@ -41,6 +41,10 @@ struct FloatFormat {
   // Exponents e of 2^e <= |x| < 2^(e+1) that finite nonzero values of this format reach.
   constexpr int min_exponent() const { return 1 - bias - mantissa_bits; }
   constexpr int max_exponent() const { return max_finite_field - bias; }
+  // log2 of the unit roundoff u = 2^-(mantissa_bits + 1), the format's relative spacing: half the
+  // spacing of the values at the bottom of a binade is u times them, so a change smaller than u
+  // times a value there rounds away (2^-8 bf16, 2^-11 fp16, 2^-24 fp32).
+  constexpr int unit_roundoff_log2() const { return -(mantissa_bits + 1); }
 };
 
 inline constexpr FloatFormat kF32{8, 23, 127, 254, 0x7FFFFF};
@@ -54,6 +58,7 @@ static_assert(kF16.max_finite() == 65504.0 && kF16.min_normal() == pow2(-14) && 
 static_assert(kBF16.max_finite() == 255.0 * pow2(120) && kBF16.min_subnormal() == pow2(-133));
 static_assert(kE4M3.max_finite() == 448.0 && kE5M2.max_finite() == 57344.0);
 static_assert(kF64.min_exponent() == -1074 && kF64.max_exponent() == 1023);
+static_assert(kBF16.unit_roundoff_log2() == -8 && kF16.unit_roundoff_log2() == -11 && kF32.unit_roundoff_log2() == -24);
 
 // Element types of a traced tensor. The values are the kernel ABI's mpt_dtype and are stored in
 // traces (tensors.dtype); the injector asserts that they agree. The 8-bit floating types are
@@ -67,6 +72,16 @@ enum class Dtype : uint8_t {
 inline constexpr int kDtypeCount = 13;
 inline constexpr std::array<const char*, kDtypeCount> kDtypeNames = {
     "f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0", "e2m1"};
+// The layout of a floating type of two bytes or more; nullptr for the others.
+constexpr const FloatFormat* wide_float_format(Dtype d) {
+  switch (d) {
+    case Dtype::F32: return &kF32;
+    case Dtype::F16: return &kF16;
+    case Dtype::BF16: return &kBF16;
+    case Dtype::F64: return &kF64;
+    default: return nullptr;
+  }
+}
 // The floating types of one byte a value: the 8-bit formats and e2m1.
 constexpr bool is_byte_float(Dtype d) { return d >= Dtype::E4M3 && d <= Dtype::E2M1; }
 // Whether fpscope measures values of this type (the floating types a tensor statistic covers).
