@@ -45,19 +45,21 @@ std::string loss_trend_text(const LossTrend& t) {
   return text + ".";
 }
 
+std::string lr_trend_text(const LrTrend& t) {
+  if (!t.first || !t.last) return {};
+  return fmt::format("Learning rate (as the program logged it): {} at step {}, {} at step {}.", human_number(*t.first),
+                     *t.first_step, human_number(*t.last), *t.last_step);
+}
+
 // The forecasts of update/weight ratios falling toward their spacing, and their advice once each.
 void add_forecast_notes(const LearningReport& r, Section& sec) {
   if (r.forecasts.empty()) return;
   sec.notes.push_back(fmt::format(
       "Update/weight falling toward the weights' relative spacing (the last {} measured steps fitted by exponential "
-      "decay or a straight line, whichever fits them better):",
+      "decay, or by a straight line where that fits clearly better):",
       kUpdateForecastWindow));
-  std::vector<std::string> advice;
-  for (const UpdateForecast& f : r.forecasts) {
-    sec.notes.push_back("  " + f.summary + ".");
-    if (std::find(advice.begin(), advice.end(), f.advice) == advice.end()) advice.push_back(f.advice);
-  }
-  for (const std::string& a : advice) sec.notes.push_back("  Advice before then: " + a + ".");
+  for (const UpdateForecast& f : r.forecasts) sec.notes.push_back("  " + f.summary + ".");
+  for (const std::string& a : forecast_advice(r)) sec.notes.push_back("  Advice before then: " + a + ".");
 }
 
 }  // namespace
@@ -79,6 +81,7 @@ Section learning_section(const Trace& trace) {
       "results to zero, or overflowed any.",
       human_percent(t.lost_update_share), human_percent(t.flushed_share)));
   sec.notes.push_back(loss_trend_text(r.loss));
+  if (const std::string lr = lr_trend_text(r.lr); !lr.empty()) sec.notes.push_back(lr);
   if (std::any_of(r.params.begin(), r.params.end(), [](const ParamLearning& p) { return p.nonzero_from_gradient; }))
     sec.notes.push_back("A front end (PyTorch) sees each parameter before and after its optimizer's step, not the update "
                         "the optimizer computed: an element's update counts as nonzero where its gradient was, and the "
@@ -129,7 +132,7 @@ Section learning_section(const Trace& trace) {
            Cell(f.computed ? "computed" : "applied"), Cell(fmt::format("{} to {}", f.first_step, f.last_step)),
            Cell(fmt::format("2^{:.2f}", f.log2_now), std::exp2(f.log2_now)),
            Cell(fmt::format("2^{:.2f}", f.log2_per_100_steps), f.log2_per_100_steps),
-           Cell(f.model == GrowthModel::Exponential ? "exponential" : "linear"),
+           Cell(growth_model_name(f.model)),
            Cell(fmt::format("2^{}", f.spacing_log2), std::exp2(f.spacing_log2)), int_cell(f.crossing_step)});
     sec.tables.push_back(std::move(forecasts));
   }

@@ -328,6 +328,12 @@ void learning_section(const Trace& trace, std::ostream& out) {
     any = true;
   }
   if (!any) out << "<p>No parameter loses its updates and no store flushes its results beyond the thresholds.</p>\n";
+  if (!r.forecasts.empty()) {
+    out << "<p>Update/weight falling toward the weights' relative spacing, the nearest first:</p>\n<ul>\n";
+    for (const UpdateForecast& f : r.forecasts) out << "<li>" << esc(f.summary) << ".</li>\n";
+    out << "</ul>\n";
+    for (const std::string& a : forecast_advice(r)) out << "<p>Advice before then: " << esc(a) << ".</p>\n";
+  }
   if (!r.measured_updates) return;
   // The grid: at most 60 columns, each the smallest ratio of its steps.
   std::vector<int64_t> step_list;

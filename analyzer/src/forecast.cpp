@@ -62,6 +62,10 @@ double log2_error(const std::vector<std::pair<double, double>>& log2_points, con
 
 }  // namespace
 
+const char* growth_model_name(GrowthModel model) {
+  return model == GrowthModel::Exponential ? "exponential" : "linear";
+}
+
 std::optional<Trend> fit_trend(const std::vector<std::pair<double, double>>& points, bool upward, double edge_log2,
                               const TrendRule& rule) {
   if (points.size() < 5) return std::nullopt;

@@ -159,6 +159,13 @@ std::string AdviceGroup::sentence() const {
                      params.size() == 1 ? "" : "s", list(), advice);
 }
 
+std::vector<std::string> forecast_advice(const LearningReport& r) {
+  std::vector<std::string> advice;
+  for (const UpdateForecast& f : r.forecasts)
+    if (std::find(advice.begin(), advice.end(), f.advice) == advice.end()) advice.push_back(f.advice);
+  return advice;
+}
+
 bool has_learning_counts(const Trace& trace) {
   return detail::db(trace)
              .query_int("SELECT EXISTS (SELECT 1 FROM param_updates) OR EXISTS (SELECT 1 FROM tensor_stores)")
@@ -216,8 +223,6 @@ std::vector<UpdateForecast> update_forecast(const Trace& trace, int window) {
     p.from_gradient = p.from_gradient || st.text(6) == "gradient";
     p.rows.push_back({st.i64(2), st.opt_f64(3), st.f64(4), st.f64(5)});
   }
-  const std::map<int64_t, double> lr = scalar_by_step(trace, "lr");
-  const auto lr_at = [&](int64_t step) { return lr.count(step) ? std::optional<double>(lr.at(step)) : std::nullopt; };
   std::vector<UpdateForecast> out;
   for (const auto& [param, p] : params) {
     const std::optional<int> spacing = spacing_log2_of(p.dtype);
@@ -252,21 +257,14 @@ std::vector<UpdateForecast> update_forecast(const Trace& trace, int window) {
     f.last_step = t->last_step;
     f.log2_now = t->log2_now;
     f.crossing_step = t->last_step + static_cast<int64_t>(std::ceil(t->steps_to_edge));
-    f.lr_first = lr_at(f.first_step);
-    f.lr_last = lr_at(f.last_step);
     const std::string rate = f.model == GrowthModel::Exponential
-                                 ? fmt::format("by a factor 2^{:.2f} per 100 steps (exponential decay fits best)",
+                                 ? fmt::format("by a factor of 2^{:.2f} per 100 steps (exponential decay)",
                                                std::fabs(f.log2_per_100_steps))
-                                 : fmt::format("by {} a step (a straight line fits clearly better)", human_number(std::fabs(f.per_step)));
-    const std::string lr_text = f.lr_first && f.lr_last && *f.lr_first != *f.lr_last
-                                    ? fmt::format("; the learning rate went from {} to {}", human_number(*f.lr_first),
-                                                  human_number(*f.lr_last))
-                                    : std::string();
-    f.summary = fmt::format("{} ({}{}): {} update/weight 2^{:.2f} at step {}, falling {} over steps {} to {}{}: at this "
-                            "rate it reaches {}'s relative spacing 2^{} at about step {}, where its updates begin to "
-                            "round away",
+                                 : fmt::format("by {} a step (a straight line fits clearly better than exponential decay)", human_number(std::fabs(f.per_step)));
+    f.summary = fmt::format("{} ({}{}): {} update/weight 2^{:.2f} at step {}, falling {} over steps {} to {}: it "
+                            "reaches {}'s relative spacing 2^{} at about step {}, where its updates begin to round away",
                             param, p.dtype, p.master ? " master" : "", computed ? "computed" : "applied", f.log2_now,
-                            f.last_step, rate, f.first_step, f.last_step, lr_text, format_word(p.dtype), f.spacing_log2,
+                            f.last_step, rate, f.first_step, f.last_step, format_word(p.dtype), f.spacing_log2,
                             f.crossing_step);
     ParamLearning as_param;
     as_param.dtype = p.dtype;
@@ -429,6 +427,12 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
   });
 
   out.forecasts = update_forecast(trace);
+  if (const std::map<int64_t, double> lr = scalar_by_step(trace, "lr"); !lr.empty()) {
+    out.lr.first_step = lr.begin()->first;
+    out.lr.first = lr.begin()->second;
+    out.lr.last_step = lr.rbegin()->first;
+    out.lr.last = lr.rbegin()->second;
+  }
 
   // The loss curve: first and last finite loss, and the means of the first and last quarter.
   std::vector<double> losses;

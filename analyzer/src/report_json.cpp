@@ -99,7 +99,7 @@ json why_json(const WhyReport& r) {
   json forecasts = json::array();
   for (const RangeForecast& f : r.forecasts) {
     forecasts.push_back({{"view", range_view_info(f.view).key}, {"row", f.row}, {"upward", f.upward},
-                         {"model", f.model == GrowthModel::Exponential ? "exponential" : "linear"},
+                         {"model", growth_model_name(f.model)},
                          {"log2_per_100_steps", f.log2_per_100_steps}, {"per_step", f.per_step}, {"points", f.points},
                          {"first_step", f.first_step}, {"last_step", f.last_step}, {"log2_now", f.log2_now},
                          {"crossing_step", f.crossing_step}, {"summary", f.summary}});
@@ -281,6 +281,16 @@ json learning_json(const LearningReport& r) {
   for (const UpdatePoint& p : r.points)
     points.push_back({{"param", p.param}, {"step", p.step}, {"update_ratio", opt(p.update_ratio)},
                       {"computed_ratio", opt(p.computed_ratio)}, {"lost_update_share", opt(p.lost_update_share)}});
+  json forecasts = json::array();
+  for (const UpdateForecast& f : r.forecasts)
+    forecasts.push_back({{"param", f.param}, {"layer", f.layer}, {"dtype", f.dtype}, {"master", f.master},
+                         {"ratio", f.computed ? "computed" : "applied"}, {"spacing_log2", f.spacing_log2},
+                         {"model", growth_model_name(f.model)},
+                         {"log2_per_100_steps", f.log2_per_100_steps}, {"per_step", f.per_step},
+                         {"points", f.points}, {"first_step", f.first_step}, {"last_step", f.last_step},
+                         {"log2_ratio_now", f.log2_now}, {"crossing_step", f.crossing_step},
+                         {"summary", f.summary},
+                         {"advice", f.advice}});
   const LearningThresholds& t = r.thresholds;
   return {{"measured_updates", r.measured_updates},
           {"measured_stores", r.measured_stores},
@@ -289,10 +299,13 @@ json learning_json(const LearningReport& r) {
           {"loss", {{"steps", r.loss.steps}, {"first", opt(r.loss.first)}, {"last", opt(r.loss.last)},
                     {"early_mean", opt(r.loss.early_mean)}, {"late_mean", opt(r.loss.late_mean)},
                     {"relative_change", opt(r.loss.relative_change())}}},
+          {"lr", {{"first_step", opt(r.lr.first_step)}, {"first", opt(r.lr.first)}, {"last_step", opt(r.lr.last_step)},
+                  {"last", opt(r.lr.last)}}},
           {"layers", layers},
           {"params", params},
           {"stores", stores},
-          {"update_ratios", points}};
+          {"update_ratios", points},
+          {"forecasts", forecasts}};
 }
 
 ReportData report_data(const Trace& trace, RangeView view) {

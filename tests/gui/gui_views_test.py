@@ -218,6 +218,26 @@ def check_gui_numbers_equal_report(args, traces, work):
     print("ok: the GUI's numbers equal fpscope report's for %d traces" % len(traces))
 
 
+def check_forecast_agrees(args, work):
+    """A bf16 run without master weights whose learning rate decays: its update/weight ratios are
+    forecast to reach bf16's spacing, and the GUI's numbers, forecasts included, equal the report's."""
+    trace = os.path.join(work, "bf16-decay.sqlite")
+    common = ["--model", "cnn", "--train-subset", "1280", "--test-subset", "64", "--epochs", "1"]
+    if args.data_dir:
+        common += ["--data-dir", args.data_dir]
+    run([args.fpscope, "run", "-o", trace, "--", args.mptrain, *common, "--precision", "bf16", "--momentum", "0",
+         "--lr", "0.1", "--lr-schedule", "exponential:0.96"], timeout=600)
+    report = json.loads(run([args.fpscope, "report", trace, "--format", "json"]).stdout)
+    if not report["learning"]["forecasts"]:
+        fail("%s: no update/weight forecast to compare" % trace)
+    shown = dump_state(screenshot(args, "updates", [trace], os.path.join(work, "forecast.png"),
+                                  extra=["--dump-state"]).stdout).get(1, {}).get("report")
+    if shown != report:
+        fail("the GUI and fpscope report disagree on %s in %s"
+             % ([k for k in report if report.get(k) != (shown or {}).get(k)], trace))
+    print("ok: the GUI's forecasts equal fpscope report's (%d parameters)" % len(report["learning"]["forecasts"]))
+
+
 def check_ranks(args, work):
     """A trace of two processes (two ranks): the GUI draws each rank's timeline lanes, and with
     --rank it shows one rank's numbers, equal to `fpscope report --rank`'s."""
@@ -276,6 +296,8 @@ def main():
     fp32, fp16 = make_traces(args, work)
     if args.fpscope:
         check_gui_numbers_equal_report(args, [fp32, fp16], work)
+    if args.fpscope and args.mptrain:
+        check_forecast_agrees(args, work)
     if args.fpscope and args.mptrain:
         check_ranks(args, work)
     check_views(args, work, [fp16], "single")

@@ -240,6 +240,17 @@ class SummaryView final : public View {
       ImGui::SameLine();
       if (link("updates view")) ctx.selection.show_view = "updates";
     }
+    if (!d.learning.forecasts.empty()) {
+      any = true;
+      const analysis::UpdateForecast& f = d.learning.forecasts.front();
+      const size_t n = d.learning.forecasts.size();
+      ImGui::TextColored(colors::to_vec4(colors::kWarningText),
+                         "%s%zu parameter%s update/weight heading for %s spacing (first: %s, about step %lld)",
+                         who.c_str(), n, n == 1 ? "'s" : "s'", n == 1 ? "its" : "their", f.param.c_str(),
+                         static_cast<long long>(f.crossing_step));
+      ImGui::SameLine();
+      if (link("forecast")) ctx.selection.show_view = "updates";
+    }
     if (contract::is_failure(d.summary.state) || d.summary.state == analysis::RunEnd::Running) {
       any = true;
       const bool failed = contract::is_failure(d.summary.state);

@@ -2,7 +2,8 @@
 // parameters; columns: steps), coloured by log10 of the rms of the applied change over the rms of the
 // weight, with the weight formats' relative spacing on the colour scale: below it an update is
 // rounded away unless fp32 master weights or stochastic rounding keep it. Cells where rounding lost
-// a tenth or more of the nonzero updates carry a mark. Two runs side by side share one scale (fp32
+// a tenth or more of the nonzero updates carry a mark, and a triangle ends the row of a parameter whose
+// ratio is forecast to reach its spacing. Two runs side by side share one scale (fp32
 // masters against none, say). Below, the learning report's findings (fpscope report --section
 // learning) for the run picked.
 #include <imgui.h>
@@ -60,9 +61,11 @@ struct RatioGrid {
   }
 };
 
+// A colour-scale tick at log10 value v: "1e-3" on a decade, the value itself ("0.0032") between.
 std::string log10_label(double v) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "1e%d", static_cast<int>(std::lround(v)));
+  if (std::fabs(v - std::round(v)) < 1e-9) std::snprintf(buf, sizeof buf, "1e%d", static_cast<int>(std::lround(v)));
+  else std::snprintf(buf, sizeof buf, "%.2g", std::pow(10.0, v));
   return buf;
 }
 
@@ -164,7 +167,7 @@ class UpdatesView final : public View {
     for (const auto& p : g.params) label_w = std::max(label_w, ImGui::CalcTextSize(p.c_str()).x);
     label_w = std::min(label_w + 10, size.x * 0.35f);
     const ImVec2 a(origin.x + label_w, origin.y);
-    const ImVec2 b(origin.x + size.x, origin.y + size.y - line - 6);
+    const ImVec2 b(origin.x + size.x - line, origin.y + size.y - line - 6);  // a line's width kept for forecasts
     const float row_h = (b.y - a.y) / static_cast<float>(g.params.size());
     const size_t n_steps = g.steps.size();
     const size_t columns = std::min(n_steps, static_cast<size_t>(std::max(1.0f, b.x - a.x)));
@@ -192,6 +195,12 @@ class UpdatesView final : public View {
           const float r = std::min(col_w, row_h) * 0.2f;
           dl->AddCircleFilled(ImVec2((p0.x + p1.x) / 2, (p0.y + p1.y) / 2), std::max(r, 2.0f), colors::kUnderflow);
         }
+      }
+      // A ratio forecast to reach its spacing: a triangle past the row's last step.
+      if (forecast_of(*doc.data(), g.params[pi])) {
+        const float h = std::min(row_h * 0.7f, line), cy = y0 + row_h / 2;
+        dl->AddTriangleFilled(ImVec2(b.x + 2, cy - h / 2), ImVec2(b.x + 2, cy + h / 2), ImVec2(b.x + 2 + h * 0.7f, cy),
+                              colors::kWarningText);
       }
     }
     double step = 1;
@@ -223,6 +232,9 @@ class UpdatesView final : public View {
     if (g.lost[at])
       ImGui::TextColored(colors::to_vec4(*g.lost[at] >= mark_share ? colors::kUnderflow : colors::kDimText),
                          "%s of the nonzero updates lost to rounding", analysis::human_percent(*g.lost[at]).c_str());
+    if (const analysis::UpdateForecast* f = forecast_of(*doc.data(), g.params[pi]))
+      ImGui::TextColored(colors::to_vec4(colors::kWarningText), "forecast: the %s ratio reaches 2^%d at about step %lld",
+                         f->computed ? "computed" : "applied", f->spacing_log2, static_cast<long long>(f->crossing_step));
     ImGui::EndTooltip();
   }
 
@@ -246,6 +258,12 @@ class UpdatesView final : public View {
     ImGui::Dummy(ImVec2(h, h));
     ImGui::SameLine();
     ImGui::TextDisabled("updates lost");
+    const ImVec2 t = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddTriangleFilled(ImVec2(t.x + 2, t.y + 2), ImVec2(t.x + 2, t.y + h - 2),
+                                                  ImVec2(t.x + h * 0.7f, t.y + h / 2), colors::kWarningText);
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine();
+    ImGui::TextDisabled("heading for its spacing");
     ImGui::EndGroup();
   }
 
@@ -275,6 +293,24 @@ class UpdatesView final : public View {
     }
     if (shown == 0)
       ImGui::TextDisabled("No parameter loses its updates and no store flushes its results beyond the thresholds.");
+    for (const analysis::UpdateForecast& f : r.forecasts) {
+      ImGui::Bullet();
+      ImGui::TextColored(colors::to_vec4(colors::kWarningText), "heading for its spacing");
+      ImGui::SameLine();
+      ImGui::TextWrapped("%s.", f.summary.c_str());
+    }
+    for (const std::string& advice : analysis::forecast_advice(r)) {
+      ImGui::Indent();
+      ImGui::TextWrapped("Advice before then: %s.", advice.c_str());
+      ImGui::Unindent();
+    }
+  }
+
+  // The forecast of a parameter's ratio, if the run has one.
+  static const analysis::UpdateForecast* forecast_of(const TraceData& d, const std::string& param) {
+    for (const analysis::UpdateForecast& f : d.learning.forecasts)
+      if (f.param == param) return &f;
+    return nullptr;
   }
 
   std::vector<RatioGrid> grids_;

@@ -111,12 +111,17 @@ struct UpdateForecast {
   int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
   double log2_now = 0;            // the fitted log2 ratio at last_step
   int64_t crossing_step = 0;      // where the fit reaches spacing_log2
-  std::optional<double> lr_first, lr_last;  // the logged learning rate ("lr") at first_step and last_step
   std::string summary, advice;
 };
 inline constexpr int kUpdateForecastWindow = 50;
 inline constexpr double kUpdateTrendT = 4;
 std::vector<UpdateForecast> update_forecast(const Trace& trace, int window = kUpdateForecastWindow);
+
+// The learning rate the program logged (scalar "lr"; mptrain under --lr-schedule), first and last.
+struct LrTrend {
+  std::optional<int64_t> first_step, last_step;
+  std::optional<double> first, last;
+};
 
 struct LearningReport {
   bool measured_updates = false;  // the trace has param_updates rows
@@ -128,6 +133,7 @@ struct LearningReport {
   std::vector<UpdatePoint> points;    // by param, then step
   std::vector<UpdateForecast> forecasts;  // ratios falling toward their spacing, the nearest crossing first
   LossTrend loss;
+  LrTrend lr;
   std::optional<std::string> loss_scale_mode;  // the run's --loss-scale (config), when it logged one
 };
 
@@ -146,6 +152,9 @@ struct AdviceGroup {
   std::string sentence() const;              // "Updates lost from step 0 in 9 bf16 parameters (...): LIST. Advice: ADVICE."
 };
 std::vector<AdviceGroup> advice_groups(const LearningReport& r);
+
+// The forecasts' advice, each distinct line once, in the forecasts' order.
+std::vector<std::string> forecast_advice(const LearningReport& r);
 
 // "fc1.weight.master" -> "fc1.weight"; "fc1.weight" -> "fc1" (layer_of_param).
 std::string param_of_name(const std::string& name);

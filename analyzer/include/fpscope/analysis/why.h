@@ -62,6 +62,7 @@ struct Cause {
 // that share of the exponential's.)
 enum class GrowthModel { Exponential, Linear };
 inline constexpr double kExponentialFitMargin = 0.5;
+const char* growth_model_name(GrowthModel model);  // "exponential", "linear" (JSON, tables)
 // A trend is forecast only while it lasts: the last quarter of the fitted steps must rise at this
 // share of the fitted rate or more.
 inline constexpr double kRecentRateShare = 0.5;
