@@ -1,6 +1,6 @@
 // The event list (analysis.h, [SECTION] Events): non-finite outputs and fp16/bf16 cast outcomes
 // read from the trace's own rows, loss-scale events from loss_scale(), the trap from meta and the
-// forecasts from forecast(). Each source is read in time
+// forecasts from forecast() and update_forecast(). Each source is read in time
 // order up to the end of the asked page, then the sources are merged.
 #include "fpscope/analysis.h"
 #include "fpscope/units.h"
@@ -146,8 +146,22 @@ void add_trap(const Trace& trace, const EventQuery& q, std::vector<Event>& out) 
   out.push_back(std::move(e));
 }
 
+// An event's time, kernel name and (where it has none) layer, from its launch e.kernel_id; false when
+// the trace has no such launch.
+bool place_on_kernel(const Trace& trace, Event& e) {
+  sql::Statement st(detail::db(trace),
+                    "SELECT k.end_ns, sk.value, sl.value FROM kernels k JOIN strings sk ON sk.id = k.name_id"
+                    " LEFT JOIN strings sl ON sl.id = k.layer_id WHERE k.id = ?1");
+  st.bind(1, e.kernel_id);
+  if (!st.step()) return false;
+  e.t_ns = st.i64(0);
+  e.kernel = st.text(1);
+  if (e.layer.empty()) e.layer = st.opt_text(2).value_or("");
+  return true;
+}
+
 // Forecasts (forecast()): each at the end of the last step its line was fitted to, on the launch that
-// wrote the row's largest tensor in that step.
+// wrote the row's largest tensor in that step (no measured tensor in that step: nothing to place it on).
 void add_forecasts(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
   if (!wanted(q, EventKind::Forecast)) return;
   for (const RangeForecast& f : forecast(trace)) {
@@ -163,15 +177,28 @@ void add_forecasts(const Trace& trace, const EventQuery& q, std::vector<Event>& 
       e.tensor_id = cell->tensor_id;
       e.tensor = cell->tensor;
     }
+    if (place_on_kernel(trace, e)) out.push_back(std::move(e));
+  }
+  // Update/weight ratios falling toward their spacing: on the optimizer launch that updated the
+  // parameter in the last step fitted (a front end's step has none: its step's last launch).
+  for (const UpdateForecast& f : update_forecast(trace)) {
+    if (q.step && f.last_step != *q.step) continue;
+    Event e;
+    e.kind = EventKind::Forecast;
+    e.step = f.last_step;
+    e.detail = f.summary;
+    e.amount = static_cast<double>(f.crossing_step);
+    e.layer = f.layer;
+    e.tensor = f.param;
     sql::Statement st(detail::db(trace),
-                      "SELECT k.end_ns, sk.value, sl.value FROM kernels k JOIN strings sk ON sk.id = k.name_id"
-                      " LEFT JOIN strings sl ON sl.id = k.layer_id WHERE k.id = ?1");
-    st.bind(1, e.kernel_id);
-    if (!st.step()) continue;  // no measured tensor in that step: nothing to place it on
-    e.t_ns = st.i64(0);
-    e.kernel = st.text(1);
-    if (e.layer.empty()) e.layer = st.opt_text(2).value_or("");
-    out.push_back(std::move(e));
+                      "SELECT coalesce((SELECT u.kernel_id FROM param_updates u JOIN strings s ON s.id = u.name_id "
+                      "WHERE s.value IN (?1, ?1 || '.master') AND u.step = ?2 ORDER BY u.rank LIMIT 1), "
+                      "(SELECT max(id) FROM kernels WHERE step = ?2))");
+    st.bind(1, f.param);
+    st.bind(2, f.last_step);
+    if (!st.step() || st.is_null(0)) continue;
+    e.kernel_id = st.i64(0);
+    if (place_on_kernel(trace, e)) out.push_back(std::move(e));
   }
 }
 

@@ -693,6 +693,19 @@ TEST_F(RealRun, LearningForecastsWhenFallingUpdatesReachTheWeightsSpacing) {
   if (std::fabs(steps_left - std::round(steps_left)) > 1e-6)
     EXPECT_EQ(fc1->crossing_step, 39 + static_cast<int64_t>(std::ceil(steps_left)));
 
+  // The event list places it on the optimizer launch that updated fc1.weight in step 39.
+  EventQuery forecasts_only;
+  forecasts_only.kinds.fill(false);
+  forecasts_only.kinds[static_cast<size_t>(EventKind::Forecast)] = true;
+  const EventPage page = events(*Trace::open(early), forecasts_only);
+  const auto event = std::find_if(page.events.begin(), page.events.end(), [](const Event& e) { return e.tensor == "fc1.weight"; });
+  ASSERT_NE(event, page.events.end());
+  EXPECT_EQ(event->step, 39);
+  EXPECT_EQ(event->kernel, "sgd_step");
+  EXPECT_EQ(event->kernel_id, fpscope::test::sql_value(early, "select kernel_id from v_param_updates where param = "
+                                                               "'fc1.weight' and step = 39"));
+  EXPECT_EQ(event->amount, static_cast<double>(fc1->crossing_step));
+
   // The whole run: where the ratio (a centred mean over 5 steps) first reaches 2^-8.
   std::optional<int64_t> reached;
   for (int64_t step = 2; step < 98 && !reached; ++step) {
