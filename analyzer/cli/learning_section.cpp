@@ -58,7 +58,10 @@ void add_forecast_notes(const LearningReport& r, Section& sec) {
       "Update/weight falling toward the weights' relative spacing (the last {} measured steps fitted by exponential "
       "decay, or by a straight line where that fits clearly better):",
       kUpdateForecastWindow));
-  for (const UpdateForecast& f : r.forecasts) sec.notes.push_back("  " + f.summary + ".");
+  for (std::size_t i = 0; i < std::min(r.forecasts.size(), kForecastsShown); ++i)
+    sec.notes.push_back("  " + r.forecasts[i].summary + ".");
+  if (r.forecasts.size() > kForecastsShown)
+    sec.notes.push_back(fmt::format("  ... and {} more, in the forecasts table.", r.forecasts.size() - kForecastsShown));
   for (const std::string& a : forecast_advice(r)) sec.notes.push_back("  Advice before then: " + a + ".");
 }
 
@@ -128,7 +131,7 @@ Section learning_section(const Trace& trace) {
                     {}};
     for (const UpdateForecast& f : r.forecasts)
       forecasts.rows.push_back(
-          {Cell(f.param), Cell(f.layer.empty() ? "-" : f.layer), Cell(f.dtype + (f.master ? " master" : "")),
+          {Cell(f.param), Cell(f.layer.empty() ? "-" : f.layer), Cell(f.dtype),
            Cell(f.computed ? "computed" : "applied"), Cell(fmt::format("{} to {}", f.first_step, f.last_step)),
            Cell(fmt::format("2^{:.2f}", f.log2_now), std::exp2(f.log2_now)),
            Cell(fmt::format("2^{:.2f}", f.log2_per_100_steps), f.log2_per_100_steps),

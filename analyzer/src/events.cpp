@@ -181,7 +181,9 @@ void add_forecasts(const Trace& trace, const EventQuery& q, std::vector<Event>& 
   }
   // Update/weight ratios falling toward their spacing: on the optimizer launch that updated the
   // parameter in the last step fitted (a front end's step has none: its step's last launch).
-  for (const UpdateForecast& f : update_forecast(trace)) {
+  const std::vector<UpdateForecast> updates = update_forecast(trace);
+  for (std::size_t i = 0; i < std::min(updates.size(), kForecastsShown); ++i) {
+    const UpdateForecast& f = updates[i];
     if (q.step && f.last_step != *q.step) continue;
     Event e;
     e.kind = EventKind::Forecast;

@@ -330,7 +330,10 @@ void learning_section(const Trace& trace, std::ostream& out) {
   if (!any) out << "<p>No parameter loses its updates and no store flushes its results beyond the thresholds.</p>\n";
   if (!r.forecasts.empty()) {
     out << "<p>Update/weight falling toward the weights' relative spacing, the nearest first:</p>\n<ul>\n";
-    for (const UpdateForecast& f : r.forecasts) out << "<li>" << esc(f.summary) << ".</li>\n";
+    for (std::size_t i = 0; i < std::min(r.forecasts.size(), kForecastsShown); ++i)
+      out << "<li>" << esc(r.forecasts[i].summary) << ".</li>\n";
+    if (r.forecasts.size() > kForecastsShown)
+      out << "<li>... and " << r.forecasts.size() - kForecastsShown << " more (fpscope report --section learning).</li>\n";
     out << "</ul>\n";
     for (const std::string& a : forecast_advice(r)) out << "<p>Advice before then: " << esc(a) << ".</p>\n";
   }

@@ -1,9 +1,8 @@
-// Forecasts: ranges heading for fp16's largest value. For each row of the forward activations,
-// the stored gradients and the weights, the last measured steps are fitted by exponential growth
-// and by a straight line; the model the steps support gives the step where the range would cross
-// fp16's edge, while the trend lasts (analysis.h, RangeForecast).
+// Trends toward an edge (trend.h: two least-squares lines, the model the points support) and the
+// forecasts of ranges heading for fp16's largest value built on them: for each row of the forward
+// activations, the stored gradients and the weights, the last measured steps give the step where the
+// range would cross fp16's edge, while the trend lasts (why.h, RangeForecast).
 #include "report_util.h"
-#include "trend_fit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -92,7 +91,10 @@ std::optional<Trend> fit_trend(const std::vector<std::pair<double, double>>& poi
   const auto& fitted = exponential ? points : values;
   const Fit end = fit_line({fitted.end() - static_cast<std::ptrdiff_t>(recent), fitted.end()});
   if (sign * end.slope + rule.recent_slack_se * end.slope_se < kRecentRateShare * sign * chosen.slope) return std::nullopt;
-  if (sign * (f.value_at_last - edge_log2) >= 0) return std::nullopt;  // there already
+  // Not there yet by the chosen line (the two lines are fitted apart: a straight line's last value
+  // can be past the edge where the log2 line's is not).
+  const double now = exponential ? f.value_at_last : lin.value_at_last > 0 ? std::log2(lin.value_at_last) : -std::numeric_limits<double>::infinity();
+  if (sign * (now - edge_log2) >= 0) return std::nullopt;
   Trend t;
   t.model = exponential ? GrowthModel::Exponential : GrowthModel::Linear;
   t.log2_per_step = f.slope;
@@ -102,6 +104,8 @@ std::optional<Trend> fit_trend(const std::vector<std::pair<double, double>>& poi
   t.points = static_cast<int64_t>(points.size());
   t.first_step = static_cast<int64_t>(points.front().first);
   t.last_step = static_cast<int64_t>(points.back().first);
+  if (!(t.steps_to_edge > 0)) return std::nullopt;
+  t.crossing_step = t.last_step + static_cast<int64_t>(std::ceil(t.steps_to_edge));
   return t;
 }
 
@@ -146,7 +150,7 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
       r.first_step = t->first_step;
       r.last_step = t->last_step;
       r.log2_now = t->log2_now;
-      r.crossing_step = t->last_step + static_cast<int64_t>(std::ceil(t->steps_to_edge));
+      r.crossing_step = t->crossing_step;
       const std::string rate = exponential ? fmt::format("2^{:.2f} per 100 steps (exponential growth fits best)",
                                                          std::fabs(r.log2_per_100_steps))
                                            : fmt::format("by {} a step (a straight line fits best)",

@@ -1,7 +1,6 @@
 // Learning: lost weight updates (param_updates), narrowing stores that flushed results
 // (tensor_stores), the update-to-weight ratios and the loss trend, with one line of advice each.
 #include "report_util.h"
-#include "trend_fit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -190,63 +189,40 @@ std::optional<int> spacing_log2_of(const std::string& dtype) {
   return std::nullopt;
 }
 
-// The name reports give a type's spacing: "bf16", "fp16", "fp32".
-std::string format_word(const std::string& dtype) { return dtype == "f16" || dtype == "f32" || dtype == "f64" ? "fp" + dtype.substr(1) : dtype; }
+// The name reports give a type: "bf16", "fp16", "fp32".
+std::string format_word(const std::string& dtype) {
+  return dtype == "f16" || dtype == "f32" || dtype == "f64" ? "fp" + dtype.substr(1) : dtype;
+}
 
-}  // namespace
-
-std::vector<UpdateForecast> update_forecast(const Trace& trace, int window) {
-  const auto& db = detail::db(trace);
-  const RunSummary s = summary(trace);
-  const bool stochastic = config_value(s, "stochastic_rounding") == "on";
-  const int64_t run_steps = std::max<int64_t>(s.steps, 1);
-  struct Row {
-    int64_t step;
-    std::optional<double> computed_sq;
-    double applied_sq, weight_sq;
-  };
-  struct Param {
-    std::string dtype;
-    bool master = false, from_gradient = false;
-    std::vector<Row> rows;
-  };
-  std::map<std::string, Param> params;
-  sql::Statement st(db,
-                    "SELECT u.param, u.dtype_name, u.step, u.computed_sq_sum, u.applied_sq_sum, u.weight_sq_sum, "
-                    "u.nonzero_from FROM v_param_updates u WHERE u.rank = (SELECT min(rank) FROM param_updates) "
-                    "AND u.step IS NOT NULL ORDER BY u.step, u.id");
-  while (st.step()) {
-    const std::string name = st.text(0);
-    Param& p = params[param_of_name(name)];
-    p.dtype = st.text(1);
-    p.master = name != param_of_name(name);
-    p.from_gradient = p.from_gradient || st.text(6) == "gradient";
-    p.rows.push_back({st.i64(2), st.opt_f64(3), st.f64(4), st.f64(5)});
-  }
+// The forecasts of the parameters' ratios (learning.h, UpdateForecast), from the report's rows.
+std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& params, const std::vector<UpdatePoint>& points,
+                                         bool stochastic, int64_t run_steps, int window) {
   std::vector<UpdateForecast> out;
-  for (const auto& [param, p] : params) {
+  for (const ParamLearning& p : params) {
+    // Only a 16-bit weight without fp32 master weights loses its updates to its own spacing, and
+    // stochastic rounding keeps their expected change.
+    if (p.master || (p.dtype != "bf16" && p.dtype != "f16") || stochastic) continue;
     const std::optional<int> spacing = spacing_log2_of(p.dtype);
     if (!spacing) continue;
-    const bool narrow = !p.master && (p.dtype == "bf16" || p.dtype == "f16");
-    if (stochastic && narrow) continue;  // stochastic rounding keeps the expected change: nothing to lose
-    const std::size_t from = p.rows.size() > std::size_t(window) ? p.rows.size() - std::size_t(window) : 0;
-    const bool computed = std::all_of(p.rows.begin() + std::ptrdiff_t(from), p.rows.end(),
-                                      [](const Row& r) { return r.computed_sq.has_value(); });
-    std::vector<std::pair<double, double>> points;
-    for (std::size_t i = from; i < p.rows.size(); ++i) {
-      const Row& r = p.rows[i];
-      const double numerator = computed ? *r.computed_sq : r.applied_sq;
-      if (numerator > 0 && r.weight_sq > 0)
-        points.emplace_back(double(r.step), 0.5 * std::log2(numerator / r.weight_sq));
+    std::vector<const UpdatePoint*> rows;  // points are by param, then step
+    for (const UpdatePoint& u : points)
+      if (u.param == p.param && u.step >= 0) rows.push_back(&u);
+    const std::size_t from = rows.size() > std::size_t(window) ? rows.size() - std::size_t(window) : 0;
+    const bool computed = std::all_of(rows.begin() + std::ptrdiff_t(from), rows.end(),
+                                      [](const UpdatePoint* u) { return u->computed_ratio.has_value(); });
+    std::vector<std::pair<double, double>> fit_points;
+    for (std::size_t i = from; i < rows.size(); ++i) {
+      const std::optional<double>& ratio = computed ? rows[i]->computed_ratio : rows[i]->update_ratio;
+      if (ratio && *ratio > 0) fit_points.emplace_back(double(rows[i]->step), std::log2(*ratio));
     }
-    const std::optional<Trend> t =
-        fit_trend(points, false, double(*spacing), TrendRule{.min_r2 = 0, .min_slope_t = kUpdateTrendT, .recent_slack_se = 2});
+    const std::optional<Trend> t = fit_trend(fit_points, false, double(*spacing),
+                                             TrendRule{.min_r2 = 0, .min_slope_t = kUpdateTrendT,
+                                                       .recent_slack_se = kUpdateRecentSlackSe});
     if (!t || t->steps_to_edge > 20.0 * double(run_steps)) continue;  // no falling trend, or too far out to say
     UpdateForecast f;
-    f.param = param;
-    f.layer = layer_of_param(param);
+    f.param = p.param;
+    f.layer = p.layer;
     f.dtype = p.dtype;
-    f.master = p.master;
     f.computed = computed;
     f.spacing_log2 = *spacing;
     f.model = t->model;
@@ -256,21 +232,17 @@ std::vector<UpdateForecast> update_forecast(const Trace& trace, int window) {
     f.first_step = t->first_step;
     f.last_step = t->last_step;
     f.log2_now = t->log2_now;
-    f.crossing_step = t->last_step + static_cast<int64_t>(std::ceil(t->steps_to_edge));
+    f.crossing_step = t->crossing_step;
     const std::string rate = f.model == GrowthModel::Exponential
                                  ? fmt::format("by a factor of 2^{:.2f} per 100 steps (exponential decay)",
                                                std::fabs(f.log2_per_100_steps))
-                                 : fmt::format("by {} a step (a straight line fits clearly better than exponential decay)", human_number(std::fabs(f.per_step)));
-    f.summary = fmt::format("{} ({}{}): {} update/weight 2^{:.2f} at step {}, falling {} over steps {} to {}: it "
+                                 : fmt::format("by {} a step (a straight line fits clearly better than exponential decay)",
+                                               human_number(std::fabs(f.per_step)));
+    f.summary = fmt::format("{} ({}): {} update/weight 2^{:.2f} at step {}, falling {} over steps {} to {}: it "
                             "reaches {}'s relative spacing 2^{} at about step {}, where its updates begin to round away",
-                            param, p.dtype, p.master ? " master" : "", computed ? "computed" : "applied", f.log2_now,
-                            f.last_step, rate, f.first_step, f.last_step, format_word(p.dtype), f.spacing_log2,
-                            f.crossing_step);
-    ParamLearning as_param;
-    as_param.dtype = p.dtype;
-    as_param.master = p.master;
-    as_param.nonzero_from_gradient = p.from_gradient;
-    f.advice = param_advice(as_param, stochastic, LearningThresholds{}).first;
+                            f.param, format_word(p.dtype), computed ? "computed" : "applied", f.log2_now, f.last_step,
+                            rate, f.first_step, f.last_step, format_word(p.dtype), f.spacing_log2, f.crossing_step);
+    f.advice = param_advice(p, stochastic, LearningThresholds{}).first;
     out.push_back(std::move(f));
   }
   std::stable_sort(out.begin(), out.end(), [](const UpdateForecast& a, const UpdateForecast& b) {
@@ -278,6 +250,10 @@ std::vector<UpdateForecast> update_forecast(const Trace& trace, int window) {
   });
   return out;
 }
+
+}  // namespace
+
+std::vector<UpdateForecast> update_forecast(const Trace& trace) { return learning(trace).forecasts; }
 
 LearningReport learning(const Trace& trace, const LearningThresholds& thresholds) {
   const auto& db = detail::db(trace);
@@ -426,7 +402,7 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
     return a.subnormal_share().value_or(0) > b.subnormal_share().value_or(0);
   });
 
-  out.forecasts = update_forecast(trace);
+  out.forecasts = forecasts_of(out.params, out.points, stochastic, std::max<int64_t>(s.steps, 1), kUpdateForecastWindow);
   if (const std::map<int64_t, double> lr = scalar_by_step(trace, "lr"); !lr.empty()) {
     out.lr.first_step = lr.begin()->first;
     out.lr.first = lr.begin()->second;

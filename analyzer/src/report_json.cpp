@@ -283,7 +283,7 @@ json learning_json(const LearningReport& r) {
                       {"computed_ratio", opt(p.computed_ratio)}, {"lost_update_share", opt(p.lost_update_share)}});
   json forecasts = json::array();
   for (const UpdateForecast& f : r.forecasts)
-    forecasts.push_back({{"param", f.param}, {"layer", f.layer}, {"dtype", f.dtype}, {"master", f.master},
+    forecasts.push_back({{"param", f.param}, {"layer", f.layer}, {"dtype", f.dtype},
                          {"ratio", f.computed ? "computed" : "applied"}, {"spacing_log2", f.spacing_log2},
                          {"model", growth_model_name(f.model)},
                          {"log2_per_100_steps", f.log2_per_100_steps}, {"per_step", f.per_step},

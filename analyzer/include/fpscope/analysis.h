@@ -31,6 +31,7 @@
 #include "fpscope/analysis/ranges.h"
 #include "fpscope/analysis/steps.h"
 #include "fpscope/analysis/why.h"
+#include "fpscope/analysis/trend.h"
 #include "fpscope/analysis/memory.h"
 #include "fpscope/analysis/ranks.h"
 #include "fpscope/analysis/timeline.h"

@@ -1,6 +1,7 @@
 // Events view: one sortable, filterable table of the open pair's events. It opens on what matters:
 // every non-finite output (the origins say so), loss-scale event (backoff, growth, skipped step),
-// the trap and the forecasts of ranges heading for fp16's edge. The fp16/bf16 what-ifs (an output a cast would overflow or flush to zero) are behind their
+// the trap and the forecasts (ranges heading for fp16's edge, update/weight ratios falling toward
+// their spacing). The fp16/bf16 what-ifs (an output a cast would overflow or flush to zero) are behind their
 // two filters, and grouped: one row per run, kind and tensor name, with how many launches and the
 // steps they span, since a run makes the same what-if at every step. Only the visible rows are
 // drawn (ImGuiListClipper). A click selects the (first) event's kernel and step; a double click also

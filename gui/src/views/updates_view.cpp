@@ -167,7 +167,9 @@ class UpdatesView final : public View {
     for (const auto& p : g.params) label_w = std::max(label_w, ImGui::CalcTextSize(p.c_str()).x);
     label_w = std::min(label_w + 10, size.x * 0.35f);
     const ImVec2 a(origin.x + label_w, origin.y);
-    const ImVec2 b(origin.x + size.x - line, origin.y + size.y - line - 6);  // a line's width kept for forecasts
+    // A line's width kept after the rows for the forecasts' triangles, where the run has any.
+    const float forecast_w = doc.data()->learning.forecasts.empty() ? 0.0f : line;
+    const ImVec2 b(origin.x + size.x - forecast_w, origin.y + size.y - line - 6);
     const float row_h = (b.y - a.y) / static_cast<float>(g.params.size());
     const size_t n_steps = g.steps.size();
     const size_t columns = std::min(n_steps, static_cast<size_t>(std::max(1.0f, b.x - a.x)));
@@ -216,8 +218,18 @@ class UpdatesView final : public View {
     }
     dl->AddText(ImVec2(a.x - ImGui::CalcTextSize("step").x - 6, b.y + 5), IM_COL32(160, 160, 170, 255), "step");
     const ImVec2 m = ImGui::GetIO().MousePos;
-    if (!hovered || m.x < a.x || m.x >= b.x || m.y < a.y || m.y >= b.y) return;
+    if (!hovered || m.x < a.x || m.y < a.y || m.y >= b.y) return;
     const size_t pi = std::min(g.params.size() - 1, static_cast<size_t>((m.y - a.y) / row_h));
+    if (m.x >= b.x) {  // over a forecast's triangle
+      if (const analysis::UpdateForecast* f = forecast_of(*doc.data(), g.params[pi])) {
+        ImGui::BeginTooltip();
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 36);
+        ImGui::TextWrapped("%s.", f->summary.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::EndTooltip();
+      }
+      return;
+    }
     const size_t si = std::min(n_steps - 1, static_cast<size_t>((m.x - a.x) / step_w));
     const size_t at = pi * n_steps + si;
     ImGui::BeginTooltip();
@@ -293,12 +305,15 @@ class UpdatesView final : public View {
     }
     if (shown == 0)
       ImGui::TextDisabled("No parameter loses its updates and no store flushes its results beyond the thresholds.");
-    for (const analysis::UpdateForecast& f : r.forecasts) {
+    for (std::size_t i = 0; i < std::min(r.forecasts.size(), analysis::kForecastsShown); ++i) {
       ImGui::Bullet();
       ImGui::TextColored(colors::to_vec4(colors::kWarningText), "heading for its spacing");
       ImGui::SameLine();
-      ImGui::TextWrapped("%s.", f.summary.c_str());
+      ImGui::TextWrapped("%s.", r.forecasts[i].summary.c_str());
     }
+    if (r.forecasts.size() > analysis::kForecastsShown)
+      ImGui::TextDisabled("... and %zu more heading for their spacing (the rows marked by a triangle)",
+                          r.forecasts.size() - analysis::kForecastsShown);
     for (const std::string& advice : analysis::forecast_advice(r)) {
       ImGui::Indent();
       ImGui::TextWrapped("Advice before then: %s.", advice.c_str());

@@ -112,7 +112,7 @@ void add_options(CLI::App& app, TrainConfig& c, RawOptions& raw) {
   app.add_option("--lr", raw.lr, "learning rate (default 0.01 for sgd, 0.001 for adamw)")->check(kPositive);
   app.add_option("--lr-schedule", c.optimizer.schedule_text,
                  "learning rate over the updates: constant, exponential:GAMMA (times GAMMA after each update) or "
-                 "cosine:STEPS (down to 0 over STEPS updates)")
+                 "cosine:STEPS (down to 0 at update STEPS+1 and after)")
       ->capture_default_str();
   app.add_option("--momentum", c.optimizer.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", raw.weight_decay, "weight decay (default 0 for sgd, 0.01 for adamw)")

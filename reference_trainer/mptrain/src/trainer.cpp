@@ -133,7 +133,7 @@ TrainingLoop::StepOutcome TrainingLoop::step(const Batch& batch, int64_t global_
   }
   mpt_log_scalar("loss", outcome.loss, index);
   mpt_log_scalar("loss_scale", scale, index);
-  if (config_.optimizer.schedule.kind != LrScheduleKind::kConstant)
+  if (config_.optimizer.schedule.kind != LrScheduleKind::kConstant && updates_ > 0)
     mpt_log_scalar("lr", learning_rate(config_.optimizer, updates_), index);  // the last update's rate
   mpt_log_scalar("train_accuracy", percent(outcome.correct, batch.size), index);
   result.losses.push_back(outcome.loss);

@@ -5,12 +5,14 @@
 // ("Parameter updates", "Narrowing stores") defines every number.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "fpscope/analysis/trace.h"
+#include "fpscope/analysis/trend.h"
 #include "fpscope/analysis/why.h"
 
 namespace fpscope::analysis {
@@ -91,18 +93,18 @@ struct LossTrend {
   }
 };
 
-// A parameter whose update-to-weight ratio falls toward the relative spacing of the type it is
-// updated in (the unit roundoff 2^-(mantissa bits + 1): 2^-8 bf16, 2^-11 fp16, 2^-24 fp32), found
-// while the ratio is still above it, with the step where the fitted trend reaches it: from there on
-// most of its elements' updates round away. The ratio fitted is the computed update's where the
-// kernel reported it, else the applied change's (a front end's); the fit is forecast()'s, over the
-// parameter's last kUpdateForecastWindow measured steps (steps where it changed nothing are left out
-// of an applied fit). A ratio carries each batch's gradient noise: its line is a trend when its slope
-// is kUpdateTrendT standard errors or more below zero (rather than by the share of the spread it
-// explains), and it still falls over the last quarter of the steps, within two standard errors.
+// A 16-bit parameter updated without fp32 master weights (nor stochastic rounding) whose
+// update-to-weight ratio falls toward the relative spacing of its type (the unit roundoff
+// 2^-(mantissa bits + 1): 2^-8 bf16, 2^-11 fp16), found while the ratio is still above it, with the
+// step where the fitted trend reaches it: there about half of its elements' updates round away, more
+// after. The ratio fitted is the computed update's where the kernel reported it at every step fitted,
+// else the applied change's (a front end's, leaving out steps where nothing moved); the fit is
+// trend.h's over the parameter's last kUpdateForecastWindow measured steps. A ratio carries each
+// batch's gradient noise: its line is a trend when its slope is kUpdateTrendT standard errors or
+// more below zero (rather than by the share of the spread it explains), and its last quarter of steps
+// still falls at half the fitted rate, allowing kUpdateRecentSlackSe standard errors of their slope.
 struct UpdateForecast {
   std::string param, layer, dtype;  // as ParamLearning's
-  bool master = false;
   bool computed = true;        // the computed update's ratio was fitted (else the applied change's)
   int spacing_log2 = 0;        // the edge: log2 of the type's unit roundoff
   GrowthModel model = GrowthModel::Exponential;
@@ -115,7 +117,13 @@ struct UpdateForecast {
 };
 inline constexpr int kUpdateForecastWindow = 50;
 inline constexpr double kUpdateTrendT = 4;
-std::vector<UpdateForecast> update_forecast(const Trace& trace, int window = kUpdateForecastWindow);
+inline constexpr double kUpdateRecentSlackSe = 2;
+// How many forecasts the report's notes, the HTML export, the GUI's findings and the event list
+// show, the nearest first (the table and the JSON hold them all): under a decaying learning rate every
+// parameter falls together.
+inline constexpr std::size_t kForecastsShown = 8;
+// learning(trace).forecasts (the event list's source).
+std::vector<UpdateForecast> update_forecast(const Trace& trace);
 
 // The learning rate the program logged (scalar "lr"; mptrain under --lr-schedule), first and last.
 struct LrTrend {

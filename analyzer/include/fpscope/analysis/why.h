@@ -54,17 +54,17 @@ struct Cause {
 
 // A range heading for fp16's edge, and the step where it would cross fp16's largest value if it
 // kept growing as it did over the row's last measured steps. How a range grows, as the fitted steps
-// support it: by a factor a step (a straight line through log2 of the range: activations feeding on themselves, a loss scale too high) or by an amount a
-// step (a straight line through the values: a bias under Adam moves about the learning rate a
-// step). The exponential model is taken only when its squared error, measured in log2 over the
+// support it: by a factor a step (a straight line through log2 of the range: activations feeding on
+// themselves, a loss scale too high) or by an amount a step (a straight line through the values: a
+// bias under Adam moves about the learning rate a step). The exponential model is taken only when its squared error, measured in log2 over the
 // fitted steps, is at most kExponentialFitMargin of the straight line's. (A fall toward an edge,
 // learning.h's UpdateForecast, turns it round: the straight line only when its error is at most
 // that share of the exponential's.)
 enum class GrowthModel { Exponential, Linear };
 inline constexpr double kExponentialFitMargin = 0.5;
 const char* growth_model_name(GrowthModel model);  // "exponential", "linear" (JSON, tables)
-// A trend is forecast only while it lasts: the last quarter of the fitted steps must rise at this
-// share of the fitted rate or more.
+// A trend is forecast only while it lasts: the last quarter of the fitted steps must move toward the
+// edge at this share of the fitted rate or more.
 inline constexpr double kRecentRateShare = 0.5;
 struct RangeForecast {
   RangeView view = RangeView::Activations;
