@@ -10,14 +10,17 @@ so `fpscope compare` lines the two trainers up layer by layer:
 Options: --precision fp32|bf16|amp-bf16|amp-fp16 (amp-fp16: with GradScaler, on the CPU from torch
 2.3), --init-scale (GradScaler's first loss scale, 65536), --device cpu|cuda, --images N (6000),
 --batch-size (32), --lr (0.01), --optimizer sgd|adamw, --data-dir
-(/usr/share/datasets/fashion-mnist), --seed, --threads. With a GradScaler, each printed step says
-the loss scale after it and whether the scaler skipped the optimizer's step.
+(/usr/share/datasets/fashion-mnist), --seed, --threads, --step-times FILE (each step's seconds, as a
+JSON list, for timing the training loop from inside). With a GradScaler, each printed step says the
+loss scale after it and whether the scaler skipped the optimizer's step.
 """
 import argparse
 import contextlib
 import gzip
+import json
 import os
 import sys
+import time
 
 import numpy as np
 import torch
@@ -88,6 +91,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--init-scale", type=float, default=65536.0, help="GradScaler's first loss scale")
+    parser.add_argument("--step-times", metavar="FILE",
+                        help="write each training step's wall seconds (batch slicing to optimizer step) as a JSON list")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("fashion_cnn.py: --device cuda, but this PyTorch sees no CUDA device")
@@ -117,7 +122,9 @@ def main():
         scaler = (torch.amp.GradScaler(args.device, init_scale=args.init_scale) if hasattr(torch.amp, "GradScaler")
                   else torch.cuda.amp.GradScaler(init_scale=args.init_scale))
     steps = len(x) // args.batch_size
+    step_times = []
     for step in range(steps):
+        started = time.perf_counter()
         batch = slice(step * args.batch_size, (step + 1) * args.batch_size)
         inputs, labels = x[batch], y[batch]
         if args.device != "cpu":
@@ -137,6 +144,10 @@ def main():
             optimizer.step()
         if step % 50 == 0 or step == steps - 1 or skipped.endswith("skipped"):
             print("step %d loss %.4f%s" % (step, loss.item(), skipped))
+        step_times.append(time.perf_counter() - started)
+    if args.step_times:
+        with open(args.step_times, "w") as f:
+            json.dump(step_times, f)
 
 
 if __name__ == "__main__":

@@ -42,23 +42,56 @@ def _magnitude_mask(bits):
     return bits.dtype.type((1 << (8 * bits.dtype.itemsize - 1)) - 1)
 
 
-def _values_of(bits, dtype):
-    """Float values of a floating dtype's bits, as float64."""
+class _Scratch:
+    """Arrays reused from one watched step to the next, grown as needed. A fresh array of a few
+    hundred kilobytes a parameter a step costs its page faults each time, which was most of the
+    update counting's time; the copies of the parameters before a step are kept per parameter."""
+
+    def __init__(self):
+        self._arrays = {}
+
+    def get(self, key, n, dtype):
+        a = self._arrays.get(key)
+        if a is None or a.dtype != dtype or a.size < n:
+            a = self._arrays[key] = _np.empty(max(n, 1024), dtype)
+        return a[:n]
+
+    def keep_only(self, owners):
+        """Drops the arrays kept for a parameter (a key ("...", id)) whose id is not in `owners`."""
+        for key in [k for k in self._arrays if isinstance(k, tuple) and k[1] not in owners]:
+            del self._arrays[key]
+
+
+def _floats_of(bits, dtype, scratch, key):
+    """A floating dtype's bits as numpy floats of at least their precision (bf16 widened to float32
+    in a scratch array, the others viewed in place)."""
     if dtype == torch.bfloat16:
-        return (bits.astype(_np.uint32) << 16).view(_np.float32).astype(_np.float64)
-    return bits.view({2: _np.float16, 4: _np.float32, 8: _np.float64}[bits.dtype.itemsize]).astype(_np.float64)
+        wide = scratch.get(key, bits.size, _np.uint32)
+        _np.copyto(wide, bits)
+        _np.left_shift(wide, 16, out=wide)
+        return wide.view(_np.float32)
+    return bits.view({2: _np.float16, 4: _np.float32, 8: _np.float64}[bits.dtype.itemsize])
 
 
-def _update_sums_numpy(old_bits, new_bits, dtype, grad_nonzero):
-    """(changed, nonzero, lost, sum |new - old|, sum (new - old)^2, sum old^2) of host bits."""
-    changed = old_bits != new_bits
-    old = _values_of(old_bits, dtype)
-    applied = _values_of(new_bits, dtype) - old
-    finite = _np.isfinite(applied)
-    if not finite.all():
-        applied, old = applied[finite], old[finite]
-    return (int(changed.sum()), int(grad_nonzero.sum()), int((grad_nonzero & ~changed).sum()),
-            float(_np.abs(applied).sum()), float(applied.dot(applied)), float(old.dot(old)))
+def _update_sums_numpy(old_bits, new_bits, dtype, grad_nonzero, scratch):
+    """(changed, nonzero, lost, sum |new - old|, sum (new - old)^2, sum old^2) of host bits. The
+    differences are taken in float64, where the difference of two floats is exact; the sums of
+    squares by einsum, one pass and no BLAS (whose threads would contend with the program's)."""
+    n = old_bits.size
+    flags = scratch.get("flags", n, _np.bool_)
+    changed = int(n - _np.count_nonzero(_np.equal(old_bits, new_bits, out=flags)))
+    nonzero = int(_np.count_nonzero(grad_nonzero))
+    lost = int(_np.count_nonzero(_np.logical_and(grad_nonzero, flags, out=flags)))
+    old = _floats_of(old_bits, dtype, scratch, "old")
+    applied = _np.subtract(_floats_of(new_bits, dtype, scratch, "new"), old, dtype=_np.float64,
+                           out=scratch.get("applied", n, _np.float64))
+    if not _np.isfinite(applied, out=flags).all():  # the elements where both are finite only
+        applied, old = applied[flags], old[flags]
+    weight = scratch.get("weight", applied.size, _np.float64)
+    _np.copyto(weight, old)
+    applied_sq = float(_np.einsum("i,i->", applied, applied))
+    return (changed, nonzero, lost, float(_np.abs(applied, out=applied).sum()), applied_sq,
+            float(_np.einsum("i,i->", weight, weight)))
 
 
 def _update_sums_torch(old, new, grad_nonzero):
@@ -312,9 +345,11 @@ class TrainingLoop:
     def parameters_before(self, optimizer):
         """A watched step's floating parameters that have a dense gradient, before the step: a copy
         of each (its bytes again, for the step's length) and where its gradient is nonzero (a byte
-        an element). Host tensors are copied and compared by numpy, which costs no operator; device
-        tensors by the front end's own operators, unwatched."""
+        an element). Host tensors are copied and compared by numpy, which costs no operator, into
+        arrays kept for the next watched step; device tensors by the front end's own operators,
+        unwatched."""
         before = []
+        scratch = self.update_scratch
         with self.paused(), torch.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -322,11 +357,16 @@ class TrainingLoop:
                     if g is None or g.is_sparse or p.dtype not in _DTYPES or not p.is_floating_point():
                         continue
                     if _np is not None and p.device.type == "cpu" and g.device.type == "cpu":
-                        old = _bits_of(p).copy()
-                        grad_bits = _bits_of(g)
-                        before.append((p, old, (grad_bits & _magnitude_mask(grad_bits)) != 0))
+                        bits, grad_bits = _bits_of(p), _bits_of(g)
+                        old = scratch.get(("before", id(p)), bits.size, bits.dtype)
+                        _np.copyto(old, bits)
+                        magnitude = scratch.get(("grad", id(p)), grad_bits.size, grad_bits.dtype)
+                        _np.bitwise_and(grad_bits, _magnitude_mask(grad_bits), out=magnitude)
+                        nonzero = _np.not_equal(magnitude, 0, out=scratch.get(("nonzero", id(p)), magnitude.size, _np.bool_))
+                        before.append((p, old, nonzero))
                     else:
                         before.append((p, p.detach().clone(), g.detach() != 0))
+        scratch.keep_only({id(p) for p, _, _ in before})
         return before
 
     def report_updates(self):
@@ -344,7 +384,7 @@ class TrainingLoop:
                 if isinstance(old, torch.Tensor):
                     counts = _update_sums_torch(old, new, grad_nonzero)
                 else:
-                    counts = _update_sums_numpy(old, _bits_of(new), p.dtype, grad_nonzero)
+                    counts = _update_sums_numpy(old, _bits_of(new), p.dtype, grad_nonzero, self.update_scratch)
                 self.lib.param_update(self.param_name(p).encode(), _DTYPES[p.dtype], self.step, new.numel(), *counts)
 
     @_guarded
