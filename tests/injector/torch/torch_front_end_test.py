@@ -55,12 +55,44 @@ np.savez(sys.argv[1], **saved)
 """
 
 
+SCHEDULED = """
+import torch
+torch.manual_seed(0)
+net = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+schedule = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+for step in range(4):
+    loss = net(torch.randn(4, 8)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    print("rate", repr(opt.param_groups[0]["lr"]))
+    opt.step()
+    schedule.step()
+"""
+
+
 def bf16_values(bits):
     """Saved bf16 bits (int16) as float64 values."""
     return (bits.astype(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 class FrontEndTest(support.FrontEndCase):
+    def test_a_learning_rate_schedule_is_logged_step_by_step(self):
+        """Under ExponentialLR the scalar lr holds, at each step, the rate its optimizer step used
+        (as the program printed it), from the first step; the learning report gives its first and
+        last. A constant rate logs nothing (the bf16 AdamW program below)."""
+        trace, p = self.trace(self.write("scheduled.py", SCHEDULED))
+        printed = [float(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("rate ")]
+        self.assertEqual(printed, [0.1, 0.05, 0.025, 0.0125])
+        logged = self.query(trace, "SELECT s.step, s.value FROM scalars s JOIN strings n ON n.id = s.name_id "
+                                   "WHERE n.value = 'lr' ORDER BY s.step")
+        self.assertEqual(logged, list(enumerate(printed)))
+        report = json.loads(run([FPSCOPE, "report", trace, "--section", "learning", "--format", "json"], self.dir).stdout)
+        self.assertEqual(report["learning"]["lr"], {"first_step": 0, "first": 0.1, "last_step": 3, "last": 0.0125})
+        constant, _ = self.trace(self.write("constant.py", BF16_ADAMW), args=[os.path.join(self.dir, "c.npz")])
+        self.assertEqual(self.query(constant, "SELECT count(*) FROM scalars s JOIN strings n ON n.id = s.name_id "
+                                              "WHERE n.value = 'lr'"), [(0,)])
+
     def test_lost_updates_of_a_bf16_model_equal_numpys_recount(self):
         """For every parameter and optimizer step of a bf16 model trained with AdamW at lr 1e-4,
         param_updates holds what numpy recounts from the bits the program saved before and after

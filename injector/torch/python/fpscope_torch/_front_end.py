@@ -37,6 +37,8 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
         self.scaled = None  # (weak reference to the scaled loss, the loss it was scaled from)
         self.updates_before = []  # a watched optimizer step's parameters before it (TrainingLoop)
         self.update_scratch = _Scratch()  # its arrays, kept from one watched step to the next
+        self.lr_first_step = {}  # id(optimizer) -> (step, lr) of its first step (TrainingLoop.log_learning_rate)
+        self.lr_logging = set()  # the optimizers whose rate has changed: logged every step
         self.updates_on = os.environ.get(ENV_UPDATES, "on") != "off"  # fpscope run --updates
         self.ops = {}
         self.module_names = weakref.WeakKeyDictionary()

@@ -334,6 +334,7 @@ class TrainingLoop:
     @_guarded
     def optimizer_step_ends(self, optimizer, watched):
         self.ranges.close(_api.RANGE_PHASE)
+        self.log_learning_rate(optimizer)
         if watched:
             self.label_state(optimizer)
             self.report_updates()
@@ -386,6 +387,24 @@ class TrainingLoop:
                 else:
                     counts = _update_sums_numpy(old, _bits_of(new), p.dtype, grad_nonzero, self.update_scratch)
                 self.lib.param_update(self.param_name(p).encode(), _DTYPES[p.dtype], self.step, new.numel(), *counts)
+
+    def log_learning_rate(self, optimizer):
+        """The scalar `lr` (the first parameter group's of the first optimizer that steps) every
+        step once it has differed from its first step's: a learning-rate schedule's curve. The rate
+        of that first step is logged then too, at its step."""
+        if self.lr_first_step and id(optimizer) not in self.lr_first_step:
+            return
+        try:
+            lr = float(optimizer.param_groups[0]["lr"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            return
+        first = self.lr_first_step.setdefault(id(optimizer), (self.step, lr))
+        if id(optimizer) not in self.lr_logging:
+            if lr == first[1]:
+                return
+            self.lr_logging.add(id(optimizer))
+            self.lib.log_scalar(b"lr", first[1], first[0])
+        self.lib.log_scalar(b"lr", lr, self.step)
 
     @_guarded
     def loss_scaled(self, scaler, outputs, scaled):
