@@ -71,12 +71,59 @@ for step in range(4):
 """
 
 
+# Runs under the front end, so it imports it: the counts and sums of _update_sums_numpy (scratch
+# arrays reused, einsum) against a plain numpy recount, on values with NaN and Inf, for each float type
+# and for sizes that grow and shrink the reused arrays.
+UPDATE_SUMS = """
+import numpy as np
+import torch
+from fpscope_torch import _training
+rng = np.random.default_rng(3)
+scratch = _training._Scratch()
+
+def recount(old_bits, new_bits, dtype, nonzero):
+    def values(bits):
+        if dtype == torch.bfloat16:
+            return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return bits.view({2: np.float16, 4: np.float32, 8: np.float64}[bits.dtype.itemsize]).astype(np.float64)
+    changed = old_bits != new_bits
+    old = values(old_bits)
+    applied = values(new_bits) - old
+    finite = np.isfinite(applied)
+    applied, old = applied[finite], old[finite]
+    return (int(changed.sum()), int(nonzero.sum()), int((nonzero & ~changed).sum()),
+            float(np.abs(applied).sum()), float((applied * applied).sum()), float((old * old).sum()))
+
+cases = 0
+for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+    for n in (1, 70000, 300, 5000):
+        p = torch.randn(n, dtype=torch.float64).to(dtype)
+        q = (p.double() + torch.randn(n, dtype=torch.float64) * 1e-2).to(dtype)
+        if n > 10:
+            p[3], q[5], p[7], q[7] = float("nan"), float("inf"), float("-inf"), float("-inf")
+        old = _training._bits_of(p).copy()
+        new = _training._bits_of(q)
+        nonzero = rng.random(n) > 0.3
+        got = _training._update_sums_numpy(old, new, dtype, nonzero, scratch)
+        want = recount(old, new, dtype, nonzero)
+        assert got[:3] == want[:3], (dtype, n, got, want)
+        for g, w in zip(got[3:], want[3:]):
+            assert abs(g - w) <= 1e-12 * abs(w), (dtype, n, got, want)
+        cases += 1
+print("update sums agree in %d cases" % cases)
+"""
+
+
 def bf16_values(bits):
     """Saved bf16 bits (int16) as float64 values."""
     return (bits.astype(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 class FrontEndTest(support.FrontEndCase):
+    def test_update_sums_equal_a_plain_numpy_recount(self):
+        _, p = self.trace(self.write("update_sums.py", UPDATE_SUMS))
+        self.assertIn("update sums agree in 16 cases", p.stdout)
+
     def test_a_learning_rate_schedule_is_logged_step_by_step(self):
         """Under ExponentialLR the scalar lr holds, at each step, the rate its optimizer step used
         (as the program printed it), from the first step; the learning report gives its first and
