@@ -164,13 +164,18 @@ bool place_on_kernel(const Trace& trace, Event& e) {
 // wrote the row's largest tensor in that step (no measured tensor in that step: nothing to place it on).
 void add_forecasts(const Trace& trace, const EventQuery& q, std::vector<Event>& out) {
   if (!wanted(q, EventKind::Forecast)) return;
-  for (const RangeForecast& f : forecast(trace)) {
-    if (q.step && f.last_step != *q.step) continue;
+  // At the last step fitted, saying where the line reaches the edge.
+  const auto forecast_event = [](const ForecastLine& f, const std::string& summary) {
     Event e;
     e.kind = EventKind::Forecast;
     e.step = f.last_step;
-    e.detail = f.summary;
+    e.detail = summary;
     e.amount = static_cast<double>(f.crossing_step);
+    return e;
+  };
+  for (const RangeForecast& f : forecast(trace)) {
+    if (q.step && f.last_step != *q.step) continue;
+    Event e = forecast_event(f, f.summary);
     if (std::string_view(range_view_info(f.view).rows) == "layer") e.layer = f.row;
     if (const auto cell = largest_tensor_of_cell(trace, f.view, f.row, f.last_step)) {
       e.kernel_id = cell->kernel_id;
@@ -185,11 +190,7 @@ void add_forecasts(const Trace& trace, const EventQuery& q, std::vector<Event>& 
   for (std::size_t i = 0; i < std::min(updates.size(), kForecastsShown); ++i) {
     const UpdateForecast& f = updates[i];
     if (q.step && f.last_step != *q.step) continue;
-    Event e;
-    e.kind = EventKind::Forecast;
-    e.step = f.last_step;
-    e.detail = f.summary;
-    e.amount = static_cast<double>(f.crossing_step);
+    Event e = forecast_event(f, f.summary);
     e.layer = f.layer;
     e.tensor = f.param;
     sql::Statement st(detail::db(trace),

@@ -65,6 +65,17 @@ const char* growth_model_name(GrowthModel model) {
   return model == GrowthModel::Exponential ? "exponential" : "linear";
 }
 
+void ForecastLine::take(const Trend& t) {
+  model = t.model;
+  log2_per_100_steps = 100 * t.log2_per_step;
+  per_step = t.value_per_step;
+  points = t.points;
+  first_step = t.first_step;
+  last_step = t.last_step;
+  log2_now = t.log2_now;
+  crossing_step = t.crossing_step;
+}
+
 std::optional<Trend> fit_trend(const std::vector<std::pair<double, double>>& points, bool upward, double edge_log2,
                               const TrendRule& rule) {
   if (points.size() < 5) return std::nullopt;
@@ -143,14 +154,7 @@ std::vector<RangeForecast> forecast(const Trace& trace, int window) {
       r.view = view;
       r.row = row;
       r.upward = true;
-      r.model = t->model;
-      r.log2_per_100_steps = 100 * t->log2_per_step;
-      r.per_step = t->value_per_step;
-      r.points = t->points;
-      r.first_step = t->first_step;
-      r.last_step = t->last_step;
-      r.log2_now = t->log2_now;
-      r.crossing_step = t->crossing_step;
+      r.take(*t);
       const std::string rate = exponential ? fmt::format("2^{:.2f} per 100 steps (exponential growth fits best)",
                                                          std::fabs(r.log2_per_100_steps))
                                            : fmt::format("by {} a step (a straight line fits best)",

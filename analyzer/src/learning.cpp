@@ -225,14 +225,7 @@ std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& param
     f.dtype = p.dtype;
     f.computed = computed;
     f.spacing_log2 = *spacing;
-    f.model = t->model;
-    f.log2_per_100_steps = 100 * t->log2_per_step;
-    f.per_step = t->value_per_step;
-    f.points = t->points;
-    f.first_step = t->first_step;
-    f.last_step = t->last_step;
-    f.log2_now = t->log2_now;
-    f.crossing_step = t->crossing_step;
+    f.take(*t);
     const std::string rate = f.model == GrowthModel::Exponential
                                  ? fmt::format("by a factor of 2^{:.2f} per 100 steps (exponential decay)",
                                                std::fabs(f.log2_per_100_steps))

@@ -13,7 +13,6 @@
 
 #include "fpscope/analysis/trace.h"
 #include "fpscope/analysis/trend.h"
-#include "fpscope/analysis/why.h"
 
 namespace fpscope::analysis {
 
@@ -103,16 +102,10 @@ struct LossTrend {
 // batch's gradient noise: its line is a trend when its slope is kUpdateTrendT standard errors or
 // more below zero (rather than by the share of the spread it explains), and its last quarter of steps
 // still falls at half the fitted rate, allowing kUpdateRecentSlackSe standard errors of their slope.
-struct UpdateForecast {
+struct UpdateForecast : ForecastLine {  // of log2 of the ratio: its fall (log2_per_100_steps < 0)
   std::string param, layer, dtype;  // as ParamLearning's
-  bool computed = true;        // the computed update's ratio was fitted (else the applied change's)
-  int spacing_log2 = 0;        // the edge: log2 of the type's unit roundoff
-  GrowthModel model = GrowthModel::Exponential;
-  double log2_per_100_steps = 0;  // the ratio's fall over the fitted steps, in binades (negative)
-  double per_step = 0;            // the linear model's change of the ratio a step (0 for the other)
-  int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
-  double log2_now = 0;            // the fitted log2 ratio at last_step
-  int64_t crossing_step = 0;      // where the fit reaches spacing_log2
+  bool computed = true;             // the computed update's ratio was fitted (else the applied change's)
+  int spacing_log2 = 0;             // the edge: log2 of the type's unit roundoff
   std::string summary, advice;
 };
 inline constexpr int kUpdateForecastWindow = 50;

@@ -11,6 +11,7 @@
 #include "fpscope/analysis/nonfinite.h"
 #include "fpscope/analysis/ranges.h"
 #include "fpscope/analysis/trace.h"
+#include "fpscope/analysis/trend.h"
 
 namespace fpscope::analysis {
 
@@ -53,29 +54,13 @@ struct Cause {
 };
 
 // A range heading for fp16's edge, and the step where it would cross fp16's largest value if it
-// kept growing as it did over the row's last measured steps. How a range grows, as the fitted steps
-// support it: by a factor a step (a straight line through log2 of the range: activations feeding on
-// themselves, a loss scale too high) or by an amount a step (a straight line through the values: a
-// bias under Adam moves about the learning rate a step). The exponential model is taken only when its squared error, measured in log2 over the
-// fitted steps, is at most kExponentialFitMargin of the straight line's. (A fall toward an edge,
-// learning.h's UpdateForecast, turns it round: the straight line only when its error is at most
-// that share of the exponential's.)
-enum class GrowthModel { Exponential, Linear };
-inline constexpr double kExponentialFitMargin = 0.5;
-const char* growth_model_name(GrowthModel model);  // "exponential", "linear" (JSON, tables)
-// A trend is forecast only while it lasts: the last quarter of the fitted steps must move toward the
-// edge at this share of the fitted rate or more.
-inline constexpr double kRecentRateShare = 0.5;
-struct RangeForecast {
+// kept growing as it did over the row's last measured steps (trend.h: by a factor a step, as
+// activations feeding on themselves or a loss scale too high grow, or by an amount a step, as a bias
+// under Adam moves by about the learning rate).
+struct RangeForecast : ForecastLine {
   RangeView view = RangeView::Activations;
-  std::string row;                       // layer or tensor
-  bool upward = true;                    // absmax toward the largest value (the only direction forecast)
-  GrowthModel model = GrowthModel::Exponential;
-  double log2_per_100_steps = 0;         // the rate over the fitted steps, in binades (either model)
-  double per_step = 0;                   // the linear model's growth of absmax a step (0 for the other)
-  int64_t points = 0, first_step = 0, last_step = 0;  // the steps fitted
-  double log2_now = 0;                   // the fitted value at last_step
-  int64_t crossing_step = 0;             // where the line crosses the edge
+  std::string row;     // layer or tensor
+  bool upward = true;  // absmax toward the largest value (the only direction forecast)
   std::string summary;
 };
 inline constexpr int kForecastWindow = 20;  // measured steps fitted
