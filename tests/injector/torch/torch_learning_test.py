@@ -1,11 +1,13 @@
 """End-to-end tests of the PyTorch front end's parameter updates: what a watched optimizer step
 leaves in param_updates, recounted by numpy from the bits the program saved itself, the sums the
-front end computes against a plain numpy recount, and the learning rate a schedule sets, step by step.
+front end computes against a plain numpy recount, the learning rate a schedule sets, step by step,
+and the forecast of a ratio that a decaying rate brings down to bf16's spacing.
 
 Usage: torch_learning_test.py --fpscope PATH [--torch-operators observer|dispatch-mode]
        [--mptrain PATH] [--data-dir DIR] [unittest arguments]
 """
 import json
+import math
 import os
 
 import numpy as np
@@ -107,7 +109,53 @@ def bf16_values(bits):
     return (bits.astype(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
+# A bf16 model without fp32 master weights whose learning rate decays (SGD, ExponentialLR 0.95) for
+# 100 steps: its update/weight ratios fall toward bf16's spacing.
+DECAYING = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(torch.bfloat16)
+opt = torch.optim.SGD(model.parameters(), lr=0.2)
+schedule = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.95)
+x = torch.randn(512, 64).to(torch.bfloat16)
+y = torch.randint(0, 10, (512,))
+for step in range(100):
+    i = (step * 32) % 512
+    loss = torch.nn.functional.cross_entropy(model(x[i:i + 32]).float(), y[i:i + 32])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    schedule.step()
+"""
+
+
 class FrontEndTest(support.FrontEndCase):
+    def test_a_falling_update_ratio_is_forecast_before_it_reaches_bf16s_spacing(self):
+        """Measured on its first 40 steps, the program's second layer's weight is forecast to reach
+        bf16's spacing 2^-8 (from the applied change: a front end sees no computed update), after
+        step 39; measured to its end, the same run's ratio (a centred mean over 5 steps) gets there
+        within half the forecast's horizon of the step forecast."""
+        script = self.write("decaying.py", DECAYING)
+        early, _ = self.trace(script, "--steps", "0-39")
+        whole, _ = self.trace(script)
+        report = json.loads(run([FPSCOPE, "report", early, "--section", "learning", "--format", "json"], self.dir).stdout)
+        forecasts = {f["param"]: f for f in report["learning"]["forecasts"]}
+        self.assertIn("2.weight", forecasts, report["learning"]["forecasts"])
+        f = forecasts["2.weight"]
+        self.assertEqual((f["ratio"], f["dtype"], f["spacing_log2"], f["last_step"]), ("applied", "bf16", -8, 39))
+        self.assertGreater(f["crossing_step"], 39)
+        ratios = dict(self.query(whole, "SELECT step, update_ratio FROM v_param_updates WHERE param = '2.weight' "
+                                        "AND update_ratio > 0"))
+        reached = None
+        for step in range(2, 98):
+            window = [math.log2(ratios[s]) for s in range(step - 2, step + 3) if s in ratios]
+            if window and sum(window) / len(window) <= -8:
+                reached = step
+                break
+        self.assertIsNotNone(reached)
+        self.assertLessEqual(abs(reached - f["crossing_step"]), max(3, (f["crossing_step"] - 39) // 2),
+                             "forecast %d, reached %d" % (f["crossing_step"], reached))
+
     def test_update_sums_equal_a_plain_numpy_recount(self):
         _, p = self.trace(self.write("update_sums.py", UPDATE_SUMS))
         self.assertIn("update sums agree in 16 cases", p.stdout)
