@@ -127,14 +127,14 @@ Section learning_section(const Trace& trace) {
   if (!r.forecasts.empty()) {
     Table forecasts{"forecasts",
                     {"parameter", "layer", "updated as", "ratio fitted", "steps fitted", "update/weight now",
-                     "per 100 steps", "model", "spacing", "reaches it at step"},
+                     "binades per 100 steps", "model", "spacing", "reaches it at step"},
                     {}};
     for (const UpdateForecast& f : r.forecasts)
       forecasts.rows.push_back(
           {Cell(f.param), Cell(f.layer.empty() ? "-" : f.layer), Cell(f.dtype),
            Cell(f.computed ? "computed" : "applied"), Cell(fmt::format("{} to {}", f.first_step, f.last_step)),
            Cell(fmt::format("2^{:.2f}", f.log2_now), std::exp2(f.log2_now)),
-           Cell(fmt::format("2^{:.2f}", f.log2_per_100_steps), f.log2_per_100_steps),
+           Cell(fmt::format("{:.2f}", f.log2_per_100_steps), f.log2_per_100_steps),
            Cell(growth_model_name(f.model)),
            Cell(fmt::format("2^{}", f.spacing_log2), std::exp2(f.spacing_log2)), int_cell(f.crossing_step)});
     sec.tables.push_back(std::move(forecasts));

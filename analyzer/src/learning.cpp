@@ -208,8 +208,10 @@ std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& param
     for (const UpdatePoint& u : points)
       if (u.param == p.param && u.step >= 0) rows.push_back(&u);
     const std::size_t from = rows.size() > std::size_t(window) ? rows.size() - std::size_t(window) : 0;
-    const bool computed = std::all_of(rows.begin() + std::ptrdiff_t(from), rows.end(),
-                                      [](const UpdatePoint* u) { return u->computed_ratio.has_value(); });
+    // The computed ratio where every step that has a ratio at all (a weight not all zero) has it.
+    const bool computed = std::all_of(rows.begin() + std::ptrdiff_t(from), rows.end(), [](const UpdatePoint* u) {
+      return u->computed_ratio.has_value() || !u->update_ratio.has_value();
+    });
     std::vector<std::pair<double, double>> fit_points;
     for (std::size_t i = from; i < rows.size(); ++i) {
       const std::optional<double>& ratio = computed ? rows[i]->computed_ratio : rows[i]->update_ratio;
