@@ -117,7 +117,7 @@ Section learning_section(const Trace& trace) {
                  {}};
     for (const ParamLearning& p : r.params)
       params.rows.push_back({Cell(p.param), Cell(p.layer.empty() ? "-" : p.layer),
-                             Cell(p.dtype + (p.master ? " master" : "")), int_cell(p.steps), int_cell(p.elements),
+                             Cell(p.type()), int_cell(p.steps), int_cell(p.elements),
                              opt_int_cell(p.lost), share_or_dash(p.lost_update_share),
                              signed_share(p.lost_magnitude_share), ratio_cell(p.update_ratio),
                              ratio_cell(p.computed_ratio), opt_int_cell(p.first_lost_step),

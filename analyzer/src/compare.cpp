@@ -7,7 +7,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <tuple>
 
 namespace fpscope::analysis {
 
@@ -157,15 +156,14 @@ void compare_updates(const Trace& a, const Trace& b, Comparison& c) {
     c.updates.back().param = param;
     return c.updates.back();
   };
-  for (const ParamLearning& p : la.params) {
-    UpdateShift& u = shift_of(p.param);
-    std::tie(u.a_type, u.a_lost_share, u.a_ratio, u.a_flagged) =
-        std::make_tuple(p.dtype + (p.master ? " master" : ""), p.lost_update_share, p.update_ratio, p.flagged);
-  }
-  for (const ParamLearning& p : lb.params) {
-    UpdateShift& u = shift_of(p.param);
-    std::tie(u.b_type, u.b_lost_share, u.b_ratio, u.b_flagged) =
-        std::make_tuple(p.dtype + (p.master ? " master" : ""), p.lost_update_share, p.update_ratio, p.flagged);
+  for (const bool in_a : {true, false}) {
+    for (const ParamLearning& p : (in_a ? la : lb).params) {
+      UpdateShift& u = shift_of(p.param);
+      (in_a ? u.a_type : u.b_type) = p.type();
+      (in_a ? u.a_lost_share : u.b_lost_share) = p.lost_update_share;
+      (in_a ? u.a_ratio : u.b_ratio) = p.update_ratio;
+      (in_a ? u.a_flagged : u.b_flagged) = p.flagged;
+    }
   }
 }
 

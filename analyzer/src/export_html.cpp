@@ -377,8 +377,8 @@ void learning_section(const Trace& trace, std::ostream& out) {
   for (const ParamLearning& p : r.params) {
     const auto share = [](const std::optional<double>& v) { return v ? (*v < 0 ? "-" : "") + human_percent(std::fabs(*v)) : std::string("-"); };
     const auto number = [](const std::optional<double>& v) { return v ? human_number(*v) : std::string("-"); };
-    out << "<tr" << (p.flagged ? " class=\"bad\"" : "") << "><td>" << esc(p.param) << "</td><td>" << esc(p.dtype)
-        << (p.master ? " master" : "") << "</td><td>" << share(p.lost_update_share) << "</td><td>"
+    out << "<tr" << (p.flagged ? " class=\"bad\"" : "") << "><td>" << esc(p.param) << "</td><td>" << esc(p.type())
+        << "</td><td>" << share(p.lost_update_share) << "</td><td>"
         << share(p.lost_magnitude_share) << "</td><td>" << number(p.update_ratio) << "</td><td>"
         << number(p.computed_ratio) << "</td><td>" << (p.first_lost_step ? std::to_string(*p.first_lost_step) : "-")
         << "</td><td>" << esc(p.flagged ? p.remedy : "-") << "</td></tr>\n";

@@ -121,12 +121,6 @@ std::string layer_of_param(const std::string& param) {
   return dot == std::string::npos ? std::string() : param.substr(0, dot);
 }
 
-namespace {
-
-std::string type_of(const ParamLearning& p) { return p.dtype + (p.master ? " master" : ""); }
-
-}  // namespace
-
 std::vector<AdviceGroup> advice_groups(const LearningReport& r) {
   std::vector<AdviceGroup> groups;
   for (const ParamLearning& p : r.params) {
@@ -135,10 +129,10 @@ std::vector<AdviceGroup> advice_groups(const LearningReport& r) {
     if (it == groups.end()) {
       it = groups.insert(groups.end(), AdviceGroup{});
       it->advice = p.advice;
-      it->type = type_of(p);
+      it->type = p.type();
     }
     it->params.push_back(&p);
-    if (it->type != type_of(p)) it->type.clear();
+    if (it->type != p.type()) it->type.clear();
     if (p.first_lost_step && (!it->from_step || *p.first_lost_step < *it->from_step)) it->from_step = p.first_lost_step;
   }
   return groups;
@@ -148,7 +142,7 @@ std::string AdviceGroup::list() const {
   std::string text;
   for (const ParamLearning* p : params)
     text += fmt::format("{}{} {}{}", text.empty() ? "" : ", ", p->param, human_percent(p->lost_update_share.value_or(0)),
-                        type.empty() ? " (" + type_of(*p) + ")" : "");
+                        type.empty() ? " (" + p->type() + ")" : "");
   return text;
 }
 
@@ -180,20 +174,6 @@ std::string no_updates_text(const LearningReport& r) {
 
 namespace {
 
-// log2 of the unit roundoff of a type named as traces name it ("bf16"), if it is a floating one.
-std::optional<int> spacing_log2_of(const std::string& dtype) {
-  for (int d = 0; d < contract::kDtypeCount; ++d)
-    if (dtype == contract::kDtypeNames[static_cast<std::size_t>(d)])
-      if (const contract::FloatFormat* f = contract::wide_float_format(static_cast<contract::Dtype>(d)))
-        return f->unit_roundoff_log2();
-  return std::nullopt;
-}
-
-// The name reports give a type: "bf16", "fp16", "fp32".
-std::string format_word(const std::string& dtype) {
-  return dtype == "f16" || dtype == "f32" || dtype == "f64" ? "fp" + dtype.substr(1) : dtype;
-}
-
 // The forecasts of the parameters' ratios (learning.h, UpdateForecast), from the report's rows.
 std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& params, const std::vector<UpdatePoint>& points,
                                          bool stochastic, int64_t run_steps, int window) {
@@ -202,8 +182,9 @@ std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& param
     // Only a 16-bit weight without fp32 master weights loses its updates to its own spacing, and
     // stochastic rounding keeps their expected change.
     if (p.master || (p.dtype != "bf16" && p.dtype != "f16") || stochastic) continue;
-    const std::optional<int> spacing = spacing_log2_of(p.dtype);
-    if (!spacing) continue;
+    const bool bf16 = p.dtype == "bf16";
+    const int spacing = (bf16 ? contract::kBF16 : contract::kF16).unit_roundoff_log2();
+    const char* format = bf16 ? "bf16" : "fp16";
     std::vector<const UpdatePoint*> rows;  // points are by param, then step
     for (const UpdatePoint& u : points)
       if (u.param == p.param && u.step >= 0) rows.push_back(&u);
@@ -217,7 +198,7 @@ std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& param
       const std::optional<double>& ratio = computed ? rows[i]->computed_ratio : rows[i]->update_ratio;
       if (ratio && *ratio > 0) fit_points.emplace_back(double(rows[i]->step), std::log2(*ratio));
     }
-    const std::optional<Trend> t = fit_trend(fit_points, false, double(*spacing),
+    const std::optional<Trend> t = fit_trend(fit_points, false, double(spacing),
                                              TrendRule{.min_r2 = 0, .min_slope_t = kUpdateTrendT,
                                                        .recent_slack_se = kUpdateRecentSlackSe});
     if (!t || t->steps_to_edge > 20.0 * double(run_steps)) continue;  // no falling trend, or too far out to say
@@ -226,7 +207,7 @@ std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& param
     f.layer = p.layer;
     f.dtype = p.dtype;
     f.computed = computed;
-    f.spacing_log2 = *spacing;
+    f.spacing_log2 = spacing;
     f.take(*t);
     const std::string rate = f.model == GrowthModel::Exponential
                                  ? fmt::format("by a factor of 2^{:.2f} per 100 steps (exponential decay)",
@@ -235,8 +216,8 @@ std::vector<UpdateForecast> forecasts_of(const std::vector<ParamLearning>& param
                                                human_number(std::fabs(f.per_step)));
     f.summary = fmt::format("{} ({}): {} update/weight 2^{:.2f} at step {}, falling {} over steps {} to {}: it "
                             "reaches {}'s relative spacing 2^{} at about step {}, where its updates begin to round away",
-                            f.param, format_word(p.dtype), computed ? "computed" : "applied", f.log2_now, f.last_step,
-                            rate, f.first_step, f.last_step, format_word(p.dtype), f.spacing_log2, f.crossing_step);
+                            f.param, format, computed ? "computed" : "applied", f.log2_now, f.last_step, rate,
+                            f.first_step, f.last_step, format, f.spacing_log2, f.crossing_step);
     f.advice = param_advice(p, stochastic, LearningThresholds{}).first;
     out.push_back(std::move(f));
   }

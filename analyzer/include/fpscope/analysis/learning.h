@@ -43,6 +43,7 @@ struct ParamLearning {
   bool flagged = false;                        // lost share at or above the threshold
   std::string advice;                          // one line, for a flagged parameter
   std::string remedy;                          // its short form: "fp32 master weights or stochastic rounding"
+  std::string type() const { return master ? dtype + " master" : dtype; }  // "bf16", "f32 master"
 };
 
 // A layer's parameters together (their updates summed over parameters and steps).

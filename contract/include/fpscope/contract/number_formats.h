@@ -72,16 +72,6 @@ enum class Dtype : uint8_t {
 inline constexpr int kDtypeCount = 13;
 inline constexpr std::array<const char*, kDtypeCount> kDtypeNames = {
     "f32", "f16", "bf16", "i32", "i64", "u8", "f64", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0", "e2m1"};
-// The layout of a floating type of two bytes or more; nullptr for the others.
-constexpr const FloatFormat* wide_float_format(Dtype d) {
-  switch (d) {
-    case Dtype::F32: return &kF32;
-    case Dtype::F16: return &kF16;
-    case Dtype::BF16: return &kBF16;
-    case Dtype::F64: return &kF64;
-    default: return nullptr;
-  }
-}
 // The floating types of one byte a value: the 8-bit formats and e2m1.
 constexpr bool is_byte_float(Dtype d) { return d >= Dtype::E4M3 && d <= Dtype::E2M1; }
 // Whether fpscope measures values of this type (the floating types a tensor statistic covers).
