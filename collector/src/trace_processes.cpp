@@ -12,8 +12,8 @@ namespace fpscope {
 
 void TraceWriter::Impl::handle(const wire::ProcessExitRecord& r) {
   src->exited = true;
-  end_process.bind(1, src->index).bind(2, std::string_view("exited")).bind(3, r.t_ns);
-  end_process.run();
+  end_process->bind(1, src->index).bind(2, std::string_view("exited")).bind(3, r.t_ns);
+  end_process->run();
 }
 
 // Processes that never said they exit were killed or crashed (or their last records were lost).
@@ -25,8 +25,8 @@ void TraceWriter::Impl::finish_processes() {
     if (!source || !source->announced || source->left_out) continue;
     ended.emplace_back(source->rank, source->exited ? "exited" : "vanished");
     if (source->exited) continue;
-    end_process.bind(1, source->index).bind(2, std::string_view("vanished")).bind_null(3);
-    end_process.run();
+    end_process->bind(1, source->index).bind(2, std::string_view("vanished")).bind_null(3);
+    end_process->run();
   }
   std::sort(ended.begin(), ended.end());
   std::string text;

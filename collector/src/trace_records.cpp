@@ -184,7 +184,7 @@ void TraceWriter::Impl::handle(const wire::StringRecord& r) {
 void TraceWriter::Impl::handle(const wire::ProcessRecord& r) {
   src->rank = r.rank;
   src->announced = true;
-  sql::Statement& st = insert_process;
+  sql::Statement& st = *insert_process;
   st.bind(1, src->index);
   st.bind(2, r.rank);
   r.local_rank >= 0 ? st.bind(3, r.local_rank) : st.bind_null(3);
@@ -233,7 +233,7 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
   const int64_t id = kernel_id(r.seq), name_id = sid(r.kernel);
   const std::optional<int64_t> layer_id = r.layer ? std::optional(sid(r.layer)) : std::nullopt;
   const std::optional<int64_t> phase_id = r.phase ? std::optional(sid(r.phase)) : std::nullopt;
-  sql::Statement& st = insert_kernel;
+  sql::Statement& st = *insert_kernel;
   st.bind(1, id);
   st.bind(2, r.start_ns);
   st.bind(3, r.end_ns);
@@ -277,12 +277,12 @@ void TraceWriter::Impl::flush_tensor(PendingTensor& t) {
 
 void TraceWriter::Impl::insert_ready_tensors() {
   if (ready_count == kTensorsPerInsert) {
-    for (int r = 0; r < ready_count; ++r) bind_tensor(insert_tensor_batch, 1 + r * kTensorColumns, ready_tensors[r]);
-    insert_tensor_batch.run();
+    for (int r = 0; r < ready_count; ++r) bind_tensor(*insert_tensor_batch, 1 + r * kTensorColumns, ready_tensors[r]);
+    insert_tensor_batch->run();
   } else {
     for (int r = 0; r < ready_count; ++r) {
-      bind_tensor(insert_tensor, 1, ready_tensors[r]);
-      insert_tensor.run();
+      bind_tensor(*insert_tensor, 1, ready_tensors[r]);
+      insert_tensor->run();
     }
   }
   for (int r = 0; r < ready_count; ++r) {
@@ -360,13 +360,13 @@ void TraceWriter::Impl::handle(const wire::TensorFormatsRecord& r) {
     return;
   }
   insert_ready_tensors();
-  update_tensor_formats.bind(1, *row);
+  update_tensor_formats->bind(1, *row);
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = r.formats[f];
     const uint64_t per_format[] = {c.overflow, c.underflow, c.subnormal, c.near_max};
-    for (int i = 0; i < 4; ++i) update_tensor_formats.bind(2 + 4 * f + i, per_format[i]);
+    for (int i = 0; i < 4; ++i) update_tensor_formats->bind(2 + 4 * f + i, per_format[i]);
   }
-  update_tensor_formats.run();
+  update_tensor_formats->run();
   tensor_rollup.add_late_formats(*row, r.formats);
 }
 
@@ -409,11 +409,11 @@ void TraceWriter::Impl::handle(const wire::TensorHistogramRecord& r) {
     return;
   }
   insert_ready_tensors();
-  update_tensor_histogram.bind(1, *row);
-  update_tensor_histogram.bind(2, json);
-  update_tensor_histogram.bind(3, r.below);
-  update_tensor_histogram.bind(4, r.above);
-  update_tensor_histogram.run();
+  update_tensor_histogram->bind(1, *row);
+  update_tensor_histogram->bind(2, json);
+  update_tensor_histogram->bind(3, r.below);
+  update_tensor_histogram->bind(4, r.above);
+  update_tensor_histogram->run();
 }
 
 void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
@@ -422,7 +422,7 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
     ++counts.unmatched_events;
     return;
   }
-  sql::Statement& st = insert_nonfinite;
+  sql::Statement& st = *insert_nonfinite;
   st.bind(1, *row);
   st.bind(2, kernel_id(r.seq));
   st.bind(3, std::string_view(nonfinite_kind_name(r.kind)));
@@ -455,9 +455,9 @@ void TraceWriter::Impl::handle(const wire::DumpRecord& r) {
   // The injector names the file inside the dump folder; the trace stores it from the trace's folder.
   const std::string prefix = dump_folder.empty() ? std::string() : dump_folder + "/";
   const bool already_relative_to_trace = !prefix.empty() && file.compare(0, prefix.size(), prefix) == 0;
-  insert_dump.bind(1, *row);
-  insert_dump.bind(2, already_relative_to_trace || file[0] == '/' ? file : prefix + file);
-  insert_dump.run();
+  insert_dump->bind(1, *row);
+  insert_dump->bind(2, already_relative_to_trace || file[0] == '/' ? file : prefix + file);
+  insert_dump->run();
   row_written();
   ++counts.dumps;
 }
@@ -498,7 +498,7 @@ void TraceWriter::Impl::handle(const wire::NvtxPopRecord& r) {
 
 void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64_t> end_ns, uint32_t thread,
                                      int32_t rank) {
-  sql::Statement& st = insert_range_row;
+  sql::Statement& st = *insert_range_row;
   st.bind(1, range.row_id);
   st.bind(2, range.start_ns);
   end_ns ? st.bind(3, *end_ns) : st.bind_null(3);
@@ -544,7 +544,7 @@ std::optional<int64_t> TraceWriter::Impl::current_step(uint32_t thread) const {
 void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   Allocation& a = src->live_allocations[r.id];
   a = {r.bytes, sid(r.name), r.category, r.device};
-  sql::Statement& st = insert_memory;
+  sql::Statement& st = *insert_memory;
   st.bind(1, r.t_ns);
   st.bind(2, std::string_view("alloc"));
   st.bind(3, alloc_id(r.id));
@@ -571,8 +571,8 @@ void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
   }
   it->second.category = r.category;
   it->second.name_id = sid(r.name);
-  relabel_memory.bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
-  relabel_memory.run();
+  relabel_memory->bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
+  relabel_memory->run();
   memory_rollup.relabel(it->second.row, r.category, it->second.name_id);
 }
 
@@ -584,7 +584,7 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
   }
   const Allocation a = it->second;
   src->live_allocations.erase(it);
-  sql::Statement& st = insert_memory;
+  sql::Statement& st = *insert_memory;
   st.bind(1, r.t_ns);
   st.bind(2, std::string_view("free"));
   st.bind(3, alloc_id(r.id));
@@ -603,7 +603,7 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
 }
 
 void TraceWriter::Impl::handle(const wire::LossScaleRecord& r) {
-  sql::Statement& st = insert_loss_scale;
+  sql::Statement& st = *insert_loss_scale;
   st.bind(1, kernel_id(r.seq));
   st.bind(2, r.t_ns);
   bind_step(st, 3, r.step);
@@ -620,7 +620,7 @@ void TraceWriter::Impl::handle(const wire::LossScaleRecord& r) {
 }
 
 void TraceWriter::Impl::handle(const wire::ScalarRecord& r) {
-  sql::Statement& st = insert_scalar;
+  sql::Statement& st = *insert_scalar;
   st.bind(1, r.t_ns);
   bind_step(st, 2, r.step);
   st.bind(3, sid(r.name));
@@ -634,7 +634,7 @@ void TraceWriter::Impl::handle(const wire::ScalarRecord& r) {
 // [SECTION] CUDA activity (CUPTI) -----------------------------------------------------------------
 
 void TraceWriter::Impl::handle(const wire::CudaKernelRecord& r) {
-  sql::Statement& st = insert_cuda_kernel;
+  sql::Statement& st = *insert_cuda_kernel;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
   st.bind(3, sid(r.name));
@@ -650,7 +650,7 @@ void TraceWriter::Impl::handle(const wire::CudaKernelRecord& r) {
 }
 
 void TraceWriter::Impl::handle(const wire::CudaMemcpyRecord& r) {
-  sql::Statement& st = insert_cuda_memcpy;
+  sql::Statement& st = *insert_cuda_memcpy;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
   st.bind(3, r.bytes);
@@ -667,7 +667,7 @@ void TraceWriter::Impl::handle(const wire::CudaMemcpyRecord& r) {
 }
 
 void TraceWriter::Impl::handle(const wire::CudaMemsetRecord& r) {
-  sql::Statement& st = insert_cuda_memset;
+  sql::Statement& st = *insert_cuda_memset;
   st.bind(1, r.start_ns);
   st.bind(2, r.end_ns);
   st.bind(3, r.bytes);
@@ -686,7 +686,7 @@ void TraceWriter::Impl::handle(const wire::CudaMemoryRecord& r) {
     ++counts.malformed_records;
     return;
   }
-  sql::Statement& st = insert_cuda_memory;
+  sql::Statement& st = *insert_cuda_memory;
   st.bind(1, r.t_ns);
   st.bind(2, std::string_view(r.operation == 1 ? "alloc" : "free"));
   st.bind(3, r.bytes);

@@ -14,7 +14,7 @@ void TraceWriter::Impl::handle(const wire::TensorRecipesRecord& r) {
     ++(row ? counts.malformed_records : counts.unmatched_events);
     return;
   }
-  sql::Statement& st = insert_tensor_recipes;
+  sql::Statement& st = *insert_tensor_recipes;
   const std::string_view operand = contract::kOperandNames[r.operand];
   for (int i = 0; i < contract::kRecipeCount; ++i) {
     const wire::RecipeCounts& c = r.recipes[i];
@@ -47,7 +47,7 @@ void TraceWriter::Impl::handle(const wire::TensorStoreRecord& r) {
     ++counts.malformed_records;
     return;
   }
-  sql::Statement& st = insert_tensor_store;
+  sql::Statement& st = *insert_tensor_store;
   st.bind(1, *row);
   st.bind(2, r.results);
   st.bind(3, r.flushed);
@@ -66,7 +66,7 @@ void TraceWriter::Impl::handle(const wire::ParamUpdateRecord& r) {
     ++counts.malformed_records;
     return;
   }
-  sql::Statement& st = insert_param_update;
+  sql::Statement& st = *insert_param_update;
   r.seq != 0 ? st.bind(1, kernel_id(r.seq)) : st.bind_null(1);
   st.bind(2, sid(r.name));
   r.tensor_id != 0 ? st.bind(3, r.tensor_id) : st.bind_null(3);

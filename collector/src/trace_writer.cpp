@@ -437,21 +437,27 @@ bool TraceWriter::Impl::finish(TraceWriter::Summaries summaries) {
 
 namespace {
 
-// Writes kReserveBytes into `path` (replacing a file left by a writer that was killed), so that a
-// full disk still has room for the run's end once it is removed. "" when it cannot be made: the
-// trace is written all the same, with less hope for its end on a full disk.
+// Holds kReserveBytes of disk in `path` (replacing a file left by a writer that was killed), so
+// that a full disk still has room for the run's end once it is removed. The blocks are allocated
+// without being written where the file system can (fallocate), else written with zeros. "" when
+// the room cannot be had: the trace is written all the same, with less hope for its end on a full
+// disk.
 std::string hold_back_space(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return "";
-  static const std::vector<char> zeros(64 * 1024, 0);
-  int64_t written = 0;
-  while (written < TraceWriter::kReserveBytes) {
-    const ssize_t n = write(fd, zeros.data(), zeros.size());
-    if (n <= 0) break;
-    written += n;
+  int64_t held = 0;
+  if (fallocate(fd, 0, 0, TraceWriter::kReserveBytes) == 0) {
+    held = TraceWriter::kReserveBytes;
+  } else if (errno == EOPNOTSUPP || errno == ENOSYS) {
+    static const std::vector<char> zeros(64 * 1024, 0);
+    while (held < TraceWriter::kReserveBytes) {
+      const ssize_t n = write(fd, zeros.data(), zeros.size());
+      if (n <= 0) break;
+      held += n;
+    }
   }
   close(fd);
-  if (written < TraceWriter::kReserveBytes) {
+  if (held < TraceWriter::kReserveBytes) {
     unlink(path.c_str());
     return "";
   }

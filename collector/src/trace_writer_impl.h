@@ -219,34 +219,34 @@ class TraceWriter::Impl {
 
   sql::Statement insert_meta;
   sql::Statement insert_string;
-  sql::Statement insert_kernel;
+  sql::DeferredStatement insert_kernel;
   // Finished tensors are inserted kTensorsPerInsert at a time: one statement per row costs more
   // than the row itself for a table this wide.
   static constexpr int kTensorsPerInsert = 16;
   static constexpr int kTensorColumns = 40;
-  sql::Statement insert_tensor;
-  sql::Statement insert_tensor_batch;
+  sql::DeferredStatement insert_tensor;
+  sql::DeferredStatement insert_tensor_batch;
   PendingTensor ready_tensors[kTensorsPerInsert];
   int ready_count = 0;
-  sql::Statement update_tensor_formats;
-  sql::Statement update_tensor_histogram;
-  sql::Statement insert_nonfinite;
-  sql::Statement insert_range_row;
-  sql::Statement insert_memory;
-  sql::Statement relabel_memory;
-  sql::Statement insert_loss_scale;
-  sql::Statement insert_scalar;
-  sql::Statement insert_dump;
+  sql::DeferredStatement update_tensor_formats;
+  sql::DeferredStatement update_tensor_histogram;
+  sql::DeferredStatement insert_nonfinite;
+  sql::DeferredStatement insert_range_row;
+  sql::DeferredStatement insert_memory;
+  sql::DeferredStatement relabel_memory;
+  sql::DeferredStatement insert_loss_scale;
+  sql::DeferredStatement insert_scalar;
+  sql::DeferredStatement insert_dump;
   static constexpr int kTensorRecipeColumns = 16;
-  sql::Statement insert_tensor_recipes;  // every recipe's row of one tensor
-  sql::Statement insert_tensor_store;
-  sql::Statement insert_param_update;
-  sql::Statement insert_cuda_kernel;
-  sql::Statement insert_cuda_memcpy;
-  sql::Statement insert_cuda_memset;
-  sql::Statement insert_cuda_memory;
-  sql::Statement insert_process;
-  sql::Statement end_process;
+  sql::DeferredStatement insert_tensor_recipes;  // every recipe's row of one tensor
+  sql::DeferredStatement insert_tensor_store;
+  sql::DeferredStatement insert_param_update;
+  sql::DeferredStatement insert_cuda_kernel;
+  sql::DeferredStatement insert_cuda_memcpy;
+  sql::DeferredStatement insert_cuda_memset;
+  sql::DeferredStatement insert_cuda_memory;
+  sql::DeferredStatement insert_process;
+  sql::DeferredStatement end_process;
 
  private:
   bool in_transaction_ = false;

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fpscope::sql {
@@ -144,6 +145,24 @@ class Statement {
   }
   const Database* db_;
   sqlite3_stmt* stmt_ = nullptr;
+};
+
+// A statement prepared when it is first used: for the statements a connection may never need
+// (the trace writer's rows of kinds a run does not make). Preparing fails, if it does, at that use.
+class DeferredStatement {
+ public:
+  DeferredStatement(const Database& db, std::string sql) : db_(&db), sql_(std::move(sql)) {}
+
+  Statement& operator*() {
+    if (!st_) st_.emplace(*db_, sql_);
+    return *st_;
+  }
+  Statement* operator->() { return &**this; }
+
+ private:
+  const Database* db_;
+  std::string sql_;
+  std::optional<Statement> st_;
 };
 
 }  // namespace fpscope::sql
