@@ -19,11 +19,62 @@ struct Session::ForeignOp {
   LaunchState state;
   std::string kernel, layer, phase;
   std::vector<mpt_tensor> inputs, outputs;
-  std::vector<std::string> input_names, output_names;
+  std::vector<std::string> input_names, output_names;  // sized by copy_tensors() at each use
   int32_t n_inputs = 0;
+
+  // Ready for the next op, keeping what it allocated: the measurements' room (a few KiB each),
+  // the strings' and the vectors'.
+  void reuse() {
+    std::vector<Measurement> measured = std::move(state.measured);
+    measured.clear();
+    std::string trap_message = std::move(state.trap_message);
+    trap_message.clear();
+    state = LaunchState{};
+    state.measured = std::move(measured);
+    state.trap_message = std::move(trap_message);
+    kernel.clear();
+    layer.clear();
+    phase.clear();
+    inputs.clear();
+    outputs.clear();
+    n_inputs = 0;
+  }
 };
 
 namespace {
+
+// Ops finished on this thread, kept for the next ones: a front end begins and ends an op for every
+// operator, and a fresh op would allocate its measurements again, growing their vector one by one.
+// Nested ops (an operator inside another) each take their own. An op that ends while the thread is
+// being torn down (its spares already gone) is deleted.
+thread_local bool spare_ops_gone = false;
+struct SpareOps {
+  static constexpr size_t kKept = 8;
+  std::vector<std::unique_ptr<Session::ForeignOp>> ops;
+
+  SpareOps() { ops.reserve(kKept); }  // give_back() never allocates
+  ~SpareOps() { spare_ops_gone = true; }
+  std::unique_ptr<Session::ForeignOp> take() {
+    if (ops.empty()) return std::make_unique<Session::ForeignOp>();
+    std::unique_ptr<Session::ForeignOp> op = std::move(ops.back());
+    ops.pop_back();
+    return op;
+  }
+  void give_back(std::unique_ptr<Session::ForeignOp> op) {
+    if (!op || ops.size() >= kKept) return;
+    op->reuse();
+    ops.push_back(std::move(op));
+  }
+};
+thread_local SpareOps spare_ops;
+
+std::unique_ptr<Session::ForeignOp> take_op() {
+  return spare_ops_gone ? std::make_unique<Session::ForeignOp>() : spare_ops.take();
+}
+void give_back_op(Session::ForeignOp* op) {
+  std::unique_ptr<Session::ForeignOp> owned(op);
+  if (!spare_ops_gone) spare_ops.give_back(std::move(owned));
+}
 
 void copy_tensors(const mpt_tensor* from, int32_t n, std::vector<mpt_tensor>* to,
                   std::vector<std::string>* names) {
@@ -50,7 +101,7 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   const int64_t entered = monotonic_ns();
   // A front end that does not report the writes its ops' tensors do not show gets no reuse.
   if (!front_end_reports_writes_.load(std::memory_order_relaxed)) memo_on_.store(false, std::memory_order_relaxed);
-  auto owned = std::make_unique<ForeignOp>();  // the caller's once this returns
+  std::unique_ptr<ForeignOp> owned = take_op();  // the caller's once this returns
   ForeignOp* op = owned.get();
   op->kernel = kernel ? kernel : "";
   op->n_inputs = n_inputs < 0 ? 0 : n_inputs;
@@ -82,11 +133,14 @@ Session::ForeignOp* Session::begin_op(const char* kernel, const mpt_tensor* inpu
   return owned.release();
 }
 
-void Session::discard_op(ForeignOp* op) { delete op; }
+void Session::discard_op(ForeignOp* op) { give_back_op(op); }
 
 int Session::end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status,
                     std::string* trapped) {
-  std::unique_ptr<ForeignOp> owned(op);
+  struct GiveBack {
+    ForeignOp* op;
+    ~GiveBack() { give_back_op(op); }
+  } owned{op};
   LaunchPlan& p = op->state.p;
   p.end_ns = monotonic_ns();
   struct OwnTime {

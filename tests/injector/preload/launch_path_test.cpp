@@ -231,6 +231,48 @@ TEST_F(LaunchPath, AFrontEndsOpOnAnotherThreadTakesTheFrontEndsRanges) {
   EXPECT_NE(launches[0].h.thread, pushes[0].h.thread);  // the op is the helper's
 }
 
+// A front end's ops one after another, nested, failed and given up: each launch has its own
+// kernel and tensors, and nothing of an op before it (the session keeps finished ops for the next).
+TEST_F(LaunchPath, FrontEndOpsInTurnNestedAndGivenUpEachRecordOnlyTheirOwnTensors) {
+  start(Options{});
+  std::vector<float> x{1, 2, 3}, w{-4, 5}, y(3), z{0.5f}, u(1);
+  const mpt_tensor tx = tensor(x.data(), MPT_DTYPE_F32, {3}, "x");
+  const mpt_tensor tw = tensor(w.data(), MPT_DTYPE_F32, {2}, "w");
+  const mpt_tensor ty = tensor(y.data(), MPT_DTYPE_F32, {3}, "y");
+  const mpt_tensor tz = tensor(z.data(), MPT_DTYPE_F32, {1}, "z");
+  const mpt_tensor tu = tensor(u.data(), MPT_DTYPE_F32, {1}, "u");
+  const mpt_tensor two[] = {tx, tw};
+  // addmm: two inputs, one output.
+  EXPECT_EQ(session_->end_op(session_->begin_op("addmm", two, 2, nullptr, true), &ty, 1, MPT_OK, nullptr), 0);
+  // outer(inner): the inner op begins and ends inside the outer one.
+  Session::ForeignOp* outer = session_->begin_op("outer", &tz, 1, nullptr, true);
+  EXPECT_EQ(session_->end_op(session_->begin_op("inner", &tx, 1, nullptr, true), &tu, 1, MPT_OK, nullptr), 0);
+  EXPECT_EQ(session_->end_op(outer, &ty, 1, MPT_OK, nullptr), 0);
+  // An op given up, then one that failed without outputs, then one with nothing measured.
+  Session::discard_op(session_->begin_op("given_up", two, 2, nullptr, true));
+  EXPECT_EQ(session_->end_op(session_->begin_op("failed", &tw, 1, nullptr, true), nullptr, 0, 1, nullptr), 0);
+  EXPECT_EQ(session_->end_op(session_->begin_op("counted", two, 2, nullptr, false), &tu, 1, MPT_OK, nullptr), 0);
+
+  const DecodedTrace& t = drain();
+  const auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
+  std::vector<std::string> kernels;
+  for (const auto& l : launches) kernels.push_back(t.text(l.kernel));
+  EXPECT_EQ(kernels, (std::vector<std::string>{"addmm", "inner", "outer", "failed", "counted"}));
+  // Each launch's tensors, as "kernel role slot name count".
+  std::vector<std::string> tensors;
+  for (const auto& r : t.all<wire::TensorStatsRecord>(RecordType::TensorStats)) {
+    std::string kernel = "?";
+    for (const auto& l : launches)
+      if (l.seq == r.seq) kernel = t.text(l.kernel);
+    tensors.push_back(kernel + (r.role == wire::Role::Input ? " in " : " out ") + std::to_string(r.slot) + " " +
+                      t.text(r.name) + " " + std::to_string(r.count));
+  }
+  EXPECT_EQ(tensors, (std::vector<std::string>{"addmm in 0 x 3", "addmm in 1 w 2", "addmm out 0 y 3",
+                                               "inner in 0 x 3", "inner out 0 u 1", "outer in 0 z 1",
+                                               "outer out 0 y 3", "failed in 0 w 2"}));
+  EXPECT_EQ(launches.back().sampled, 0);
+}
+
 TEST_F(LaunchPath, UnselectedLaunchIsRecordedUnsampled) {
   Options o;
   o.ops = {"conv*"};
