@@ -1,5 +1,6 @@
 // A front end's own operations (fpscope/inject_api.h): the launch path split at the operator.
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -44,15 +45,16 @@ struct Session::ForeignOp {
 namespace {
 
 // Ops finished on this thread, kept for the next ones: a front end begins and ends an op for every
-// operator, and a fresh op would allocate its measurements again, growing their vector one by one.
-// Nested ops (an operator inside another) each take their own. An op that ends while the thread is
-// being torn down (its spares already gone) is deleted.
+// operator, and a fresh op would allocate its measurements (a few KiB each) and grow their vector
+// again. Nested ops (an operator inside another) each take their own. An op that measured many
+// tensors (an optimizer's foreach op over every parameter) is not kept, so that the spares hold
+// little memory; nor is one that ends while the thread is being torn down (its spares gone).
 thread_local bool spare_ops_gone = false;
 struct SpareOps {
   static constexpr size_t kKept = 8;
+  static constexpr size_t kLargestKept = 16;  // measurements an op kept has room for
   std::vector<std::unique_ptr<Session::ForeignOp>> ops;
 
-  SpareOps() { ops.reserve(kKept); }  // give_back() never allocates
   ~SpareOps() { spare_ops_gone = true; }
   std::unique_ptr<Session::ForeignOp> take() {
     if (ops.empty()) return std::make_unique<Session::ForeignOp>();
@@ -60,8 +62,17 @@ struct SpareOps {
     ops.pop_back();
     return op;
   }
-  void give_back(std::unique_ptr<Session::ForeignOp> op) {
-    if (!op || ops.size() >= kKept) return;
+  // Never throws: an op that cannot be kept without allocating is deleted.
+  void give_back(std::unique_ptr<Session::ForeignOp> op) noexcept {
+    if (!op || op->state.measured.capacity() > kLargestKept) return;
+    if (ops.size() == ops.capacity()) {
+      if (ops.size() >= kKept) return;
+      try {
+        ops.reserve(kKept);
+      } catch (const std::bad_alloc&) {
+        return;
+      }
+    }
     op->reuse();
     ops.push_back(std::move(op));
   }
@@ -71,7 +82,7 @@ thread_local SpareOps spare_ops;
 std::unique_ptr<Session::ForeignOp> take_op() {
   return spare_ops_gone ? std::make_unique<Session::ForeignOp>() : spare_ops.take();
 }
-void give_back_op(Session::ForeignOp* op) {
+void give_back_op(Session::ForeignOp* op) noexcept {
   std::unique_ptr<Session::ForeignOp> owned(op);
   if (!spare_ops_gone) spare_ops.give_back(std::move(owned));
 }

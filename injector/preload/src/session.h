@@ -136,11 +136,12 @@ class Session {
   int plan_op(const char* kernel);
   ForeignOp* begin_op(const char* kernel, const mpt_tensor* inputs, int32_t n_inputs,
                       const uint8_t* written, bool measure);
-  // Ends `op`, which is the session's again (kept for a later op); returns FPSCOPE_TRAPPED with the
-  // message in *trapped, or 0.
+  // Ends `op`, which the caller must not use again (it is kept for a later op on this thread);
+  // returns FPSCOPE_TRAPPED with the message in *trapped, or 0.
   int end_op(ForeignOp* op, const mpt_tensor* outputs, int32_t n_outputs, int32_t status,
              std::string* trapped);
-  // Takes back an op that can no longer be ended (tracing stopped between its begin and its end).
+  // Takes back an op that can no longer be ended (tracing stopped between its begin and its end);
+  // the caller must not use it again.
   static void discard_op(ForeignOp* op);
   // Memory a front end saw appear, with an id of the session's own; and what it turned out to hold.
   uint64_t allocation_seen(const void* ptr, uint64_t bytes, int32_t device, int32_t category,

@@ -55,12 +55,12 @@ for ((i = 0; i < reps; i++)); do
     [[ -n $before ]] && run "$before/bin/fpscope" >>"$work/before"
   fi
 done
-printf '%-12s %-28s %s\n' "build" "us per operator" "own time ms, $reps runs of $calls operators"
+printf '%-12s %-28s %s\n' "build" "us per operator" "own time ms (the warm-up included), $reps runs of $calls operators"
 printf '%-12s %-28s %s\n' "this" "$(cut -d' ' -f1 "$work/this" | spread)" "$(cut -d' ' -f2 "$work/this" | spread)"
 if [[ -n $before ]]; then
   printf '%-12s %-28s %s\n' "before" "$(cut -d' ' -f1 "$work/before" | spread)" "$(cut -d' ' -f2 "$work/before" | spread)"
   printf '%-12s %-28s %s\n' "this/before" \
-    "$(paste -d' ' "$work/this" "$work/before" | awk '{print $1 / $3}' | spread)" \
-    "$(paste -d' ' "$work/this" "$work/before" | awk '{print $2 / $4}' | spread)"
+    "$(paste -d' ' "$work/this" "$work/before" | awk '$3 > 0 {print $1 / $3}' | spread)" \
+    "$(paste -d' ' "$work/this" "$work/before" | awk '$4 > 0 {print $2 / $4}' | spread)"
 fi
 exit 0

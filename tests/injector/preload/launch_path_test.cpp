@@ -232,7 +232,8 @@ TEST_F(LaunchPath, AFrontEndsOpOnAnotherThreadTakesTheFrontEndsRanges) {
 }
 
 // A front end's ops one after another, nested, failed and given up: each launch has its own
-// kernel and tensors, and nothing of an op before it (the session keeps finished ops for the next).
+// kernel, tensors and device, and nothing of an op before it (finished ops are kept for the next
+// ones on their thread).
 TEST_F(LaunchPath, FrontEndOpsInTurnNestedAndGivenUpEachRecordOnlyTheirOwnTensors) {
   start(Options{});
   std::vector<float> x{1, 2, 3}, w{-4, 5}, y(3), z{0.5f}, u(1);
@@ -251,13 +252,18 @@ TEST_F(LaunchPath, FrontEndOpsInTurnNestedAndGivenUpEachRecordOnlyTheirOwnTensor
   // An op given up, then one that failed without outputs, then one with nothing measured.
   Session::discard_op(session_->begin_op("given_up", two, 2, nullptr, true));
   EXPECT_EQ(session_->end_op(session_->begin_op("failed", &tw, 1, nullptr, true), nullptr, 0, 1, nullptr), 0);
-  EXPECT_EQ(session_->end_op(session_->begin_op("counted", two, 2, nullptr, false), &tu, 1, MPT_OK, nullptr), 0);
+  // Counted, not measured: one on device tensors, then one whose tensors the front end did not give.
+  mpt_tensor on_device[] = {tx, tw};
+  for (mpt_tensor& t : on_device) t.device = MPT_DEVICE_CUDA;
+  EXPECT_EQ(session_->end_op(session_->begin_op("on_device", on_device, 2, nullptr, false), &tu, 1, MPT_OK, nullptr),
+            0);
+  EXPECT_EQ(session_->end_op(session_->begin_op("bare", nullptr, 2, nullptr, false), nullptr, 1, MPT_OK, nullptr), 0);
 
   const DecodedTrace& t = drain();
   const auto launches = t.all<wire::LaunchRecord>(RecordType::Launch);
   std::vector<std::string> kernels;
   for (const auto& l : launches) kernels.push_back(t.text(l.kernel));
-  EXPECT_EQ(kernels, (std::vector<std::string>{"addmm", "inner", "outer", "failed", "counted"}));
+  EXPECT_EQ(kernels, (std::vector<std::string>{"addmm", "inner", "outer", "failed", "on_device", "bare"}));
   // Each launch's tensors, as "kernel role slot name count".
   std::vector<std::string> tensors;
   for (const auto& r : t.all<wire::TensorStatsRecord>(RecordType::TensorStats)) {
@@ -270,7 +276,14 @@ TEST_F(LaunchPath, FrontEndOpsInTurnNestedAndGivenUpEachRecordOnlyTheirOwnTensor
   EXPECT_EQ(tensors, (std::vector<std::string>{"addmm in 0 x 3", "addmm in 1 w 2", "addmm out 0 y 3",
                                                "inner in 0 x 3", "inner out 0 u 1", "outer in 0 z 1",
                                                "outer out 0 y 3", "failed in 0 w 2"}));
-  EXPECT_EQ(launches.back().sampled, 0);
+  const wire::LaunchRecord& device_op = launches[4];
+  const wire::LaunchRecord& bare = launches[5];
+  EXPECT_EQ(device_op.device, MPT_DEVICE_CUDA);
+  EXPECT_EQ(bare.device, MPT_DEVICE_CPU);
+  EXPECT_EQ(bare.n_inputs, 2);
+  EXPECT_EQ(bare.n_outputs, 1);
+  EXPECT_EQ(device_op.sampled, 0);
+  EXPECT_EQ(bare.sampled, 0);
 }
 
 TEST_F(LaunchPath, UnselectedLaunchIsRecordedUnsampled) {
