@@ -8,10 +8,12 @@ Prints per mode: the training loop's median seconds, the median of the per-repet
 untraced run of the same repetition (with their minimum and maximum), and, against the untraced
 run's median step: the median watched step and the median unwatched step, and the median of the
 unwatched steps just after a watched one (which pay for anything a watched step leaves behind). The
-first steps (PyTorch builds its primitives lazily) are left out of the step medians.
+first steps (PyTorch builds its primitives lazily) are left out of the step medians. With --before, another
+build's fpscope runs every traced mode too, in the same alternation against the same untraced runs:
+its rows are marked "(before)", for a before/after table from one sitting.
 
-Usage: injector/torch/bench/sampled_steps.py [--build build] [--reps 5] [--images 6400] [--every 10]
-       [--python /usr/bin/python3] [--threads 2]
+Usage: injector/torch/bench/sampled_steps.py [--build build] [--before BUILD] [--reps 5] [--images 6400]
+       [--every 10] [--python /usr/bin/python3] [--threads 2]
 """
 import argparse
 import json
@@ -33,29 +35,37 @@ def run(cmd, times_path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--build", default="build")
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--images", type=int, default=6400)
-    parser.add_argument("--every", type=int, default=10)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--build", default="build", help="the build folder whose fpscope is timed (default build)")
+    parser.add_argument("--before", help="another build folder whose fpscope runs every traced mode too")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions of every mode (default 5)")
+    parser.add_argument("--images", type=int, default=6400, help="training images, 32 a step (default 6400)")
+    parser.add_argument("--every", type=int, default=10, help="the sampled mode's --every (default 10)")
     parser.add_argument("--python", default="/usr/bin/python3", help="the interpreter with torch")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="the program's threads (default 2)")
     args = parser.parse_args()
-    fpscope = os.path.join(args.build, "bin", "fpscope")
-    if not os.access(fpscope, os.X_OK):
-        sys.exit("sampled_steps.py: %s not found; build fpscope and the injector first" % fpscope)
+    if args.reps < 1 or args.images < 32 * 10 or args.every < 2:
+        sys.exit("sampled_steps.py: --reps must be at least 1, --images at least 320, --every at least 2")
+    builds = [("", args.build)] + ([(" (before)", args.before)] if args.before else [])
+    for _, build in builds:
+        if not os.access(os.path.join(build, "bin", "fpscope"), os.X_OK):
+            sys.exit("sampled_steps.py: %s not found; build fpscope and the injector first" %
+                     os.path.join(build, "bin", "fpscope"))
     steps = args.images // 32
-    modes = [("untraced", None), ("full", []), ("full, no updates", ["--updates", "off"]),
-             ("every %d" % args.every, ["--every", str(args.every)]), ("none watched", ["--steps", "%d-" % (steps + 1000)])]
-    loops = {name: [] for name, _ in modes}
-    watched, unwatched, after = ({name: [] for name, _ in modes} for _ in range(3))
+    traced = [("full", []), ("full, no updates", ["--updates", "off"]), ("every %d" % args.every, ["--every", str(args.every)]),
+              ("none watched", ["--steps", "%d-" % (steps + 1000)])]
+    # (row name, fpscope or None for the untraced run, options)
+    modes = [("untraced", None, None)] + [(name + mark, os.path.join(build, "bin", "fpscope"), options)
+                                          for mark, build in builds for name, options in traced]
+    loops = {name: [] for name, _, _ in modes}
+    watched, unwatched, after = ({name: [] for name, _, _ in modes} for _ in range(3))
     with tempfile.TemporaryDirectory() as work:
         times = os.path.join(work, "steps.json")
         program = [args.python, EXAMPLE, "--optimizer", "adamw", "--images", str(args.images),
                    "--threads", str(args.threads), "--step-times", times]
         for rep in range(args.reps):
-            for name, options in modes:
-                cmd = program if options is None else [fpscope, "run", "-q", "--force", *options, "-o",
+            for name, fpscope, options in modes:
+                cmd = program if fpscope is None else [fpscope, "run", "-q", "--force", *options, "-o",
                                                        os.path.join(work, "t.sqlite"), "--", *program]
                 t = run(cmd, times)
                 loops[name].append(sum(t))
@@ -69,12 +79,12 @@ def main():
     print("%d images (%d steps of 32), AdamW, %d threads, %d repetitions, %s" %
           (args.images, steps, args.threads, args.reps, args.python))
     print("untraced median step: %.3f ms" % (1000 * base_step))
-    print("%-17s %10s %24s %14s %16s %18s" % ("mode", "loop s", "loop / untraced (min-max)", "watched step",
+    print("%-26s %10s %24s %14s %16s %18s" % ("mode", "loop s", "loop / untraced (min-max)", "watched step",
                                               "unwatched step", "step after watched"))
-    for name, _ in modes:
+    for name, _, _ in modes:
         ratios = [a / b for a, b in zip(loops[name], loops["untraced"])]
         cell = lambda xs: ("%.2fx" % (statistics.median(xs) / base_step)) if xs else "-"
-        print("%-17s %10.3f %10.2f (%.2f-%.2f) %14s %16s %18s" %
+        print("%-26s %10.3f %10.2f (%.2f-%.2f) %14s %16s %18s" %
               (name, statistics.median(loops[name]), statistics.median(ratios), min(ratios), max(ratios),
                cell(watched[name]), cell(unwatched[name]), cell(after[name])))
 
