@@ -1,6 +1,6 @@
 // A front end's own operations (fpscope/inject_api.h): the launch path split at the operator.
+#include <array>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -28,11 +28,8 @@ struct Session::ForeignOp {
   void reuse() {
     std::vector<Measurement> measured = std::move(state.measured);
     measured.clear();
-    std::string trap_message = std::move(state.trap_message);
-    trap_message.clear();
     state = LaunchState{};
     state.measured = std::move(measured);
-    state.trap_message = std::move(trap_message);
     kernel.clear();
     layer.clear();
     phase.clear();
@@ -53,28 +50,17 @@ thread_local bool spare_ops_gone = false;
 struct SpareOps {
   static constexpr size_t kKept = 8;
   static constexpr size_t kLargestKept = 16;  // measurements an op kept has room for
-  std::vector<std::unique_ptr<Session::ForeignOp>> ops;
+  std::array<std::unique_ptr<Session::ForeignOp>, kKept> ops;
+  size_t count = 0;
 
   ~SpareOps() { spare_ops_gone = true; }
   std::unique_ptr<Session::ForeignOp> take() {
-    if (ops.empty()) return std::make_unique<Session::ForeignOp>();
-    std::unique_ptr<Session::ForeignOp> op = std::move(ops.back());
-    ops.pop_back();
-    return op;
+    return count == 0 ? std::make_unique<Session::ForeignOp>() : std::move(ops[--count]);
   }
-  // Never throws: an op that cannot be kept without allocating is deleted.
-  void give_back(std::unique_ptr<Session::ForeignOp> op) noexcept {
-    if (!op || op->state.measured.capacity() > kLargestKept) return;
-    if (ops.size() == ops.capacity()) {
-      if (ops.size() >= kKept) return;
-      try {
-        ops.reserve(kKept);
-      } catch (const std::bad_alloc&) {
-        return;
-      }
-    }
+  void give_back(std::unique_ptr<Session::ForeignOp> op) noexcept {  // deleted when not kept
+    if (!op || count == kKept || op->state.measured.capacity() > kLargestKept) return;
     op->reuse();
-    ops.push_back(std::move(op));
+    ops[count++] = std::move(op);
   }
 };
 thread_local SpareOps spare_ops;
