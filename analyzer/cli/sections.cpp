@@ -480,10 +480,13 @@ namespace {
 Section fp8_outcome_section(const Fp8Outcome& f) {
   Section sec{"fp8", fmt::format("fp8: A's forecast against B's quantize kernels (B: {})", mptrain_fp8_flags(f.mode)),
               {}, {}, {}};
-  sec.notes.push_back(
-      "flushed or subnormal: the share of the values quantized that became zero or subnormal, over the training steps "
-      "each run traced; rank 1 is the operand that loses most in that run. Saturation leaves no mark on a quantized "
-      "output and is not compared.");
+  const bool b_counted_saturation =
+      std::any_of(f.rows.begin(), f.rows.end(), [](const Fp8OutcomeRow& r) { return r.b_saturated.has_value(); });
+  sec.notes.push_back(fmt::format(
+      "flushed or subnormal, saturated: the shares of the values quantized that became zero or subnormal, and that "
+      "saturated at the format's largest value, over the training steps each run traced; rank 1 is the operand that "
+      "loses most below the range in that run.{}",
+      b_counted_saturation ? "" : " B's quantize kernels did not count saturation (a trainer built before they did)."));
   sec.notes.push_back(fmt::format(
       "Step 0: {} operand{} held the same values in both runs (the same statistics); the counts agree exactly for {} of "
       "them.{}",
@@ -493,21 +496,24 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
                                        : ""));
   sec.extra["step0_compared"] = f.step0_compared;
   sec.extra["step0_equal"] = f.step0_equal;
-  Table t{"operands", {"layer", "operand", "recipe", "flushed or subnormal A", "flushed or subnormal B", "rank A",
-                       "rank B", "step 0 A", "step 0 B", "step 0"}, {}};
-  auto counts = [](const std::optional<uint64_t>& u, const std::optional<uint64_t>& s) {
-    return u && s ? Cell(fmt::format("{} + {}", *u, *s), int64_t(*u + *s)) : Cell("-", nullptr, false);
+  Table t{"operands", {"layer", "operand", "recipe", "flushed or subnormal A", "flushed or subnormal B", "saturated A",
+                       "saturated B", "rank A", "rank B", "step 0 A", "step 0 B", "step 0"}, {}};
+  auto counts = [](const std::optional<uint64_t>& u, const std::optional<uint64_t>& s, const std::optional<uint64_t>& sat) {
+    if (!u || !s) return Cell("-", nullptr, false);
+    std::string text = fmt::format("{} / {} / {}", *u, *s, sat ? fmt::format("{}", *sat) : "-");
+    return Cell(text, text);
   };
   auto rank = [](int r) { return r ? int_cell(r) : Cell("-", nullptr, false); };
   for (const Fp8OutcomeRow& r : f.rows) {
     const char* verdict = !r.step0_same_operand ? "operands differ" : r.step0_equal() ? "equal" : "DIFFERENT";
     t.rows.push_back({Cell(r.layer.empty() ? "-" : r.layer), Cell(contract::operand_name(r.operand)),
                       Cell(contract::recipe_info(r.recipe).name), percent_cell(r.a_share()), percent_cell(r.b_share()),
-                      rank(r.a_rank), rank(r.b_rank),
-                      counts(r.a_step0_underflow, r.a_step0_subnormal), counts(r.b_step0_underflow, r.b_step0_subnormal),
-                      Cell(verdict)});
+                      percent_cell(r.a_saturated_share()), percent_cell(r.b_saturated_share()), rank(r.a_rank),
+                      rank(r.b_rank), counts(r.a_step0_underflow, r.a_step0_subnormal, r.a_step0_saturated),
+                      counts(r.b_step0_underflow, r.b_step0_subnormal, r.b_step0_saturated), Cell(verdict)});
   }
-  sec.notes.push_back("step 0 A, step 0 B: values flushed to zero + values made subnormal in the operand's first launch of step 0.");
+  sec.notes.push_back(
+      "step 0 A, step 0 B: values flushed to zero / made subnormal / saturated in the operand's first launch of step 0.");
   sec.tables.push_back(std::move(t));
   return sec;
 }

@@ -315,10 +315,12 @@ OperandStats read_stats(sql::Statement& st, int first) {
 
 struct Step0 {
   uint64_t underflow = 0, subnormal = 0;
+  std::optional<uint64_t> saturated;
   OperandStats stats;
 };
 struct Side {
   uint64_t quantized = 0, underflow = 0, subnormal = 0;
+  std::optional<uint64_t> saturated;  // absent where no launch counted it
   std::optional<Step0> step0;
 };
 using OperandKey = std::pair<std::string, int>;  // (layer, operand)
@@ -361,16 +363,18 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
   std::vector<OperandKey> order;
 
   // B: every quantize launch of the training steps. The operand: a gradient in backward, else a
-  // weight where the input's allocation holds weights, else an activation.
+  // weight where the input's allocation holds weights, else an activation. The counts: the kernel's
+  // own (tensor_stores of its output), else what the output's statistics say.
   std::set<int64_t> weight_allocations;
   sql::Statement wq(detail::db(b), "SELECT DISTINCT m.alloc_id FROM memory_events m JOIN categories c ON c.id = m.category "
                                    "WHERE m.kind = 'alloc' AND c.name = 'weight'");
   while (wq.step()) weight_allocations.insert(wq.i64(0));
   sql::Statement bq(detail::db(b),
                     std::string("SELECT coalesce(k.layer, ''), k.phase, k.step, q.zero, q.subnormal, ") + kStatsColumns +
-                        ", t.tensor_uid "
+                        ", t.tensor_uid, s.flushed, s.subnormal, s.overflowed "
                         "FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id AND t.role = 'in' AND t.slot = 0 "
                         "JOIN tensors q ON q.kernel_id = k.id AND q.role = 'out' AND q.slot = 0 "
+                        "LEFT JOIN tensor_stores s ON s.tensor_id = q.id "
                         "WHERE k.kernel LIKE 'fp8_quantize_%' AND k.phase IN ('forward', 'backward') ORDER BY k.id");
   while (bq.step()) {
     const Operand operand = bq.text(1) == "backward"                                        ? Operand::Gradient
@@ -380,12 +384,17 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     if (!measured.count(key)) order.push_back(key);
     Side& side = measured[key];
     const OperandStats stats = read_stats(bq, 5);
-    const uint64_t zeros_out = uint64_t(bq.i64(3)), subnormal = uint64_t(bq.i64(4));
-    const uint64_t underflow = zeros_out - uint64_t(std::min<int64_t>(stats.zero, int64_t(zeros_out)));
+    const bool counted = !bq.is_null(14);
+    const uint64_t zeros_out = uint64_t(bq.i64(3));
+    const uint64_t underflow =
+        counted ? uint64_t(bq.i64(14)) : zeros_out - uint64_t(std::min<int64_t>(stats.zero, int64_t(zeros_out)));
+    const uint64_t subnormal = uint64_t(counted ? bq.i64(15) : bq.i64(4));
+    const std::optional<uint64_t> saturated = counted ? std::optional<uint64_t>(bq.i64(16)) : std::nullopt;
     side.quantized += uint64_t(stats.count - stats.nonfinite);
     side.underflow += underflow;
     side.subnormal += subnormal;
-    if (bq.opt_i64(2) == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, stats};
+    if (saturated) side.saturated = side.saturated.value_or(0) + *saturated;
+    if (bq.opt_i64(2) == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, saturated, stats};
   }
 
   // A: the forecast of the recipe B's mode applies to each operand, each tensor once a step (B
@@ -393,7 +402,7 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
   sql::Statement aq(detail::db(a),
                     std::string("SELECT coalesce(k.layer, ''), r.operand, r.recipe, k.step, r.quantized, r.underflow, "
                                 "r.subnormal, ") + kStatsColumns +
-                        ", t.name_id FROM tensor_recipes r JOIN v_kernels k ON k.id = r.kernel_id JOIN tensors t ON t.id = r.tensor_id "
+                        ", t.name_id, r.saturated FROM tensor_recipes r JOIN v_kernels k ON k.id = r.kernel_id JOIN tensors t ON t.id = r.tensor_id "
                         "WHERE k.phase IN ('forward', 'backward') ORDER BY r.kernel_id, r.tensor_id");
   std::set<std::tuple<std::string, std::string, std::optional<int64_t>, int64_t>> seen;
   while (aq.step()) {
@@ -407,7 +416,9 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     side.quantized += uint64_t(aq.i64(4));
     side.underflow += uint64_t(aq.i64(5));
     side.subnormal += uint64_t(aq.i64(6));
-    if (aq.opt_i64(3) == 0 && !side.step0) side.step0 = Step0{uint64_t(aq.i64(5)), uint64_t(aq.i64(6)), read_stats(aq, 7)};
+    side.saturated = side.saturated.value_or(0) + uint64_t(aq.i64(16));
+    if (aq.opt_i64(3) == 0 && !side.step0)
+      side.step0 = Step0{uint64_t(aq.i64(5)), uint64_t(aq.i64(6)), uint64_t(aq.i64(16)), read_stats(aq, 7)};
   }
   for (const auto& [key, side] : forecast)
     if (!measured.count(key)) order.push_back(key);
@@ -423,9 +434,19 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     const Side fa = forecast.count(key) ? forecast.at(key) : Side{};
     const Side mb = measured.count(key) ? measured.at(key) : Side{};
     row.a_quantized = fa.quantized, row.a_underflow = fa.underflow, row.a_subnormal = fa.subnormal;
+    row.a_saturated = fa.saturated.value_or(0);
     row.b_quantized = mb.quantized, row.b_underflow = mb.underflow, row.b_subnormal = mb.subnormal;
-    if (fa.step0) row.a_step0_underflow = fa.step0->underflow, row.a_step0_subnormal = fa.step0->subnormal;
-    if (mb.step0) row.b_step0_underflow = mb.step0->underflow, row.b_step0_subnormal = mb.step0->subnormal;
+    row.b_saturated = mb.saturated;
+    if (fa.step0) {
+      row.a_step0_underflow = fa.step0->underflow;
+      row.a_step0_subnormal = fa.step0->subnormal;
+      row.a_step0_saturated = fa.step0->saturated;
+    }
+    if (mb.step0) {
+      row.b_step0_underflow = mb.step0->underflow;
+      row.b_step0_subnormal = mb.step0->subnormal;
+      row.b_step0_saturated = mb.step0->saturated;
+    }
     row.step0_same_operand = fa.step0 && mb.step0 && fa.step0->stats == mb.step0->stats;
     out.step0_compared += row.step0_same_operand ? 1 : 0;
     out.step0_equal += row.step0_equal() ? 1 : 0;

@@ -324,7 +324,8 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
   std::sort(out.points.begin(), out.points.end(),
             [](const UpdatePoint& a, const UpdatePoint& b) { return std::tie(a.param, a.step) < std::tie(b.param, b.step); });
 
-  // Narrowing stores that lost anything, per tensor name, phase and kernel (lowest rank).
+  // Narrowing stores that lost anything, per tensor name, phase and kernel (lowest rank). Only
+  // 16-bit outputs: what a quantize kernel did to its 8-bit or 4-bit output is the fp8 comparison's.
   const std::vector<StepRow> step_rows = steps(trace);
   std::map<int64_t, double> scale_at;
   for (const StepRow& r : step_rows)
@@ -336,7 +337,8 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
     sql::Statement st(db,
                       "SELECT s.tensor, coalesce(s.layer, ''), coalesce(s.phase, ''), s.kernel, s.dtype_name, s.step, "
                       "s.results, s.flushed, s.subnormal, s.overflowed FROM v_tensor_stores s "
-                      "WHERE s.rank = (SELECT min(rank) FROM tensor_stores) ORDER BY s.kernel_id, s.tensor_id");
+                      "WHERE s.rank = (SELECT min(rank) FROM tensor_stores) "
+                      "AND (SELECT d.bits FROM dtypes d WHERE d.name = s.dtype_name) = 16 ORDER BY s.kernel_id, s.tensor_id");
     while (st.step()) {
       out.measured_stores = true;
       const int64_t flushed = st.i64(7), subnormal = st.i64(8), overflowed = st.i64(9), results = st.i64(6);

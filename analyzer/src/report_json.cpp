@@ -346,11 +346,13 @@ json fp8_outcome_json(const Fp8Outcome& f) {
     rows.push_back({{"layer", r.layer}, {"operand", contract::operand_name(r.operand)},
                     {"recipe", contract::recipe_info(r.recipe).name},
                     {"source", {{"quantized", r.a_quantized}, {"underflow", r.a_underflow}, {"subnormal", r.a_subnormal},
-                                {"rank", r.a_rank ? json(r.a_rank) : json(nullptr)},
-                                {"step0_underflow", opt(r.a_step0_underflow)}, {"step0_subnormal", opt(r.a_step0_subnormal)}}},
+                                {"saturated", r.a_saturated}, {"rank", r.a_rank ? json(r.a_rank) : json(nullptr)},
+                                {"step0_underflow", opt(r.a_step0_underflow)}, {"step0_subnormal", opt(r.a_step0_subnormal)},
+                                {"step0_saturated", opt(r.a_step0_saturated)}}},
                     {"target", {{"quantized", r.b_quantized}, {"underflow", r.b_underflow}, {"subnormal", r.b_subnormal},
-                                {"rank", r.b_rank ? json(r.b_rank) : json(nullptr)},
-                                {"step0_underflow", opt(r.b_step0_underflow)}, {"step0_subnormal", opt(r.b_step0_subnormal)}}},
+                                {"saturated", opt(r.b_saturated)}, {"rank", r.b_rank ? json(r.b_rank) : json(nullptr)},
+                                {"step0_underflow", opt(r.b_step0_underflow)}, {"step0_subnormal", opt(r.b_step0_subnormal)},
+                                {"step0_saturated", opt(r.b_step0_saturated)}}},
                     {"step0_same_operand", r.step0_same_operand}, {"step0_equal", r.step0_equal()}});
   }
   return {{"fp8_recipe", f.mode.recipe}, {"fp8_format", f.mode.format}, {"step0_compared", f.step0_compared},

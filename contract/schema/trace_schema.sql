@@ -176,14 +176,15 @@ CREATE TABLE tensor_recipes (
 );
 
 -- What a kernel's narrowing store did to an output it computed in fp32 and rounded into a 16-bit
--- dtype (the kernel's own count, mpt/abi.h's launch report: the reference trainer's CPU kernels):
--- one row per measured output so stored. Since schema 6.
+-- dtype, or what a quantize kernel did to its 8-bit or 4-bit output (the kernel's own count,
+-- mpt/abi.h's launch report: the reference trainer's CPU kernels): one row per measured output so
+-- stored. Since schema 6.
 CREATE TABLE tensor_stores (
   tensor_id   INTEGER PRIMARY KEY REFERENCES tensors(id),
-  results     INTEGER NOT NULL,     -- nonzero finite fp32 results stored
+  results     INTEGER NOT NULL,     -- nonzero finite fp32 results stored (values quantized)
   flushed     INTEGER NOT NULL,     -- of those, rounded to zero
   subnormal   INTEGER NOT NULL,     -- rounded to a nonzero subnormal
-  overflowed  INTEGER NOT NULL,     -- rounded to an infinity
+  overflowed  INTEGER NOT NULL,     -- rounded to an infinity (quantized: saturated at the largest value)
   rank        INTEGER NOT NULL DEFAULT 0
 );
 

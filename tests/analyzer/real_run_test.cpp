@@ -508,18 +508,27 @@ TEST_F(RealRun, CompareSetsTheForecastAgainstAnFp8Run) {
     EXPECT_GE(r.a_rank, 1);
     EXPECT_GE(r.b_rank, 1);
     EXPECT_EQ(r.a_quantized, r.b_quantized);  // each operand tensor once a step, in both runs
+    EXPECT_TRUE(r.b_saturated.has_value());    // the kernels count saturation
+    if (r.step0_same_operand) EXPECT_EQ(r.a_step0_saturated, r.b_step0_saturated);
   }
   EXPECT_GT(lost_at_step0, 0u);  // delayed scaling's first step (scale 1) loses values: the counts are not all zero
   const std::string weights_b =
       " from v_kernels k join tensors x on x.kernel_id = k.id and x.role = 'in' and x.slot = 0 join tensors q on "
-      "q.kernel_id = k.id and q.role = 'out' and q.slot = 0 join strings s on s.id = x.name_id where k.kernel like "
+      "q.kernel_id = k.id and q.role = 'out' and q.slot = 0 join strings s on s.id = x.name_id "
+      "join tensor_stores c on c.tensor_id = q.id where k.kernel like "
       "'fp8_quantize_%' and k.phase = 'forward' and s.value = 'fc1.weight'";
   for (const Fp8OutcomeRow& r : c.fp8->rows) {
     if (r.layer != "fc1" || r.operand != fpscope::contract::Operand::Weight) continue;
     EXPECT_EQ(int64_t(r.b_quantized), *sql_value(fp8, "select sum(x.count)" + weights_b));
     EXPECT_EQ(int64_t(r.b_underflow), *sql_value(fp8, "select sum(q.zero - x.zero)" + weights_b));
+    EXPECT_EQ(int64_t(r.b_underflow), *sql_value(fp8, "select sum(c.flushed)" + weights_b));
     EXPECT_EQ(int64_t(r.b_subnormal), *sql_value(fp8, "select sum(q.subnormal)" + weights_b));
+    EXPECT_EQ(int64_t(r.b_saturated.value_or(-1)), *sql_value(fp8, "select sum(c.overflowed)" + weights_b));
   }
+  // The learning report's narrowing stores are the 16-bit ones: the quantize kernels' counts are
+  // compare's.
+  EXPECT_GT(*sql_value(fp8, "select count(*) from v_tensor_stores where dtype_name in ('e4m3', 'e5m2')"), 0);
+  for (const auto& store : learning(*Trace::open(fp8)).stores) EXPECT_TRUE(store.dtype == "f16" || store.dtype == "bf16") << store.dtype;
   // Not an fp8 run, or no forecast: nothing to set side by side.
   EXPECT_FALSE(compare(*Trace::open(forecast), *Trace::open(forecast)).fp8);
   EXPECT_FALSE(compare(*Trace::open(fp8), *Trace::open(fp8)).fp8);

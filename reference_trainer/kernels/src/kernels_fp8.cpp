@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "launch_report.h"
 #include "parallel.h"
 
 namespace mpt::kernels {
@@ -50,15 +51,19 @@ const ByteFloat& byte_float(const Launch& l, const TensorArg& q, bool e2m1 = fal
   l.fail(q.label + ": expected dtype e4m3" + (e2m1 ? ", e5m2 or e2m1" : " or e5m2") + ", got " + dtype_name(q->dtype));
 }
 
-// The byte of an fp32 value v: |v| rounded to the format's grid (ties to even), saturated at the
-// largest finite value; NaN stays NaN, Inf saturates in e4m3 (which has no Inf) and stays Inf in e5m2
-// only when the input itself was infinite (see encode_scaled).
-uint8_t encode(float v, const ByteFloat& f) {
+// The byte of an fp32 value v: |v| rounded to the format's grid (ties to even) as if the exponent
+// had no top, saturated at the largest finite value where that rounding exceeds it (an infinite v
+// too; *saturated then says so); NaN stays NaN. Inf saturates in e4m3 (which has no Inf) and stays
+// Inf in e5m2 only when the input itself was infinite (see encode_scaled).
+uint8_t encode(float v, const ByteFloat& f, bool* saturated = nullptr) {
   if (std::isnan(v)) return f.nan_bits;
   const uint8_t sign = std::signbit(v) ? f.sign_bit : 0x00;
   const double a = std::fabs(static_cast<double>(v));
   if (a == 0.0) return sign;
-  if (!(a < static_cast<double>(f.max))) return sign | f.max_bits;  // at or beyond the largest value
+  if (std::isinf(a)) {
+    if (saturated != nullptr) *saturated = true;
+    return sign | f.max_bits;
+  }
   int e2 = 0;
   std::frexp(a, &e2);  // a = m * 2^e2, m in [0.5, 1): the leading bit is 2^(e2 - 1)
   const int exponent = std::max(e2 - 1, f.min_exponent);
@@ -68,7 +73,10 @@ uint8_t encode(float v, const ByteFloat& f) {
   const double fraction = units - whole;
   if (fraction > 0.5 || (fraction == 0.5 && std::fmod(whole, 2.0) != 0.0)) whole += 1.0;
   const double rounded = std::ldexp(whole, exponent - f.mantissa_bits);
-  if (rounded > static_cast<double>(f.max)) return sign | f.max_bits;
+  if (rounded > static_cast<double>(f.max)) {
+    if (saturated != nullptr) *saturated = true;
+    return sign | f.max_bits;
+  }
   if (rounded == 0.0) return sign;
   int re = 0;
   std::frexp(rounded, &re);
@@ -81,11 +89,46 @@ uint8_t encode(float v, const ByteFloat& f) {
 }
 
 // The byte of x scaled by s: the product rounded to fp32 first, as the recipes state.
-uint8_t encode_scaled(float x, float s, const ByteFloat& f) {
+uint8_t encode_scaled(float x, float s, const ByteFloat& f, bool* saturated = nullptr) {
   if (std::isinf(x) && f.has_inf) return static_cast<uint8_t>((x < 0 ? f.sign_bit : 0x00) | 0x7C);
   if (!std::isfinite(x)) return f.nan_bits;
-  return encode(x * s, f);
+  return encode(x * s, f, saturated);
 }
+
+// What quantizing did to one chunk's values, for the launch report's store counts of the quantized
+// output q (output 0): `results` the nonzero finite inputs, of them `flushed` written as zero,
+// `subnormal` as a nonzero subnormal, `overflowed` saturated. The values of a non-finite block are
+// not counted. Reported when the chunk ends, if the launch asked.
+class Tally {
+ public:
+  explicit Tally(const ByteFloat& f) : f_(f) {}
+  ~Tally() {
+    if (LaunchReport* report = current_report()) report->add_quantized(0, c_);
+  }
+  Tally(const Tally&) = delete;
+  Tally& operator=(const Tally&) = delete;
+
+  // x quantized at fp32 scale s, counted.
+  uint8_t quantize(float x, float s) {
+    bool saturated = false;
+    const uint8_t q = encode_scaled(x, s, f_, &saturated);
+    count(x, q, saturated);
+    return q;
+  }
+  // x written as byte q, saturated or not.
+  void count(float x, uint8_t q, bool saturated) {
+    if (x == 0.0f || !std::isfinite(x)) return;
+    const unsigned magnitude = q & (f_.sign_bit - 1u);
+    ++c_.results;
+    c_.flushed += magnitude == 0 ? 1 : 0;
+    c_.subnormal += magnitude != 0 && magnitude < (1u << f_.mantissa_bits) ? 1 : 0;
+    c_.overflowed += saturated ? 1 : 0;
+  }
+
+ private:
+  const ByteFloat& f_;
+  mpt_store_counts c_{};
+};
 
 // The value of every byte of a format, NaN and Inf included.
 std::vector<float> decode_table(const ByteFloat& f) {
@@ -236,7 +279,8 @@ void fp8_quantize_tensor(const Launch& l) {
 
   auto* out = static_cast<uint8_t*>(q->data);
   parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = encode_scaled(xv[i], s, f);
+    Tally tally(f);
+    for (int64_t i = b; i < e; ++i) out[i] = tally.quantize(xv[i], s);
   });
   *static_cast<float*>(scale_inv->data) = 1.0f / s;
 }
@@ -262,6 +306,7 @@ void fp8_quantize_mx(const Launch& l) {
   auto* out = static_cast<uint8_t*>(q->data);
   auto* sc = static_cast<uint8_t*>(scales->data);
   parallel_for(g.tiles(), 256, [&](int64_t b, int64_t e) {
+    Tally tally(f);
     for (int64_t k = b; k < e; ++k) {
       Amax amax;
       g.each(k, [&](int64_t i) { amax.add(xv[i]); });
@@ -289,7 +334,7 @@ void fp8_quantize_mx(const Launch& l) {
       }
       sc[k] = static_cast<uint8_t>(shared + 127);
       const float s = std::ldexp(1.0f, -shared);
-      g.each(k, [&](int64_t i) { out[i] = encode_scaled(xv[i], s, f); });
+      g.each(k, [&](int64_t i) { out[i] = tally.quantize(xv[i], s); });
     }
   });
 }
@@ -309,12 +354,13 @@ void fp8_quantize_block(const Launch& l) {
   auto* out = static_cast<uint8_t*>(q->data);
   auto* inv = static_cast<float*>(scale_inv->data);
   parallel_for(g.tiles(), 16, [&](int64_t b, int64_t e) {
+    Tally tally(f);
     for (int64_t k = b; k < e; ++k) {
       Amax amax;
       g.each(k, [&](int64_t i) { amax.add(xv[i]); });
       const float s = amax.nonfinite || amax.value == 0.0f ? 1.0f : power_of_two_below(quotient(f.max, amax.value));
       inv[k] = 1.0f / s;
-      g.each(k, [&](int64_t i) { out[i] = encode_scaled(xv[i], s, f); });
+      g.each(k, [&](int64_t i) { out[i] = tally.quantize(xv[i], s); });
     }
   });
 }
@@ -342,19 +388,24 @@ void fp8_quantize_nvfp4(const Launch& l) {
   auto* sc = static_cast<uint8_t*>(scales->data);
   const std::vector<float>& e4m3 = decoded(kE4M3Format);
   parallel_for(g.tiles(), 16, [&](int64_t b, int64_t e) {
+    Tally tally(kE2M1Format);
     for (int64_t k = b; k < e; ++k) {
       Amax amax;
       g.each(k, [&](int64_t i) { amax.add(xv[i]); });
-      float s = 0.0f;
       if (amax.nonfinite) {  // e2m1 has no NaN: the block's scale is e4m3's NaN and its values zero
         sc[k] = kE4M3Format.nan_bits;
-      } else {
-        // The block's e4m3 scale: amax / 6 in the tensor's scale, rounded and saturated.
-        sc[k] = encode((amax.value / 6.0f) * global_s, kE4M3Format);
-        const float block_scale = e4m3[sc[k]];
-        s = block_scale == 0.0f ? 0.0f : global_s / block_scale;  // 0: the block's scale underflowed
+        g.each(k, [&](int64_t i) { out[i] = 0; });
+        continue;
       }
-      g.each(k, [&](int64_t i) { out[i] = amax.nonfinite ? 0 : encode(xv[i] * s, kE2M1Format); });
+      // The block's e4m3 scale: amax / 6 in the tensor's scale, rounded and saturated.
+      sc[k] = encode((amax.value / 6.0f) * global_s, kE4M3Format);
+      const float block_scale = e4m3[sc[k]];
+      const float s = block_scale == 0.0f ? 0.0f : global_s / block_scale;  // 0: the block's scale underflowed
+      g.each(k, [&](int64_t i) {
+        bool saturated = false;
+        out[i] = encode(xv[i] * s, kE2M1Format, &saturated);
+        tally.count(xv[i], out[i], saturated);
+      });
     }
   });
   *static_cast<float*>(global->data) = 1.0f / global_s;

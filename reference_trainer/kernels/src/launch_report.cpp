@@ -91,6 +91,16 @@ void LaunchReport::count_store(const void* dst, int32_t dtype, const float* src,
   }
 }
 
+void LaunchReport::add_quantized(int output, const mpt_store_counts& part) {
+  if (output < 0 || output >= std::min(desc_.n_outputs, MPT_MAX_REPORTED_OUTPUTS)) return;
+  mpt_store_counts& s = out_->stores[output];
+  std::atomic_ref<uint32_t>(s.narrowed).store(1, std::memory_order_relaxed);
+  atomic_add(s.results, part.results);
+  atomic_add(s.flushed, part.flushed);
+  atomic_add(s.subnormal, part.subnormal);
+  atomic_add(s.overflowed, part.overflowed);
+}
+
 void LaunchReport::add_update_chunk(int64_t begin, const mpt_update_counts& part) {
   std::lock_guard<std::mutex> lock(mutex_);
   update_parts_.emplace_back(begin, part);

@@ -25,6 +25,11 @@ class LaunchReport {
   // count at once, and integer sums do not depend on their order).
   void count_store(const void* dst, int32_t dtype, const float* src, const uint16_t* stored, int64_t n);
 
+  // A quantize kernel's chunk of its 8-bit or 4-bit output `output`: its nonzero finite inputs, and
+  // of them those quantized to zero, to a subnormal, or saturated (`overflowed`). Added
+  // atomically, as count_store's are.
+  void add_quantized(int output, const mpt_store_counts& part);
+
   // Parameter updates: each chunk of elements [begin, end) adds its partial counts; finish() sums
   // them in the order of `begin`, so the double sums depend on the chunking only, not on timing.
   void add_update_chunk(int64_t begin, const mpt_update_counts& part);

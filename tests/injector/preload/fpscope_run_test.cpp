@@ -518,9 +518,10 @@ TEST_F(FpscopeRun, RecipeForecastIsOffByDefaultAndNeedsFullStatistics) {
 
 // At step 0 an amp-bf16 run and an fp8 run of the same seed hold bit-identical weights and the same
 // first-layer input, so the amp-bf16 run's forecast for a recipe must be what the fp8 run's own
-// quantize kernels did to those bytes: the values they turned to zero (zeros of the 8-bit output
-// less zeros of the input) and the values they made subnormal, both read off the fp8 trace's
-// measurements of the 8-bit tensors.
+// quantize kernels did to those bytes: the values they turned to zero, made subnormal and
+// saturated, as their launch reports counted them (tensor_stores of the 8-bit output). The zeros
+// also agree with the fp8 trace's measurements of the 8-bit tensors (zeros of the output less
+// zeros of the input).
 TEST_F(FpscopeRun, Fp8RunsQuantizeTheSameOperandsAsTheForecastSaid) {
   const std::vector<std::string> trainer = {"--seed", "4", "--train-subset", "64", "--test-subset", "16"};
   auto with = [&](std::vector<std::string> extra) {
@@ -534,7 +535,7 @@ TEST_F(FpscopeRun, Fp8RunsQuantizeTheSameOperandsAsTheForecastSaid) {
   const std::vector<std::pair<std::string, std::string>> recipes = {
       {"current", "current-e4m3"}, {"delayed", "delayed-e4m3"}, {"mxfp8", "mxfp8-e4m3"},
       {"mxfp8-ceil", "mxfp8-e4m3-ceil"}, {"block", "block-e4m3"}, {"mxfp4", "mxfp4"}, {"nvfp4", "nvfp4"}};
-  int64_t compared = 0, lost = 0;
+  int64_t compared = 0, lost = 0, saturated = 0;
   for (const auto& [flag, recipe] : recipes) {
     SCOPED_TRACE(flag);
     trace_ = dir_ / (flag + ".sqlite");
@@ -542,22 +543,29 @@ TEST_F(FpscopeRun, Fp8RunsQuantizeTheSameOperandsAsTheForecastSaid) {
     ASSERT_EQ(r.status, 0) << r.stderr_text;
     // What the forecast says of step 0's weights and of conv1's input, by tensor name.
     const auto forecast = query(bf16,
-        "select layer || ' ' || tensor, underflow, subnormal from v_tensor_recipes where step = 0 and "
+        "select layer || ' ' || tensor, underflow, subnormal, saturated from v_tensor_recipes where step = 0 and "
         "phase = 'forward' and recipe = '" + recipe + "' and (operand = 'weight' or layer = 'conv1') order by 1");
-    // What the fp8 run's quantize kernels measured on the same operands.
-    const auto measured = query(trace_,
-        "select k.layer || ' ' || x.tensor, q.zero - x.zero, q.subnormal from v_kernels k "
-        "join v_tensors x on x.kernel_id = k.id and x.role = 'in' and x.slot = 0 "
+    // What the fp8 run's quantize kernels counted on the same operands.
+    const std::string launches =
+        " from v_kernels k join v_tensors x on x.kernel_id = k.id and x.role = 'in' and x.slot = 0 "
         "join v_tensors q on q.kernel_id = k.id and q.role = 'out' and q.slot = 0 "
+        "join tensor_stores s on s.tensor_id = q.id "
         "where k.kernel like 'fp8_quantize_%' and k.step = 0 and k.phase = 'forward' and "
-        "(x.tensor like '%.weight' or k.layer = 'conv1') order by 1");
+        "(x.tensor like '%.weight' or k.layer = 'conv1') order by 1";
+    const auto measured = query(trace_, "select k.layer || ' ' || x.tensor, s.flushed, s.subnormal, s.overflowed" + launches);
     ASSERT_EQ(forecast.size(), 5u);  // four weights and conv1's input
     EXPECT_EQ(forecast, measured);
-    for (const auto& row : forecast) lost += std::stoll(row[1]) + std::stoll(row[2]);
+    EXPECT_EQ(query(trace_, "select k.layer || ' ' || x.tensor, q.zero - x.zero, x.count - x.zero" + launches),
+              query(trace_, "select k.layer || ' ' || x.tensor, s.flushed, s.results" + launches));
+    for (const auto& row : forecast) {
+      lost += std::stoll(row[1]) + std::stoll(row[2]);
+      saturated += std::stoll(row[3]);
+    }
     compared += int64_t(forecast.size());
   }
   EXPECT_EQ(compared, 35);
   EXPECT_GT(lost, 0);  // the comparison covers values lost or made subnormal, not only clean casts
+  EXPECT_GT(saturated, 0);  // and values saturated (the OCP rule's top binade)
 }
 
 // Runs a reference script on the trace; returns its standard output, failing the test unless it

@@ -14,8 +14,10 @@ below, "current-pow2-e5m2" or "block-e5m2" too), "tile_rows", "history" (the ama
 before, for delayed recipes)} and this writes, for each, what the kernel library's fp8 quantize
 kernels must produce: "q" (the 8-bit patterns, hex), "scales" (per tensor or block: the decode
 scale 1/s as fp32 bits, the E8M0 byte of an MX block, or NVFP4's e4m3 block scale byte, with its
-tensor's scale 1/s_g as "global"), "history" (the amaxes after this step)
-and "y" (the dequantized values, fp32 bits: each pattern's value times its decode scale).
+tensor's scale 1/s_g as "global"), "history" (the amaxes after this step),
+"y" (the dequantized values, fp32 bits: each pattern's value times its decode scale) and "counts"
+(what the kernel's launch report must say of q: "results", the nonzero finite values of finite
+blocks; of them "flushed" to zero, made "subnormal", and "saturated", as the forecast counts them).
 A NaN is written as 0x7F in both 8-bit formats, an Inf as e5m2's Inf and as e4m3's NaN (which has
 no Inf); every value of a non-finite MX block as NaN (0 in e2m1, which has no NaN), its scale as
 E8M0's NaN (0xFF); a non-finite NVFP4 block's values as 0 under e4m3's NaN as its scale. e2m1
@@ -269,6 +271,8 @@ def quantize(t, x):
         history = [amax] + history[:-1]
     q = np.zeros((rows, cols), dtype=np.uint8)
     scales = []
+    counted = Outcome()  # what quantizing did to the finite values of finite blocks
+    nonzero = 0
     e4m3 = ELEMENTS["e4m3"]["dtype"]
     width = cols if block == 0 else block
     height = rows if block == 0 else t["tile_rows"]
@@ -295,6 +299,8 @@ def quantize(t, x):
             else:
                 scales.append(int((F32(1) / F32(s)).view(np.uint32)))
             q[r0:r0 + height, c0:c0 + width] = quantize_bytes(tile, s, element)
+            counted.add(vals, s, element)
+            nonzero += int(np.count_nonzero(vals))
     # Dequantized: each pattern's value (ml_dtypes) times its decode scale, an fp32 product.
     values = q.view(ELEMENTS[element]["dtype"]).astype(np.float32)
     if rule in ("mx-floor", "mx-ceil"):
@@ -309,7 +315,9 @@ def quantize(t, x):
         y = (values * expanded).astype(np.float32)
         if rule == "nvfp4":
             y = (y * (F32(1) / F32(ts))).astype(np.float32)
-    out = {"q": q.tobytes().hex(), "scales": scales, "history": history, "y": y.view(np.uint32).ravel().tolist()}
+    out = {"q": q.tobytes().hex(), "scales": scales, "history": history, "y": y.view(np.uint32).ravel().tolist(),
+           "counts": {"results": nonzero, "flushed": counted.underflow, "subnormal": counted.subnormal,
+                      "saturated": counted.saturated}}
     if rule == "nvfp4":
         out["global"] = int((F32(1) / F32(ts)).view(np.uint32))
     return out

@@ -2,7 +2,8 @@
 // tests/injector/stats/reference_recipes.py (numpy's fp32 arithmetic, ml_dtypes' casts): every
 // 8-bit pattern, every scale, the delayed history and every dequantized value must be equal, on
 // random tensors over a wide range and on tensors built for the edges (grid ties, saturation, zero,
-// NaN and Inf blocks, fp32 subnormals, partial blocks and tiles). Skipped where no Python with
+// NaN and Inf blocks, fp32 subnormals, partial blocks and tiles), and so must the counts of the
+// launch report (values flushed, made subnormal, saturated). Skipped where no Python with
 // ml_dtypes was found at configure time. Also: the kernels' argument errors.
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@ namespace {
 
 using mpt_test::HostTensor;
 using mpt_test::launch;
+using mpt_test::launch_reported;
 using mpt_test::Scalars;
 using Json = nlohmann::json;
 
@@ -161,6 +163,7 @@ TEST(Fp8Kernels, EveryPatternScaleAndDequantizedValueMatchesAnIndependentQuantiz
   const std::vector<QuantizeCase> cs = cases();
   const Json want = reference(ins, cs);
   ASSERT_FALSE(want.empty());
+  uint64_t flushed = 0, subnormal = 0, saturated = 0;  // over every case: each count is exercised
   for (const Input& in : ins) {
     for (const QuantizeCase& c : cs) {
       const std::string name = case_name(in, c);
@@ -177,10 +180,22 @@ TEST(Fp8Kernels, EveryPatternScaleAndDequantizedValueMatchesAnIndependentQuantiz
       HostTensor global({1}, MPT_DTYPE_F32, "global_scale_inv");
       HostTensor history({int64_t(c.history.size())}, MPT_DTYPE_F32, "amax_history");
       if (!c.history.empty()) std::memcpy(history.data(), c.history.data(), c.history.size() * sizeof(float));
-      const int status = nvfp4                ? launch(c.kernel, {&x}, {&q, &scale, &global}, c.scalars)
-                         : c.history.empty() ? launch(c.kernel, {&x}, {&q, &scale}, c.scalars)
-                                             : launch(c.kernel, {&x, &history}, {&q, &scale, &history}, c.scalars);
+      mpt_launch_report report{};
+      const int status =
+          nvfp4               ? launch_reported(c.kernel, {&x}, {&q, &scale, &global}, c.scalars, &report)
+          : c.history.empty() ? launch_reported(c.kernel, {&x}, {&q, &scale}, c.scalars, &report)
+                              : launch_reported(c.kernel, {&x, &history}, {&q, &scale, &history}, c.scalars, &report);
       ASSERT_EQ(status, MPT_OK) << mpt_last_error();
+      // The launch report's counts of q: what quantizing did, as the reference counts it.
+      const Json& counts = w.at("counts");
+      const mpt_store_counts& stored = report.stores[0];
+      EXPECT_EQ(stored.narrowed, 1u);
+      EXPECT_EQ(stored.results, counts.at("results").get<uint64_t>());
+      EXPECT_EQ(stored.flushed, counts.at("flushed").get<uint64_t>());
+      EXPECT_EQ(stored.subnormal, counts.at("subnormal").get<uint64_t>());
+      EXPECT_EQ(stored.overflowed, counts.at("saturated").get<uint64_t>());
+      for (int o = 1; o < MPT_MAX_REPORTED_OUTPUTS; ++o) EXPECT_EQ(report.stores[o].narrowed, 0u) << "output " << o;
+      flushed += stored.flushed, subnormal += stored.subnormal, saturated += stored.overflowed;
 
       const std::string hex = w.at("q").get<std::string>();
       ASSERT_EQ(hex.size(), size_t(2 * q.numel()));
@@ -224,6 +239,9 @@ TEST(Fp8Kernels, EveryPatternScaleAndDequantizedValueMatchesAnIndependentQuantiz
       EXPECT_EQ(wrong_y, 0);
     }
   }
+  EXPECT_GT(flushed, 0u);
+  EXPECT_GT(subnormal, 0u);
+  EXPECT_GT(saturated, 0u);
 }
 
 // Evaluation quantizes with the history without adding to it; an empty tensor adds nothing either.

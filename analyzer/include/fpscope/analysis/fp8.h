@@ -136,33 +136,43 @@ Fp8Advice fp8_advice(const Fp8Readiness& readiness);
 
 // The forecast of run A against what an fp8 run of mptrain (B) measured, per layer and operand,
 // over the training steps (forward and backward phases) each run traced, each operand tensor counted
-// once a step (A forecasts it at every product that reads it; B quantizes it once for them all). B's counts come off its
-// quantize kernels' launches: values flushed to zero are the zeros of the 8-bit output less those
-// of the input, values made subnormal the output's subnormals (saturation leaves no mark on the
-// output, so it is not compared).
+// once a step (A forecasts it at every product that reads it; B quantizes it once for them all). B's
+// counts are its quantize kernels' own (their launch reports, tensor_stores): the values flushed to
+// zero, made subnormal and saturated. A trace of a trainer whose kernels did not report them gives
+// the flushed values as the zeros of the 8-bit output less those of the input, the subnormals as
+// the output's, and no saturation.
 struct Fp8OutcomeRow {
   std::string layer;
   Operand operand = Operand::Activation;
   Recipe recipe = Recipe::CurrentE4M3;  // the forecast recipe that replays B's mode for it
-  uint64_t a_quantized = 0, a_underflow = 0, a_subnormal = 0;
+  uint64_t a_quantized = 0, a_underflow = 0, a_subnormal = 0, a_saturated = 0;
   uint64_t b_quantized = 0, b_underflow = 0, b_subnormal = 0;
+  std::optional<uint64_t> b_saturated;  // absent where B's kernels did not count it
   // 1 for the operand whose values fall below the format's normal range (flushed or subnormal)
   // most often in that run, 2 for the next...; 0 where the run has no figure.
   int a_rank = 0, b_rank = 0;
   // Step 0's operand (its first launch in the step): whether both runs measured the same statistics
   // of it (count, zeros, NaN/Inf, min, max, mean, rms, exponent histogram), and its counts in each.
   bool step0_same_operand = false;
-  std::optional<uint64_t> a_step0_underflow, a_step0_subnormal, b_step0_underflow, b_step0_subnormal;
+  std::optional<uint64_t> a_step0_underflow, a_step0_subnormal, a_step0_saturated;
+  std::optional<uint64_t> b_step0_underflow, b_step0_subnormal, b_step0_saturated;
+  // The same operand, the same counts (saturation where B counted it).
   bool step0_equal() const {
-    return step0_same_operand && a_step0_underflow == b_step0_underflow && a_step0_subnormal == b_step0_subnormal;
+    return step0_same_operand && a_step0_underflow == b_step0_underflow && a_step0_subnormal == b_step0_subnormal &&
+           (!b_step0_saturated || a_step0_saturated == b_step0_saturated);
   }
   // The share of the values quantized that were flushed to zero or made subnormal, in each run.
-  std::optional<double> a_share() const { return share(a_underflow, a_subnormal, a_quantized); }
-  std::optional<double> b_share() const { return share(b_underflow, b_subnormal, b_quantized); }
+  std::optional<double> a_share() const { return share(a_underflow + a_subnormal, a_quantized); }
+  std::optional<double> b_share() const { return share(b_underflow + b_subnormal, b_quantized); }
+  // The share of the values quantized that saturated, in each run.
+  std::optional<double> a_saturated_share() const { return share(a_saturated, a_quantized); }
+  std::optional<double> b_saturated_share() const {
+    return b_saturated ? share(*b_saturated, b_quantized) : std::nullopt;
+  }
 
  private:
-  static std::optional<double> share(uint64_t flushed, uint64_t subnormal, uint64_t n) {
-    return n ? std::optional<double>(double(flushed + subnormal) / double(n)) : std::nullopt;
+  static std::optional<double> share(uint64_t part, uint64_t n) {
+    return n ? std::optional<double>(double(part) / double(n)) : std::nullopt;
   }
 };
 struct Fp8Outcome {
@@ -172,9 +182,7 @@ struct Fp8Outcome {
   int step0_equal = 0;              // of them, rows whose counts agree
 };
 // Set when A holds a forecast and B is an fp8 run of mptrain (meta config.precision "fp8") in a
-// mode the forecast replays (delayed scaling with a window of 1024 or 16 steps). The values of a
-// 4-bit block holding a NaN or Inf are written 0 under a NaN scale: B counts them as flushed, where
-// the forecast leaves such blocks out.
+// mode the forecast replays (delayed scaling with a window of 1024 or 16 steps).
 std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b);
 
 // The colour of recipe `r`'s cell for an operand in the readiness grid (palette::recipe_fit), and

@@ -124,10 +124,14 @@ typedef struct mpt_scalar {
  * Narrowing stores. A kernel that computes in fp32 and stores an f16 or bf16 output counts, at that
  * store, the results that the rounding (nearest even, or stochastic where asked) damaged. `results`
  * counts the nonzero finite fp32 results stored; of those, `flushed` became zero, `subnormal` became
- * a nonzero subnormal and `overflowed` became an infinity. `narrowed` is 1 for an output the kernel
- * stored that way (a 16-bit output written through the library's fp32 store path) and 0 otherwise
- * (an f32 output, an integer one, one the kernel copies bits into): its counts are then zero and
- * mean nothing. Outputs past MPT_MAX_REPORTED_OUTPUTS are not counted. */
+ * a nonzero subnormal and `overflowed` became an infinity. A quantize kernel (fp8_quantize_*)
+ * counts its 8-bit or 4-bit output q the same way, over the nonzero finite inputs it scaled
+ * (those of a non-finite block excepted): `flushed` became zero, `subnormal` a nonzero subnormal,
+ * and `overflowed` counts the values that saturated at the format's largest value (the scaled
+ * value rounded beyond it). `narrowed` is 1 for an output the kernel stored that way (a 16-bit
+ * output written through the library's fp32 store path, a quantized output) and 0 otherwise (an f32
+ * output, an integer one, one the kernel copies bits into, a quantize kernel's scales): its counts
+ * are then zero and mean nothing. Outputs past MPT_MAX_REPORTED_OUTPUTS are not counted. */
 #define MPT_MAX_REPORTED_OUTPUTS 8
 typedef struct mpt_store_counts {
   uint64_t results;
