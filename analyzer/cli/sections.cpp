@@ -478,7 +478,14 @@ namespace {
 
 // A's forecast next to what fp8 run B's quantize kernels measured.
 Section fp8_outcome_section(const Fp8Outcome& f) {
-  Section sec{"fp8", fmt::format("fp8: A's forecast against B's quantize kernels (B: {})", mptrain_fp8_flags(f.mode)),
+  const std::string b_mode =
+      f.trainer == "torchao"
+          ? fmt::format("torchao float8, tensorwise scaling: {} forward, {} gradients",
+                        contract::recipe_info(f.mode.forward).name,
+                        f.mode.gradient ? contract::recipe_info(*f.mode.gradient).name : "unscaled")
+          : mptrain_fp8_flags(f.mode);
+  Section sec{"fp8", fmt::format("fp8: A's forecast against B's {} (B: {})",
+                                 f.trainer == "torchao" ? "casts to fp8" : "quantize kernels", b_mode),
               {}, {}, {}};
   const bool b_counted_saturation =
       std::any_of(f.rows.begin(), f.rows.end(), [](const Fp8OutcomeRow& r) { return r.b_saturated.has_value(); });
@@ -487,6 +494,10 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
       "saturated at the format's largest value, over the training steps each run traced; rank 1 is the operand that "
       "loses most below the range in that run.{}",
       b_counted_saturation ? "" : " B's quantize kernels did not count saturation (a trainer built before they did)."));
+  if (f.trainer == "torchao")
+    sec.notes.push_back(
+        "B's counts come from its traced statistics: flushed, the fp8 tensor's zeros less the zeros of the tensor cast; "
+        "subnormal, the fp8 tensor's; saturated, the values of the scaled tensor a cast to the format overflows.");
   sec.notes.push_back(fmt::format(
       "Step 0: {} operand{} held the same values in both runs (the same statistics); the counts agree exactly for {} of "
       "them.{}",

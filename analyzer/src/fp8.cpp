@@ -340,8 +340,44 @@ void rank_rows(std::vector<Fp8OutcomeRow>& rows, Get share, int Fp8OutcomeRow::*
 
 }  // namespace
 
-std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
-  if (b.meta_value("config.precision").value_or("") != "fp8" || !has_fp8_forecast(a)) return std::nullopt;
+namespace {
+
+// What run B's quantize steps did, per layer and operand, in the order B met them.
+struct Measured {
+  MptrainFp8Mode mode;
+  std::string trainer;  // "mptrain" or "torchao"
+  std::map<OperandKey, Side> sides;
+  std::vector<OperandKey> order;
+  Side& side(const OperandKey& key) {
+    if (!sides.count(key)) order.push_back(key);
+    return sides[key];
+  }
+};
+
+// Adds one quantized tensor to `side`: its values quantized, flushed, made subnormal and saturated
+// (when counted), its counts and statistics as the side's step-0 operand if it is the first at step 0.
+void add_quantized(Side& side, const OperandStats& stats, std::optional<int64_t> step, uint64_t underflow,
+                   uint64_t subnormal, std::optional<uint64_t> saturated) {
+  side.quantized += uint64_t(stats.count - stats.nonfinite);
+  side.underflow += underflow;
+  side.subnormal += subnormal;
+  if (saturated) side.saturated = side.saturated.value_or(0) + *saturated;
+  if (step == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, saturated, stats};
+}
+
+std::set<int64_t> weight_allocations(const Trace& t) {
+  std::set<int64_t> out;
+  sql::Statement wq(detail::db(t), "SELECT DISTINCT m.alloc_id FROM memory_events m JOIN categories c ON c.id = m.category "
+                                   "WHERE m.kind = 'alloc' AND c.name = 'weight'");
+  while (wq.step()) out.insert(wq.i64(0));
+  return out;
+}
+
+// B as an fp8 run of mptrain: every quantize launch of the training steps. The operand: a gradient
+// in backward, else a weight where the input's allocation holds weights, else an activation. The
+// counts: the kernel's own (tensor_stores of its output), else what the output's statistics say.
+std::optional<Measured> mptrain_quantized(const Trace& b) {
+  if (b.meta_value("config.precision").value_or("") != "fp8") return std::nullopt;
   auto mode = mptrain_fp8_mode(b.meta_value("config.fp8_recipe").value_or(""),
                                b.meta_value("config.fp8_format").value_or(""));
   if (!mode) return std::nullopt;
@@ -356,19 +392,8 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
       return std::nullopt;
     }
   }
-  // The forecast recipe B's mode applies to an operand (none for a gradient no recipe replays).
-  auto applied_to = [&mode](Operand o) { return o == Operand::Gradient ? mode->gradient : std::optional<Recipe>(mode->forward); };
-  Fp8Outcome out{*mode, {}, 0, 0};
-  std::map<OperandKey, Side> forecast, measured;
-  std::vector<OperandKey> order;
-
-  // B: every quantize launch of the training steps. The operand: a gradient in backward, else a
-  // weight where the input's allocation holds weights, else an activation. The counts: the kernel's
-  // own (tensor_stores of its output), else what the output's statistics say.
-  std::set<int64_t> weight_allocations;
-  sql::Statement wq(detail::db(b), "SELECT DISTINCT m.alloc_id FROM memory_events m JOIN categories c ON c.id = m.category "
-                                   "WHERE m.kind = 'alloc' AND c.name = 'weight'");
-  while (wq.step()) weight_allocations.insert(wq.i64(0));
+  Measured out{*mode, "mptrain", {}, {}};
+  const std::set<int64_t> weights = weight_allocations(b);
   sql::Statement bq(detail::db(b),
                     std::string("SELECT coalesce(k.layer, ''), k.phase, k.step, q.zero, q.subnormal, ") + kStatsColumns +
                         ", t.tensor_uid, s.flushed, s.subnormal, s.overflowed "
@@ -377,12 +402,9 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
                         "LEFT JOIN tensor_stores s ON s.tensor_id = q.id "
                         "WHERE k.kernel LIKE 'fp8_quantize_%' AND k.phase IN ('forward', 'backward') ORDER BY k.id");
   while (bq.step()) {
-    const Operand operand = bq.text(1) == "backward"                                        ? Operand::Gradient
-                            : !bq.is_null(13) && weight_allocations.count(bq.i64(13)) != 0 ? Operand::Weight
-                                                                                            : Operand::Activation;
-    const OperandKey key{bq.text(0), int(operand)};
-    if (!measured.count(key)) order.push_back(key);
-    Side& side = measured[key];
+    const Operand operand = bq.text(1) == "backward"                              ? Operand::Gradient
+                            : !bq.is_null(13) && weights.count(bq.i64(13)) != 0 ? Operand::Weight
+                                                                                  : Operand::Activation;
     const OperandStats stats = read_stats(bq, 5);
     const bool counted = !bq.is_null(14);
     const uint64_t zeros_out = uint64_t(bq.i64(3));
@@ -390,12 +412,107 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
         counted ? uint64_t(bq.i64(14)) : zeros_out - uint64_t(std::min<int64_t>(stats.zero, int64_t(zeros_out)));
     const uint64_t subnormal = uint64_t(counted ? bq.i64(15) : bq.i64(4));
     const std::optional<uint64_t> saturated = counted ? std::optional<uint64_t>(bq.i64(16)) : std::nullopt;
-    side.quantized += uint64_t(stats.count - stats.nonfinite);
-    side.underflow += underflow;
-    side.subnormal += subnormal;
-    if (saturated) side.saturated = side.saturated.value_or(0) + *saturated;
-    if (bq.opt_i64(2) == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, saturated, stats};
+    add_quantized(out.side({bq.text(0), int(operand)}), stats, bq.opt_i64(2), underflow, subnormal, saturated);
   }
+  return out;
+}
+
+// B as a program trained with torchao's float8 tensorwise scaling: each cast to fp8 torchao makes
+// (hp_tensor_to_float8_dynamic: the tensor x multiplied by its one fp32 scale, clamped to the
+// format's range, then _to_copy to e4m3 or e5m2) in the training steps, each found from the cast
+// back through its input's writers within the few launches before it. The operand: a weight where
+// x's allocation holds a parameter; in backward, a tensor the same step's forward cast (torchao
+// quantizes a layer's input and weight again for its backward products) is that operand, any other
+// the gradient; in forward, any other an activation. Counts from the statistics: the values flushed
+// are the zeros of the fp8 tensor less those of x, the subnormals the fp8 tensor's, and the values
+// saturated those of x times the scale that a cast to the format would overflow (beyond 464 for
+// e4m3, from 61440 for e5m2: where the rounded value exceeds the largest). Rowwise scaling (a scale
+// per row) is not compared.
+std::optional<Measured> torchao_quantized(const Trace& b) {
+  const sql::Database& db = detail::db(b);
+  if (db.query_int("SELECT EXISTS (SELECT 1 FROM v_kernels k JOIN v_tensors t ON t.kernel_id = k.id "
+                   "WHERE k.kernel = '_scaled_mm' AND t.role = 'in' AND t.dtype_name IN ('e4m3', 'e5m2'))")
+          .value_or(0) == 0)
+    return std::nullopt;
+  const std::set<int64_t> weights = weight_allocations(b);
+  // The last launch at most 8 before `before` that wrote allocation `uid`: its id, kernel and first
+  // input's allocation.
+  sql::Statement writer(db, "SELECT o.kernel_id, k.kernel, i.tensor_uid FROM tensors o JOIN v_kernels k ON k.id = o.kernel_id "
+                            "LEFT JOIN tensors i ON i.kernel_id = o.kernel_id AND i.role = 'in' AND i.slot = 0 "
+                            "WHERE o.role = 'out' AND o.tensor_uid = ?1 AND o.kernel_id < ?2 AND o.kernel_id >= ?2 - 8 "
+                            "ORDER BY o.kernel_id DESC LIMIT 1");
+  struct Launch {
+    int64_t id;
+    std::string kernel;
+    std::optional<int64_t> input_uid;
+  };
+  auto written = [&writer](int64_t uid, int64_t before) -> std::optional<Launch> {
+    writer.reset();
+    writer.bind(1, uid);
+    writer.bind(2, before);
+    if (!writer.step()) return std::nullopt;
+    return Launch{writer.i64(0), writer.text(1), writer.opt_i64(2)};
+  };
+  // The multiply's tensors: x (slot 0, with its statistics), the scale (slot 1) and the product.
+  sql::Statement product(db, std::string("SELECT ") + kStatsColumns + ", t.tensor_uid, s.count, p.e4m3_overflow, "
+                             "p.e5m2_overflow FROM tensors t JOIN tensors s ON s.kernel_id = t.kernel_id AND s.role = 'in' "
+                             "AND s.slot = 1 JOIN tensors p ON p.kernel_id = t.kernel_id AND p.role = 'out' AND p.slot = 0 "
+                             "WHERE t.kernel_id = ?1 AND t.role = 'in' AND t.slot = 0");
+  sql::Statement casts(db, "SELECT k.id, coalesce(k.layer, ''), k.phase, k.step, o.dtype_name, o.zero, o.subnormal, "
+                           "i.tensor_uid FROM v_kernels k JOIN tensors i ON i.kernel_id = k.id AND i.role = 'in' AND i.slot = 0 "
+                           "JOIN v_tensors o ON o.kernel_id = k.id AND o.role = 'out' AND o.slot = 0 "
+                           "WHERE k.kernel = '_to_copy' AND o.dtype_name IN ('e4m3', 'e5m2') "
+                           "AND k.phase IN ('forward', 'backward') AND i.tensor_uid IS NOT NULL ORDER BY k.id");
+  Measured out{kMptrainFp8Modes[0], "torchao", {}, {}};
+  bool any = false, gradient_e4m3 = false, gradient_e5m2 = false;
+  std::map<std::tuple<std::optional<int64_t>, std::string, int64_t>, Operand> forward_sources;  // (step, layer, x)
+  std::set<std::tuple<std::string, int, std::optional<int64_t>, int64_t>> seen;                  // once a step
+  while (casts.step()) {
+    const std::optional<Launch> clamp = written(casts.i64(7), casts.i64(0));
+    if (!clamp || clamp->kernel != "clamp" || !clamp->input_uid) continue;
+    const std::optional<Launch> mul = written(*clamp->input_uid, clamp->id);
+    if (!mul || mul->kernel != "mul") continue;
+    product.reset();
+    product.bind(1, mul->id);
+    if (!product.step() || product.is_null(8)) continue;
+    if (product.i64(9) != 1) return std::nullopt;  // a scale per row or block: not tensorwise
+    const std::string layer = casts.text(1), format = casts.text(4);
+    const bool backward = casts.text(2) == "backward";
+    const std::optional<int64_t> step = casts.opt_i64(3);
+    const int64_t x = product.i64(8);
+    Operand operand = weights.count(x) ? Operand::Weight : Operand::Activation;
+    if (backward && operand != Operand::Weight) {
+      const auto it = forward_sources.find({step, layer, x});
+      operand = it != forward_sources.end() ? it->second : Operand::Gradient;
+    }
+    if (!backward) forward_sources.emplace(std::make_tuple(step, layer, x), operand);
+    if (operand == Operand::Gradient) (format == "e5m2" ? gradient_e5m2 : gradient_e4m3) = true;
+    else if (format != "e4m3") return std::nullopt;  // torchao's forward operands are e4m3
+    any = true;
+    if (!seen.insert({layer, int(operand), step, x}).second) continue;
+    const OperandStats stats = read_stats(product, 0);
+    const uint64_t underflow = uint64_t(std::max<int64_t>(0, casts.i64(5) - stats.zero));
+    const uint64_t saturated = uint64_t(product.i64(format == "e5m2" ? 11 : 10));
+    add_quantized(out.side({layer, int(operand)}), stats, step, underflow, uint64_t(casts.i64(6)), saturated);
+  }
+  if (!any || (gradient_e4m3 && gradient_e5m2)) return std::nullopt;
+  out.mode = kMptrainFp8Modes[gradient_e4m3 ? 1 : 0];  // current scaling, hybrid or e4m3 everywhere
+  return out;
+}
+
+}  // namespace
+
+std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
+  if (!has_fp8_forecast(a)) return std::nullopt;
+  std::optional<Measured> measured = mptrain_quantized(b);
+  if (!measured) measured = torchao_quantized(b);
+  if (!measured) return std::nullopt;
+  const MptrainFp8Mode& mode = measured->mode;
+  // The forecast recipe B's mode applies to an operand (none for a gradient no recipe replays).
+  auto applied_to = [&mode](Operand o) { return o == Operand::Gradient ? mode.gradient : std::optional<Recipe>(mode.forward); };
+  Fp8Outcome out{mode, measured->trainer, {}, 0, 0};
+  std::map<OperandKey, Side> forecast;
+  std::vector<OperandKey> order = measured->order;
 
   // A: the forecast of the recipe B's mode applies to each operand, each tensor once a step (B
   // quantizes an operand once for the products that read it; A forecasts it at each).
@@ -421,7 +538,7 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
       side.step0 = Step0{uint64_t(aq.i64(5)), uint64_t(aq.i64(6)), uint64_t(aq.i64(16)), read_stats(aq, 7)};
   }
   for (const auto& [key, side] : forecast)
-    if (!measured.count(key)) order.push_back(key);
+    if (!measured->sides.count(key)) order.push_back(key);
 
   for (const OperandKey& key : order) {
     const Operand operand = static_cast<Operand>(key.second);
@@ -432,7 +549,7 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     row.operand = operand;
     row.recipe = *applied;
     const Side fa = forecast.count(key) ? forecast.at(key) : Side{};
-    const Side mb = measured.count(key) ? measured.at(key) : Side{};
+    const Side mb = measured->sides.count(key) ? measured->sides.at(key) : Side{};
     row.a_quantized = fa.quantized, row.a_underflow = fa.underflow, row.a_subnormal = fa.subnormal;
     row.a_saturated = fa.saturated.value_or(0);
     row.b_quantized = mb.quantized, row.b_underflow = mb.underflow, row.b_subnormal = mb.subnormal;

@@ -355,7 +355,8 @@ json fp8_outcome_json(const Fp8Outcome& f) {
                                 {"step0_saturated", opt(r.b_step0_saturated)}}},
                     {"step0_same_operand", r.step0_same_operand}, {"step0_equal", r.step0_equal()}});
   }
-  return {{"fp8_recipe", f.mode.recipe}, {"fp8_format", f.mode.format}, {"step0_compared", f.step0_compared},
+  return {{"trainer", f.trainer}, {"fp8_recipe", f.mode.recipe}, {"fp8_format", f.mode.format},
+          {"step0_compared", f.step0_compared},
           {"step0_equal", f.step0_equal}, {"operands", rows}};
 }
 

@@ -128,6 +128,41 @@ for step in range(3):
 """
 
 
+# argv: fp8 | fp32 [recount]. FLOAT8's model, trained three steps, with torchao's float8 training
+# (fp8) or without (fp32); the first layer's weight holds eight planted values small enough that
+# e4m3 at its tensor's scale flushes or makes subnormal most of them. With "recount" it trains
+# nothing: it quantizes that weight as current scaling states it (numpy's fp32 quotient 448 / amax
+# and product, ml_dtypes' cast after clipping to 448) and prints the values flushed to zero and the
+# values made subnormal.
+FLOAT8_PAIR = """
+import sys
+import numpy as np, torch, torch.nn as nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32))
+with torch.no_grad():
+    model[0].weight[0, :8] = torch.tensor([1e-7, -2e-7, 1e-8, 5e-7, -1e-6, 2e-6, 3e-6, 0.0])
+if len(sys.argv) > 2:
+    import ml_dtypes
+    w = model[0].weight.detach().numpy().astype(np.float32)
+    s = np.float32(448.0) / np.float32(np.abs(w).max())
+    q = np.clip(w * s, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    print("flushed", int(np.count_nonzero((q == 0) & (w != 0))), "subnormal",
+          int(np.count_nonzero((q != 0) & (np.abs(q) < 2.0 ** -6))))
+    sys.exit(0)
+if sys.argv[1] == "fp8":
+    from torchao.float8 import convert_to_float8_training
+    convert_to_float8_training(model)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x, y = torch.randn(16, 64), torch.randn(16, 32)
+for step in range(3):
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("loss", step, loss.item().hex())
+"""
+
 class FrontEndTest(support.FrontEndCase):
     def test_torch2_torchao_float8_training_measures_its_fp8_tensors(self):
         """torchao's float8 training, untouched: the program computes what it computes untraced;
@@ -166,6 +201,37 @@ class FrontEndTest(support.FrontEndCase):
                                                   " AND t.role = 'out' AND t.dtype_name = 'f32' AND t.count = 1")]
         self.assertIn(scale, scales)
 
+
+    def test_torch2_compare_sets_a_torchao_float8_run_beside_the_forecast(self):
+        """`fpscope compare` of an fp32 run with the fp8 forecast and the same program trained
+        with torchao's float8 (tensorwise, hybrid): every operand of both layers has a row with the
+        forecast's recipe for it (current-e4m3, current-e5m2 for gradients), the same number of
+        values quantized a step in both runs; at step 0 the weights and the first layer's input
+        hold the same values in both runs, and there the forecast's counts equal what torchao's
+        casts did; the first weight's planted values are flushed and made subnormal as an
+        independent quantizer says; current scaling saturates nothing."""
+        script = self.write("float8_pair.py", FLOAT8_PAIR)
+        forecast, _ = self.trace(script, "--recipes", "operands", args=["fp32"])
+        fp8, _ = self.trace(script, args=["fp8"])
+        recount = run([PYTHON, script, "fp32", "recount"], self.dir).stdout.split()
+        compared = json.loads(run([FPSCOPE, "compare", forecast, fp8, "--format", "json"], self.dir).stdout)
+        outcome = compared["fp8_outcome"]
+        self.assertEqual((outcome["trainer"], outcome["fp8_recipe"], outcome["fp8_format"]), ("torchao", "current", "hybrid"))
+        rows = {(r["layer"], r["operand"]): r for r in outcome["operands"]}
+        self.assertEqual(set(rows), {(layer, operand) for layer in ("0", "2")
+                                     for operand in ("activation", "weight", "gradient")})
+        for (layer, operand), r in rows.items():
+            self.assertEqual(r["recipe"], "current-e5m2" if operand == "gradient" else "current-e4m3")
+            self.assertEqual(r["source"]["quantized"], r["target"]["quantized"], (layer, operand))
+            self.assertEqual(r["target"]["saturated"], 0)
+            if operand == "weight" or (layer, operand) == ("0", "activation"):
+                self.assertTrue(r["step0_same_operand"], (layer, operand))
+                self.assertTrue(r["step0_equal"], r)
+        weight = rows[("0", "weight")]["target"]
+        self.assertEqual(["flushed", str(weight["step0_underflow"]), "subnormal", str(weight["step0_subnormal"])], recount)
+        self.assertGreater(weight["step0_underflow"], 0)
+        self.assertGreater(weight["step0_subnormal"], 0)
+        self.assertEqual(outcome["step0_equal"], outcome["step0_compared"])
 
     def test_torch2_a_compiled_model_says_what_was_not_measured(self):
         """torch.compile: traced with the C++ observer, the program computes what it computes

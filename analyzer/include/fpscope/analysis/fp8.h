@@ -134,13 +134,16 @@ struct Fp8Advice {
 // Empty without a forecast.
 Fp8Advice fp8_advice(const Fp8Readiness& readiness);
 
-// The forecast of run A against what an fp8 run of mptrain (B) measured, per layer and operand,
+// The forecast of run A against what an fp8 run (B) measured, per layer and operand,
 // over the training steps (forward and backward phases) each run traced, each operand tensor counted
-// once a step (A forecasts it at every product that reads it; B quantizes it once for them all). B's
-// counts are its quantize kernels' own (their launch reports, tensor_stores): the values flushed to
-// zero, made subnormal and saturated. A trace of a trainer whose kernels did not report them gives
-// the flushed values as the zeros of the 8-bit output less those of the input, the subnormals as
-// the output's, and no saturation.
+// once a step (A forecasts it at every product that reads it; B quantizes it once for them all). B is
+// an fp8 run of mptrain, whose counts are its quantize kernels' own (their launch reports,
+// tensor_stores): the values flushed to zero, made subnormal and saturated (a trace of a trainer
+// whose kernels did not report them gives the flushed values as the zeros of the 8-bit output less
+// those of the input, the subnormals as the output's, and no saturation); or a PyTorch program
+// trained with torchao's float8 tensorwise scaling, whose casts to fp8 are counted from the
+// statistics of the tensor cast, of its scaled product and of the fp8 result (fp8.cpp,
+// torchao_quantized, says how they are found).
 struct Fp8OutcomeRow {
   std::string layer;
   Operand operand = Operand::Activation;
@@ -176,13 +179,15 @@ struct Fp8OutcomeRow {
   }
 };
 struct Fp8Outcome {
-  MptrainFp8Mode mode;
+  MptrainFp8Mode mode;  // B's recipes, as the mptrain mode that quantizes alike
+  std::string trainer;  // "mptrain" or "torchao"
   std::vector<Fp8OutcomeRow> rows;  // by layer (as B met them), then operand
   int step0_compared = 0;           // rows whose step-0 operands were the same
   int step0_equal = 0;              // of them, rows whose counts agree
 };
 // Set when A holds a forecast and B is an fp8 run of mptrain (meta config.precision "fp8") in a
-// mode the forecast replays (delayed scaling with a window of 1024 or 16 steps).
+// mode the forecast replays (delayed scaling with a window of 1024 or 16 steps), or a torchao float8
+// run with tensorwise scaling (current scaling: e4m3 forward, e5m2 or e4m3 gradients).
 std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b);
 
 // The colour of recipe `r`'s cell for an operand in the readiness grid (palette::recipe_fit), and
