@@ -516,7 +516,12 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
   };
   auto rank = [](int r) { return r ? int_cell(r) : Cell("-", nullptr, false); };
   for (const Fp8OutcomeRow& r : f.rows) {
-    const char* verdict = !r.step0_same_operand ? "operands differ" : r.step0_equal() ? "equal" : "DIFFERENT";
+    const char* verdict = r.b_quantized == 0                            ? "not quantized in B"
+                          : r.a_quantized == 0                          ? "not forecast in A"
+                          : !r.a_step0_underflow || !r.b_step0_underflow ? "no step 0"
+                          : !r.step0_same_operand                       ? "operands differ"
+                          : r.step0_equal()                             ? "equal"
+                                                                        : "DIFFERENT";
     t.rows.push_back({Cell(r.layer.empty() ? "-" : r.layer), Cell(contract::operand_name(r.operand)),
                       Cell(contract::recipe_info(r.recipe).name), percent_cell(r.a_share()), percent_cell(r.b_share()),
                       percent_cell(r.a_saturated_share()), percent_cell(r.b_saturated_share()), rank(r.a_rank),
