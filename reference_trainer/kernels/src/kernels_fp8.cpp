@@ -457,8 +457,11 @@ void fp8_dequantize(const Launch& l) {
   parallel_for(v.rows, 64, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
       for (int64_t c = 0; c < v.cols; ++c) {
-        const float scaled = value[in[r * v.cols + c]] * scale_of(g.tile_of(r, c));
-        yv[r * v.cols + c] = nvfp4 ? scaled * global_inv : scaled;
+        // A NaN (a NaN value or scale, or Inf times 0) is the default quiet NaN, whatever bits the
+        // product of the operands would keep: the CUDA kernel writes the same.
+        float scaled = value[in[r * v.cols + c]] * scale_of(g.tile_of(r, c));
+        if (nvfp4 && !std::isnan(scaled)) scaled = scaled * global_inv;
+        yv[r * v.cols + c] = std::isnan(scaled) ? std::numeric_limits<float>::quiet_NaN() : scaled;
       }
   });
   out.store();

@@ -136,8 +136,6 @@ void finish_fp8(TrainConfig& c, const RawOptions& raw) {
     if (any) throw UsageError("--fp8-recipe, --fp8-format, --fp8-amax-history and --fp8-keep-bf16 apply to --precision fp8 only");
     return;
   }
-  // The fp8 quantize kernels have no CUDA version yet.
-  if (c.device == "cuda") throw UsageError("--precision fp8 runs on --device cpu only");
   if (raw.fp8_recipe) c.fp8.recipe = parse_fp8_recipe(*raw.fp8_recipe);
   if (raw.fp8_format && is_fp4_recipe(c.fp8.recipe))
     throw UsageError(fmt::format("--fp8-format applies to the 8-bit recipes: {} quantizes every operand to e2m1",

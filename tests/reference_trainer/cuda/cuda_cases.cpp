@@ -302,6 +302,104 @@ void add_group_norm(std::vector<ComparisonCase>& cases, std::mt19937& rng) {
   }
 }
 
+// [SECTION] fp8 and fp4 quantization
+
+/* Values over a wide range (2^-24 to 2^25, both signs) with the edges of quantization: zeros, grid
+ * ties of e4m3 and e5m2 in several binades, the saturation ties (464, 61440, 7), NaN, infinities
+ * and fp32 subnormals, placed so that some blocks hold them and others not. */
+std::vector<float> quantize_values(std::mt19937& rng, int64_t n, bool specials) {
+  std::uniform_real_distribution<float> unit(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-24, 24), coin(0, 1);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = (coin(rng) ? -1.0f : 1.0f) * std::ldexp(unit(rng), exponent(rng));
+  const float ties[] = {0.0f, -0.0f, 464.0f, -465.0f, 448.0f, 61440.0f, 57344.0f, 7.0f, 6.0f, 1.0625f, 1.1875f,
+                        std::ldexp(1.125f, -7), std::ldexp(1.0f, -10), std::ldexp(1.0f, -17), 1e-40f, -3e-39f};
+  for (size_t i = 0; i < std::size(ties) && i * 37 < v.size(); ++i) v[i * 37] = ties[i];
+  if (specials && v.size() > 200) {
+    v[70] = std::numeric_limits<float>::quiet_NaN();
+    v[140] = -std::numeric_limits<float>::infinity();
+    v[199] = std::numeric_limits<float>::infinity();
+    for (size_t i = 96; i < 128; ++i) v[i] = 0.0f;  // an all-zero block of 32
+  }
+  return v;
+}
+
+void add_quantize(std::vector<ComparisonCase>& cases, std::mt19937& rng) {
+  const int E4M3 = MPT_DTYPE_E4M3, E5M2 = MPT_DTYPE_E5M2, E2M1 = MPT_DTYPE_E2M1, E8M0 = MPT_DTYPE_E8M0;
+  const int64_t rows = 6, cols = 200;  // partial blocks of 32, 128 and 16 at each row's end
+  for (bool specials : {false, true}) {
+    const std::string tail = specials ? "_specials" : "";
+    for (int dtype : kFloatTypes) {
+      const TensorSpec x = floats("x", dtype, {rows, cols}, quantize_values(rng, rows * cols, specials));
+      const std::string t = std::string("_") + tag(dtype) + tail;
+      for (int q : {E4M3, E5M2}) {
+        const std::string f = q == E4M3 ? "_e4m3" : "_e5m2";
+        cases.push_back(exact("fp8_quantize_current" + f + t,
+                              LaunchSpec{"fp8_quantize_tensor", {x}, {output("q", q, {rows, cols}), output("s", F32, {1})}, {}}));
+        cases.push_back(exact("fp8_quantize_current_pow2" + f + t,
+                              LaunchSpec{"fp8_quantize_tensor", {x}, {output("q", q, {rows, cols}), output("s", F32, {1})},
+                                         {{"pow2", 1}}}));
+        const TensorSpec history = floats("amax_history", F32, {4}, {3.0f, 0.0f, 700.0f, 1e-3f});
+        cases.push_back(exact("fp8_quantize_delayed" + f + t,
+                              LaunchSpec{"fp8_quantize_tensor", {x, history},
+                                         {output("q", q, {rows, cols}), output("s", F32, {1}), in_place(history, 1)},
+                                         {{"update_history", 1}}}));
+        for (bool up : {false, true})
+          cases.push_back(exact(std::string("fp8_quantize_mx") + (up ? "_ceil" : "") + f + t,
+                                LaunchSpec{"fp8_quantize_mx", {x}, {output("q", q, {rows, cols}), output("scales", E8M0, {rows, 7})},
+                                           {{"round_up", up ? 1 : 0}}}));
+        cases.push_back(exact("fp8_quantize_block" + f + t,
+                              LaunchSpec{"fp8_quantize_block", {x}, {output("q", q, {rows, cols}), output("s", F32, {rows, 2})}, {}}));
+      }
+      cases.push_back(exact("fp8_quantize_block_tiles" + t,
+                            LaunchSpec{"fp8_quantize_block", {x}, {output("q", E4M3, {rows, cols}), output("s", F32, {2, 4})},
+                                       {{"block", 64}, {"tile_rows", 4}}}));
+      cases.push_back(exact("fp8_quantize_mxfp4" + t,
+                            LaunchSpec{"fp8_quantize_mx", {x}, {output("q", E2M1, {rows, cols}), output("scales", E8M0, {rows, 7})}, {}}));
+      cases.push_back(exact("fp8_quantize_nvfp4" + t,
+                            LaunchSpec{"fp8_quantize_nvfp4", {x},
+                                       {output("q", E2M1, {rows, cols}), output("scales", E4M3, {rows, 13}), output("g", F32, {1})},
+                                       {}}));
+      cases.push_back(exact("fp8_quantize_nvfp4_tiles" + t,
+                            LaunchSpec{"fp8_quantize_nvfp4", {x},
+                                       {output("q", E2M1, {rows, cols}), output("scales", E4M3, {1, 13}), output("g", F32, {1})},
+                                       {{"tile_rows", 16}}}));
+    }
+  }
+  // Dequantization of every byte pattern under each kind of scale (the values of the patterns a
+  // format does not use, e2m1's high nibble, are ignored as the CPU ignores them).
+  std::vector<uint8_t> patterns(512);
+  for (size_t i = 0; i < patterns.size(); ++i) patterns[i] = static_cast<uint8_t>(i);
+  auto bytes = [&](const char* name, int dtype, std::vector<int64_t> shape, const std::vector<uint8_t>& b) {
+    TensorSpec t{name, dtype, std::move(shape), b, -1};
+    return t;
+  };
+  std::vector<uint8_t> e2m1_patterns(512);
+  for (size_t i = 0; i < e2m1_patterns.size(); ++i) e2m1_patterns[i] = static_cast<uint8_t>(i & 0x0f);
+  const TensorSpec f32_scale = floats("scale", F32, {1}, {0.0078125f});
+  const TensorSpec f32_scales = floats("scale", F32, {4, 4}, quantize_values(rng, 16, false));
+  std::vector<uint8_t> e8m0(16), e4m3(32);
+  for (size_t i = 0; i < e8m0.size(); ++i) e8m0[i] = static_cast<uint8_t>(i * 17);  // 0xFF (NaN) among them
+  for (size_t i = 0; i < e4m3.size(); ++i) e4m3[i] = static_cast<uint8_t>(i * 4 + 1);
+  for (int q : {E4M3, E5M2}) {
+    const std::string f = q == E4M3 ? "_e4m3" : "_e5m2";
+    const TensorSpec qt = bytes("q", q, {4, 128}, patterns);
+    cases.push_back(exact("fp8_dequantize_tensor" + f, LaunchSpec{"fp8_dequantize", {qt, f32_scale}, {output("y", F32, {4, 128})}, {}}));
+    cases.push_back(exact("fp8_dequantize_block" + f + "_bf16",
+                          LaunchSpec{"fp8_dequantize", {qt, f32_scales}, {output("y", BF16, {4, 128})}, {{"block", 32}}}));
+    cases.push_back(exact("fp8_dequantize_mx" + f,
+                          LaunchSpec{"fp8_dequantize", {qt, bytes("scale", E8M0, {4, 4}, e8m0)}, {output("y", F32, {4, 128})},
+                                     {{"block", 32}}}));
+  }
+  const TensorSpec q4 = bytes("q", E2M1, {4, 128}, e2m1_patterns);
+  cases.push_back(exact("fp8_dequantize_mxfp4",
+                        LaunchSpec{"fp8_dequantize", {q4, bytes("scale", E8M0, {4, 4}, e8m0)}, {output("y", F16, {4, 128})},
+                                   {{"block", 32}}}));
+  cases.push_back(exact("fp8_dequantize_nvfp4",
+                        LaunchSpec{"fp8_dequantize", {q4, bytes("scale", E4M3, {4, 8}, e4m3), floats("g", F32, {1}, {3.0e-3f})},
+                                   {output("y", F32, {4, 128})}, {{"block", 16}}}));
+}
+
 std::vector<ComparisonCase> build_cases() {
   std::mt19937 rng(20241121);
   std::vector<ComparisonCase> cases;
@@ -314,6 +412,7 @@ std::vector<ComparisonCase> build_cases() {
   add_linear(cases, rng);
   add_conv(cases, rng);
   add_group_norm(cases, rng);
+  add_quantize(cases, rng);
   return cases;
 }
 

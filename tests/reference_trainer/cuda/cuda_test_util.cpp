@@ -24,6 +24,7 @@ int64_t TensorSpec::numel() const {
 }
 
 size_t TensorSpec::element_size() const {
+  if (dtype == MPT_DTYPE_E4M3 || dtype == MPT_DTYPE_E5M2 || dtype == MPT_DTYPE_E8M0 || dtype == MPT_DTYPE_E2M1) return 1;
   return dtype == MPT_DTYPE_F16 || dtype == MPT_DTYPE_BF16 ? 2 : dtype == MPT_DTYPE_I64 ? 8 : 4;
 }
 
@@ -157,6 +158,8 @@ TensorSpec in_place(const TensorSpec& input, int input_index) {
 }
 
 float element_value(const std::vector<uint8_t>& bytes, int dtype, int64_t i) {
+  if (dtype == MPT_DTYPE_E4M3 || dtype == MPT_DTYPE_E5M2 || dtype == MPT_DTYPE_E8M0 || dtype == MPT_DTYPE_E2M1)
+    return static_cast<float>(bytes[static_cast<size_t>(i)]);  // the byte itself
   if (dtype == MPT_DTYPE_F32) {
     float v;
     std::memcpy(&v, bytes.data() + 4 * i, 4);

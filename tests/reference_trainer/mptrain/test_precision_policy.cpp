@@ -316,7 +316,7 @@ TEST(CommandLine, BadValuesExitWithTwo) {
   for (std::vector<std::string> bad : std::vector<std::vector<std::string>>{
            {"--precision", "fp4"}, {"--fp8-recipe", "current"}, {"--precision", "fp8", "--fp8-recipe", "nvfp8"},
            {"--precision", "fp8", "--fp8-amax-history", "16"}, {"--precision", "fp8", "--fp8-keep-bf16", "conv1,"},
-           {"--precision", "fp8", "--device", "cuda"}, {"--precision", "fp8", "--fp8-format", "e5m2"},
+           {"--precision", "fp8", "--fp8-format", "e5m2"},
            {"--model", "resnet"}, {"--batch-size", "0"}, {"--image-size", "16"},
            {"--loss-scale", "static:abc"}, {"--layer-precision", "conv1"}, {"--fault", "nan@fc1"},
            {"--no-such-flag"}, {"--bf16-ops", "x.txt"}, {"--lr", "-1"}, {"--device", "tpu"}}) {

@@ -101,6 +101,14 @@ for mode in fp32 amp-fp16 amp-bf16 fp16 bf16; do
   done
 done
 
+# fp8 modes: the quantize kernels on the GPU against the CPU's (the rest of the step runs as amp-bf16)
+for recipe in current mxfp8 nvfp4; do
+  for device in cpu cuda; do
+    train "accuracy-fp8-$recipe-$device" --model cnn --precision fp8 --fp8-recipe "$recipe" \
+      --device "$device" --threads "$threads" --batch-size 64 --train-subset 4096 --test-subset 1000
+  done
+done
+
 # [5] step time on the GPU
 log "step time (mlp 1024-4096-4096-10 batch 256; cnn 128 px batch 64; $steps steps)"
 for mode in fp32 amp-fp16 amp-bf16; do

@@ -43,7 +43,7 @@ def accuracy(out):
     lines = ["## Accuracy per precision mode (cnn, seed 1, 4096 train / 1000 test images)", "",
              "| mode | CPU test acc % | GPU test acc % | CPU last loss | GPU last loss | GPU skipped steps |",
              "|---|---|---|---|---|---|"]
-    for mode in ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16"):
+    for mode in ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16", "fp8-current", "fp8-mxfp8", "fp8-nvfp4"):
         cpu, gpu = run(out, f"accuracy-{mode}-cpu"), run(out, f"accuracy-{mode}-cuda")
         def last_loss(r):
             losses = [x for x in (r or {}).get("losses", []) if x is not None]

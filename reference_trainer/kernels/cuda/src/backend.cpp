@@ -449,6 +449,11 @@ const KernelEntry kKernels[] = {
     {"sgd_step", run_sgd_step},
     {"adamw_step", run_adamw_step},
     {"accuracy_count", run_accuracy_count},
+    {"fp8_quantize_tensor", run_fp8_quantize_tensor},
+    {"fp8_quantize_mx", run_fp8_quantize_mx},
+    {"fp8_quantize_block", run_fp8_quantize_block},
+    {"fp8_quantize_nvfp4", run_fp8_quantize_nvfp4},
+    {"fp8_dequantize", run_fp8_dequantize},
 };
 
 }  // namespace detail

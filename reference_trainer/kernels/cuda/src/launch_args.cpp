@@ -18,6 +18,10 @@ const char* dtype_name(int dtype) {
     case MPT_DTYPE_I64: return "i64";
     case MPT_DTYPE_U8: return "u8";
     case MPT_DTYPE_F64: return "f64";
+    case MPT_DTYPE_E4M3: return "e4m3";
+    case MPT_DTYPE_E5M2: return "e5m2";
+    case MPT_DTYPE_E8M0: return "e8m0";
+    case MPT_DTYPE_E2M1: return "e2m1";
     default: return "unknown dtype";
   }
 }
@@ -33,7 +37,7 @@ int64_t element_bytes(int dtype) {
     case MPT_DTYPE_F16: case MPT_DTYPE_BF16: return 2;
     case MPT_DTYPE_F32: case MPT_DTYPE_I32: return 4;
     case MPT_DTYPE_I64: case MPT_DTYPE_F64: return 8;
-    case MPT_DTYPE_U8: return 1;
+    case MPT_DTYPE_U8: case MPT_DTYPE_E4M3: case MPT_DTYPE_E5M2: case MPT_DTYPE_E8M0: case MPT_DTYPE_E2M1: return 1;
     default: return 0;
   }
 }

@@ -68,13 +68,18 @@ class LaunchArgs {
  * anything: MPT_OK, MPT_ERR_UNKNOWN_KERNEL or MPT_ERR_BAD_ARGUMENTS (tests use it everywhere). */
 int validate(const mpt_launch_desc& d, std::string* error);
 
-/* Kernel entry points of the dispatch table (backend.cpp, gemm.cpp). */
+/* Kernel entry points of the dispatch table (backend.cpp, gemm.cpp, quantize_dispatch.cpp). */
 int run_linear_forward(LaunchArgs& a);
 int run_linear_backward_data(LaunchArgs& a);
 int run_linear_backward_weight(LaunchArgs& a);
 int run_conv2d_forward(LaunchArgs& a);
 int run_conv2d_backward_data(LaunchArgs& a);
 int run_conv2d_backward_weight(LaunchArgs& a);
+int run_fp8_quantize_tensor(LaunchArgs& a);  // quantize_dispatch.cpp
+int run_fp8_quantize_mx(LaunchArgs& a);
+int run_fp8_quantize_block(LaunchArgs& a);
+int run_fp8_quantize_nvfp4(LaunchArgs& a);
+int run_fp8_dequantize(LaunchArgs& a);
 
 }  // namespace mpt::cuda::detail
 

@@ -189,6 +189,15 @@ T atomicAdd(T* address, T value) {
 }
 
 template <typename T>
+T atomicMax(T* address, T value) {
+  std::atomic_ref<T> a(*address);
+  T seen = a.load();
+  while (seen < value && !a.compare_exchange_weak(seen, value)) {
+  }
+  return seen;
+}
+
+template <typename T>
 T atomicExch(T* address, T value) {
   return std::atomic_ref<T>(*address).exchange(value);
 }
