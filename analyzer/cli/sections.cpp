@@ -493,7 +493,10 @@ Section fp8_outcome_section(const Fp8Outcome& f) {
       "flushed or subnormal, saturated: the shares of the values quantized that became zero or subnormal, and that "
       "saturated at the format's largest value, over the training steps each run traced; rank 1 is the operand that "
       "loses most below the range in that run.{}",
-      b_counted_saturation ? "" : " B's quantize kernels did not count saturation (a trainer built before they did)."));
+      b_counted_saturation ? ""
+                           : " B's quantize kernels did not count what they did (CUDA kernels report nothing, nor did the "
+                             "CPU kernels of an older trainer): its flushed values are its 8-bit outputs' zeros less its "
+                             "inputs', a 4-bit block holding a NaN or Inf counts as flushed, and saturation is unknown."));
   if (f.trainer == "torchao")
     sec.notes.push_back(
         "B's counts come from its traced statistics: flushed, the fp8 tensor's zeros less the zeros of the tensor cast; "

@@ -320,7 +320,8 @@ struct Step0 {
 };
 struct Side {
   uint64_t quantized = 0, underflow = 0, subnormal = 0;
-  std::optional<uint64_t> saturated;  // absent where no launch counted it
+  std::optional<uint64_t> saturated;  // absent unless every launch counted it
+  bool uncounted = false;             // a launch did not count saturation
   std::optional<Step0> step0;
 };
 using OperandKey = std::pair<std::string, int>;  // (layer, operand)
@@ -361,7 +362,8 @@ void add_quantized(Side& side, const OperandStats& stats, std::optional<int64_t>
   side.quantized += uint64_t(stats.count - stats.nonfinite);
   side.underflow += underflow;
   side.subnormal += subnormal;
-  if (saturated) side.saturated = side.saturated.value_or(0) + *saturated;
+  side.uncounted = side.uncounted || !saturated;
+  side.saturated = side.uncounted ? std::nullopt : std::optional<uint64_t>(side.saturated.value_or(0) + *saturated);
   if (step == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, saturated, stats};
 }
 
@@ -437,21 +439,24 @@ std::optional<Measured> torchao_quantized(const Trace& b) {
   const std::set<int64_t> weights = weight_allocations(b);
   // The last launch at most 8 before `before` that wrote allocation `uid`: its id, kernel and first
   // input's allocation.
-  sql::Statement writer(db, "SELECT o.kernel_id, k.kernel, i.tensor_uid FROM tensors o JOIN v_kernels k ON k.id = o.kernel_id "
+  sql::Statement writer(db, "SELECT o.kernel_id, k.kernel, i.tensor_uid, d.bits FROM tensors o "
+                            "JOIN v_kernels k ON k.id = o.kernel_id "
                             "LEFT JOIN tensors i ON i.kernel_id = o.kernel_id AND i.role = 'in' AND i.slot = 0 "
+                            "LEFT JOIN dtypes d ON d.id = i.dtype "
                             "WHERE o.role = 'out' AND o.tensor_uid = ?1 AND o.kernel_id < ?2 AND o.kernel_id >= ?2 - 8 "
                             "ORDER BY o.kernel_id DESC LIMIT 1");
   struct Launch {
     int64_t id;
     std::string kernel;
     std::optional<int64_t> input_uid;
+    std::optional<int64_t> input_bits;  // the first input's dtype width
   };
   auto written = [&writer](int64_t uid, int64_t before) -> std::optional<Launch> {
     writer.reset();
     writer.bind(1, uid);
     writer.bind(2, before);
     if (!writer.step()) return std::nullopt;
-    return Launch{writer.i64(0), writer.text(1), writer.opt_i64(2)};
+    return Launch{writer.i64(0), writer.text(1), writer.opt_i64(2), writer.opt_i64(3)};
   };
   // The multiply's tensors: x (slot 0, with its statistics), the scale (slot 1) and the product.
   sql::Statement product(db, std::string("SELECT ") + kStatsColumns + ", t.tensor_uid, s.count, p.e4m3_overflow, "
@@ -463,7 +468,7 @@ std::optional<Measured> torchao_quantized(const Trace& b) {
                            "JOIN v_tensors o ON o.kernel_id = k.id AND o.role = 'out' AND o.slot = 0 "
                            "WHERE k.kernel = '_to_copy' AND o.dtype_name IN ('e4m3', 'e5m2') "
                            "AND k.phase IN ('forward', 'backward') AND i.tensor_uid IS NOT NULL ORDER BY k.id");
-  Measured out{kMptrainFp8Modes[0], "torchao", {}, {}};
+  Measured out{*mptrain_fp8_mode(contract::kTrainerFp8Recipes[0], contract::kTrainerFp8Formats[0]), "torchao", {}, {}};
   bool any = false, gradient_e4m3 = false, gradient_e5m2 = false;
   std::map<std::tuple<std::optional<int64_t>, std::string, int64_t>, Operand> forward_sources;  // (step, layer, x)
   std::set<std::tuple<std::string, int, std::optional<int64_t>, int64_t>> seen;                  // once a step
@@ -479,7 +484,11 @@ std::optional<Measured> torchao_quantized(const Trace& b) {
     const std::string layer = casts.text(1), format = casts.text(4);
     const bool backward = casts.text(2) == "backward";
     const std::optional<int64_t> step = casts.opt_i64(3);
-    const int64_t x = product.i64(8);
+    // x: the tensor cast, or the 16-bit tensor whose fp32 copy torchao scaled (same values).
+    int64_t x = product.i64(8);
+    if (const std::optional<Launch> widened = written(x, mul->id);
+        widened && widened->kernel == "_to_copy" && widened->input_bits == 16 && widened->input_uid)
+      x = *widened->input_uid;
     Operand operand = weights.count(x) ? Operand::Weight : Operand::Activation;
     if (backward && operand != Operand::Weight) {
       const auto it = forward_sources.find({step, layer, x});
@@ -496,7 +505,9 @@ std::optional<Measured> torchao_quantized(const Trace& b) {
     add_quantized(out.side({layer, int(operand)}), stats, step, underflow, uint64_t(casts.i64(6)), saturated);
   }
   if (!any || (gradient_e4m3 && gradient_e5m2)) return std::nullopt;
-  out.mode = kMptrainFp8Modes[gradient_e4m3 ? 1 : 0];  // current scaling, hybrid or e4m3 everywhere
+  // Current scaling, hybrid or e4m3 everywhere: the mptrain mode that quantizes alike.
+  out.mode = *mptrain_fp8_mode(contract::kTrainerFp8Recipes[0],
+                               contract::kTrainerFp8Formats[gradient_e4m3 ? 1 : 0]);
   return out;
 }
 

@@ -159,9 +159,19 @@ std::vector<std::string> forecast_advice(const LearningReport& r) {
   return advice;
 }
 
+namespace {
+
+// The narrowing stores the learning report reads, of a tensor_stores row (or v_tensor_stores row)
+// `s`: those of 16-bit outputs. A quantize kernel's 8-bit and 4-bit outputs are the fp8 comparison's.
+constexpr const char* kSixteenBitStore =
+    "(SELECT d.bits FROM tensors t JOIN dtypes d ON d.id = t.dtype WHERE t.id = s.tensor_id) = 16";
+
+}  // namespace
+
 bool has_learning_counts(const Trace& trace) {
   return detail::db(trace)
-             .query_int("SELECT EXISTS (SELECT 1 FROM param_updates) OR EXISTS (SELECT 1 FROM tensor_stores)")
+             .query_int(std::string("SELECT EXISTS (SELECT 1 FROM param_updates) OR EXISTS (SELECT 1 FROM tensor_stores s "
+                                    "WHERE ") + kSixteenBitStore + ")")
              .value_or(0) != 0;
 }
 
@@ -337,8 +347,8 @@ LearningReport learning(const Trace& trace, const LearningThresholds& thresholds
     sql::Statement st(db,
                       "SELECT s.tensor, coalesce(s.layer, ''), coalesce(s.phase, ''), s.kernel, s.dtype_name, s.step, "
                       "s.results, s.flushed, s.subnormal, s.overflowed FROM v_tensor_stores s "
-                      "WHERE s.rank = (SELECT min(rank) FROM tensor_stores) "
-                      "AND (SELECT d.bits FROM dtypes d WHERE d.name = s.dtype_name) = 16 ORDER BY s.kernel_id, s.tensor_id");
+                      "WHERE s.rank = (SELECT min(rank) FROM tensor_stores) AND " + std::string(kSixteenBitStore) +
+                          " ORDER BY s.kernel_id, s.tensor_id");
     while (st.step()) {
       out.measured_stores = true;
       const int64_t flushed = st.i64(7), subnormal = st.i64(8), overflowed = st.i64(9), results = st.i64(6);

@@ -19,6 +19,7 @@
 
 #include "kernels.h"
 #include "launch_report.h"
+#include "mpt/byte_formats.h"
 #include "parallel.h"
 
 namespace mpt::kernels {
@@ -26,25 +27,13 @@ namespace {
 
 // [SECTION] The element formats
 
-struct ByteFloat {
-  int32_t dtype;
-  int mantissa_bits;
-  int min_exponent;  // exponent of the smallest normal value
-  float max;         // largest finite value
-  uint8_t max_bits;  // its pattern
-  uint8_t nan_bits;  // the pattern written for NaN (and for Inf in e4m3, which has none); e2m1 has none
-  bool has_inf;
-  bool has_nan;
-  uint8_t sign_bit;  // 0x80; e2m1's value sits in the low four bits of its byte, its sign in bit 3
-};
-
-constexpr ByteFloat kE4M3Format{MPT_DTYPE_E4M3, 3, -6, 448.0f, 0x7E, 0x7F, false, true, 0x80};
-constexpr ByteFloat kE5M2Format{MPT_DTYPE_E5M2, 2, -14, 57344.0f, 0x7B, 0x7F, true, true, 0x80};
-constexpr ByteFloat kE2M1Format{MPT_DTYPE_E2M1, 1, 0, 6.0f, 0x07, 0x00, false, false, 0x08};
+constexpr ByteFormat kE4M3Format = byte_format(MPT_DTYPE_E4M3);
+constexpr ByteFormat kE5M2Format = byte_format(MPT_DTYPE_E5M2);
+constexpr ByteFormat kE2M1Format = byte_format(MPT_DTYPE_E2M1);
 
 // The format of q: e4m3 or e5m2, or e2m1 where the kernel takes it (microscaling and NVFP4, whose
 // non-finite blocks are marked by a NaN scale, since e2m1 has no NaN).
-const ByteFloat& byte_float(const Launch& l, const TensorArg& q, bool e2m1 = false) {
+const ByteFormat& format_of(const Launch& l, const TensorArg& q, bool e2m1 = false) {
   if (q->dtype == MPT_DTYPE_E4M3) return kE4M3Format;
   if (q->dtype == MPT_DTYPE_E5M2) return kE5M2Format;
   if (e2m1 && q->dtype == MPT_DTYPE_E2M1) return kE2M1Format;
@@ -55,7 +44,7 @@ const ByteFloat& byte_float(const Launch& l, const TensorArg& q, bool e2m1 = fal
 // had no top, saturated at the largest finite value where that rounding exceeds it (an infinite v
 // too; *saturated then says so); NaN stays NaN. Inf saturates in e4m3 (which has no Inf) and stays
 // Inf in e5m2 only when the input itself was infinite (see encode_scaled).
-uint8_t encode(float v, const ByteFloat& f, bool* saturated = nullptr) {
+uint8_t encode(float v, const ByteFormat& f, bool* saturated = nullptr) {
   if (std::isnan(v)) return f.nan_bits;
   const uint8_t sign = std::signbit(v) ? f.sign_bit : 0x00;
   const double a = std::fabs(static_cast<double>(v));
@@ -89,19 +78,20 @@ uint8_t encode(float v, const ByteFloat& f, bool* saturated = nullptr) {
 }
 
 // The byte of x scaled by s: the product rounded to fp32 first, as the recipes state.
-uint8_t encode_scaled(float x, float s, const ByteFloat& f, bool* saturated = nullptr) {
-  if (std::isinf(x) && f.has_inf) return static_cast<uint8_t>((x < 0 ? f.sign_bit : 0x00) | 0x7C);
+uint8_t encode_scaled(float x, float s, const ByteFormat& f, bool* saturated = nullptr) {
+  if (std::isinf(x) && f.has_inf()) return static_cast<uint8_t>((x < 0 ? f.sign_bit : 0x00) | f.inf_bits);
   if (!std::isfinite(x)) return f.nan_bits;
   return encode(x * s, f, saturated);
 }
 
 // What quantizing did to one chunk's values, for the launch report's store counts of the quantized
 // output q (output 0): `results` the nonzero finite inputs, of them `flushed` written as zero,
-// `subnormal` as a nonzero subnormal, `overflowed` saturated. The values of a non-finite block are
-// not counted. Reported when the chunk ends, if the launch asked.
+// `subnormal` as a nonzero subnormal, `overflowed` saturated. The values of an MX or NVFP4 block
+// holding a NaN or Inf are not quantized and not counted. Reported when the chunk ends, if the
+// launch asked.
 class Tally {
  public:
-  explicit Tally(const ByteFloat& f) : f_(f) {}
+  explicit Tally(const ByteFormat& f) : f_(f) {}
   ~Tally() {
     if (LaunchReport* report = current_report()) report->add_quantized(0, c_);
   }
@@ -126,12 +116,12 @@ class Tally {
   }
 
  private:
-  const ByteFloat& f_;
+  const ByteFormat& f_;
   mpt_store_counts c_{};
 };
 
 // The value of every byte of a format, NaN and Inf included.
-std::vector<float> decode_table(const ByteFloat& f) {
+std::vector<float> decode_table(const ByteFormat& f) {
   std::vector<float> table(256);
   const int bias = 1 - f.min_exponent;
   const int magnitude_mask = f.sign_bit - 1;
@@ -141,14 +131,14 @@ std::vector<float> decode_table(const ByteFloat& f) {
     double magnitude = field == 0 ? std::ldexp(mantissa, f.min_exponent - f.mantissa_bits)
                                   : std::ldexp((1 << f.mantissa_bits) + mantissa, field - bias - f.mantissa_bits);
     const int top_field = magnitude_mask >> f.mantissa_bits;
-    if (f.has_inf && field == top_field) magnitude = mantissa == 0 ? INFINITY : NAN;
-    if (!f.has_inf && f.has_nan && (b & magnitude_mask) == magnitude_mask) magnitude = NAN;
+    if (f.has_inf() && field == top_field) magnitude = mantissa == 0 ? INFINITY : NAN;
+    if (!f.has_inf() && f.has_nan() && (b & magnitude_mask) == magnitude_mask) magnitude = NAN;
     table[b] = static_cast<float>((b & f.sign_bit) ? -magnitude : magnitude);
   }
   return table;
 }
 
-const std::vector<float>& decoded(const ByteFloat& f) {
+const std::vector<float>& decoded(const ByteFormat& f) {
   static const std::vector<float> e4m3 = decode_table(kE4M3Format);
   static const std::vector<float> e5m2 = decode_table(kE5M2Format);
   static const std::vector<float> e2m1 = decode_table(kE2M1Format);
@@ -184,44 +174,17 @@ struct Amax {
   }
 };
 
-// A tensor viewed as rows of its last dimension (the caller reshapes a weight to [out, in...]).
-struct RowView {
-  int64_t rows, cols;
-};
-RowView row_view(const TensorArg& t) {
-  if (t->ndim == 0) return {1, 1};
-  int64_t rows = 1;
-  for (int i = 0; i + 1 < t->ndim; ++i) rows *= t.dim(i);
-  return {rows, t.dim(t->ndim - 1)};
+// fn(i) for the flat index of every value of tile k (the caller reshapes a weight to [out, in...]).
+template <typename Fn>
+void each_in_tile(const TileGrid& g, int64_t k, Fn&& fn) {
+  for (int64_t r = g.row_begin(k); r < g.row_end(k); ++r)
+    for (int64_t c = g.col_begin(k); c < g.col_end(k); ++c) fn(r * g.cols + c);
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
-
-// The blocks of a block-scaled tensor: tiles of `tile_rows` rows by `block` columns of its row
-// view, row-major, the last ones in a row or column possibly smaller; one scale per tile.
-struct TileGrid {
-  RowView v;
-  int64_t block, tile_rows;
-  int64_t rows_of_tiles, tiles_per_row;
-  int64_t tiles() const { return rows_of_tiles * tiles_per_row; }
-  // fn(i) for the index of every value of tile k.
-  template <typename Fn>
-  void each(int64_t k, Fn&& fn) const {
-    const int64_t r0 = (k / tiles_per_row) * tile_rows, r1 = std::min(r0 + tile_rows, v.rows);
-    const int64_t c0 = (k % tiles_per_row) * block, c1 = std::min(c0 + block, v.cols);
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c) fn(r * v.cols + c);
-  }
-  // The tile of the value at row r, column c.
-  int64_t tile_of(int64_t r, int64_t c) const { return (r / tile_rows) * tiles_per_row + c / block; }
-};
 
 // The grid of `x` for the launch's `block` and `tile_rows` scalars, with `scales` checked to hold
 // one scale per tile ([rows of tiles, tiles per row]).
 TileGrid tile_grid(const Launch& l, const TensorArg& x, const TensorArg& scales, int64_t default_block) {
-  TileGrid g{row_view(x), l.integer_or("block", default_block, 1), l.integer_or("tile_rows", 1, 1), 0, 0};
-  g.rows_of_tiles = ceil_div(g.v.rows, g.tile_rows);
-  g.tiles_per_row = ceil_div(g.v.cols, g.block);
+  const TileGrid g = mpt::tile_grid(*x, l.integer_or("block", default_block, 1), l.integer_or("tile_rows", 1, 1));
   if (scales->ndim != 2 || scales.dim(0) != g.rows_of_tiles || scales.dim(1) != g.tiles_per_row)
     l.fail(scales.label + ": expected shape [" + std::to_string(g.rows_of_tiles) + "," +
            std::to_string(g.tiles_per_row) + "] (tiles of " + std::to_string(g.tile_rows) + " x " +
@@ -246,7 +209,7 @@ void fp8_quantize_tensor(const Launch& l) {
            std::to_string(l.n_inputs()) + " input(s) and " + std::to_string(l.n_outputs()) + " output(s)");
   TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scale_inv = l.output(1, "scale_inv");
   l.expect_float(x);
-  const ByteFloat& f = byte_float(l, q);
+  const ByteFormat& f = format_of(l, q);
   expect_same_shape_any_dtype(l, q, x);
   l.expect_dtype(scale_inv, MPT_DTYPE_F32);
   l.expect_numel(scale_inv, 1);
@@ -267,7 +230,7 @@ void fp8_quantize_tensor(const Launch& l) {
     const int64_t steps = history.numel();
     float longest = 0.0f;  // the largest amax of the steps before this one
     for (int64_t i = 0; i < steps; ++i) longest = std::max(longest, h[i]);
-    if (longest > 0.0f) s = quotient(f.max, longest);
+    if (longest > 0.0f && std::isfinite(longest)) s = quotient(f.max, longest);
     if (l.flag("update_history") && !amax.nonfinite && n > 0) {
       std::memmove(h + 1, h, static_cast<size_t>(steps - 1) * sizeof(float));  // newest first
       h[0] = amax.value;
@@ -291,7 +254,7 @@ void fp8_quantize_mx(const Launch& l) {
   l.expect_counts(1, 2);
   TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scales = l.output(1, "scales");
   l.expect_float(x);
-  const ByteFloat& f = byte_float(l, q, true);
+  const ByteFormat& f = format_of(l, q, true);
   expect_same_shape_any_dtype(l, q, x);
   l.expect_dtype(scales, MPT_DTYPE_E8M0);
   const bool round_up = l.flag("round_up");
@@ -309,10 +272,10 @@ void fp8_quantize_mx(const Launch& l) {
     Tally tally(f);
     for (int64_t k = b; k < e; ++k) {
       Amax amax;
-      g.each(k, [&](int64_t i) { amax.add(xv[i]); });
+      each_in_tile(g, k, [&](int64_t i) { amax.add(xv[i]); });
       if (amax.nonfinite) {  // the scale is NaN: every value of the block decodes to NaN
         sc[k] = 0xFF;
-        g.each(k, [&](int64_t i) { out[i] = f.nan_bits; });
+        each_in_tile(g, k, [&](int64_t i) { out[i] = f.nan_bits; });
         continue;
       }
       int shared = 0;  // the block's values are divided by 2^shared
@@ -334,7 +297,7 @@ void fp8_quantize_mx(const Launch& l) {
       }
       sc[k] = static_cast<uint8_t>(shared + 127);
       const float s = std::ldexp(1.0f, -shared);
-      g.each(k, [&](int64_t i) { out[i] = tally.quantize(xv[i], s); });
+      each_in_tile(g, k, [&](int64_t i) { out[i] = tally.quantize(xv[i], s); });
     }
   });
 }
@@ -345,7 +308,7 @@ void fp8_quantize_block(const Launch& l) {
   l.expect_counts(1, 2);
   TensorArg x = l.input(0, "x"), q = l.output(0, "q"), scale_inv = l.output(1, "scale_inv");
   l.expect_float(x);
-  const ByteFloat& f = byte_float(l, q);
+  const ByteFormat& f = format_of(l, q);
   expect_same_shape_any_dtype(l, q, x);
   l.expect_dtype(scale_inv, MPT_DTYPE_F32);
   const TileGrid g = tile_grid(l, x, scale_inv, 128);
@@ -357,10 +320,10 @@ void fp8_quantize_block(const Launch& l) {
     Tally tally(f);
     for (int64_t k = b; k < e; ++k) {
       Amax amax;
-      g.each(k, [&](int64_t i) { amax.add(xv[i]); });
+      each_in_tile(g, k, [&](int64_t i) { amax.add(xv[i]); });
       const float s = amax.nonfinite || amax.value == 0.0f ? 1.0f : power_of_two_below(quotient(f.max, amax.value));
       inv[k] = 1.0f / s;
-      g.each(k, [&](int64_t i) { out[i] = tally.quantize(xv[i], s); });
+      each_in_tile(g, k, [&](int64_t i) { out[i] = tally.quantize(xv[i], s); });
     }
   });
 }
@@ -391,17 +354,17 @@ void fp8_quantize_nvfp4(const Launch& l) {
     Tally tally(kE2M1Format);
     for (int64_t k = b; k < e; ++k) {
       Amax amax;
-      g.each(k, [&](int64_t i) { amax.add(xv[i]); });
+      each_in_tile(g, k, [&](int64_t i) { amax.add(xv[i]); });
       if (amax.nonfinite) {  // e2m1 has no NaN: the block's scale is e4m3's NaN and its values zero
         sc[k] = kE4M3Format.nan_bits;
-        g.each(k, [&](int64_t i) { out[i] = 0; });
+        each_in_tile(g, k, [&](int64_t i) { out[i] = 0; });
         continue;
       }
       // The block's e4m3 scale: amax / 6 in the tensor's scale, rounded and saturated.
       sc[k] = encode((amax.value / 6.0f) * global_s, kE4M3Format);
       const float block_scale = e4m3[sc[k]];
       const float s = block_scale == 0.0f ? 0.0f : global_s / block_scale;  // 0: the block's scale underflowed
-      g.each(k, [&](int64_t i) {
+      each_in_tile(g, k, [&](int64_t i) {
         bool saturated = false;
         out[i] = encode(xv[i] * s, kE2M1Format, &saturated);
         tally.count(xv[i], out[i], saturated);
@@ -418,7 +381,7 @@ void fp8_dequantize(const Launch& l) {
   if (!nvfp4) l.expect_counts(2, 1);
   if (nvfp4) l.expect_counts(3, 1);
   TensorArg q = l.input(0, "q"), scale = l.input(1, "scale"), y = l.output(0, "y");
-  const ByteFloat& f = byte_float(l, q, true);
+  const ByteFormat& f = format_of(l, q, true);
   l.expect_float(y);
   expect_same_shape_any_dtype(l, y, q);
   const bool per_tensor = l.integer_or("block", 0, 0) == 0;
@@ -439,9 +402,10 @@ void fp8_dequantize(const Launch& l) {
     global_inv = *static_cast<const float*>(global->data);
   }
   if (per_tensor && scale.numel() != 1) l.fail(scale.label + ": expected one value, got " + shape_text(*scale));
-  const RowView v = row_view(q);
   // One tile covering the tensor for a per-tensor scale.
-  const TileGrid g = per_tensor ? TileGrid{v, std::max<int64_t>(v.cols, 1), std::max<int64_t>(v.rows, 1), 1, 1}
+  const TileGrid whole = mpt::tile_grid(*q, 1, 1);
+  const TileGrid g = per_tensor ? mpt::tile_grid(whole.rows, whole.cols, std::max<int64_t>(whole.cols, 1),
+                                                 std::max<int64_t>(whole.rows, 1))
                                 : tile_grid(l, q, scale, 0);
 
   const std::vector<float>& value = decoded(f);
@@ -454,14 +418,14 @@ void fp8_dequantize(const Launch& l) {
   };
   F32Output out(*y);
   float* yv = out.data();
-  parallel_for(v.rows, 64, [&](int64_t b, int64_t e) {
+  parallel_for(g.rows, 64, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
-      for (int64_t c = 0; c < v.cols; ++c) {
+      for (int64_t c = 0; c < g.cols; ++c) {
         // A NaN (a NaN value or scale, or Inf times 0) is the default quiet NaN, whatever bits the
         // product of the operands would keep: the CUDA kernel writes the same.
-        float scaled = value[in[r * v.cols + c]] * scale_of(g.tile_of(r, c));
+        float scaled = value[in[r * g.cols + c]] * scale_of(g.tile_of(r, c));
         if (nvfp4 && !std::isnan(scaled)) scaled = scaled * global_inv;
-        yv[r * v.cols + c] = std::isnan(scaled) ? std::numeric_limits<float>::quiet_NaN() : scaled;
+        yv[r * g.cols + c] = std::isnan(scaled) ? std::numeric_limits<float>::quiet_NaN() : scaled;
       }
   });
   out.store();

@@ -128,9 +128,10 @@ for step in range(3):
 """
 
 
-# argv: fp8 | fp32 [recount]. FLOAT8's model, trained three steps, with torchao's float8 training
-# (fp8) or without (fp32); the first layer's weight holds eight planted values small enough that
-# e4m3 at its tensor's scale flushes or makes subnormal most of them. With "recount" it trains
+# argv: fp8 | fp32, f32 | bf16 [recount]. FLOAT8's model in fp32 or bf16 (parameters and data),
+# trained three steps, with torchao's float8 training (fp8) or without (fp32); the first layer's
+# weight holds eight planted values small enough that e4m3 at its tensor's scale flushes or makes
+# subnormal most of them. With "recount" it trains
 # nothing: it quantizes that weight as current scaling states it (numpy's fp32 quotient 448 / amax
 # and product, ml_dtypes' cast after clipping to 448) and prints the values flushed to zero and the
 # values made subnormal.
@@ -139,12 +140,13 @@ import sys
 import numpy as np, torch, torch.nn as nn
 torch.manual_seed(0)
 torch.set_num_threads(1)
-model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32))
+dtype = torch.bfloat16 if sys.argv[2] == "bf16" else torch.float32
+model = nn.Sequential(nn.Linear(64, 128, dtype=dtype), nn.ReLU(), nn.Linear(128, 32, dtype=dtype))
 with torch.no_grad():
     model[0].weight[0, :8] = torch.tensor([1e-7, -2e-7, 1e-8, 5e-7, -1e-6, 2e-6, 3e-6, 0.0])
-if len(sys.argv) > 2:
+if len(sys.argv) > 3:
     import ml_dtypes
-    w = model[0].weight.detach().numpy().astype(np.float32)
+    w = model[0].weight.detach().float().numpy()
     s = np.float32(448.0) / np.float32(np.abs(w).max())
     q = np.clip(w * s, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
     print("flushed", int(np.count_nonzero((q == 0) & (w != 0))), "subnormal",
@@ -154,13 +156,13 @@ if sys.argv[1] == "fp8":
     from torchao.float8 import convert_to_float8_training
     convert_to_float8_training(model)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-x, y = torch.randn(16, 64), torch.randn(16, 32)
+x, y = torch.randn(16, 64, dtype=dtype), torch.randn(16, 32, dtype=dtype)
 for step in range(3):
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
-    print("loss", step, loss.item().hex())
+    print("loss", step, loss.float().item().hex())
 """
 
 class FrontEndTest(support.FrontEndCase):
@@ -203,17 +205,23 @@ class FrontEndTest(support.FrontEndCase):
 
 
     def test_torch2_compare_sets_a_torchao_float8_run_beside_the_forecast(self):
-        """`fpscope compare` of an fp32 run with the fp8 forecast and the same program trained
-        with torchao's float8 (tensorwise, hybrid): every operand of both layers has a row with the
-        forecast's recipe for it (current-e4m3, current-e5m2 for gradients), the same number of
-        values quantized a step in both runs; at step 0 the weights and the first layer's input
-        hold the same values in both runs, and there the forecast's counts equal what torchao's
-        casts did; the first weight's planted values are flushed and made subnormal as an
-        independent quantizer says; current scaling saturates nothing."""
+        """`fpscope compare` of a run with the fp8 forecast and the same program trained with
+        torchao's float8 (tensorwise, hybrid), in fp32 and in bf16 (where torchao scales an fp32
+        copy of each tensor): every operand of both layers has a row with the forecast's recipe
+        for it (current-e4m3, current-e5m2 for gradients), the same number of values quantized a
+        step in both runs; at step 0 the weights and the first layer's input hold the same values
+        in both runs, and there the forecast's counts equal what torchao's casts did; the first
+        weight's planted values are flushed and made subnormal as an independent quantizer says;
+        current scaling saturates nothing."""
+        for dtype in ("f32", "bf16"):
+            with self.subTest(dtype=dtype):
+                self.compare_with_torchao(dtype)
+
+    def compare_with_torchao(self, dtype):
         script = self.write("float8_pair.py", FLOAT8_PAIR)
-        forecast, _ = self.trace(script, "--recipes", "operands", args=["fp32"])
-        fp8, _ = self.trace(script, args=["fp8"])
-        recount = run([PYTHON, script, "fp32", "recount"], self.dir).stdout.split()
+        forecast, _ = self.trace(script, "--recipes", "operands", args=["fp32", dtype])
+        fp8, _ = self.trace(script, args=["fp8", dtype])
+        recount = run([PYTHON, script, "fp32", dtype, "recount"], self.dir).stdout.split()
         compared = json.loads(run([FPSCOPE, "compare", forecast, fp8, "--format", "json"], self.dir).stdout)
         outcome = compared["fp8_outcome"]
         self.assertEqual((outcome["trainer"], outcome["fp8_recipe"], outcome["fp8_format"]), ("torchao", "current", "hybrid"))

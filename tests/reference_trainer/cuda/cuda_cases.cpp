@@ -344,6 +344,12 @@ void add_quantize(std::vector<ComparisonCase>& cases, std::mt19937& rng) {
                               LaunchSpec{"fp8_quantize_tensor", {x, history},
                                          {output("q", q, {rows, cols}), output("s", F32, {1}), in_place(history, 1)},
                                          {{"update_history", 1}}}));
+        // An infinite entry (a caller's history) gives the scale 1, as an empty one does.
+        const TensorSpec infinite = floats("amax_history", F32, {2}, {2.0f, std::numeric_limits<float>::infinity()});
+        cases.push_back(exact("fp8_quantize_delayed_infinite_pow2" + f + t,
+                              LaunchSpec{"fp8_quantize_tensor", {x, infinite},
+                                         {output("q", q, {rows, cols}), output("s", F32, {1}), in_place(infinite, 1)},
+                                         {{"update_history", 1}, {"pow2", 1}}}));
         for (bool up : {false, true})
           cases.push_back(exact(std::string("fp8_quantize_mx") + (up ? "_ceil" : "") + f + t,
                                 LaunchSpec{"fp8_quantize_mx", {x}, {output("q", q, {rows, cols}), output("scales", E8M0, {rows, 7})},
@@ -360,6 +366,10 @@ void add_quantize(std::vector<ComparisonCase>& cases, std::mt19937& rng) {
                             LaunchSpec{"fp8_quantize_nvfp4", {x},
                                        {output("q", E2M1, {rows, cols}), output("scales", E4M3, {rows, 13}), output("g", F32, {1})},
                                        {}}));
+      cases.push_back(exact("fp8_quantize_nvfp4_empty" + t,
+                            LaunchSpec{"fp8_quantize_nvfp4", {floats("x", dtype, {0, 32}, {})},
+                                       {output("q", E2M1, {0, 32}), output("scales", E4M3, {0, 2}), output("g", F32, {1})},
+                                       {}}));
       cases.push_back(exact("fp8_quantize_nvfp4_tiles" + t,
                             LaunchSpec{"fp8_quantize_nvfp4", {x},
                                        {output("q", E2M1, {rows, cols}), output("scales", E4M3, {1, 13}), output("g", F32, {1})},
@@ -374,8 +384,6 @@ void add_quantize(std::vector<ComparisonCase>& cases, std::mt19937& rng) {
     TensorSpec t{name, dtype, std::move(shape), b, -1};
     return t;
   };
-  std::vector<uint8_t> e2m1_patterns(512);
-  for (size_t i = 0; i < e2m1_patterns.size(); ++i) e2m1_patterns[i] = static_cast<uint8_t>(i & 0x0f);
   const TensorSpec f32_scale = floats("scale", F32, {1}, {0.0078125f});
   const TensorSpec f32_scales = floats("scale", F32, {4, 4}, quantize_values(rng, 16, false));
   std::vector<uint8_t> e8m0(16), e4m3(32);
@@ -391,7 +399,7 @@ void add_quantize(std::vector<ComparisonCase>& cases, std::mt19937& rng) {
                           LaunchSpec{"fp8_dequantize", {qt, bytes("scale", E8M0, {4, 4}, e8m0)}, {output("y", F32, {4, 128})},
                                      {{"block", 32}}}));
   }
-  const TensorSpec q4 = bytes("q", E2M1, {4, 128}, e2m1_patterns);
+  const TensorSpec q4 = bytes("q", E2M1, {4, 128}, patterns);
   cases.push_back(exact("fp8_dequantize_mxfp4",
                         LaunchSpec{"fp8_dequantize", {q4, bytes("scale", E8M0, {4, 4}, e8m0)}, {output("y", F16, {4, 128})},
                                    {{"block", 32}}}));

@@ -138,9 +138,10 @@ Fp8Advice fp8_advice(const Fp8Readiness& readiness);
 // over the training steps (forward and backward phases) each run traced, each operand tensor counted
 // once a step (A forecasts it at every product that reads it; B quantizes it once for them all). B is
 // an fp8 run of mptrain, whose counts are its quantize kernels' own (their launch reports,
-// tensor_stores): the values flushed to zero, made subnormal and saturated (a trace of a trainer
-// whose kernels did not report them gives the flushed values as the zeros of the 8-bit output less
-// those of the input, the subnormals as the output's, and no saturation); or a PyTorch program
+// tensor_stores): the values flushed to zero, made subnormal and saturated (where the kernels did
+// not report them, CUDA kernels or an older trainer's, the flushed values are the zeros of the
+// 8-bit output less those of the input, so the zeros a 4-bit block holding a NaN or Inf is written
+// as count too; the subnormals are the output's, and saturation is unknown); or a PyTorch program
 // trained with torchao's float8 tensorwise scaling, whose casts to fp8 are counted from the
 // statistics of the tensor cast, of its scaled product and of the fp8 result (fp8.cpp,
 // torchao_quantized, says how they are found).

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "mpt/abi.h"
+#include "mpt/byte_formats.h"
 
 #if defined(MPT_HOST_EMULATION)
 /* Tests run the device code on the host through this shim (tests/reference_trainer/cuda/emulation). */
@@ -90,33 +91,13 @@ cudaError_t adamw_step(Flat param, Flat grad, Flat exp_avg, Flat exp_avg_sq, con
                        cudaStream_t stream);
 
 // [SECTION] quantize.cu
-/* An 8-bit or 4-bit float format as the quantize kernels round to it: e4m3, e5m2, e2m1. */
-struct ByteFormat {
-  int mantissa_bits;
-  int min_exponent;   // exponent of the smallest normal value
-  int max_exponent;   // exponent of the largest finite value
-  uint32_t max_mantissa;  // its mantissa field
-  uint8_t max_bits;   // its pattern
-  uint8_t nan_bits;   // the pattern written for NaN (e2m1 has none: 0)
-  uint8_t inf_bits;   // +Inf's pattern (0: no Inf)
-  uint8_t sign_bit;   // 0x80; e2m1's sign is bit 3 of its byte
-  float max;          // the largest finite value
-};
-MPT_CUDA_HD inline ByteFormat byte_format(int dtype) {
-  if (dtype == MPT_DTYPE_E5M2) return {2, -14, 15, 3, 0x7B, 0x7F, 0x7C, 0x80, 57344.0f};
-  if (dtype == MPT_DTYPE_E2M1) return {1, 0, 2, 1, 0x07, 0x00, 0x00, 0x08, 6.0f};
-  return {3, -6, 8, 6, 0x7E, 0x7F, 0x00, 0x80, 448.0f};  // MPT_DTYPE_E4M3
-}
-/* A tensor as rows of its last dimension cut into tiles of tile_rows x block values, row-major;
- * the last tiles of a row or column may be smaller. One scale per tile. */
-struct TileGrid {
-  int64_t rows, cols, block, tile_rows, rows_of_tiles, tiles_per_row;
-  MPT_CUDA_HD int64_t tiles() const { return rows_of_tiles * tiles_per_row; }
-};
+/* The formats and tiles (mpt/byte_formats.h) are the CPU library's. */
+using mpt::ByteFormat;
+using mpt::TileGrid;
 /* The dtype of a dequantize kernel's scales. */
 inline constexpr int kScaleF32 = 0, kScaleE8M0 = 1, kScaleE4M3 = 2;
 /* Per-tensor current or delayed scaling (history non-null: its `steps` amaxes, newest first),
- * rounded down to a power of two when asked; `work` holds 12 bytes of device scratch. */
+ * rounded down to a power of two when asked; `work` holds at least 12 bytes of device scratch. */
 cudaError_t fp8_quantize_tensor(Flat x, uint8_t* q, const ByteFormat& f, float* scale_inv, float* history,
                                 int64_t steps, bool update_history, bool pow2, void* work, cudaStream_t stream);
 cudaError_t fp8_quantize_mx(Flat x, uint8_t* q, uint8_t* scales, const TileGrid& g, const ByteFormat& f, bool round_up,

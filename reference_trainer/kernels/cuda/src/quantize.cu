@@ -139,7 +139,7 @@ __global__ void tensor_scale_kernel(const uint32_t* amax, float max, float* hist
   if (history != nullptr) {
     float longest = 0.0f;
     for (int64_t i = 0; i < steps; ++i) longest = history[i] > longest ? history[i] : longest;
-    if (longest > 0.0f) s = quotient(max, longest);
+    if (longest > 0.0f && (float_bits(longest) & dev::kAbsMask) < dev::kF32Inf) s = quotient(max, longest);
     if (update_history && !nonfinite && n > 0) {
       for (int64_t i = steps - 1; i > 0; --i) history[i] = history[i - 1];
       history[0] = tensor_amax;
@@ -166,11 +166,8 @@ struct TileAmax {
 
 __device__ TileAmax tile_amax(Flat x, const TileGrid& g, int64_t k) {
   TileAmax t{0.0f, false};
-  const int64_t r0 = (k / g.tiles_per_row) * g.tile_rows, c0 = (k % g.tiles_per_row) * g.block;
-  const int64_t r1 = r0 + g.tile_rows < g.rows ? r0 + g.tile_rows : g.rows;
-  const int64_t c1 = c0 + g.block < g.cols ? c0 + g.block : g.cols;
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t c = c0; c < c1; ++c) {
+  for (int64_t r = g.row_begin(k); r < g.row_end(k); ++r)
+    for (int64_t c = g.col_begin(k); c < g.col_end(k); ++c) {
       const float v = load_float(x.data, x.dtype, r * g.cols + c);
       const uint32_t a = float_bits(v) & dev::kAbsMask;
       if (a >= dev::kF32Inf) {
@@ -185,11 +182,8 @@ __device__ TileAmax tile_amax(Flat x, const TileGrid& g, int64_t k) {
 /* Writes byte `fill` (or, where `s` is given, each value quantized at s) over tile k. */
 __device__ void write_tile(Flat x, uint8_t* q, const TileGrid& g, int64_t k, float s, const ByteFormat& f, bool fill,
                            uint8_t fill_byte) {
-  const int64_t r0 = (k / g.tiles_per_row) * g.tile_rows, c0 = (k % g.tiles_per_row) * g.block;
-  const int64_t r1 = r0 + g.tile_rows < g.rows ? r0 + g.tile_rows : g.rows;
-  const int64_t c1 = c0 + g.block < g.cols ? c0 + g.block : g.cols;
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t c = c0; c < c1; ++c) {
+  for (int64_t r = g.row_begin(k); r < g.row_end(k); ++r)
+    for (int64_t c = g.col_begin(k); c < g.col_end(k); ++c) {
       const int64_t i = r * g.cols + c;
       q[i] = fill ? fill_byte : encode_scaled(load_float(x.data, x.dtype, i), s, f);
     }
@@ -236,8 +230,8 @@ __global__ void quantize_nvfp4_kernel(Flat x, uint8_t* q, uint8_t* scales, float
                                       const uint32_t* tensor_amax, ByteFormat e2m1, ByteFormat e4m3) {
   const float amax_tensor = bits_float(tensor_amax[0]);
   const float global_s = tensor_amax[1] == 0 && amax_tensor > 0.0f ? quotient(448.0f * 6.0f, amax_tensor) : 1.0f;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *global_scale_inv = 1.0f / global_s;
   MPT_FOR_EACH(k, g.tiles()) {
-    if (k == 0) *global_scale_inv = 1.0f / global_s;
     const TileAmax amax = tile_amax(x, g, k);
     if (amax.nonfinite) {  // e2m1 has no NaN: the block's scale is e4m3's NaN and its values zero
       scales[k] = e4m3.nan_bits;
@@ -256,8 +250,7 @@ __global__ void quantize_nvfp4_kernel(Flat x, uint8_t* q, uint8_t* scales, float
 __global__ void dequantize_kernel(const uint8_t* q, ByteFormat f, const void* scales, int scale_kind, TileGrid g,
                                   const float* global_scale_inv, Flat y, ByteFormat e4m3) {
   MPT_FOR_EACH(i, y.n) {
-    const int64_t r = i / g.cols, c = i % g.cols;
-    const int64_t k = (r / g.tile_rows) * g.tiles_per_row + c / g.block;
+    const int64_t k = g.tile_of(i / g.cols, i % g.cols);
     float scale;
     if (scale_kind == kScaleE8M0) {
       const uint8_t b = static_cast<const uint8_t*>(scales)[k];

@@ -15,27 +15,12 @@ bool byte_float(LaunchArgs& a, const mpt_tensor& q, bool e2m1_too) {
                dtype_name(q.dtype));
 }
 
-/* The row view of `t` (rows of its last dimension; a scalar is one row of one value). */
-TileGrid row_grid(const mpt_tensor& t) {
-  TileGrid g{1, 1, 1, 1, 1, 1};
-  if (t.ndim > 0) {
-    g.cols = t.shape[t.ndim - 1];
-    g.rows = 1;
-    for (int i = 0; i + 1 < t.ndim; ++i) g.rows *= t.shape[i];
-  }
-  return g;
-}
-
-int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
-
 /* The tiles of x for the launch's `block` and `tile_rows`, with `scales` checked to hold one scale
  * per tile ([rows of tiles, tiles per row]). */
 bool tile_grid(LaunchArgs& a, const mpt_tensor& x, const mpt_tensor& scales, int64_t default_block, TileGrid* g) {
-  *g = row_grid(x);
-  if (!a.integer_or("block", default_block, 1, &g->block) || !a.integer_or("tile_rows", 1, 1, &g->tile_rows))
-    return false;
-  g->rows_of_tiles = ceil_div(g->rows, g->tile_rows);
-  g->tiles_per_row = ceil_div(g->cols, g->block);
+  int64_t block = 0, tile_rows = 0;
+  if (!a.integer_or("block", default_block, 1, &block) || !a.integer_or("tile_rows", 1, 1, &tile_rows)) return false;
+  *g = mpt::tile_grid(x, block, tile_rows);
   if (scales.ndim != 2 || scales.shape[0] != g->rows_of_tiles || scales.shape[1] != g->tiles_per_row)
     return a.bad("scales must have shape [" + std::to_string(g->rows_of_tiles) + "," +
                  std::to_string(g->tiles_per_row) + "] (tiles of " + std::to_string(g->tile_rows) + " x " +
@@ -89,7 +74,7 @@ int run_fp8_quantize_tensor(LaunchArgs& a) {
 }
 
 int run_fp8_quantize_mx(LaunchArgs& a) {
-  TileGrid g;
+  TileGrid g{};
   if (!a.counts(1, 2) || !a.on_device() || !a.floating(a.in(0), "x") || !byte_float(a, a.out(0), true) ||
       !a.same_shape(a.in(0), a.out(0), "x", "q") || !a.dtype_is(a.out(1), MPT_DTYPE_E8M0, "scales") ||
       !tile_grid(a, a.in(0), a.out(1), 32, &g)) {
@@ -102,7 +87,7 @@ int run_fp8_quantize_mx(LaunchArgs& a) {
 }
 
 int run_fp8_quantize_block(LaunchArgs& a) {
-  TileGrid g;
+  TileGrid g{};
   if (!a.counts(1, 2) || !a.on_device() || !a.floating(a.in(0), "x") || !byte_float(a, a.out(0), false) ||
       !a.same_shape(a.in(0), a.out(0), "x", "q") || !a.dtype_is(a.out(1), MPT_DTYPE_F32, "scale_inv") ||
       !tile_grid(a, a.in(0), a.out(1), 128, &g)) {
@@ -114,7 +99,7 @@ int run_fp8_quantize_block(LaunchArgs& a) {
 }
 
 int run_fp8_quantize_nvfp4(LaunchArgs& a) {
-  TileGrid g;
+  TileGrid g{};
   if (!a.counts(1, 3) || !a.on_device() || !a.floating(a.in(0), "x") ||
       !a.dtype_is(a.out(0), MPT_DTYPE_E2M1, "q") || !a.same_shape(a.in(0), a.out(0), "x", "q") ||
       !a.dtype_is(a.out(1), MPT_DTYPE_E4M3, "block_scales") || !one_f32(a, a.out(2), "global_scale_inv") ||
@@ -151,14 +136,13 @@ int run_fp8_dequantize(LaunchArgs& a) {
   }
   int64_t block = 0;
   if (!a.integer_or("block", 0, 0, &block)) return a.fail();
-  TileGrid g = row_grid(q);
+  TileGrid g = mpt::tile_grid(q, 1, 1);
   if (block == 0) {  // one tile covering the tensor
     if (element_count(scale) != 1) {
       a.bad("scale must hold one value for a per-tensor scale");
       return a.fail();
     }
-    g.block = g.cols > 0 ? g.cols : 1;
-    g.tile_rows = g.rows > 0 ? g.rows : 1;
+    g = mpt::tile_grid(g.rows, g.cols, g.cols > 0 ? g.cols : 1, g.rows > 0 ? g.rows : 1);
   } else if (!tile_grid(a, q, scale, 0, &g)) {
     return a.fail();
   }

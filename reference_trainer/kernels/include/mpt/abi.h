@@ -126,7 +126,8 @@ typedef struct mpt_scalar {
  * counts the nonzero finite fp32 results stored; of those, `flushed` became zero, `subnormal` became
  * a nonzero subnormal and `overflowed` became an infinity. A quantize kernel (fp8_quantize_*)
  * counts its 8-bit or 4-bit output q the same way, over the nonzero finite inputs it scaled
- * (those of a non-finite block excepted): `flushed` became zero, `subnormal` a nonzero subnormal,
+ * (those of an MX or NVFP4 block holding a NaN or Inf excepted: they are not scaled): `flushed`
+ * became zero, `subnormal` a nonzero subnormal,
  * and `overflowed` counts the values that saturated at the format's largest value (the scaled
  * value rounded beyond it). `narrowed` is 1 for an output the kernel stored that way (a 16-bit
  * output written through the library's fp32 store path, a quantized output) and 0 otherwise (an f32
