@@ -93,7 +93,7 @@ class Tally {
  public:
   explicit Tally(const ByteFormat& f) : f_(f) {}
   ~Tally() {
-    if (LaunchReport* report = current_report()) report->add_quantized(0, c_);
+    if (LaunchReport* report = current_report()) report->add_stores(0, c_);
   }
   Tally(const Tally&) = delete;
   Tally& operator=(const Tally&) = delete;

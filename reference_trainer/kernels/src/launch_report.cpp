@@ -81,17 +81,17 @@ void LaunchReport::count_store(const void* dst, int32_t dtype, const float* src,
         at + n * 2 > begin + element_count(t) * static_cast<int64_t>(dtype_size(t.dtype)))
       continue;
     const Classes c = dtype == MPT_DTYPE_F16 ? classify<10>(src, stored, n) : classify<7>(src, stored, n);
-    mpt_store_counts& s = out_->stores[o];
-    std::atomic_ref<uint32_t>(s.narrowed).store(1, std::memory_order_relaxed);
-    atomic_add(s.results, c.results);
-    atomic_add(s.flushed, c.flushed);
-    atomic_add(s.subnormal, c.subnormal);
-    atomic_add(s.overflowed, c.overflowed);
+    mpt_store_counts part{};
+    part.results = c.results;
+    part.flushed = c.flushed;
+    part.subnormal = c.subnormal;
+    part.overflowed = c.overflowed;
+    add_stores(o, part);
     return;  // outputs do not overlap (an in-place output is one tensor)
   }
 }
 
-void LaunchReport::add_quantized(int output, const mpt_store_counts& part) {
+void LaunchReport::add_stores(int output, const mpt_store_counts& part) {
   if (output < 0 || output >= std::min(desc_.n_outputs, MPT_MAX_REPORTED_OUTPUTS)) return;
   mpt_store_counts& s = out_->stores[output];
   std::atomic_ref<uint32_t>(s.narrowed).store(1, std::memory_order_relaxed);

@@ -25,10 +25,10 @@ class LaunchReport {
   // count at once, and integer sums do not depend on their order).
   void count_store(const void* dst, int32_t dtype, const float* src, const uint16_t* stored, int64_t n);
 
-  // A quantize kernel's chunk of its 8-bit or 4-bit output `output`: its nonzero finite inputs, and
-  // of them those quantized to zero, to a subnormal, or saturated (`overflowed`). Added
-  // atomically, as count_store's are.
-  void add_quantized(int output, const mpt_store_counts& part);
+  // Adds a chunk's store counts to output `output`'s (atomically) and marks it narrowed: count_store's,
+  // or a quantize kernel's of its 8-bit or 4-bit output (its nonzero finite inputs, and of them those
+  // quantized to zero, to a subnormal, or saturated: `overflowed`).
+  void add_stores(int output, const mpt_store_counts& part);
 
   // Parameter updates: each chunk of elements [begin, end) adds its partial counts; finish() sums
   // them in the order of `begin`, so the double sums depend on the chunking only, not on timing.
