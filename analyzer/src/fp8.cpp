@@ -320,8 +320,8 @@ struct Step0 {
 };
 struct Side {
   uint64_t quantized = 0, underflow = 0, subnormal = 0;
-  std::optional<uint64_t> saturated;  // absent unless every launch counted it
-  bool uncounted = false;             // a launch did not count saturation
+  uint64_t saturated = 0;
+  bool uncounted = false;  // a launch did not count saturation: the sum is unknown
   std::optional<Step0> step0;
 };
 using OperandKey = std::pair<std::string, int>;  // (layer, operand)
@@ -362,8 +362,8 @@ void add_quantized(Side& side, const OperandStats& stats, std::optional<int64_t>
   side.quantized += uint64_t(stats.count - stats.nonfinite);
   side.underflow += underflow;
   side.subnormal += subnormal;
+  side.saturated += saturated.value_or(0);
   side.uncounted = side.uncounted || !saturated;
-  side.saturated = side.uncounted ? std::nullopt : std::optional<uint64_t>(side.saturated.value_or(0) + *saturated);
   if (step == 0 && !side.step0) side.step0 = Step0{underflow, subnormal, saturated, stats};
 }
 
@@ -544,7 +544,7 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     side.quantized += uint64_t(aq.i64(4));
     side.underflow += uint64_t(aq.i64(5));
     side.subnormal += uint64_t(aq.i64(6));
-    side.saturated = side.saturated.value_or(0) + uint64_t(aq.i64(16));
+    side.saturated += uint64_t(aq.i64(16));
     if (aq.opt_i64(3) == 0 && !side.step0)
       side.step0 = Step0{uint64_t(aq.i64(5)), uint64_t(aq.i64(6)), uint64_t(aq.i64(16)), read_stats(aq, 7)};
   }
@@ -562,9 +562,9 @@ std::optional<Fp8Outcome> fp8_outcome(const Trace& a, const Trace& b) {
     const Side fa = forecast.count(key) ? forecast.at(key) : Side{};
     const Side mb = measured->sides.count(key) ? measured->sides.at(key) : Side{};
     row.a_quantized = fa.quantized, row.a_underflow = fa.underflow, row.a_subnormal = fa.subnormal;
-    row.a_saturated = fa.saturated.value_or(0);
+    row.a_saturated = fa.saturated;
     row.b_quantized = mb.quantized, row.b_underflow = mb.underflow, row.b_subnormal = mb.subnormal;
-    row.b_saturated = mb.saturated;
+    if (measured->sides.count(key) && !mb.uncounted) row.b_saturated = mb.saturated;
     if (fa.step0) {
       row.a_step0_underflow = fa.step0->underflow;
       row.a_step0_subnormal = fa.step0->subnormal;

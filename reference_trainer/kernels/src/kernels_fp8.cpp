@@ -108,7 +108,7 @@ class Tally {
   // x written as byte q, saturated or not.
   void count(float x, uint8_t q, bool saturated) {
     if (x == 0.0f || !std::isfinite(x)) return;
-    const unsigned magnitude = q & (f_.sign_bit - 1u);
+    const unsigned magnitude = q & f_.magnitude_mask();
     ++c_.results;
     c_.flushed += magnitude == 0 ? 1 : 0;
     c_.subnormal += magnitude != 0 && magnitude < (1u << f_.mantissa_bits) ? 1 : 0;
@@ -124,7 +124,7 @@ class Tally {
 std::vector<float> decode_table(const ByteFormat& f) {
   std::vector<float> table(256);
   const int bias = 1 - f.min_exponent;
-  const int magnitude_mask = f.sign_bit - 1;
+  const int magnitude_mask = static_cast<int>(f.magnitude_mask());
   for (int b = 0; b < 256; ++b) {
     const int field = (b & magnitude_mask) >> f.mantissa_bits;
     const int mantissa = b & ((1 << f.mantissa_bits) - 1);
@@ -260,11 +260,6 @@ void fp8_quantize_mx(const Launch& l) {
   const bool round_up = l.flag("round_up");
   const TileGrid g = tile_grid(l, x, scales, 32);
 
-  // The element format's largest power of two: 2^8 for e4m3, 2^15 for e5m2, 2^2 for e2m1.
-  int max_exp = 0;
-  std::frexp(f.max, &max_exp);
-  max_exp -= 1;
-
   F32Input xv(*x);
   auto* out = static_cast<uint8_t*>(q->data);
   auto* sc = static_cast<uint8_t*>(scales->data);
@@ -291,7 +286,7 @@ void fp8_quantize_mx(const Launch& l) {
           }
         } else {  // the OCP rule: floor(log2 amax) - emax of the element format
           std::frexp(static_cast<double>(amax.value), &e2);
-          shared = (e2 - 1) - max_exp;
+          shared = (e2 - 1) - f.max_exponent;
         }
         shared = std::clamp(shared, -127, 127);
       }
@@ -402,11 +397,7 @@ void fp8_dequantize(const Launch& l) {
     global_inv = *static_cast<const float*>(global->data);
   }
   if (per_tensor && scale.numel() != 1) l.fail(scale.label + ": expected one value, got " + shape_text(*scale));
-  // One tile covering the tensor for a per-tensor scale.
-  const TileGrid whole = mpt::tile_grid(*q, 1, 1);
-  const TileGrid g = per_tensor ? mpt::tile_grid(whole.rows, whole.cols, std::max<int64_t>(whole.cols, 1),
-                                                 std::max<int64_t>(whole.rows, 1))
-                                : tile_grid(l, q, scale, 0);
+  const TileGrid g = per_tensor ? one_tile(*q) : tile_grid(l, q, scale, 0);
 
   const std::vector<float>& value = decoded(f);
   const auto* in = static_cast<const uint8_t*>(q->data);

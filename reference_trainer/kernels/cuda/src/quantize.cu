@@ -88,21 +88,21 @@ __device__ uint8_t encode(float v, const ByteFormat& f) {
 /* The byte of x scaled by s: an infinite x stays infinite where the format has Inf, else NaN. */
 __device__ uint8_t encode_scaled(float x, float s, const ByteFormat& f) {
   const uint32_t a = float_bits(x) & dev::kAbsMask;
-  if (a == dev::kF32Inf && f.inf_bits != 0) return static_cast<uint8_t>((x < 0.0f ? f.sign_bit : 0) | f.inf_bits);
+  if (a == dev::kF32Inf && f.has_inf()) return static_cast<uint8_t>((x < 0.0f ? f.sign_bit : 0) | f.inf_bits);
   if (a >= dev::kF32Inf) return f.nan_bits;
   return encode(x * s, f);
 }
 
 /* The value of byte q in format f. */
 __device__ float decode(uint8_t q, const ByteFormat& f) {
-  const uint32_t magnitude = q & (f.sign_bit - 1u);
+  const uint32_t magnitude = q & f.magnitude_mask();
   const int field = static_cast<int>(magnitude >> f.mantissa_bits);
   const uint32_t mantissa = magnitude & ((1u << f.mantissa_bits) - 1u);
-  const int top_field = static_cast<int>((f.sign_bit - 1u) >> f.mantissa_bits);
+  const int top_field = static_cast<int>(f.magnitude_mask() >> f.mantissa_bits);
   float value;
-  if (f.inf_bits != 0 && field == top_field) {
+  if (f.has_inf() && field == top_field) {
     value = mantissa == 0 ? bits_float(dev::kF32Inf) : bits_float(0x7fc00000u);
-  } else if (f.nan_bits != 0 && f.inf_bits == 0 && magnitude == (f.sign_bit - 1u)) {
+  } else if (f.has_nan() && !f.has_inf() && magnitude == f.magnitude_mask()) {
     value = bits_float(0x7fc00000u);
   } else if (field == 0) {
     value = static_cast<float>(mantissa) * pow2f(f.min_exponent - f.mantissa_bits);

@@ -136,13 +136,13 @@ int run_fp8_dequantize(LaunchArgs& a) {
   }
   int64_t block = 0;
   if (!a.integer_or("block", 0, 0, &block)) return a.fail();
-  TileGrid g = mpt::tile_grid(q, 1, 1);
+  TileGrid g{};
   if (block == 0) {  // one tile covering the tensor
     if (element_count(scale) != 1) {
       a.bad("scale must hold one value for a per-tensor scale");
       return a.fail();
     }
-    g = mpt::tile_grid(g.rows, g.cols, g.cols > 0 ? g.cols : 1, g.rows > 0 ? g.rows : 1);
+    g = mpt::one_tile(q);
   } else if (!tile_grid(a, q, scale, 0, &g)) {
     return a.fail();
   }

@@ -80,6 +80,12 @@ inline TileGrid tile_grid(const mpt_tensor& t, int64_t block, int64_t tile_rows)
   return tile_grid(rows, cols, block, tile_rows);
 }
 
+/* A tensor as one tile: the grid of a per-tensor scale. */
+inline TileGrid one_tile(const mpt_tensor& t) {
+  const TileGrid rows = tile_grid(t, 1, 1);
+  return tile_grid(rows.rows, rows.cols, rows.cols > 0 ? rows.cols : 1, rows.rows > 0 ? rows.rows : 1);
+}
+
 }  // namespace mpt
 
 #endif
