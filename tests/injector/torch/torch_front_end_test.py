@@ -225,6 +225,59 @@ class FrontEndTest(support.FrontEndCase):
         self.assertLess(start["mul"][1], data[1][1])
         self.assertLess(data[1][1], start["sum"][0])
 
+    def test_parameters_on_new_storages_stay_weights_and_their_old_memory_is_not_theirs(self):
+        """A model that ran in fp32 and then went to bf16 (Module.to gives its Parameters new
+        storages) still has weights, under their names, and the fp32 storages are freed by then.
+        A parameter moved by hand (`p.data = ...`) leaves its storage unseen: another storage on the
+        same memory later is not the parameter's."""
+        script = self.write("moved.py", """
+            import numpy as np
+            import torch
+            torch.manual_seed(0)
+            torch.set_num_threads(1)
+            model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+            with torch.no_grad():
+                model(torch.randn(2, 16))                    # named and measured in fp32
+                model.to(torch.bfloat16)
+                model(torch.randn(2, 16).to(torch.bfloat16))
+            arr = np.full((8, 8), 0.5, np.float32)
+            lin = torch.nn.Linear(8, 8)
+            lin.weight.data = torch.from_numpy(arr)          # a weight in memory numpy owns
+            with torch.no_grad():
+                lin(torch.ones(1, 8))
+            lin.weight.data = torch.zeros(8, 8)              # its storage on arr goes, unseen
+            print(torch.from_numpy(arr).mul(2.0).sum().item())  # another storage on arr's memory
+        """)
+        trace, p = self.trace(script)
+        self.assertEqual(p.stdout.split(), ["64.0"])
+        # Each allocation's first name and category, as memory_events recorded them.
+        inputs = self.query(trace, """
+            SELECT k.kernel, t.slot, d.name, t.tensor_uid, c.name, s.value
+            FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id JOIN dtypes d ON d.id = t.dtype
+            JOIN memory_events m ON m.alloc_id = t.tensor_uid AND m.kind = 'alloc'
+            JOIN categories c ON c.id = m.category JOIN strings s ON s.id = m.name_id
+            WHERE t.role = 'in' AND k.kernel IN ('addmm', 'mul') ORDER BY k.id, t.slot""")
+        weights = [(dtype, name) for kernel, slot, dtype, _, category, name in inputs
+                   if kernel == "addmm" and slot != 1 and category == "weight"]
+        self.assertEqual(weights, [("f32", "0.bias"), ("f32", "0.weight"), ("f32", "2.bias"), ("f32", "2.weight"),
+                                   ("bf16", "0.bias"), ("bf16", "0.weight"), ("bf16", "2.bias"), ("bf16", "2.weight"),
+                                   ("f32", "Linear.bias"), ("f32", "Linear.weight")])  # a second model
+        # The fp32 weights were freed before the first bf16 operator read the bf16 ones.
+        first_bf16 = self.query(trace, "SELECT min(k.start_ns) FROM v_kernels k JOIN tensors t ON t.kernel_id = k.id"
+                                       " JOIN dtypes d ON d.id = t.dtype WHERE k.kernel = 'addmm' AND d.name = 'bf16'")[0][0]
+        for _, slot, dtype, uid, _, name in inputs[:6]:
+            if slot != 1:
+                freed = self.query(trace, "SELECT t_ns FROM memory_events WHERE alloc_id = ? AND kind = 'free'", uid)
+                self.assertEqual(len(freed), 1, name)
+                self.assertLess(freed[0][0], first_bf16, name)
+        # mul read numpy's memory as data of its own, not as the weight that lived there.
+        lin_weight = inputs[-2]
+        mul_input = inputs[-1]
+        self.assertEqual((lin_weight[0], lin_weight[5]), ("addmm", "Linear.weight"))
+        self.assertEqual(mul_input[0], "mul")
+        self.assertNotEqual(mul_input[3], lin_weight[3])
+        self.assertEqual((mul_input[4], mul_input[5]), ("data", "data f32[8,8]"))
+
     def test_every_returned_tensor_has_a_name_of_its_own(self):
         """An operator that returns several new tensors names the first after itself and each
         later one after its place among the returns, or after the schema's name for it: the mean

@@ -125,6 +125,20 @@ def _install_now():
 
     torch.nn.Parameter.__new__ = parameter_new
 
+    # to(), half(), float(), cuda() and their kin: parameters on new storages stay the model's
+    # weights, under their names.
+    original_apply = torch.nn.Module._apply
+
+    def module_apply(self, fn, *args, **kwargs):
+        names = front.parameter_names(self)
+        result = original_apply(self, fn, *args, **kwargs)
+        if names:
+            front.parameters_converted(self, names)
+        return result
+
+    module_apply.__wrapped__ = original_apply
+    torch.nn.Module._apply = module_apply
+
     _follow_grad_scalers(front)
     _follow_compile(lib, front, dispatch_mode=observer is None)
 

@@ -21,27 +21,44 @@ class Memory:
 
     def __init__(self, lib):
         self._lib = lib
-        self._live = {}   # storage address -> _Allocation
-        self._users = {}  # id(tensor) -> _Allocation, for tensors alive
-        self._refs = {}   # weak reference -> (id(tensor), storage address)
+        self._live = {}   # storage address -> Allocation
+        self._users = {}  # id(tensor) -> Allocation, for tensors alive
+        self._refs = {}   # weak reference -> (id(tensor), the Allocation it uses)
         self._user_refs = {}  # id(tensor) -> its weak reference
         self.report_writes = None  # (address, bytes) -> None, when the injector reuses statistics
 
     def _release(self, ref):
-        user, address = self._refs.pop(ref, (None, None))
+        user, entry = self._refs.pop(ref, (None, None))
         self._users.pop(user, None)
         if self._user_refs.get(user) is ref:
             del self._user_refs[user]
-        entry = self._live.get(address)
         if entry is None:
             return
+        entry.refs.discard(ref)
+        if self._live.get(entry.address) is not entry:
+            return  # freed already: every user it knew had moved to other storages
         entry.users -= 1
         if entry.users <= 0:
-            del self._live[address]
-            self._lib.free_seen(address)
+            del self._live[entry.address]
+            self._lib.free_seen(entry.address)
+
+    def _holds(self, entry):
+        """Whether a tensor known to use the entry's storage is on it still. No tensor is when every
+        user left it for another storage (`p.data = ...`, set_(), a growing resize_()): the storage
+        was freed then, unseen, and the memory at its address may hold another storage now."""
+        for ref in entry.refs:
+            t = ref()
+            if t is None:
+                continue
+            try:
+                if t.data_ptr() - t.storage_offset() * t.element_size() == entry.address:
+                    return True
+            except (RuntimeError, NotImplementedError):
+                return True
+        return False
 
     def adopt(self, t, category, name=b"", name_of=None, unknown_writes=False):
-        """Counts `t` as a user of its storage (once); returns its _Allocation, or None. A storage
+        """Counts `t` as a user of its storage (once); returns its Allocation, or None. A storage
         seen for the first time is named `name`, or name_of(t) when that is given. With
         `unknown_writes`, a tensor seen for the first time on memory already known (an input no
         watched operator made) has that memory reported written: it may be another storage now at
@@ -66,6 +83,11 @@ class Memory:
         if address == 0:
             return None
         entry = self._live.get(address)
+        if entry is not None and not self._holds(entry):
+            # Its storage went without a sign: freed then, and this is another one.
+            del self._live[address]
+            self._lib.free_seen(address)
+            entry = None
         if entry is not None and unknown_writes and self.report_writes is not None:
             self.report_writes(address, nbytes)
         if entry is None:
@@ -79,7 +101,8 @@ class Memory:
         entry.users += 1
         self._users[id(t)] = entry
         ref = weakref.ref(t, self._release)
-        self._refs[ref] = (id(t), address)
+        entry.refs.add(ref)
+        self._refs[ref] = (id(t), entry)
         self._user_refs[id(t)] = ref
         return entry
 
@@ -109,12 +132,14 @@ class Memory:
 
 
 class Allocation:
-    __slots__ = ("ident", "users", "category", "name", "name_address", "_name_buffer", "uninitialized", "address")
+    __slots__ = ("ident", "users", "refs", "category", "name", "name_address", "_name_buffer", "uninitialized",
+                 "address")
 
     def __init__(self, ident, category, name, address):
         self.ident = ident
         self.address = address
         self.users = 0
+        self.refs = set()  # weak references to the users
         self.category = category
         self.set_name(name)
         # Made by torch.empty and kin and not written by any operator since: what it holds is

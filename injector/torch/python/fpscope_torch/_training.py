@@ -428,6 +428,28 @@ class TrainingLoop:
         # Named by type and shape until a model that holds it runs ('parameter f32[16,8]').
         self.memory.label(p, _api.CAT_WEIGHT, _data_name(p, "parameter"))
 
+    @_guarded
+    def parameter_names(self, module):
+        """The names of a module's own parameters (None for one no model run has named yet), taken
+        before to(), half() or cuda() give it parameters on new storages."""
+        return {key: self.param_names.get(id(p)) for key, p in module._parameters.items() if p is not None}
+
+    @_guarded
+    def parameters_converted(self, module, names):
+        """Module._apply returned: the module's parameters hold new storages (the same Parameter
+        objects, or new ones). Each is a weight again, under its name; the storage it left is freed
+        when nothing else uses it."""
+        for key, p in module._parameters.items():
+            if p is None or key not in names:
+                continue
+            name = names[key]
+            if name is None:
+                self.memory.label(p, _api.CAT_WEIGHT, _data_name(p, "parameter"))
+                continue
+            self.param_names[id(p)] = name
+            self.param_dtypes[id(p)] = p.dtype
+            self.memory.label(p, _api.CAT_WEIGHT, name.encode())
+
     def label_gradients(self, optimizer):
         for group in optimizer.param_groups:
             for p in group["params"]:
