@@ -7,7 +7,7 @@
 #if defined(MPT_HOST_EMULATION)
 /* Tests run the kernels on the host through this shim (tests/reference_trainer/cuda/emulation). */
 #include "host_emulation.h"
-#define FPSCOPE_LAUNCH(kernel, blocks, threads, stream) ::mpt_emulation::launcher(kernel, blocks, threads)
+#define FPSCOPE_LAUNCH(kernel, blocks, threads, stream) ::mpt_emulation::launcher(kernel, blocks, threads, stream)
 #else
 #include <cuda_runtime.h>
 #define FPSCOPE_LAUNCH(kernel, blocks, threads, stream) kernel<<<(blocks), (threads), 0, (stream)>>>

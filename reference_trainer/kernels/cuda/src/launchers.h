@@ -14,7 +14,7 @@
 #if defined(MPT_HOST_EMULATION)
 /* Tests run the device code on the host through this shim (tests/reference_trainer/cuda/emulation). */
 #include "host_emulation.h"
-#define MPT_LAUNCH(kernel, blocks, threads, stream) ::mpt_emulation::launcher(kernel, blocks, threads)
+#define MPT_LAUNCH(kernel, blocks, threads, stream) ::mpt_emulation::launcher(kernel, blocks, threads, stream)
 #else
 #include <cuda_runtime.h>
 /* kernel<<<blocks, threads, 0, stream>>>, written so the emulation can replace it. */

@@ -2,7 +2,8 @@
 // by the emulation (tests/reference_trainer/cuda/emulation/host_emulation.h: blocks of real
 // threads, shared memory, warp shuffles, atomics), against fpscope::compute_stats. Runs
 // everywhere; it runs the scan, the block merges and the combine for real, over tensors that span
-// many blocks.
+// many blocks. The queue's tests make the emulated device asynchronous (work waits on its stream
+// until the test runs it), as a GPU is.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fpscope/gpu_stats.h"
+#include "host_emulation.h"  // the emulated device's streams, which the queue's tests run by hand
 #include "stats_test_data.h"
 
 namespace fpscope_gpu_test {
@@ -99,6 +101,123 @@ TEST(EmulatedGpuStats, ReadCopiesBytesBack) {
   EXPECT_EQ(got, scale);
   EXPECT_NE(api->read(nullptr, &scale, sizeof got, nullptr), 0);
   EXPECT_NE(std::string(api->last_error()).find("read"), std::string::npos) << api->last_error();
+}
+
+// [SECTION] The queue on an asynchronous device
+
+/* While it lives, work queued on the emulated device's streams waits until it is run; at its end
+ * everything queued runs and the device is immediate again, whatever the test did. */
+struct AsynchronousDevice {
+  mpt_emulation::Streams& streams = mpt_emulation::Streams::instance();
+  AsynchronousDevice() { streams.set_deferred(true); }
+  ~AsynchronousDevice() { streams.set_deferred(false); }
+};
+
+/* The results poll() handed out, in the order it handed them out. */
+struct Results {
+  std::vector<uint64_t> order;
+  std::map<uint64_t, TensorStats> stats;
+  static void add(uint64_t token, const TensorStats* s, void* user) {
+    auto* r = static_cast<Results*>(user);
+    r->order.push_back(token);
+    r->stats[token] = *s;
+  }
+  std::vector<uint64_t> take() {
+    std::vector<uint64_t> out;
+    out.swap(order);
+    return out;
+  }
+};
+
+TensorStats host_stats(const std::vector<uint8_t>& data, ElementType type, StatsLevel level) {
+  TensorStats s;
+  fpscope::compute_stats(data.data(), type, data.size() / fpscope::element_bytes(type), level, &s);
+  return s;
+}
+
+/* A result is handed out once its stream has run the reduction, and not before; the results of one
+ * stream come back in the order they were submitted, whatever another stream does; poll() with
+ * wait hands out everything still in flight (what the injector does when the program ends). */
+TEST(EmulatedGpuStatsQueue, AResultComesBackOnceItsStreamHasRunItAndEachStreamInOrder) {
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  AsynchronousDevice device;
+  void* const streams[2] = {reinterpret_cast<void*>(0xA0), reinterpret_cast<void*>(0xB0)};  // any distinct handles
+  std::mt19937 rng(37);
+  std::vector<std::vector<uint8_t>> tensors;
+  uint64_t first_on_a_queued = 0;  // stream A's operations once its first reduction was queued
+  for (uint64_t token = 0; token < 6; ++token) {
+    tensors.push_back(make_tensor(ElementType::F32, 100 + 7 * token, rng, {3}));
+    ASSERT_EQ(api->submit(tensors.back().data(), 0, tensors.back().size() / 4, 1, streams[token % 2], token), 0)
+        << api->last_error();
+    if (token == 0) first_on_a_queued = device.streams.queued(streams[0]);
+  }
+  Results got;
+  api->poll(0, Results::add, &got);
+  EXPECT_EQ(got.take(), std::vector<uint64_t>{}) << "nothing has run on the device yet";
+
+  device.streams.run(streams[1]);
+  api->poll(0, Results::add, &got);
+  EXPECT_EQ(got.take(), (std::vector<uint64_t>{1, 3, 5})) << "stream B ran; A did not";
+
+  device.streams.run(streams[0], first_on_a_queued);
+  api->poll(0, Results::add, &got);
+  EXPECT_EQ(got.take(), std::vector<uint64_t>{0}) << "A ran its first reduction only";
+
+  api->poll(1, Results::add, &got);
+  EXPECT_EQ(got.take(), (std::vector<uint64_t>{2, 4})) << "waiting hands out the rest, in A's order";
+  for (uint64_t token = 0; token < 6; ++token)
+    EXPECT_EQ(compare_stats(got.stats[token], host_stats(tensors[token], ElementType::F32, StatsLevel::Full)), "")
+        << "token " << token;
+}
+
+/* Every result in flight keeps the memory it is written to until it is handed out: dozens of
+ * reductions queued before any runs each come back with their own tensor's statistics, and so do
+ * the next dozens, queued on the slots the first ones gave back. */
+TEST(EmulatedGpuStatsQueue, ResultsInFlightEachKeepTheirOwnSlot) {
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  std::mt19937 rng(41);
+  const ElementType types[3] = {ElementType::F32, ElementType::F16, ElementType::BF16};
+  for (int round = 0; round < 2; ++round) {
+    AsynchronousDevice device;
+    std::vector<std::vector<uint8_t>> tensors;
+    const uint64_t count = 48;  // each emulated reduction takes milliseconds
+    for (uint64_t token = 0; token < count; ++token) {
+      const ElementType type = types[token % 3];
+      tensors.push_back(make_tensor(type, 16 + token % 50, rng, token % 7 == 0 ? std::vector<size_t>{token % 16} : std::vector<size_t>{}));
+      ASSERT_EQ(api->submit(tensors.back().data(), int(type), tensors.back().size() / fpscope::element_bytes(type),
+                            int(token % 2), nullptr, token), 0)
+          << api->last_error();
+    }
+    Results got;
+    api->poll(0, Results::add, &got);
+    ASSERT_TRUE(got.take().empty());
+    device.streams.run(nullptr);
+    api->poll(0, Results::add, &got);
+    const std::vector<uint64_t> order = got.take();
+    ASSERT_EQ(order.size(), count);
+    for (uint64_t token = 0; token < count; ++token) {
+      EXPECT_EQ(order[token], token);
+      const TensorStats expected = host_stats(tensors[token], types[token % 3], StatsLevel(token % 2));
+      EXPECT_EQ(compare_stats(got.stats[token], expected), "") << "round " << round << " token " << token;
+    }
+  }
+}
+
+/* read() returns what the stream holds after the work queued on it before the read: it waits for
+ * that work, on an asynchronous device too. */
+TEST(EmulatedGpuStatsQueue, ReadSeesTheWorkQueuedBeforeIt) {
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  AsynchronousDevice device;
+  void* const stream = reinterpret_cast<void*>(0xC0);
+  uint32_t on_device = 0;
+  ASSERT_EQ(cudaMemsetAsync(&on_device, 0x3F, sizeof on_device, stream), cudaSuccess);
+  EXPECT_EQ(on_device, 0u) << "the memset waits on its stream";
+  uint32_t got = 0;
+  ASSERT_EQ(api->read(&got, &on_device, sizeof got, stream), 0) << api->last_error();
+  EXPECT_EQ(got, 0x3F3F3F3Fu);
 }
 
 }  // namespace

@@ -8,6 +8,14 @@
 //     __shared__ variables are function statics, shared by the threads of the one block running;
 //   - "device" memory is host memory; copies, memsets and the stream-ordered allocator are the C
 //     library's; cudaGetDeviceCount reports one device;
+//   - work queued on a stream (launches, async copies and memsets, async frees) runs at once, so an
+//     event is complete when it is recorded, unless a test makes the device asynchronous
+//     (mpt_emulation::Streams::set_deferred): then each stream keeps its work, in order, until the
+//     test runs it (run) or the host waits for it (cudaStreamSynchronize, cudaEventSynchronize, and
+//     the synchronous cudaMemset and cudaFree, which wait for every stream), and cudaEventQuery says
+//     cudaErrorNotReady until the stream has run what was queued before the event. The NULL stream
+//     is one stream among the others (its legacy synchronisation with them is not modelled), and
+//     cuBLAS runs at once either way;
 //   - cublasGemmStridedBatchedEx is a plain column-major product (fp32 sums in k order), so the
 //     host run also checks how the backend maps row-major tensors onto cuBLAS's arguments.
 // What it cannot show: timing, memory ordering between real GPU threads, and cuBLAS's own
@@ -19,7 +27,9 @@
 #include <atomic>
 #include <barrier>
 #include <condition_variable>
+#include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <cmath>
 #include <cstdint>
@@ -108,13 +118,98 @@ class ThreadPool {
   uint64_t generation_ = 0;
 };
 
-/* Runs `kernel(args...)` over `blocks` blocks of `threads` threads. */
+/* The device's streams: work queued on each, and how much of it has run (see the header's
+ * comment). A stream is known by its handle; NULL is one of them. */
+class Streams {
+ public:
+  static Streams& instance() {
+    static Streams* streams = new Streams;  // never destroyed: work may be queued during exit
+    return *streams;
+  }
+
+  /* With `on`, queued work waits until it is run; turning it off runs everything queued. */
+  void set_deferred(bool on) {
+    if (!on) run_all();
+    std::lock_guard<std::mutex> lock(mu_);
+    deferred_ = on;
+  }
+
+  void queue(void* stream, std::function<void()> work) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Stream& s = streams_[stream];
+      ++s.queued;
+      if (deferred_) {
+        s.pending.push_back(std::move(work));
+        return;
+      }
+    }
+    work();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++streams_[stream].done;
+  }
+
+  /* How many operations were queued on the stream so far, and how many of them have run. */
+  uint64_t queued(void* stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return streams_[stream].queued;
+  }
+  uint64_t done(void* stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return streams_[stream].done;
+  }
+
+  /* Runs the stream's queued work, in order, until `until` operations of it have run. */
+  void run(void* stream, uint64_t until) {
+    for (;;) {
+      std::function<void()> work;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Stream& s = streams_[stream];
+        if (s.done >= until || s.pending.empty()) return;
+        work = std::move(s.pending.front());
+        s.pending.pop_front();
+      }
+      work();
+      std::lock_guard<std::mutex> lock(mu_);
+      ++streams_[stream].done;
+    }
+  }
+  void run(void* stream) { run(stream, queued(stream)); }
+
+  void run_all() {
+    std::vector<void*> handles;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [handle, s] : streams_) handles.push_back(handle);
+    }
+    for (void* handle : handles) run(handle);
+  }
+
+ private:
+  struct Stream {
+    std::deque<std::function<void()>> pending;
+    uint64_t queued = 0, done = 0;
+  };
+  std::mutex mu_;
+  std::map<void*, Stream> streams_;
+  bool deferred_ = false;
+};
+
+/* Runs `kernel(args...)` over `blocks` blocks of `threads` threads, queued on `stream`. */
 template <typename Kernel>
 struct Launcher {
   Kernel kernel;
   dim3 grid, block;
+  void* stream = nullptr;
   template <typename... Args>
   void operator()(Args... args) const {
+    const Launcher launch = *this;
+    Streams::instance().queue(stream, [launch, args...] { launch.run(args...); });
+  }
+
+  template <typename... Args>
+  void run(Args... args) const {
     std::barrier<> barrier(static_cast<std::ptrdiff_t>(block.x));
     g_block_barrier = &barrier;
     std::function<void(unsigned)> job = [&](unsigned t) {
@@ -134,8 +229,8 @@ struct Launcher {
 };
 
 template <typename Kernel>
-Launcher<Kernel> launcher(Kernel kernel, dim3 blocks, dim3 threads) {
-  return Launcher<Kernel>{kernel, blocks, threads};
+Launcher<Kernel> launcher(Kernel kernel, dim3 blocks, dim3 threads, void* stream = nullptr) {
+  return Launcher<Kernel>{kernel, blocks, threads, stream};
 }
 
 }  // namespace mpt_emulation
@@ -225,12 +320,26 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
-inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
-inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
-inline cudaError_t cudaMemset(void* p, int v, size_t n) { std::memset(p, v, n); return cudaSuccess; }
-inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
-inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) {
-  std::memmove(d, s, n);
+inline cudaError_t cudaFree(void* p) {
+  mpt_emulation::Streams::instance().run_all();  // cudaFree waits for the device
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  mpt_emulation::Streams::instance().queue(stream, [p] { std::free(p); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* p, int v, size_t n) {
+  mpt_emulation::Streams::instance().run_all();
+  std::memset(p, v, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t stream) {
+  mpt_emulation::Streams::instance().queue(stream, [p, v, n] { std::memset(p, v, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t stream) {
+  mpt_emulation::Streams::instance().queue(stream, [d, s, n] { std::memmove(d, s, n); });
   return cudaSuccess;
 }
 
@@ -244,8 +353,12 @@ inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int) {
 }
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
 
-// Events complete at once (every launch has finished when it returns); all memory is "device".
-struct CUevent_st {};
+// An event is complete once its stream has run what was queued before it was recorded (at once
+// unless the device is deferred); all memory is "device".
+struct CUevent_st {
+  void* stream = nullptr;
+  uint64_t position = 0;  // the stream's operations queued when it was recorded
+};
 using cudaEvent_t = CUevent_st*;
 inline constexpr unsigned cudaEventDisableTiming = 2;
 enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2,
@@ -255,10 +368,22 @@ struct cudaPointerAttributes {
 };
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { *e = new CUevent_st; return cudaSuccess; }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
+  e->stream = stream;
+  e->position = mpt_emulation::Streams::instance().queued(stream);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  return mpt_emulation::Streams::instance().done(e->stream) >= e->position ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  mpt_emulation::Streams::instance().run(e->stream, e->position);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  mpt_emulation::Streams::instance().run(stream);
+  return cudaSuccess;
+}
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
 inline cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
 inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void*) {
