@@ -3,8 +3,12 @@
 // submit() takes a result slot (device scratch for the block partials and the result, a pinned
 // host copy, an event), queues the reduction, the device-to-host copy and the event on the
 // caller's stream, and returns. poll() hands over every slot whose event has completed (or, with
-// wait, every slot), converting on the host with fpscope_stats' finalize(). Slots are reused;
-// the pool grows when all are in flight. One mutex guards the pool; callbacks run without it.
+// wait, every slot), converting on the host with fpscope_stats' finalize(). A stream runs its work
+// in order, so once one of its slots is not done, poll() asks about none of its later ones: a
+// poll costs one event query per stream still running and one per result handed over, however
+// many results are in flight. Slots are reused; the pool grows when all are in flight. One mutex
+// guards the pool; callbacks run without it.
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -44,6 +48,7 @@ struct Slot {
 
 struct Pending {
   Slot* slot;
+  cudaStream_t stream;
   uint64_t token;
   uint64_t count;
   ElementType type;
@@ -114,16 +119,22 @@ bool StatsQueue::submit(const void* data, ElementType type, size_t n, StatsLevel
     free_.push_back(slot);
     return false;
   }
-  pending_.push_back(Pending{slot, token, n, type, level});
+  pending_.push_back(Pending{slot, stream, token, n, type, level});
   return true;
 }
 
 void StatsQueue::poll(bool wait, std::vector<Finished>* finished) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<cudaStream_t> running;  // streams with a slot not done: their later slots are not either
   for (auto it = pending_.begin(); it != pending_.end();) {
+    if (!wait && std::find(running.begin(), running.end(), it->stream) != running.end()) {
+      ++it;
+      continue;
+    }
     cudaError_t e = wait ? cudaEventSynchronize(it->slot->done) : cudaEventQuery(it->slot->done);
     if (e == cudaErrorNotReady) {
-      ++it;  // a later slot on another stream may be done; this stream's order is kept
+      running.push_back(it->stream);  // a later slot on another stream may be done
+      ++it;
       continue;
     }
     if (e == cudaSuccess) {

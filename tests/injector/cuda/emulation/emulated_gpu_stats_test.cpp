@@ -205,6 +205,46 @@ TEST(EmulatedGpuStatsQueue, ResultsInFlightEachKeepTheirOwnSlot) {
   }
 }
 
+/* A stream runs its work in order: while one of its results is not done, a poll asks about none of
+ * its later ones. A poll without wait costs one event query per stream still running and one per
+ * result it hands over, however many results are in flight. */
+TEST(EmulatedGpuStatsQueue, APollAsksOnlyUntilEachStreamsFirstResultNotDone) {
+  const fpscope_gpu_api* api = fpscope_gpu_api_v1();
+  ASSERT_NE(api, nullptr);
+  AsynchronousDevice device;
+  void* const streams[2] = {reinterpret_cast<void*>(0xD0), reinterpret_cast<void*>(0xE0)};
+  std::mt19937 rng(43);
+  std::vector<std::vector<uint8_t>> tensors;
+  std::vector<uint64_t> queued_after;  // each stream's operations once a reduction was queued
+  for (uint64_t token = 0; token < 24; ++token) {
+    tensors.push_back(make_tensor(ElementType::BF16, 40, rng, {}));
+    void* stream = streams[token % 2];
+    ASSERT_EQ(api->submit(tensors.back().data(), 2, 40, 0, stream, token), 0) << api->last_error();
+    queued_after.push_back(device.streams.queued(stream));
+  }
+  Results got;
+  auto queries_of_a_poll = [&] {
+    const uint64_t before = device.streams.event_queries();
+    api->poll(0, Results::add, &got);
+    return device.streams.event_queries() - before;
+  };
+  EXPECT_EQ(queries_of_a_poll(), 2u) << "24 in flight on two streams, none done";
+  EXPECT_TRUE(got.take().empty());
+  device.streams.run(streams[0], queued_after[10]);  // stream A's first six: tokens 0, 2, ..., 10
+  EXPECT_EQ(queries_of_a_poll(), 6u + 2u) << "six handed over, then one query per stream";
+  EXPECT_EQ(got.take(), (std::vector<uint64_t>{0, 2, 4, 6, 8, 10}));
+  device.streams.run(streams[1]);
+  EXPECT_EQ(queries_of_a_poll(), 12u + 1u);
+  const std::vector<uint64_t> b = got.take();
+  ASSERT_EQ(b.size(), 12u);
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], 2 * i + 1);
+  api->poll(1, Results::add, &got);
+  EXPECT_EQ(got.take(), (std::vector<uint64_t>{12, 14, 16, 18, 20, 22}));
+  for (uint64_t token = 0; token < 24; ++token)
+    EXPECT_EQ(compare_stats(got.stats[token], host_stats(tensors[token], ElementType::BF16, StatsLevel::Basic)), "")
+        << "token " << token;
+}
+
 /* read() returns what the stream holds after the work queued on it before the read: it waits for
  * that work, on an asynchronous device too. */
 TEST(EmulatedGpuStatsQueue, ReadSeesTheWorkQueuedBeforeIt) {

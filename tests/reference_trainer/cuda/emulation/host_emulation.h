@@ -177,6 +177,10 @@ class Streams {
   }
   void run(void* stream) { run(stream, queued(stream)); }
 
+  /* cudaEventQuery calls so far: what a poll of events costs the host, in driver calls. */
+  uint64_t event_queries() const { return event_queries_.load(); }
+  void count_event_query() { ++event_queries_; }
+
   void run_all() {
     std::vector<void*> handles;
     {
@@ -194,6 +198,7 @@ class Streams {
   std::mutex mu_;
   std::map<void*, Stream> streams_;
   bool deferred_ = false;
+  std::atomic<uint64_t> event_queries_{0};
 };
 
 /* Runs `kernel(args...)` over `blocks` blocks of `threads` threads, queued on `stream`. */
@@ -374,6 +379,7 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  mpt_emulation::Streams::instance().count_event_query();
   return mpt_emulation::Streams::instance().done(e->stream) >= e->position ? cudaSuccess : cudaErrorNotReady;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
