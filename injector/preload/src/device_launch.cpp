@@ -2,7 +2,9 @@
 // before the kernel and outputs after it on the launch's stream; the results come back
 // asynchronously and are written, judged and trapped on as they arrive.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -32,17 +34,39 @@ bool on_device(const mpt_tensor& t) {
          !is_byte_type(*type);
 }
 
+std::atomic<Session*> g_process_session{nullptr};
+
+void collect_device_results_at_exit() {
+  if (Session* session = g_process_session.load(std::memory_order_acquire)) session->device_results_at_exit();
+}
+
 }  // namespace
+
+void Session::set_process_session(Session* session) { g_process_session.store(session, std::memory_order_release); }
 
 const fpscope_gpu_api* Session::gpu() {
   std::call_once(gpu_once_, [this] {
     std::string why;
     gpu_ = gpu_loader_ ? gpu_loader_(&why) : nullptr;
-    if (gpu_ == nullptr)
+    if (gpu_ == nullptr) {
       std::fprintf(stderr, "fpscope: device tensors are not measured (%s); their launches are recorded\n",
                    why.c_str());
+      return;
+    }
+    // Registered after the CUDA runtime's own handler (the program has made its first CUDA call),
+    // so it runs first, while the runtime still works.
+    static std::once_flag registered;
+    std::call_once(registered, [] { std::atexit(collect_device_results_at_exit); });
   });
   return gpu_;
+}
+
+void Session::device_results_at_exit() noexcept {
+  try {
+    uint64_t seq = 0;
+    collect_device(true, &seq);  // a trap message it returns is dropped: the program has ended
+  } catch (...) {  // nothing more can be written: those tensors stay unmeasured
+  }
 }
 
 // Device tensors are queued on the GPU: inputs before the kernel, outputs after it, all on the

@@ -27,7 +27,12 @@ Session* g_session = nullptr;  // never deleted: late calls from other threads m
 __attribute__((tls_model("initial-exec"))) thread_local bool t_inside_hook = false;
 
 // A forked child shares the ring mapping but must never write into it.
-void on_fork_child() { g_state.store(State::Forwarding, std::memory_order_release); }
+// A forked child is never traced, and inherits the parent's exit handlers: the one that collects
+// device results must find no session there (CUDA does not work in a forked child).
+void on_fork_child() {
+  g_state.store(State::Forwarding, std::memory_order_release);
+  Session::set_process_session(nullptr);
+}
 
 const char* env_lookup(const char* name) { return std::getenv(name); }
 
@@ -86,6 +91,7 @@ Session* current_session() {
   t_inside_hook = true;  // calls made while starting (none expected) are forwarded
   try {
     g_session = start_session();
+    Session::set_process_session(g_session);
   } catch (...) {  // out of memory, most likely: this process runs untraced, the program unharmed
     g_session = nullptr;
     try {

@@ -322,6 +322,28 @@ TEST_F(LaunchPath, DeviceTensorsAreMeasuredThroughTheGpuLibrary) {
   EXPECT_EQ(nf[1].first_index, 1u);
 }
 
+/* Results still in flight when the program exits (its last launches, after the last phase ended)
+ * are waited for and written by the exit handler; a NaN among them is recorded, and traps nothing. */
+TEST_F(LaunchPath, DeviceResultsInFlightAtExitAreWritten) {
+  Options o;
+  o.trap = TrapKind::NaN;
+  start(o);
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  float x[4] = {1, 2, 3, 4}, y[4];
+  launch("copy_with_nan", {device_tensor(x, {4}, "x")}, {device_tensor(y, {4}, "y")}, copy_with_nan, {{"index", 2}});
+  EXPECT_EQ(drain().count(RecordType::TensorStats), 0u) << "nothing has come back yet";
+  const int waits_before = FakeGpu::polls_with_wait;
+  session_->device_results_at_exit();
+  EXPECT_EQ(FakeGpu::polls_with_wait, waits_before + 1);
+  const DecodedTrace& t = drain();
+  auto stats = t.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(t.text(stats[1].name), "y");
+  EXPECT_EQ(stats[1].nan, 1u);
+  EXPECT_EQ(t.count(RecordType::Nonfinite), 1u);
+  EXPECT_EQ(t.count(RecordType::Trap), 0u);
+}
+
 TEST_F(LaunchPath, DeviceOriginWithOutputsOnlyStillLooksAtInputs) {
   Options o;
   o.tensors = TensorRoles::Outputs;
