@@ -9,6 +9,7 @@
 // many results are in flight. Slots are reused; the pool grows when all are in flight. One mutex
 // guards the pool; callbacks run without it.
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -22,10 +23,12 @@
 namespace fpscope::gpu {
 namespace {
 
-thread_local std::string t_last_error;
+// A plain array: exit() destroys the main thread's thread_local objects before it runs the exit
+// handlers, and the injector's handler may still fail here.
+thread_local char t_last_error[512];
 
 bool fail(const std::string& message) {
-  t_last_error = message;
+  std::snprintf(t_last_error, sizeof t_last_error, "%s", message.c_str());
   return false;
 }
 
@@ -125,7 +128,11 @@ bool StatsQueue::submit(const void* data, ElementType type, size_t n, StatsLevel
 
 void StatsQueue::poll(bool wait, std::vector<Finished>* finished) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<cudaStream_t> running;  // streams with a slot not done: their later slots are not either
+  // Streams with a slot not done: their later slots are not either. A handle that names a
+  // different stream on each thread (cudaStreamPerThread, or NULL with per-thread default streams)
+  // counts as one here: a slot not done on one thread's stream holds back the others' until the
+  // next poll, which costs latency, never a result.
+  std::vector<cudaStream_t> running;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (!wait && std::find(running.begin(), running.end(), it->stream) != running.end()) {
       ++it;
@@ -172,7 +179,7 @@ void api_poll(int wait, void (*done)(uint64_t, const TensorStats*, void*), void*
   for (const Finished& f : finished) done(f.token, &f.stats, user);
 }
 
-const char* api_last_error() { return t_last_error.c_str(); }
+const char* api_last_error() { return t_last_error; }
 
 int api_read(void* host, const void* device_data, size_t bytes, void* stream) {
   if (bytes > 0 && (!host || !device_data)) return fail("read: no data"), 1;

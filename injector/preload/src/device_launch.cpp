@@ -3,6 +3,7 @@
 // asynchronously and are written, judged and trapped on as they arrive.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -61,10 +62,23 @@ const fpscope_gpu_api* Session::gpu() {
   return gpu_;
 }
 
-void Session::device_results_at_exit() noexcept {
+void Session::device_results_at_exit(std::chrono::milliseconds deadline) noexcept {
+  // Without waiting on the device: a stream that never finishes (a collective whose peer is gone)
+  // must not keep the program from exiting. What has not come back by the deadline stays
+  // unmeasured, as in a killed program.
   try {
-    uint64_t seq = 0;
-    collect_device(true, &seq);  // a trap message it returns is dropped: the program has ended
+    if (gpu_ == nullptr) return;
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    for (;;) {
+      uint64_t seq = 0;
+      collect_device(false, &seq);  // a trap message it returns is dropped: the program has ended
+      {
+        std::lock_guard lock(mutex_);
+        if (device_results_.none_queued()) return;
+      }
+      if (std::chrono::steady_clock::now() >= until) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   } catch (...) {  // nothing more can be written: those tensors stay unmeasured
   }
 }

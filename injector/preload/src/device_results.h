@@ -60,6 +60,8 @@ class DeviceResults {
   void settle(uint64_t seq);
   // Whether a result for an input of `seq` is still queued (another thread may hold it taken).
   bool input_queued(uint64_t seq) const;
+  // Whether no result is awaited at all.
+  bool none_queued() const { return tensors_.empty(); }
 
  private:
   std::unordered_map<uint64_t, Tensor> tensors_;   // by token

@@ -147,6 +147,7 @@ void tracing_failed(const char* where) noexcept {
 void tracing_failed(const char* where, const char* what, const char* inside) noexcept {
   State tracing = State::Tracing;
   if (!g_state.compare_exchange_strong(tracing, State::Failed, std::memory_order_acq_rel)) return;  // said once
+  Session::set_process_session(nullptr);  // nothing more is written at exit either
   try {
     std::fprintf(stderr,
                  "fpscope: tracing stopped in process %d: %s failed%s%s (%s); the program goes on untraced, "

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -181,11 +182,12 @@ class Session {
   // Hands every finished device measurement to the ring; with wait, first waits for all. A
   // result that trapped stops the program.
   void poll_device(bool wait);
-  // The program is exiting: waits for the device measurements still in flight and writes them (a
-  // NaN or Inf among them is recorded as any other, and traps nothing: the program has ended).
+  // The program is exiting: waits, for at most 5 s, for the device measurements still in flight
+  // and writes them (a NaN or Inf among them is recorded as any other, and traps nothing: the
+  // program has ended).
   // Runs from an exit handler registered when libfpscope_gpu.so is loaded, after the program's
   // first CUDA call, so before the CUDA runtime's own exit handler.
-  void device_results_at_exit() noexcept;
+  void device_results_at_exit(std::chrono::milliseconds deadline = std::chrono::seconds(5)) noexcept;
   // The session of this process (runtime.cpp), whose device results the exit handler collects;
   // sessions of tests are never it.
   static void set_process_session(Session* session);

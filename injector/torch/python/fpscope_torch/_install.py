@@ -129,6 +129,7 @@ def _install_now():
     # weights, under their names.
     original_apply = torch.nn.Module._apply
 
+    @functools.wraps(original_apply)
     def module_apply(self, fn, *args, **kwargs):
         names = front.parameter_names(self)
         result = original_apply(self, fn, *args, **kwargs)
@@ -136,7 +137,6 @@ def _install_now():
             front.parameters_converted(self, names)
         return result
 
-    module_apply.__wrapped__ = original_apply
     torch.nn.Module._apply = module_apply
 
     _follow_grad_scalers(front)

@@ -4,11 +4,21 @@ import ctypes
 import weakref
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import _api
 
 # A tensor's untyped storage: untyped_storage() from torch 2.0, _storage() in torch 1.13.
 untyped_storage = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+
+
+def _weak_storage(storage):
+    """A weak reference to a storage (expired() once PyTorch freed it), or None where one cannot be
+    made."""
+    try:
+        return StorageWeakRef(storage)
+    except (RuntimeError, TypeError, AttributeError):
+        return None
 
 
 class Memory:
@@ -34,28 +44,12 @@ class Memory:
             del self._user_refs[user]
         if entry is None:
             return
-        entry.refs.discard(ref)
         if self._live.get(entry.address) is not entry:
-            return  # freed already: every user it knew had moved to other storages
+            return  # freed already: its storage went while this tensor was on another
         entry.users -= 1
         if entry.users <= 0:
             del self._live[entry.address]
             self._lib.free_seen(entry.address)
-
-    def _holds(self, entry):
-        """Whether a tensor known to use the entry's storage is on it still. No tensor is when every
-        user left it for another storage (`p.data = ...`, set_(), a growing resize_()): the storage
-        was freed then, unseen, and the memory at its address may hold another storage now."""
-        for ref in entry.refs:
-            t = ref()
-            if t is None:
-                continue
-            try:
-                if t.data_ptr() - t.storage_offset() * t.element_size() == entry.address:
-                    return True
-            except (RuntimeError, NotImplementedError):
-                return True
-        return False
 
     def adopt(self, t, category, name=b"", name_of=None, unknown_writes=False):
         """Counts `t` as a user of its storage (once); returns its Allocation, or None. A storage
@@ -66,9 +60,11 @@ class Memory:
         entry = self._users.get(id(t))
         if entry is not None:
             # The same tensor on the same storage; `p.data = ...`, set_() or a growing resize_()
-            # moves a tensor to another storage: it stops using the old one.
+            # moves a tensor to another storage: it stops using the old one (which may be freed by
+            # now, and another storage at the same address).
             try:
-                if t.data_ptr() - t.storage_offset() * t.element_size() == entry.address:
+                if (t.data_ptr() - t.storage_offset() * t.element_size() == entry.address
+                        and self._live.get(entry.address) is entry):
                     return entry
             except (RuntimeError, NotImplementedError):
                 return entry
@@ -83,8 +79,9 @@ class Memory:
         if address == 0:
             return None
         entry = self._live.get(address)
-        if entry is not None and not self._holds(entry):
-            # Its storage went without a sign: freed then, and this is another one.
+        if entry is not None and entry.storage is not None and entry.storage.expired():
+            # Its storage went without a sign (every tensor the front end knew on it had moved to
+            # another: `p.data = ...`, set_()): freed then, and this is another one.
             del self._live[address]
             self._lib.free_seen(address)
             entry = None
@@ -97,11 +94,10 @@ class Memory:
             ident = self._lib.alloc_seen(address, nbytes, device, category, name)
             if ident == 0:
                 return None
-            entry = self._live[address] = Allocation(ident, category, name, address)
+            entry = self._live[address] = Allocation(ident, category, name, address, _weak_storage(storage))
         entry.users += 1
         self._users[id(t)] = entry
         ref = weakref.ref(t, self._release)
-        entry.refs.add(ref)
         self._refs[ref] = (id(t), entry)
         self._user_refs[id(t)] = ref
         return entry
@@ -132,14 +128,14 @@ class Memory:
 
 
 class Allocation:
-    __slots__ = ("ident", "users", "refs", "category", "name", "name_address", "_name_buffer", "uninitialized",
+    __slots__ = ("ident", "users", "storage", "category", "name", "name_address", "_name_buffer", "uninitialized",
                  "address")
 
-    def __init__(self, ident, category, name, address):
+    def __init__(self, ident, category, name, address, storage):
         self.ident = ident
         self.address = address
         self.users = 0
-        self.refs = set()  # weak references to the users
+        self.storage = storage  # _weak_storage() of it: expired once PyTorch freed it
         self.category = category
         self.set_name(name)
         # Made by torch.empty and kin and not written by any operator since: what it holds is

@@ -430,9 +430,9 @@ class TrainingLoop:
 
     @_guarded
     def parameter_names(self, module):
-        """The names of a module's own parameters (None for one no model run has named yet), taken
-        before to(), half() or cuda() give it parameters on new storages."""
-        return {key: self.param_names.get(id(p)) for key, p in module._parameters.items() if p is not None}
+        """The ids and names of a module's own parameters (name None for one no model run has named
+        yet), taken before to(), half() or cuda() give it parameters on new storages."""
+        return {key: (id(p), self.param_names.get(id(p))) for key, p in module._parameters.items() if p is not None}
 
     @_guarded
     def parameters_converted(self, module, names):
@@ -442,7 +442,10 @@ class TrainingLoop:
         for key, p in module._parameters.items():
             if p is None or key not in names:
                 continue
-            name = names[key]
+            old_id, name = names[key]
+            if old_id != id(p):  # a new Parameter: the old one's id may be another object's later
+                self.param_names.pop(old_id, None)
+                self.param_dtypes.pop(old_id, None)
             if name is None:
                 self.memory.label(p, _api.CAT_WEIGHT, _data_name(p, "parameter"))
                 continue

@@ -105,12 +105,17 @@ TEST(EmulatedGpuStats, ReadCopiesBytesBack) {
 
 // [SECTION] The queue on an asynchronous device
 
-/* While it lives, work queued on the emulated device's streams waits until it is run; at its end
- * everything queued runs and the device is immediate again, whatever the test did. */
+/* While it lives, work queued on the emulated device's streams waits until it is run. At its end,
+ * whatever the test did, every result still in flight is run and taken from the library (so that
+ * the next test starts with none), and the device is immediate again. Declared after the memory
+ * the queued work reads and writes, so that it ends first. */
 struct AsynchronousDevice {
   mpt_emulation::Streams& streams = mpt_emulation::Streams::instance();
   AsynchronousDevice() { streams.set_deferred(true); }
-  ~AsynchronousDevice() { streams.set_deferred(false); }
+  ~AsynchronousDevice() {
+    fpscope_gpu_api_v1()->poll(1, nullptr, nullptr);
+    streams.set_deferred(false);
+  }
 };
 
 /* The results poll() handed out, in the order it handed them out. */
@@ -141,10 +146,11 @@ TensorStats host_stats(const std::vector<uint8_t>& data, ElementType type, Stats
 TEST(EmulatedGpuStatsQueue, AResultComesBackOnceItsStreamHasRunItAndEachStreamInOrder) {
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();
   ASSERT_NE(api, nullptr);
-  AsynchronousDevice device;
   void* const streams[2] = {reinterpret_cast<void*>(0xA0), reinterpret_cast<void*>(0xB0)};  // any distinct handles
   std::mt19937 rng(37);
   std::vector<std::vector<uint8_t>> tensors;
+  tensors.reserve(6);  // queued work reads them where they are
+  AsynchronousDevice device;
   uint64_t first_on_a_queued = 0;  // stream A's operations once its first reduction was queued
   for (uint64_t token = 0; token < 6; ++token) {
     tensors.push_back(make_tensor(ElementType::F32, 100 + 7 * token, rng, {3}));
@@ -180,9 +186,10 @@ TEST(EmulatedGpuStatsQueue, ResultsInFlightEachKeepTheirOwnSlot) {
   std::mt19937 rng(41);
   const ElementType types[3] = {ElementType::F32, ElementType::F16, ElementType::BF16};
   for (int round = 0; round < 2; ++round) {
-    AsynchronousDevice device;
-    std::vector<std::vector<uint8_t>> tensors;
     const uint64_t count = 48;  // each emulated reduction takes milliseconds
+    std::vector<std::vector<uint8_t>> tensors;
+    tensors.reserve(count);  // queued work reads them where they are
+    AsynchronousDevice device;
     for (uint64_t token = 0; token < count; ++token) {
       const ElementType type = types[token % 3];
       tensors.push_back(make_tensor(type, 16 + token % 50, rng, token % 7 == 0 ? std::vector<size_t>{token % 16} : std::vector<size_t>{}));
@@ -211,10 +218,11 @@ TEST(EmulatedGpuStatsQueue, ResultsInFlightEachKeepTheirOwnSlot) {
 TEST(EmulatedGpuStatsQueue, APollAsksOnlyUntilEachStreamsFirstResultNotDone) {
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();
   ASSERT_NE(api, nullptr);
-  AsynchronousDevice device;
   void* const streams[2] = {reinterpret_cast<void*>(0xD0), reinterpret_cast<void*>(0xE0)};
   std::mt19937 rng(43);
   std::vector<std::vector<uint8_t>> tensors;
+  tensors.reserve(24);  // queued work reads them where they are
+  AsynchronousDevice device;
   std::vector<uint64_t> queued_after;  // each stream's operations once a reduction was queued
   for (uint64_t token = 0; token < 24; ++token) {
     tensors.push_back(make_tensor(ElementType::BF16, 40, rng, {}));
@@ -250,9 +258,9 @@ TEST(EmulatedGpuStatsQueue, APollAsksOnlyUntilEachStreamsFirstResultNotDone) {
 TEST(EmulatedGpuStatsQueue, ReadSeesTheWorkQueuedBeforeIt) {
   const fpscope_gpu_api* api = fpscope_gpu_api_v1();
   ASSERT_NE(api, nullptr);
-  AsynchronousDevice device;
   void* const stream = reinterpret_cast<void*>(0xC0);
   uint32_t on_device = 0;
+  AsynchronousDevice device;
   ASSERT_EQ(cudaMemsetAsync(&on_device, 0x3F, sizeof on_device, stream), cudaSuccess);
   EXPECT_EQ(on_device, 0u) << "the memset waits on its stream";
   uint32_t got = 0;

@@ -129,20 +129,28 @@ class Streams {
 
   /* With `on`, queued work waits until it is run; turning it off runs everything queued. */
   void set_deferred(bool on) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      deferred_ = on;
+    }
     if (!on) run_all();
-    std::lock_guard<std::mutex> lock(mu_);
-    deferred_ = on;
   }
 
+  /* Work queued while the device is immediate runs now, after whatever its stream still holds. */
   void queue(void* stream, std::function<void()> work) {
+    enum { kNow, kKept, kBehind } when = kNow;
     {
       std::lock_guard<std::mutex> lock(mu_);
       Stream& s = streams_[stream];
       ++s.queued;
-      if (deferred_) {
-        s.pending.push_back(std::move(work));
-        return;
-      }
+      if (deferred_) when = kKept;
+      else if (!s.pending.empty()) when = kBehind;
+      if (when != kNow) s.pending.push_back(std::move(work));
+    }
+    if (when == kKept) return;
+    if (when == kBehind) {
+      run(stream);
+      return;
     }
     work();
     std::lock_guard<std::mutex> lock(mu_);
