@@ -31,8 +31,7 @@ namespace {
 // first, its evidence the recipe that came closest.
 TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
   const std::string path = fpscope::test::temp_dir() + "/fp8.sqlite";
-  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands -o " + path + " -- " +
-                          MPTRAIN_BIN + kCommon + " --precision bf16 > /dev/null 2>&1";
+  const std::string cmd = fpscope::test::traced_command(path, "--recipes operands", "--precision bf16");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto t = Trace::open(path);
   ASSERT_TRUE(has_fp8_forecast(*t));
@@ -148,8 +147,7 @@ TEST_F(RealRun, Fp8ReadinessMatchesSqlAndItsThresholds) {
 // those of its quantize launches, read here straight from SQL.
 TEST_F(RealRun, CompareSetsTheForecastAgainstAnFp8Run) {
   const std::string forecast = fpscope::test::temp_dir() + "/fp8_forecast.sqlite";
-  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands -o " + forecast + " -- " +
-                          MPTRAIN_BIN + kCommon + " --precision amp-bf16 > /dev/null 2>&1";
+  const std::string cmd = fpscope::test::traced_command(forecast, "--recipes operands", "--precision amp-bf16");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto fp8 = traced("fp8_outcome", "--precision fp8 --fp8-recipe delayed");
   const Comparison c = compare(*Trace::open(forecast), *Trace::open(fp8));
@@ -211,8 +209,7 @@ TEST_F(RealRun, Fp8ReadinessOfATraceWithoutForecast) {
   EXPECT_EQ(html.str().find("fp8 readiness"), std::string::npos);
 
   const std::string asked = fpscope::test::temp_dir() + "/fp8-relu.sqlite";
-  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --recipes operands --ops 'relu*' -o " + asked +
-                          " -- " + MPTRAIN_BIN + kCommon + " > /dev/null 2>&1";
+  const std::string cmd = fpscope::test::traced_command(asked, "--recipes operands --ops 'relu*'", "");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const Fp8Readiness a = fp8_readiness(*Trace::open(asked));
   EXPECT_FALSE(a.forecast);

@@ -309,8 +309,7 @@ TEST_F(RealRun, WhyInventsNoPrecursorForAPlantedNan) {
 // The report's ending of a run --trap stopped carries the trap's message, once.
 TEST_F(RealRun, ATrappedRunsEndingCarriesTheTrapsMessage) {
   const std::string path = fpscope::test::temp_dir() + "/trapped.sqlite";
-  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --trap nan -o " + path + " -- " + MPTRAIN_BIN +
-                          kCommon + " --fault nan@fc1:3 > /dev/null 2>&1";
+  const std::string cmd = fpscope::test::traced_command(path, "--trap nan", "--fault nan@fc1:3");
   ASSERT_NE(std::system(cmd.c_str()), 0) << cmd;  // the program dies of SIGTRAP
   auto t = Trace::open(path);
   const RunSummary s = summary(*t);
@@ -327,8 +326,7 @@ TEST_F(RealRun, ATrappedRunsEndingCarriesTheTrapsMessage) {
 TEST_F(RealRun, WhyStopsWhereTheWriterWasNotMeasured) {
   // --every is fpscope's option, before the program.
   const std::string sampled = fpscope::test::temp_dir() + "/why_every2.sqlite";
-  const std::string cmd = std::string(FPSCOPE_BIN) + " run -q --force --every 2 -o " + sampled + " -- " + MPTRAIN_BIN +
-                          kCommon + " --precision fp16 --lr 10 > /dev/null 2>&1";
+  const std::string cmd = fpscope::test::traced_command(sampled, "--every 2", "--precision fp16 --lr 10");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto t = Trace::open(sampled);
   const WhyReport r = why(*t);

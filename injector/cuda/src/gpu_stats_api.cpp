@@ -75,6 +75,12 @@ class StatsQueue {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_;
   std::deque<Pending> pending_;
+  // poll(): the streams with a slot not done, whose later slots are not either (kept from poll to
+  // poll, so that a poll allocates nothing). A handle that names a different stream on each thread
+  // (cudaStreamPerThread, or NULL with per-thread default streams) counts as one here: a slot not
+  // done on one thread's stream holds back the others' until the next poll, which costs latency,
+  // never a result.
+  std::vector<cudaStream_t> running_;
 };
 
 Slot* StatsQueue::take_slot() {
@@ -128,19 +134,15 @@ bool StatsQueue::submit(const void* data, ElementType type, size_t n, StatsLevel
 
 void StatsQueue::poll(bool wait, std::vector<Finished>* finished) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Streams with a slot not done: their later slots are not either. A handle that names a
-  // different stream on each thread (cudaStreamPerThread, or NULL with per-thread default streams)
-  // counts as one here: a slot not done on one thread's stream holds back the others' until the
-  // next poll, which costs latency, never a result.
-  std::vector<cudaStream_t> running;
+  running_.clear();
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (!wait && std::find(running.begin(), running.end(), it->stream) != running.end()) {
+    if (!wait && std::find(running_.begin(), running_.end(), it->stream) != running_.end()) {
       ++it;
       continue;
     }
     cudaError_t e = wait ? cudaEventSynchronize(it->slot->done) : cudaEventQuery(it->slot->done);
     if (e == cudaErrorNotReady) {
-      running.push_back(it->stream);  // a later slot on another stream may be done
+      running_.push_back(it->stream);  // a later slot on another stream may be done
       ++it;
       continue;
     }
