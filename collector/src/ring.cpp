@@ -185,6 +185,7 @@ RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(ma
   pending_head_ = head_;
   tail_seen_ = h->tail.load(std::memory_order_acquire);
   warm_slots_ = std::min(kWarmRingSlots, (mask_ + 1) / 2);
+  fill_mark_ = ring_fill_mark(mask_ + 1);
 }
 
 bool RingProducer::claim() {
@@ -272,7 +273,16 @@ void RingProducer::publish() {
   map_->header()->head.store(head_, std::memory_order_release);
   // No fence: a collector that began to sleep just as this published misses the ring and wakes
   // at the end of its timed sleep instead (RingSet::wait_for_records).
-  if (bell_->collector_waiting.load(std::memory_order_relaxed) != 0) ring_doorbell();
+  const uint32_t waiting = bell_->collector_waiting.load(std::memory_order_relaxed);
+  if (waiting == kWakeOnPublish || (waiting == kWakePastFillMark && filled_to_mark())) ring_doorbell();
+}
+
+// Whether the ring holds at least its fill mark of undrained slots. The tail seen last can only
+// make the ring look fuller than it is, so the collector's line is read only when that says yes.
+bool RingProducer::filled_to_mark() {
+  if (head_ - tail_seen_ < fill_mark_) return false;
+  tail_seen_ = map_->header()->tail.load(std::memory_order_acquire);
+  return head_ - tail_seen_ >= fill_mark_;
 }
 
 void RingProducer::ring_doorbell() {
@@ -283,6 +293,10 @@ void RingProducer::ring_doorbell() {
 bool RingProducer::wait_drained(std::chrono::milliseconds limit) {
   RingHeader* h = map_->header();
   const auto deadline = std::chrono::steady_clock::now() + limit;
+  // A napping collector would only look at the end of its nap.
+  if (h->tail.load(std::memory_order_acquire) < head_ &&
+      bell_->collector_waiting.load(std::memory_order_relaxed) != kCollectorAwake)
+    ring_doorbell();
   while (h->tail.load(std::memory_order_acquire) < head_) {
     if (h->collector_alive.load(std::memory_order_acquire) == 0) return false;
     if (std::chrono::steady_clock::now() >= deadline) return false;

@@ -50,17 +50,17 @@ void RingSet::mark_collector_gone() {
     if (s) s->mark_collector_gone();
 }
 
-void RingSet::wait_for_records(std::chrono::nanoseconds limit) {
+void RingSet::wait_for_records(std::chrono::nanoseconds limit, CollectorWaiting ask) {
   RingHeader* h = first_->header();
   const uint32_t seen = h->doorbell.load(std::memory_order_acquire);
-  h->collector_waiting.store(1, std::memory_order_seq_cst);
+  h->collector_waiting.store(ask, std::memory_order_seq_cst);
   bool waiting = !first_->has_records();
   for (const auto& s : siblings_)
     if (s && s->has_records()) waiting = false;
   for (uint32_t k = static_cast<uint32_t>(siblings_.size()) + 1; waiting && k <= first_->rings_created() && k < kMaxRings; ++k)
     if (first_->ring_ready(k)) waiting = false;
   if (waiting) ring_sleep(h, seen, limit);
-  h->collector_waiting.store(0, std::memory_order_relaxed);
+  h->collector_waiting.store(kCollectorAwake, std::memory_order_relaxed);
 }
 
 void RingSet::wake() { ring_wake(first_->header()); }

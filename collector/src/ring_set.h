@@ -37,10 +37,11 @@ class RingSet {
   // Tells every producer that the collector is gone.
   void mark_collector_gone();
 
-  // Sleeps on the run's doorbell until a producer publishes into any ring, a sibling is made
-  // ready, wake() is called, or `limit` has passed; returns at once when a ring holds records or
-  // a ready sibling waits to be adopted.
-  void wait_for_records(std::chrono::nanoseconds limit);
+  // Sleeps on the run's doorbell until a producer rings it (as `ask` says: at its next publish, or
+  // only once its ring is filled to the fill mark), a sibling is made ready, wake() is called, or
+  // `limit` has passed; returns at once when a ring holds records or a ready sibling waits to be
+  // adopted.
+  void wait_for_records(std::chrono::nanoseconds limit, CollectorWaiting ask = kWakeOnPublish);
   // Ends a wait_for_records() of another thread.
   void wake();
 

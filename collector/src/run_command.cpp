@@ -318,13 +318,19 @@ std::size_t drain_once(ChildProcess& child, RingSet& rings, TraceWriter& writer,
 // `stop` is set (nullopt). Keeps draining after a storage failure, so that the program never
 // blocks on a full ring.
 // Between drains that found nothing, the loop sleeps on the run's doorbell (RingSet::wait_for_records),
-// which a producer rings when it publishes into a drained ring or finds its ring full, the
-// thread that waits for the program's end rings at that end, and an interrupt to forward rings
-// too: at first for 1 ms, twice as long each time nothing came, up to a second, so that a
-// program that launches nothing costs the collector about one wake-up a second. While stored
-// records wait for their commit (live readers see them 250 ms late at most) it wakes within
-// kCommitWait. A wake-up lost to the race between a publish and the start of a sleep (the
+// which the thread that waits for the program's end rings at that end, an interrupt to forward
+// rings too, and producers ring as the loop asks:
+// - while the program is busy (it published within the last kBusyStretch), the loop naps for
+//   kBusyNap and asks to be woken only by a ring filled to its fill mark: records gather for a
+//   few milliseconds and are drained together, and a publish costs the program no system call;
+// - once it has been quiet that long, the loop asks to be woken by the next publish, and sleeps
+//   at first for 1 ms, twice as long each time nothing came, up to a second, so that a program
+//   that launches nothing costs the collector about one wake-up a second.
+// While stored records wait for their commit (live readers see them 250 ms late at most) it wakes
+// within kCommitWait. A wake-up lost to the race between a publish and the start of a sleep (the
 // producer's look at collector_waiting is not fenced) delays those records by that sleep.
+constexpr auto kBusyNap = std::chrono::milliseconds(4);
+constexpr auto kBusyStretch = std::chrono::milliseconds(100);
 constexpr auto kFirstIdleWait = std::chrono::milliseconds(1);
 constexpr auto kLongestIdleWait = std::chrono::milliseconds(1000);
 constexpr auto kCommitWait = std::chrono::milliseconds(50);
@@ -332,10 +338,13 @@ constexpr auto kCommitWait = std::chrono::milliseconds(50);
 std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings, TraceWriter& writer,
                                             InterruptForwarder& interrupts, bool quiet, DrainReports& said,
                                             const std::atomic<bool>& stop, bool* all_said_exit) {
+  using Clock = std::chrono::steady_clock;
   std::chrono::nanoseconds idle = kFirstIdleWait;
+  auto last_records = Clock::now() - kBusyStretch;
   while (!stop.load(std::memory_order_relaxed)) {
     if (drain_once(child, rings, writer, interrupts, quiet, said, kRecordsPerDrain) != 0) {
       idle = kFirstIdleWait;
+      last_records = Clock::now();
       continue;
     }
     if (auto end = child.poll()) return end;
@@ -345,6 +354,10 @@ std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings,
     }
     writer.commit_if_due();  // readers of the live trace see what arrived, 250 ms late at most
     if (stop.load(std::memory_order_relaxed)) break;
+    if (Clock::now() - last_records < kBusyStretch) {
+      rings.wait_for_records(kBusyNap, kWakePastFillMark);
+      continue;
+    }
     rings.wait_for_records(writer.uncommitted() ? std::min<std::chrono::nanoseconds>(idle, kCommitWait) : idle);
     idle = std::min<std::chrono::nanoseconds>(idle * 2, kLongestIdleWait);
   }

@@ -335,6 +335,43 @@ TEST(Ring, APublishWakesTheCollectorSleepingOnTheDoorbell) {
   EXPECT_EQ(h->doorbell.load(), quiet + 1);
 }
 
+// A collector napping between the drains of a busy run is rung only by a publish that leaves the
+// ring filled to its fill mark (half the warm part: 256 slots of a 1024-slot ring), however stale
+// the producer's view of the tail is; a producer that waits for the drain at its end rings it too.
+TEST(Ring, ANappingCollectorIsRungOnlyAtTheFillMark) {
+  Rings r = make_rings(1024);
+  ASSERT_EQ(ring_fill_mark(1024), 256u);
+  RingHeader* h = r.consumer->header();
+  h->collector_waiting.store(kWakePastFillMark);
+  const uint32_t seen = h->doorbell.load();
+  uint64_t seq = 0;
+  for (; seq < 255; ++seq) ASSERT_TRUE(write_record(*r.producer, 1, seq, 1));
+  EXPECT_EQ(h->doorbell.load(), seen);
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->doorbell.load(), seen + 1);
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));  // still at the mark: rings until the collector wakes
+  EXPECT_EQ(h->doorbell.load(), seen + 2);
+  // Drained: the producer's last look at the tail says 0, the tail says 257.
+  EXPECT_EQ(r.consumer->drain([](const wire::RecordHeader*) {}), 257u);
+  for (int i = 0; i < 255; ++i) ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->doorbell.load(), seen + 2);
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->doorbell.load(), seen + 3);
+  // Idle, it is rung by any publish; awake, by none.
+  EXPECT_EQ(r.consumer->drain([](const wire::RecordHeader*) {}), 256u);
+  h->collector_waiting.store(kWakeOnPublish);
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->doorbell.load(), seen + 4);
+  h->collector_waiting.store(kCollectorAwake);
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->doorbell.load(), seen + 4);
+  EXPECT_FALSE(r.producer->wait_drained(std::chrono::milliseconds(0)));  // awake: left alone
+  EXPECT_EQ(h->doorbell.load(), seen + 4);
+  h->collector_waiting.store(kWakePastFillMark);
+  EXPECT_FALSE(r.producer->wait_drained(std::chrono::milliseconds(0)));  // two records below the mark
+  EXPECT_EQ(h->doorbell.load(), seen + 5);
+}
+
 // A process on a sibling ring rings the first ring's doorbell: once its ring is ready to adopt,
 // and at each publish while the collector waits.
 TEST(Ring, ASiblingRingsTheFirstRingsDoorbell) {

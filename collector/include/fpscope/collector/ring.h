@@ -79,7 +79,8 @@ class RingProducer {
   void* reserve(uint16_t slots);
 
   // Makes the reserved record visible to the collector: one release store of head, and a ring of
-  // the run's doorbell when the collector sleeps on it (RingHeader::doorbell).
+  // the run's doorbell when the collector sleeps on it asking for this publish (CollectorWaiting:
+  // any publish while it is idle; one that fills the ring to ring_fill_mark while it naps).
   void publish();
 
   // Waits until the collector has consumed everything published (tail == head). False if it did
@@ -94,6 +95,7 @@ class RingProducer {
  private:
   explicit RingProducer(std::unique_ptr<RingMapping> map);
   bool wait_for_space(uint64_t needed);
+  bool filled_to_mark();
   void ring_doorbell();
 
   std::unique_ptr<RingMapping> map_;
@@ -104,6 +106,7 @@ class RingProducer {
   uint64_t tail_seen_;         // last tail read from the collector
   uint64_t pending_head_;      // head after the reserved record, published by publish()
   uint64_t warm_slots_;        // kWarmRingSlots, or half the ring
+  uint64_t fill_mark_;         // ring_fill_mark(): undrained slots that ring a napping collector
   uint64_t next_wrap_look_ = 0;  // head at which reserve() next reads the tail to go back early
   uint64_t stalled_at_tail_ = UINT64_MAX;  // tail when we last gave up: drop at once until it moves
   std::chrono::nanoseconds wait_limit_ = kProducerWaitLimit;

@@ -28,6 +28,20 @@ inline constexpr uint64_t kMinRingSlots = 1024;
 // 4 MiB of slots, or half the ring if that is less.
 inline constexpr uint64_t kWarmRingSlots = (uint64_t{4} << 20) / wire::kSlotBytes;
 
+// What the collector asks of producers while it sleeps (RingHeader::collector_waiting).
+enum CollectorWaiting : uint32_t {
+  kCollectorAwake = 0,     // draining: a publish leaves the doorbell alone
+  kWakeOnPublish = 1,      // idle: the next publish into any ring rings the doorbell
+  kWakePastFillMark = 2,   // napping between drains of a busy run: only a publish that leaves its
+                           // ring filled to its fill mark or beyond rings (ring_fill_mark)
+};
+
+// How many undrained slots make a producer ring a napping collector: half the ring's warm part,
+// so that the collector drains it before the producer has to leave the pages in cache.
+constexpr uint64_t ring_fill_mark(uint64_t slot_count) {
+  return (kWarmRingSlots < slot_count / 2 ? kWarmRingSlots : slot_count / 2) / 2;
+}
+
 // Rings of one run, the first included: one per traced process. A process beyond them runs
 // untraced and is counted (RingHeader::rings_refused).
 inline constexpr uint32_t kMaxRings = 256;
@@ -40,11 +54,12 @@ struct alignas(64) RingHeader {
   std::atomic<int32_t> owner_pid;   // the one process allowed to produce (first to claim), 0 free
   std::atomic<uint32_t> collector_alive; // 1 while the collector drains
   // The collector's doorbell, used in the first ring's header only: a futex word that every
-  // producer of the run bumps and wakes after it publishes while `collector_waiting` is 1, and
-  // when it finds its ring full. The collector sleeps on it once every ring is drained, for a
-  // bounded time (a wake-up missed in the race between the two ends costs latency, never records).
+  // producer of the run bumps and wakes after a publish that `collector_waiting` asks for
+  // (CollectorWaiting), and when it finds its ring full. The collector sleeps on it once every
+  // ring is drained, for a bounded time (a wake-up missed in the race between the two ends costs
+  // latency, never records).
   std::atomic<uint32_t> doorbell;
-  std::atomic<uint32_t> collector_waiting;
+  std::atomic<uint32_t> collector_waiting;  // a CollectorWaiting
   alignas(64) std::atomic<uint64_t> head;  // slots published by the producer (monotonic)
   alignas(64) std::atomic<uint64_t> tail;  // slots consumed by the collector (monotonic)
   alignas(64) std::atomic<uint64_t> dropped_records;  // records the producer gave up on
