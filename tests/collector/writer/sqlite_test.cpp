@@ -1,13 +1,18 @@
 // The one SQLite wrapper (fpscope/common/sqlite.h): binding round trips, NULL for NaN and empty optionals,
-// errors with SQLite's code through the default handler, and a part's own handler.
+// errors with SQLite's code through the default handler, and a part's own handler; scripts split
+// into their statements.
 #include "fpscope/common/sqlite.h"
 
+#include "fpscope/contract/embedded_sql.h"
 #include "temp_path.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -111,6 +116,55 @@ TEST(Sqlite, APartsOwnErrorHandlerIsUsedForEveryFailure) {
     FAIL() << "bound a parameter that does not exist";
   } catch (const Handled& e) {
     EXPECT_EQ(e.code, SQLITE_RANGE);
+  }
+}
+
+// A script split by asking SQLite at every line whether the text so far is a whole statement: the
+// slow, plain reading statements_of must agree with.
+std::vector<std::string> split_line_by_line(const std::string& script) {
+  std::vector<std::string> statements;
+  std::string current;
+  for (size_t at = 0; at < script.size();) {
+    const size_t end = script.find('\n', at);
+    const size_t next = end == std::string::npos ? script.size() : end + 1;
+    current += script.substr(at, next - at);
+    at = next;
+    if (!sqlite3_complete(current.c_str())) continue;
+    size_t start = 0;
+    while (start < current.size()) {
+      if (std::isspace(static_cast<unsigned char>(current[start]))) {
+        ++start;
+      } else if (current.compare(start, 2, "--") == 0) {
+        start = std::min(current.find('\n', start), current.size());
+      } else {
+        break;
+      }
+    }
+    statements.push_back(current.substr(start));
+    current.clear();
+  }
+  return statements;
+}
+
+TEST(Sqlite, SplitsScriptsIntoTheirStatements) {
+  const std::string script =
+      "-- a comment; with a semicolon\n"
+      "CREATE TABLE t (a TEXT DEFAULT ';',\n"
+      "  b INTEGER); SELECT 1;\n"
+      "\n"
+      "INSERT INTO t VALUES ('x;\n"
+      "y', 2);\n"
+      "SELECT /* ; */ 3\n"
+      "  ;\n"
+      "SELECT 4";
+  const std::vector<std::string> expected = {"CREATE TABLE t (a TEXT DEFAULT ';',\n  b INTEGER); SELECT 1;\n",
+                                             "INSERT INTO t VALUES ('x;\ny', 2);\n", "SELECT /* ; */ 3\n  ;\n"};
+  EXPECT_EQ(fpscope::sql::statements_of(script.c_str()), expected);  // an unfinished last one is left out
+  EXPECT_EQ(split_line_by_line(script), expected);
+  for (const char* embedded : {fpscope::embedded::kTraceSchemaSql, fpscope::embedded::kTraceFinalizeSql}) {
+    const std::vector<std::string> statements = fpscope::sql::statements_of(embedded);
+    EXPECT_GT(statements.size(), 10u);
+    EXPECT_EQ(statements, split_line_by_line(embedded));
   }
 }
 
