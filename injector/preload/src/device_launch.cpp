@@ -89,6 +89,7 @@ void Session::device_results_at_exit(std::chrono::milliseconds deadline) noexcep
 int Session::launch_on_device(const mpt_launch_desc* d, LaunchState* s, int64_t entered, LaunchFn real) {
   LaunchPlan& p = s->p;
   before_device_kernel(d, s);
+  outputs_written(d);  // after the inputs were queued: an in-place input is still unchanged then
   p.start_ns = monotonic_ns();
   try {
     p.status = real(d);
@@ -175,6 +176,14 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
     queued.meta = t;
     queued.meta.data = nullptr;  // the device memory may be gone when the result arrives
     queued.name = t.name ? t.name : "";
+    const OutputMemo::Key key{t.data, *float_type(t.dtype), element_count(t)};
+    if (p.memo && inputs && reuse_on_device(&queued, key)) continue;
+    // An output's bytes are followed while its result is on its way, from the write generation
+    // the kernel's write left them at.
+    if (p.memo && !inputs) {
+      queued.key = key;
+      queued.generation = memo_.generation(key);
+    }
     uint64_t token;
     {
       std::lock_guard lock(mutex_);
@@ -182,13 +191,47 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
     }
     const int rc = gpu_->submit(t.data, static_cast<int>(*float_type(t.dtype)), element_count(t),
                                 static_cast<int>(options_.stats), d->stream, token);
+    std::lock_guard lock(mutex_);
     if (rc != 0) {
       std::fprintf(stderr, "fpscope: device statistics of %s failed: %s\n", (t.name ? t.name : "a tensor"),
                    gpu_->last_error ? gpu_->last_error() : "unknown error");
-      std::lock_guard lock(mutex_);
       device_results_.unqueue(token);
+    } else if (const DeviceResults::Tensor* still = device_results_.queued(token); still && still->generation != 0) {
+      device_outputs_in_flight_[t.data] = token;
     }
   }
+}
+
+// An input is the bytes an earlier launch's output left, unwritten since (the memo's rules,
+// output_memo.h): the output's statistics are the input's. Remembered, they are handed over at
+// once; still on their way, the input is queued as the output's follower and takes them when
+// they come. The output was scanned on its own launch's stream after its kernel: a later kernel
+// that reads those bytes, on any stream, reads what that scan read, as the program must have
+// ordered it after the write to read it at all.
+bool Session::reuse_on_device(DeviceResults::Tensor* queued, const OutputMemo::Key& key) {
+  TensorStats stats;
+  const bool remembered = memo_.recall(key, options_.stats, &stats);
+  const uint64_t generation = remembered ? 0 : memo_.generation(key);
+  if (!remembered && generation == 0) return false;  // outside every allocation the memo follows
+  std::lock_guard lock(mutex_);
+  if (remembered) {
+    const uint64_t token = device_results_.queue(std::move(*queued));
+    if (auto t = device_results_.take(token)) device_result_locked(std::move(*t), stats);
+    return true;
+  }
+  const auto in_flight = device_outputs_in_flight_.find(key.data);
+  if (in_flight == device_outputs_in_flight_.end()) return false;
+  DeviceResults::Tensor* leader = device_results_.queued(in_flight->second);
+  if (leader == nullptr || leader->generation != generation || leader->key.type != key.type ||
+      leader->key.count != key.count) {
+    if (leader == nullptr || leader->generation != generation) device_outputs_in_flight_.erase(in_flight);
+    return false;
+  }
+  const uint64_t leader_token = in_flight->second;
+  const uint64_t token = device_results_.queue(std::move(*queued));  // may move the leader: look it up again
+  device_results_.queued(leader_token)->followers.push_back(token);
+  ++device_inputs_followed_;
+  return true;
 }
 
 void Session::poll_device(bool wait) { poll_device(wait, nullptr); }
@@ -227,8 +270,23 @@ void Session::on_device_result(uint64_t token, const TensorStats* stats, void* s
   auto* self = static_cast<Session*>(session);
   std::lock_guard lock(self->mutex_);
   std::optional<DeviceResults::Tensor> tensor = self->device_results_.take(token);
-  if (!tensor || stats == nullptr) return;
+  if (!tensor) return;
+  const std::vector<uint64_t> followers = std::move(tensor->followers);
+  if (tensor->generation != 0) {
+    if (auto it = self->device_outputs_in_flight_.find(tensor->key.data);
+        it != self->device_outputs_in_flight_.end() && it->second == token)
+      self->device_outputs_in_flight_.erase(it);
+    // Unwritten since, the bytes' statistics answer the next reader at once.
+    if (stats != nullptr) self->memo_.remember(tensor->key, self->options_.stats, tensor->generation, *stats);
+  }
+  if (stats == nullptr) {  // no result: the tensor and its followers go unmeasured
+    self->device_results_.handled(tensor->seq);
+    for (uint64_t f : followers) self->device_results_.unqueue(f);
+    return;
+  }
   self->device_result_locked(std::move(*tensor), *stats);
+  for (uint64_t f : followers)
+    if (auto follower = self->device_results_.take(f)) self->device_result_locked(std::move(*follower), *stats);
 }
 
 // Writes a device tensor's records once its launch's Launch record is in the ring.

@@ -20,8 +20,10 @@ uint64_t DeviceResults::queue(Tensor t) {
 void DeviceResults::unqueue(uint64_t token) {
   auto it = tensors_.find(token);
   if (it == tensors_.end()) return;
-  if (auto l = launches_.find(it->second.seq); l != launches_.end()) --l->second.outstanding;
+  const uint64_t seq = it->second.seq;
   tensors_.erase(it);
+  if (auto l = launches_.find(seq); l != launches_.end()) --l->second.outstanding;
+  settle(seq);
 }
 
 std::vector<std::pair<DeviceResults::Tensor, TensorStats>> DeviceResults::written(uint64_t seq,
@@ -38,6 +40,11 @@ std::optional<DeviceResults::Tensor> DeviceResults::take(uint64_t token) {
   Tensor t = std::move(it->second);
   tensors_.erase(it);
   return t;
+}
+
+DeviceResults::Tensor* DeviceResults::queued(uint64_t token) {
+  auto it = tensors_.find(token);
+  return it == tensors_.end() ? nullptr : &it->second;
 }
 
 DeviceResults::Launch* DeviceResults::launch(uint64_t seq) {

@@ -156,10 +156,7 @@ int Session::launch(const mpt_launch_desc* d, LaunchFn real, uint32_t library_ab
   p = plan(d, state.where);
   p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   p.memo = memo_on_.load(std::memory_order_relaxed);
-  if (p.device == MPT_DEVICE_CUDA && p.sampled) {
-    outputs_written(d);
-    return launch_on_device(d, &state, entered, real);
-  }
+  if (p.device == MPT_DEVICE_CUDA && p.sampled) return launch_on_device(d, &state, entered, real);
 
   before_kernel(d, nullptr, &state);
   outputs_written(d);  // after the inputs were measured: an in-place input is still unchanged then
@@ -281,7 +278,7 @@ void Session::outputs_written(const mpt_launch_desc* d) {
 }
 
 void Session::tensor_written(const mpt_tensor& t) {
-  if (t.device == MPT_DEVICE_CPU && t.data != nullptr) memo_.written(t.data, element_count(t) * dtype_bytes(t.dtype));
+  if (t.data != nullptr) memo_.written(t.data, element_count(t) * dtype_bytes(t.dtype));
 }
 
 // With inputs measured, their statistics answer; otherwise the inputs the kernel did not

@@ -107,7 +107,7 @@ void Session::announce() {
 
 void Session::exiting() {
   if (memo_on_.load(std::memory_order_relaxed) && launches() > 0)
-    injector_status("reused_input_stats", std::to_string(memo_.hits()));
+    injector_status("reused_input_stats", std::to_string(reused_inputs()));
   if (const uint64_t lent = stats_workers_.lent_scans()) injector_status("scans_on_program_threads", std::to_string(lent));
   if (const uint64_t helped = stats_workers_.helped_scans())
     injector_status("scans_on_helper_threads", std::to_string(helped));
@@ -131,8 +131,8 @@ void Session::allocated(void* ptr, size_t bytes, int32_t device, int32_t categor
   r.address = reinterpret_cast<uintptr_t>(ptr);
   r.category = static_cast<uint8_t>(category);
   r.device = static_cast<uint8_t>(device);
-  if (device == MPT_DEVICE_CPU && memo_on_.load(std::memory_order_relaxed))
-    memo_.allocated(ptr, bytes, remembered);
+  // Host and device memory alike: the address space is one (CUDA's unified addressing).
+  if (memo_on_.load(std::memory_order_relaxed)) memo_.allocated(ptr, bytes, remembered);
   std::lock_guard lock(mutex_);
   r.name = intern_locked(name ? name : "");
   live_[ptr] = Allocation{id, bytes};
@@ -183,6 +183,11 @@ void Session::relabel(uint64_t id, int32_t category, const char* name) {
 }
 
 bool Session::watches_step(int64_t step) const { return options_.watches_step(step); }
+
+uint64_t Session::reused_inputs() {
+  std::lock_guard lock(mutex_);
+  return memo_.hits() + device_inputs_followed_;
+}
 
 void Session::host_written(const void* data, size_t bytes) {
   if (memo_on_.load(std::memory_order_relaxed)) memo_.written(data, bytes);

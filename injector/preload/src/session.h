@@ -174,8 +174,9 @@ class Session {
   // Nanoseconds the program's threads spent in the injector around their launches and a front
   // end's ops (measuring tensors, the loss scale, writing the records): what tracing held them up.
   uint64_t own_ns() const { return own_ns_.load(std::memory_order_relaxed); }
-  // Inputs that took an earlier output's statistics instead of a scan (output_memo.h).
-  uint64_t reused_inputs() const { return memo_.hits(); }
+  // Inputs that took an earlier output's statistics instead of a scan (output_memo.h), on the
+  // host or the device, the device inputs that took a result still on its way included.
+  uint64_t reused_inputs();
 
   // Replaces how libfpscope_gpu.so is found (tests hand in a fake one).
   void set_gpu_loader(GpuLoader loader) { gpu_loader_ = std::move(loader); }
@@ -280,6 +281,9 @@ class Session {
   // for them): FPSCOPE_TRAPPED with the message, so that the front end raises in the program; else 0.
   int front_end_device_trap(LaunchState* state, std::string* trapped);
   void submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire::Role role, bool recorded);
+  // A device input's statistics without a scan: remembered, or an output's result still on its
+  // way (the input then follows it). False: it must be scanned.
+  bool reuse_on_device(DeviceResults::Tensor* queued, const OutputMemo::Key& key);
   static void on_device_result(uint64_t token, const TensorStats* stats, void* session);
   void device_result_locked(DeviceResults::Tensor t, const TensorStats& stats);
 
@@ -321,6 +325,9 @@ class Session {
   std::atomic<bool> scalar_read_failed_{false};  // a device scalar could not be read (said once)
   // Under mutex_:
   DeviceResults device_results_;  // under mutex_
+  // Device outputs whose result is on its way, by their bytes' address: the token to follow.
+  std::unordered_map<const void*, uint64_t> device_outputs_in_flight_;
+  uint64_t device_inputs_followed_ = 0;  // inputs that took an output's result on its way
   uint64_t trap_seq_ = 0;
   std::string trap_message_;  // a device result asked for a trap, raised after the poll
 };

@@ -19,10 +19,14 @@ using wire::RecordType;
 
 // A stand-in for libfpscope_gpu.so: "device" pointers are host memory; each result is computed
 // when it is submitted (as the stream would, in order) and handed out by the next poll.
+// With `hold`, a poll that does not wait hands out nothing: the device is still busy.
 struct FakeGpu {
   static inline std::vector<std::pair<uint64_t, TensorStats>> queue;
   static inline int polls_with_wait = 0;
+  static inline int submits = 0;
+  static inline bool hold = false;
   static int submit(const void* data, int type, size_t n, int level, void*, uint64_t token) {
+    ++submits;
     TensorStats s;
     compute_stats(data, static_cast<ElementType>(type), n, static_cast<StatsLevel>(level), &s);
     queue.emplace_back(token, s);
@@ -30,6 +34,7 @@ struct FakeGpu {
   }
   static void poll(int wait, void (*done)(uint64_t, const TensorStats*, void*), void* user) {
     polls_with_wait += wait != 0;
+    if (hold && wait == 0) return;
     auto ready = std::move(queue);
     queue.clear();
     for (auto& [token, stats] : ready) done(token, &stats, user);
@@ -321,6 +326,78 @@ TEST_F(LaunchPath, DeviceTensorsAreMeasuredThroughTheGpuLibrary) {
   EXPECT_EQ(nf[1].seq, 2u);
   EXPECT_EQ(nf[1].origin, 0);
   EXPECT_EQ(nf[1].first_index, 1u);
+}
+
+// out = in + 1, element by element (in place too).
+int add_one(const mpt_launch_desc* d) {
+  const auto* in = static_cast<const float*>(d->inputs[0].data);
+  auto* out = static_cast<float*>(d->outputs[0].data);
+  for (int64_t i = 0; i < count_of(d->outputs[0]); ++i) out[i] = in[i] + 1.0f;
+  return MPT_OK;
+}
+
+/* A device input holding the bytes an earlier launch's output left, unwritten since, takes that
+ * output's result instead of a scan of its own: followed while the result is on its way (an
+ * in-place launch's input included: it is queued before the launch's write), remembered once it
+ * came back. A declared write in between, or memory outside every allocation, is scanned. Every
+ * input's numbers equal a scan of its bytes as the launch read them. */
+TEST_F(LaunchPath, DeviceInputsThatEarlierOutputsLeftAreNotScannedAgain) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  FakeGpu::queue.clear();
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], z[8], w[8];
+  session_->allocated(y, sizeof y, MPT_DEVICE_CUDA, MPT_CAT_ACTIVATION, "y", 1);
+  session_->allocated(z, sizeof z, MPT_DEVICE_CUDA, MPT_CAT_ACTIVATION, "z", 2);
+  session_->allocated(w, sizeof w, MPT_DEVICE_CUDA, MPT_CAT_ACTIVATION, "w", 3);
+  // The statistics of each launch's input as it read it, by launch.
+  std::vector<TensorStats> read(1);
+  auto run = [&](const char* kernel, float* in, float* out, LaunchFn fn, std::vector<mpt_scalar> scalars = {}) {
+    compute_stats(in, ElementType::F32, 8, StatsLevel::Full, &read.emplace_back());
+    launch(kernel, {device_tensor(in, {8}, "in")}, {device_tensor(out, {8}, "out")}, fn, std::move(scalars));
+  };
+  const int submits = FakeGpu::submits;
+  FakeGpu::hold = true;
+  enter(0, "forward", "fc1");
+  run("copy_with_nan", x, y, copy_with_nan, {{"index", 3}});  // x scanned (not allocated), y
+  run("copy_with_nan", y, z, copy_with_nan, {{"index", 1}});  // y follows; z
+  run("add_one", z, w, add_one);                              // z follows; w
+  run("add_one", y, y, add_one);                              // y follows the first; y again
+  run("add_one", y, z, add_one);                              // y follows the fourth; z
+  EXPECT_EQ(FakeGpu::submits - submits, 6) << "ten tensors, four of them inputs an output left";
+  EXPECT_EQ(drain().count(RecordType::TensorStats), 0u) << "no result has come back: the inputs followed";
+  EXPECT_EQ(session_->reused_inputs(), 4u);
+  FakeGpu::hold = false;
+  session_->poll_device(true);
+  run("add_one", z, w, add_one);  // z remembered; w
+  session_->host_written(w, sizeof w);
+  run("add_one", w, z, add_one);  // w written since: scanned; z
+  run("add_one", x, y, add_one);  // x outside every allocation: scanned; y
+  leave();
+  EXPECT_EQ(FakeGpu::submits - submits, 6 + 1 + 2 + 2);
+  EXPECT_EQ(session_->reused_inputs(), 5u);
+  const DecodedTrace& t = drain();
+  auto stats = t.all<wire::TensorStatsRecord>(RecordType::TensorStats);
+  ASSERT_EQ(stats.size(), 16u);
+  int inputs = 0;
+  for (const auto& r : stats) {
+    if (r.role != wire::Role::Input) continue;
+    ++inputs;
+    ASSERT_LT(r.seq, read.size());
+    const TensorStats& e = read[r.seq];
+    SCOPED_TRACE("launch " + std::to_string(r.seq));
+    EXPECT_EQ(r.count, e.count);
+    EXPECT_EQ(r.nan, e.nan);
+    EXPECT_EQ(r.zero, e.zero);
+    EXPECT_EQ(r.min, e.min);
+    EXPECT_EQ(r.max, e.max);
+    EXPECT_EQ(r.mean, e.mean);
+    EXPECT_EQ(r.rms, e.rms);
+  }
+  EXPECT_EQ(inputs, 8);
+  EXPECT_EQ(read[2].nan, 1u);  // y as the second launch read it: the first one's NaN
+  EXPECT_EQ(read[5].nan, 1u);  // y after the in-place update: the NaN stays, the rest moved by one
+  EXPECT_EQ(read[5].max, 9.0);
+  EXPECT_EQ(t.count(RecordType::TensorHistogram), 16u);
 }
 
 /* Results still in flight when the program exits (its last launches, after the last phase ended)
