@@ -184,7 +184,7 @@ RingProducer::RingProducer(std::unique_ptr<RingMapping> map) : map_(std::move(ma
   head_ = h->head.load(std::memory_order_acquire);
   pending_head_ = head_;
   tail_seen_ = h->tail.load(std::memory_order_acquire);
-  warm_slots_ = std::min(kWarmRingSlots, (mask_ + 1) / 2);
+  warm_slots_ = ring_warm_slots(mask_ + 1);
   fill_mark_ = ring_fill_mark(mask_ + 1);
 }
 
@@ -253,6 +253,10 @@ void* RingProducer::reserve(uint16_t slots) {
     return nullptr;
   }
   stalled_at_tail_ = UINT64_MAX;
+  if (pad != 0) {
+    pad_begin_ = head_;
+    pad_end_ = head_ + pad;
+  }
   // A Pad's slot count is 16 bits: a long stretch takes several, each skipped by the collector
   // after reading its first slot only.
   for (uint64_t done = 0; done < pad;) {
@@ -277,12 +281,18 @@ void RingProducer::publish() {
   if (waiting == kWakeOnPublish || (waiting == kWakePastFillMark && filled_to_mark())) ring_doorbell();
 }
 
-// Whether the ring holds at least its fill mark of undrained slots. The tail seen last can only
-// make the ring look fuller than it is, so the collector's line is read only when that says yes.
+// Whether the ring holds at least its fill mark of undrained records (the last Pad's filler is
+// not counted: going back to the start early leaves most of a lap of it). The tail seen last can
+// only make the ring look fuller than it is, so the collector's line is read only when that says
+// yes.
 bool RingProducer::filled_to_mark() {
-  if (head_ - tail_seen_ < fill_mark_) return false;
+  auto undrained = [this](uint64_t tail) {
+    const uint64_t filler = tail < pad_end_ ? pad_end_ - std::max(tail, pad_begin_) : 0;
+    return head_ - tail - filler;
+  };
+  if (undrained(tail_seen_) < fill_mark_) return false;
   tail_seen_ = map_->header()->tail.load(std::memory_order_acquire);
-  return head_ - tail_seen_ >= fill_mark_;
+  return undrained(tail_seen_) >= fill_mark_;
 }
 
 void RingProducer::ring_doorbell() {
@@ -293,7 +303,7 @@ void RingProducer::ring_doorbell() {
 bool RingProducer::wait_drained(std::chrono::milliseconds limit) {
   RingHeader* h = map_->header();
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  // A napping collector would only look at the end of its nap.
+  // A sleeping collector, idle or napping, would only look at the end of its sleep.
   if (h->tail.load(std::memory_order_acquire) < head_ &&
       bell_->collector_waiting.load(std::memory_order_relaxed) != kCollectorAwake)
     ring_doorbell();

@@ -319,10 +319,12 @@ std::size_t drain_once(ChildProcess& child, RingSet& rings, TraceWriter& writer,
 // blocks on a full ring.
 // Between drains that found nothing, the loop sleeps on the run's doorbell (RingSet::wait_for_records),
 // which the thread that waits for the program's end rings at that end, an interrupt to forward
-// rings too, and producers ring as the loop asks:
+// rings too, and producers ring when they find their ring full, when a sibling ring is ready, and
+// after a publish as the loop asks:
 // - while the program is busy (it published within the last kBusyStretch), the loop naps for
 //   kBusyNap and asks to be woken only by a ring filled to its fill mark: records gather for a
-//   few milliseconds and are drained together, and a publish costs the program no system call;
+//   few milliseconds and are drained together, and a publish below the mark costs the program no
+//   system call;
 // - once it has been quiet that long, the loop asks to be woken by the next publish, and sleeps
 //   at first for 1 ms, twice as long each time nothing came, up to a second, so that a program
 //   that launches nothing costs the collector about one wake-up a second.

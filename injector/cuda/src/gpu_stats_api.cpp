@@ -61,6 +61,7 @@ struct Pending {
 struct Finished {
   uint64_t token;
   TensorStats stats;
+  bool lost = false;  // the result could not be had: handed out without statistics
 };
 
 class StatsQueue {
@@ -146,14 +147,15 @@ void StatsQueue::poll(bool wait, std::vector<Finished>* finished) {
       ++it;
       continue;
     }
+    Finished f{it->token, {}};
     if (e == cudaSuccess) {
-      Finished f{it->token, {}};
       const StatsResult& r = *it->slot->host_result;
       partial_to_stats(r.total, r.hist, it->count, it->type, it->level, &f.stats);
-      finished->push_back(f);
     } else {
       check(e, "statistics result");  // the result is lost; last_error() says why
+      f.lost = true;
     }
+    finished->push_back(f);
     free_.push_back(it->slot);
     it = pending_.erase(it);
   }
@@ -178,7 +180,7 @@ void api_poll(int wait, void (*done)(uint64_t, const TensorStats*, void*), void*
   std::vector<Finished> finished;
   queue().poll(wait != 0, &finished);
   if (!done) return;
-  for (const Finished& f : finished) done(f.token, &f.stats, user);
+  for (const Finished& f : finished) done(f.token, f.lost ? nullptr : &f.stats, user);
 }
 
 const char* api_last_error() { return t_last_error; }

@@ -176,7 +176,7 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
     queued.meta = t;
     queued.meta.data = nullptr;  // the device memory may be gone when the result arrives
     queued.name = t.name ? t.name : "";
-    const OutputMemo::Key key{t.data, *float_type(t.dtype), element_count(t)};
+    const OutputMemo::Key key = memo_key(t);
     if (p.memo && inputs && reuse_on_device(&queued, key)) continue;
     // An output's bytes are followed while its result is on its way, from the write generation
     // the kernel's write left them at.
@@ -207,7 +207,9 @@ void Session::submit_device(const mpt_launch_desc* d, const LaunchPlan& p, wire:
 // once; still on their way, the input is queued as the output's follower and takes them when
 // they come. The output was scanned on its own launch's stream after its kernel: a later kernel
 // that reads those bytes, on any stream, reads what that scan read, as the program must have
-// ordered it after the write to read it at all.
+// ordered it after the write to read it at all. (A front end's op is scanned on the default
+// stream: an op on a stream that does not wait for it is measured as racily as before, and its
+// readers take those numbers.)
 bool Session::reuse_on_device(DeviceResults::Tensor* queued, const OutputMemo::Key& key) {
   TensorStats stats;
   const bool remembered = memo_.recall(key, options_.stats, &stats);
@@ -224,12 +226,12 @@ bool Session::reuse_on_device(DeviceResults::Tensor* queued, const OutputMemo::K
   DeviceResults::Tensor* leader = device_results_.queued(in_flight->second);
   if (leader == nullptr || leader->generation != generation || leader->key.type != key.type ||
       leader->key.count != key.count) {
-    if (leader == nullptr || leader->generation != generation) device_outputs_in_flight_.erase(in_flight);
+    // Written since the leader was queued (generations only grow; the generation above was read
+    // before the lock, so a newer leader may have taken the place meanwhile: it stays).
+    if (leader == nullptr || leader->generation < generation) device_outputs_in_flight_.erase(in_flight);
     return false;
   }
-  const uint64_t leader_token = in_flight->second;
-  const uint64_t token = device_results_.queue(std::move(*queued));  // may move the leader: look it up again
-  device_results_.queued(leader_token)->followers.push_back(token);
+  leader->followers.push_back(device_results_.queue(std::move(*queued)));  // map nodes stay put
   ++device_inputs_followed_;
   return true;
 }

@@ -193,13 +193,6 @@ void Session::before_kernel(const mpt_launch_desc* d, const uint8_t* written, La
   probe_loss_scale_before(d, p, &s->probe);
 }
 
-namespace {
-
-// What the memo knows a measured tensor by: its bytes, read as its element type.
-OutputMemo::Key memo_key(const mpt_tensor& t) { return {t.data, *float_type(t.dtype), element_count(t)}; }
-
-}  // namespace
-
 std::string Session::after_kernel(const mpt_launch_desc* d, LaunchState* s) {
   LaunchPlan& p = s->p;
   bool outputs_nonfinite = false;  // an output holds NaN/Inf

@@ -11,6 +11,7 @@
 
 #include "fpscope/contract/tensor_role.h"
 #include "session.h"
+#include "tensor_view.h"
 
 namespace fpscope::inject {
 
@@ -46,6 +47,9 @@ struct Session::LaunchState {
 };
 
 inline constexpr int kMaxSlots = static_cast<int>(contract::kMaxSlots);  // role_slot keeps the slot in 7 bits
+
+// What the memo knows a measured tensor by: its bytes, read as its element type.
+inline OutputMemo::Key memo_key(const mpt_tensor& t) { return {t.data, *float_type(t.dtype), element_count(t)}; }
 
 // The device a launch runs on: CUDA when any of its tensors is a device tensor.
 inline uint8_t launch_device(const mpt_launch_desc* d) {

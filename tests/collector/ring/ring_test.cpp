@@ -372,6 +372,29 @@ TEST(Ring, ANappingCollectorIsRungOnlyAtTheFillMark) {
   EXPECT_EQ(h->doorbell.load(), seen + 5);
 }
 
+// Going back to the start early leaves most of a lap of Pad filler undrained: it is not records,
+// so it does not ring a napping collector; the records after it do, at the fill mark.
+TEST(Ring, AnEarlyWrapsFillerDoesNotRingANappingCollector) {
+  Rings r = make_rings(1024);  // warm part 512 slots, fill mark 256
+  RingHeader* h = r.consumer->header();
+  uint64_t seq = 0;
+  for (; seq < 512; ++seq) ASSERT_TRUE(write_record(*r.producer, 1, seq, 1));
+  EXPECT_EQ(r.consumer->drain([](const wire::RecordHeader*) {}), 512u);
+  h->collector_waiting.store(kWakePastFillMark);
+  const uint32_t seen = h->doorbell.load();
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->head.load(), 1025u) << "512 slots of filler, then the record at the ring's start";
+  for (int i = 0; i < 254; ++i) ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));
+  EXPECT_EQ(h->doorbell.load(), seen);
+  ASSERT_TRUE(write_record(*r.producer, 1, seq++, 1));  // the 256th record since the drain
+  EXPECT_EQ(h->doorbell.load(), seen + 1);
+  std::vector<uint64_t> drained;
+  r.consumer->drain([&](const wire::RecordHeader* rec) { drained.push_back(check_record(rec).second); });
+  ASSERT_EQ(drained.size(), 256u);
+  EXPECT_EQ(drained.front(), 512u);
+  EXPECT_EQ(drained.back(), 767u);
+}
+
 // A process on a sibling ring rings the first ring's doorbell: once its ring is ready to adopt,
 // and at each publish while the collector waits.
 TEST(Ring, ASiblingRingsTheFirstRingsDoorbell) {

@@ -25,6 +25,7 @@ struct FakeGpu {
   static inline int polls_with_wait = 0;
   static inline int submits = 0;
   static inline bool hold = false;
+  static inline bool lose = false;  // hands every result back without statistics, as a failed event
   static int submit(const void* data, int type, size_t n, int level, void*, uint64_t token) {
     ++submits;
     TensorStats s;
@@ -37,7 +38,7 @@ struct FakeGpu {
     if (hold && wait == 0) return;
     auto ready = std::move(queue);
     queue.clear();
-    for (auto& [token, stats] : ready) done(token, &stats, user);
+    for (auto& [token, stats] : ready) done(token, lose ? nullptr : &stats, user);
   }
   static const char* last_error() { return ""; }
   static inline int reads = 0;
@@ -398,6 +399,37 @@ TEST_F(LaunchPath, DeviceInputsThatEarlierOutputsLeftAreNotScannedAgain) {
   EXPECT_EQ(read[5].nan, 1u);  // y after the in-place update: the NaN stays, the rest moved by one
   EXPECT_EQ(read[5].max, 9.0);
   EXPECT_EQ(t.count(RecordType::TensorHistogram), 16u);
+}
+
+/* A result the device could not give comes back without statistics: the output and the inputs
+ * that followed it go unmeasured, and nothing waits for them any longer. */
+TEST_F(LaunchPath, ALostResultLeavesItsFollowersUnmeasuredAndWaitsForNothing) {
+  start(Options{});
+  session_->set_gpu_loader([](std::string*) { return &FakeGpu::api; });
+  FakeGpu::queue.clear();
+  float x[4] = {1, 2, 3, 4}, y[4], z[4];
+  session_->allocated(y, sizeof y, MPT_DEVICE_CUDA, MPT_CAT_ACTIVATION, "y", 1);
+  session_->allocated(z, sizeof z, MPT_DEVICE_CUDA, MPT_CAT_ACTIVATION, "z", 2);
+  FakeGpu::hold = true;
+  launch("add_one", {device_tensor(x, {4}, "x")}, {device_tensor(y, {4}, "y")}, add_one);
+  launch("add_one", {device_tensor(y, {4}, "y")}, {device_tensor(z, {4}, "z")}, add_one);  // y follows
+  EXPECT_EQ(session_->reused_inputs(), 1u);
+  FakeGpu::lose = true;
+  session_->poll_device(true);
+  FakeGpu::lose = false;
+  FakeGpu::hold = false;
+  const auto started = std::chrono::steady_clock::now();
+  session_->device_results_at_exit(std::chrono::seconds(30));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10)) << "a follower is still awaited";
+  const DecodedTrace& t = drain();
+  EXPECT_EQ(t.count(RecordType::Launch), 2u);
+  EXPECT_EQ(t.count(RecordType::TensorStats), 0u);
+  // The memo kept nothing of the lost output: the next reader of y is scanned.
+  const int submits = FakeGpu::submits;
+  launch("add_one", {device_tensor(y, {4}, "y")}, {device_tensor(z, {4}, "z")}, add_one);
+  EXPECT_EQ(FakeGpu::submits - submits, 2);
+  session_->poll_device(true);
+  EXPECT_EQ(drain().count(RecordType::TensorStats), 2u);
 }
 
 /* Results still in flight when the program exits (its last launches, after the last phase ended)

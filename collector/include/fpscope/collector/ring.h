@@ -69,7 +69,7 @@ class RingProducer {
   bool claim();
 
   // Reserves `slots` contiguous slots (1..kMaxRecordSlots) and returns their start. Past the ring's
-  // warm part (kWarmRingSlots), once the collector has drained that part, it goes back to the
+  // warm part (ring_warm_slots()), once the collector has drained that part, it goes back to the
   // ring's start over Pad records to its end: a producer the collector keeps up with writes into
   // the same few MiB, pages already mapped and in cache, instead of faulting in a new page every
   // 64 slots on its way round the whole ring; one the collector lags behind goes on into the rest.
@@ -105,8 +105,9 @@ class RingProducer {
   uint64_t head_;              // our copy of header->head (we are its only writer)
   uint64_t tail_seen_;         // last tail read from the collector
   uint64_t pending_head_;      // head after the reserved record, published by publish()
-  uint64_t warm_slots_;        // kWarmRingSlots, or half the ring
+  uint64_t warm_slots_;        // ring_warm_slots()
   uint64_t fill_mark_;         // ring_fill_mark(): undrained slots that ring a napping collector
+  uint64_t pad_begin_ = 0, pad_end_ = 0;  // the last Pad's filler, [begin, end) in head positions
   uint64_t next_wrap_look_ = 0;  // head at which reserve() next reads the tail to go back early
   uint64_t stalled_at_tail_ = UINT64_MAX;  // tail when we last gave up: drop at once until it moves
   std::chrono::nanoseconds wait_limit_ = kProducerWaitLimit;

@@ -36,11 +36,14 @@ enum CollectorWaiting : uint32_t {
                            // ring filled to its fill mark or beyond rings (ring_fill_mark)
 };
 
-// How many undrained slots make a producer ring a napping collector: half the ring's warm part,
-// so that the collector drains it before the producer has to leave the pages in cache.
-constexpr uint64_t ring_fill_mark(uint64_t slot_count) {
-  return (kWarmRingSlots < slot_count / 2 ? kWarmRingSlots : slot_count / 2) / 2;
+// The warm part of a ring of `slot_count` slots: kWarmRingSlots, or half the ring if that is less.
+constexpr uint64_t ring_warm_slots(uint64_t slot_count) {
+  return kWarmRingSlots < slot_count / 2 ? kWarmRingSlots : slot_count / 2;
 }
+
+// How many undrained slots of records make a producer ring a napping collector: half the ring's
+// warm part, so that the collector drains it before the producer has to leave the pages in cache.
+constexpr uint64_t ring_fill_mark(uint64_t slot_count) { return ring_warm_slots(slot_count) / 2; }
 
 // Rings of one run, the first included: one per traced process. A process beyond them runs
 // untraced and is counted (RingHeader::rings_refused).

@@ -30,7 +30,8 @@ struct fpscope_gpu_api {
   int (*submit)(const void* device_data, int element_type, size_t n, int level, void* stream,
                 uint64_t token);
   // Hands every finished result to done(); with wait != 0, first waits for all submitted work.
-  // Results come back in submission order per stream.
+  // Results come back in submission order per stream. A result the device could not give (its
+  // event failed) comes back once, with stats null; last_error() says why.
   void (*poll)(int wait, void (*done)(uint64_t token, const fpscope::TensorStats* stats, void* user),
                void* user);
   const char* (*last_error)(void);
