@@ -224,8 +224,7 @@ bool Session::reuse_on_device(DeviceResults::Tensor* queued, const OutputMemo::K
   const auto in_flight = device_outputs_in_flight_.find(key.data);
   if (in_flight == device_outputs_in_flight_.end()) return false;
   DeviceResults::Tensor* leader = device_results_.queued(in_flight->second);
-  if (leader == nullptr || leader->generation != generation || leader->key.type != key.type ||
-      leader->key.count != key.count) {
+  if (leader == nullptr || leader->generation != generation || leader->key != key) {
     // Written since the leader was queued (generations only grow; the generation above was read
     // before the lock, so a newer leader may have taken the place meanwhile: it stays).
     if (leader == nullptr || leader->generation < generation) device_outputs_in_flight_.erase(in_flight);

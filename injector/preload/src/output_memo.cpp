@@ -39,10 +39,6 @@ void OutputMemo::Entry::load(TensorStats* out) const {
   std::copy_n(span, hist_count, out->hist.begin() + hist_first);
 }
 
-bool OutputMemo::same(const Key& a, const Key& b) {
-  return a.data == b.data && a.type == b.type && a.count == b.count;
-}
-
 const OutputMemo::Region* OutputMemo::holding(uintptr_t begin, uintptr_t end) const {
   auto it = regions_.upper_bound(begin);
   if (it == regions_.begin()) return nullptr;
@@ -104,7 +100,7 @@ void OutputMemo::remember(const Key& key, StatsLevel level, uint64_t generation,
   if (r == nullptr || r->generation != generation) return;
   Entry* e = nullptr;
   for (Entry& known : r->entries) {
-    if (same(known.key, key)) {
+    if (known.key == key) {
       e = &known;
       break;
     }
@@ -123,7 +119,7 @@ void OutputMemo::intended(const Key& key, StatsLevel level, uint8_t kinds) {
   Region* r = holding(begin_of(key), end_of(key));
   if (r == nullptr) return;
   for (Entry& e : r->entries)
-    if (same(e.key, key) && e.level == level) e.intended = kinds;
+    if (e.key == key && e.level == level) e.intended = kinds;
 }
 
 bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out, uint8_t* intended) const {
@@ -131,7 +127,7 @@ bool OutputMemo::recall(const Key& key, StatsLevel level, TensorStats* out, uint
   const Region* r = holding(begin_of(key), end_of(key));
   if (r == nullptr) return false;
   for (const Entry& e : r->entries) {
-    if (same(e.key, key) && e.level == level) {
+    if (e.key == key && e.level == level) {
       e.load(out);
       if (intended) *intended = e.intended;
       ++hits_;

@@ -39,6 +39,7 @@ class OutputMemo {
     const void* data = nullptr;
     ElementType type = ElementType::F32;
     uint64_t count = 0;
+    friend bool operator==(const Key&, const Key&) = default;
   };
 
   // A new allocation: whatever was remembered of memory it overlaps is forgotten. Statistics of
@@ -97,7 +98,6 @@ class OutputMemo {
   // The live allocation holding [begin, end) whole, or nullptr.
   const Region* holding(uintptr_t begin, uintptr_t end) const;
   Region* holding(uintptr_t begin, uintptr_t end);
-  static bool same(const Key& a, const Key& b);
 
   mutable std::mutex mutex_;
   Regions regions_;          // by base address
