@@ -233,22 +233,21 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
   const int64_t id = kernel_id(r.seq), name_id = sid(r.kernel);
   const std::optional<int64_t> layer_id = r.layer ? std::optional(sid(r.layer)) : std::nullopt;
   const std::optional<int64_t> phase_id = r.phase ? std::optional(sid(r.phase)) : std::nullopt;
-  sql::Statement& st = *insert_kernel;
-  st.bind(1, id);
-  st.bind(2, r.start_ns);
-  st.bind(3, r.end_ns);
-  st.bind(4, name_id);
-  st.bind(5, layer_id);
-  st.bind(6, phase_id);
-  bind_step(st, 7, r.step);
-  st.bind(8, r.h.thread);
-  st.bind(9, uint32_t{r.device});
-  st.bind(10, r.status);
-  st.bind(11, uint32_t{r.sampled});
-  st.bind(12, src->rank);
-  st.run();
+  kernel_rows.add()
+      .set(1, id)
+      .set(2, r.start_ns)
+      .set(3, r.end_ns)
+      .set(4, name_id)
+      .set(5, layer_id)
+      .set(6, phase_id)
+      .set(7, r.step < 0 ? std::nullopt : std::optional<int64_t>(r.step))
+      .set(8, r.h.thread)
+      .set(9, uint32_t{r.device})
+      .set(10, r.status)
+      .set(11, uint32_t{r.sampled})
+      .set(12, src->rank);
+  if (kernel_rows.full()) flush_batch(kernel_rows, counts.kernels);
   tensor_rollup.add_kernel(id, name_id, layer_id, phase_id, r.step < 0 ? std::nullopt : std::optional(r.step));
-  row_written();
   ++counts.kernels;
 }
 
@@ -498,20 +497,19 @@ void TraceWriter::Impl::handle(const wire::NvtxPopRecord& r) {
 
 void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64_t> end_ns, uint32_t thread,
                                      int32_t rank) {
-  sql::Statement& st = *insert_range_row;
-  st.bind(1, range.row_id);
-  st.bind(2, range.start_ns);
-  end_ns ? st.bind(3, *end_ns) : st.bind_null(3);
-  st.bind(4, thread);
-  st.bind(5, range.depth);
-  st.bind(6, std::string_view(range_kind_name(range.kind)));
-  st.bind(7, range.name_id);
-  range.domain_id ? st.bind(8, range.domain_id) : st.bind_null(8);
-  range.step ? st.bind(9, *range.step) : st.bind_null(9);
-  st.bind(10, rank);
-  st.run();
-  row_written();
+  range_rows.add()
+      .set(1, range.row_id)
+      .set(2, range.start_ns)
+      .set(3, end_ns)
+      .set(4, thread)
+      .set(5, range.depth)
+      .set_static(6, range_kind_name(range.kind))
+      .set(7, range.name_id)
+      .set(8, range.domain_id ? std::optional<int64_t>(range.domain_id) : std::nullopt)
+      .set(9, range.step)
+      .set(10, rank);
   ++counts.nvtx_ranges;
+  if (range_rows.full()) flush_batch(range_rows, counts.nvtx_ranges);
 }
 
 // Ranges the program never closed (it ended inside them) are written with end_ns NULL.
@@ -544,23 +542,23 @@ std::optional<int64_t> TraceWriter::Impl::current_step(uint32_t thread) const {
 void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
   Allocation& a = src->live_allocations[r.id];
   a = {r.bytes, sid(r.name), r.category, r.device};
-  sql::Statement& st = *insert_memory;
-  st.bind(1, r.t_ns);
-  st.bind(2, std::string_view("alloc"));
-  st.bind(3, alloc_id(r.id));
-  st.bind(4, r.bytes);
-  st.bind(5, uint32_t{r.category});
-  st.bind(6, a.name_id);
-  st.bind(7, uint32_t{r.device});
-  auto step = current_step(r.h.thread);
-  step ? st.bind(8, *step) : st.bind_null(8);
-  st.bind(9, src->rank);
-  st.run();
-  a.row = sqlite3_last_insert_rowid(db.handle());
+  const std::optional<int64_t> step = current_step(r.h.thread);
+  a.row = next_memory_id++;
+  memory_rows.add()
+      .set(1, a.row)
+      .set(2, r.t_ns)
+      .set_static(3, "alloc")
+      .set(4, alloc_id(r.id))
+      .set(5, r.bytes)
+      .set(6, uint32_t{r.category})
+      .set(7, a.name_id)
+      .set(8, uint32_t{r.device})
+      .set(9, step)
+      .set(10, src->rank);
   memory_rollup.add({a.row, src->rank, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes), alloc_id(r.id),
                      a.name_id});
-  row_written();
   ++counts.memory_events;
+  if (memory_rows.full()) flush_batch(memory_rows, counts.memory_events);
 }
 
 void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
@@ -571,8 +569,12 @@ void TraceWriter::Impl::handle(const wire::RelabelRecord& r) {
   }
   it->second.category = r.category;
   it->second.name_id = sid(r.name);
-  relabel_memory->bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
-  relabel_memory->run();
+  if (std::optional<RowBatch::Row> row = memory_rows.pending_with_id(it->second.row)) {
+    row->set(6, uint32_t{r.category}).set(7, it->second.name_id);  // not written yet
+  } else {
+    relabel_memory->bind(1, it->second.row).bind(2, uint32_t{r.category}).bind(3, it->second.name_id);
+    relabel_memory->run();
+  }
   memory_rollup.relabel(it->second.row, r.category, it->second.name_id);
 }
 
@@ -584,22 +586,24 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
   }
   const Allocation a = it->second;
   src->live_allocations.erase(it);
-  sql::Statement& st = *insert_memory;
-  st.bind(1, r.t_ns);
-  st.bind(2, std::string_view("free"));
-  st.bind(3, alloc_id(r.id));
-  st.bind(4, r.bytes ? r.bytes : a.bytes);
-  st.bind(5, uint32_t{a.category});
-  st.bind(6, a.name_id);
-  st.bind(7, uint32_t{a.device});
-  auto step = current_step(r.h.thread);
-  step ? st.bind(8, *step) : st.bind_null(8);
-  st.bind(9, src->rank);
-  st.run();
-  memory_rollup.add({sqlite3_last_insert_rowid(db.handle()), src->rank, r.t_ns, step, a.category, false,
-                     static_cast<int64_t>(r.bytes ? r.bytes : a.bytes), alloc_id(r.id), a.name_id});
-  row_written();
+  const std::optional<int64_t> step = current_step(r.h.thread);
+  const int64_t row = next_memory_id++;
+  const uint64_t bytes = r.bytes ? r.bytes : a.bytes;
+  memory_rows.add()
+      .set(1, row)
+      .set(2, r.t_ns)
+      .set_static(3, "free")
+      .set(4, alloc_id(r.id))
+      .set(5, bytes)
+      .set(6, uint32_t{a.category})
+      .set(7, a.name_id)
+      .set(8, uint32_t{a.device})
+      .set(9, step)
+      .set(10, src->rank);
+  memory_rollup.add({row, src->rank, r.t_ns, step, a.category, false, static_cast<int64_t>(bytes), alloc_id(r.id),
+                     a.name_id});
   ++counts.memory_events;
+  if (memory_rows.full()) flush_batch(memory_rows, counts.memory_events);
 }
 
 void TraceWriter::Impl::handle(const wire::LossScaleRecord& r) {

@@ -119,9 +119,14 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
       dump_folder(std::move(dump_folder_in)),
       insert_meta(configure_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
       insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
-      insert_kernel(db,
-                    "INSERT INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step,"
-                    " thread, device, status, sampled, rank) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+      kernel_rows(db,
+                  "INSERT INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step, thread, device,"
+                  " status, sampled, rank)",
+                  12),
+      range_rows(db, "INSERT INTO nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id, domain_id, step, rank)",
+                 10),
+      memory_rows(db, "INSERT INTO memory_events (id, t_ns, kind, alloc_id, bytes, category, name_id, device, step, rank)",
+                  10),
       insert_tensor(db, insert_tensors_sql(1)),
       insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert)),
       update_tensor_formats(db, kUpdateFormats),
@@ -129,12 +134,6 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
       insert_nonfinite(db,
                        "INSERT INTO nonfinite (tensor_id, kernel_id, kind, first_index, first_bits, origin, allowed,"
                        " rank) VALUES (?,?,?,?,?,?,?,?)"),
-      insert_range_row(db,
-                       "INSERT INTO nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id,"
-                       " domain_id, step, rank) VALUES (?,?,?,?,?,?,?,?,?,?)"),
-      insert_memory(db,
-                    "INSERT INTO memory_events (t_ns, kind, alloc_id, bytes, category, name_id, device, step, rank)"
-                    " VALUES (?,?,?,?,?,?,?,?,?)"),
       relabel_memory(db, "UPDATE memory_events SET category = ?2, name_id = ?3 WHERE id = ?1"),
       insert_loss_scale(db,
                         "INSERT INTO loss_scale (kernel_id, t_ns, step, scale_before, scale_after, found_inf,"
@@ -198,10 +197,28 @@ void TraceWriter::Impl::maybe_commit() {
   if (std::chrono::steady_clock::now() - batch_started_ >= kBatchInterval) commit();
 }
 
+// A row SQLite refuses (a second launch with one number) is a record that could not be written:
+// counted as such and not in its table, and the rollups can no longer be sure of the tables.
+void TraceWriter::Impl::flush_batch(RowBatch& batch, uint64_t& count) {
+  rows_in_batch_ += static_cast<uint64_t>(batch.flush([&](int) {
+    ++counts.malformed_records;
+    --count;
+    memory_rollup.give_up("a record that could not be written");
+    tensor_rollup.give_up("a record that could not be written");
+  }));
+}
+
+void TraceWriter::Impl::flush_rows() {
+  flush_batch(kernel_rows, counts.kernels);
+  flush_batch(range_rows, counts.nvtx_ranges);
+  flush_batch(memory_rows, counts.memory_events);
+  flush_all_tensors();
+}
+
 bool TraceWriter::Impl::commit() {
   if (failed()) return false;
   try {
-    flush_all_tensors();
+    flush_rows();
     if (in_transaction_) {
       in_transaction_ = false;
       db.exec("COMMIT");
@@ -250,15 +267,17 @@ void TraceWriter::Impl::disk_filled() {
     }
   } catch (const sql::Error&) {
   }
-  // The rows of the batch, and the tensors still waiting to be written, when they are lost too.
-  const uint64_t waiting = rows_in_batch_ + static_cast<uint64_t>(ready_count);
+  // The rows of the batch, and the tensors and rows still waiting to be written, when they are lost too.
+  const uint64_t pending = static_cast<uint64_t>(ready_count + kernel_rows.pending() + range_rows.pending() +
+                                                 memory_rows.pending());
+  const uint64_t waiting = rows_in_batch_ + pending;
   if (sqlite3_get_autocommit(db.handle())) {
     full.rows_rolled_back = waiting;  // SQLite rolled the batch back on its own
   } else if (sqlite3_exec(db.handle(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
     full.rows_rolled_back = waiting;
   } else {
-    full.rows_rolled_back = ready_count;
+    full.rows_rolled_back = pending;
   }
   try {
     full.step = db.query_int("SELECT max(step) FROM kernels");
@@ -361,8 +380,8 @@ void TraceWriter::Impl::write_counts() {
 bool TraceWriter::Impl::complete(TraceWriter::Summaries summaries, bool during_exit) {
   begin_if_needed();
   set_meta("finished_during_exit", during_exit ? "1" : "0");
-  flush_all_tensors();
   close_open_ranges();
+  flush_rows();
   finish_processes();
   resolve_collective_origins();
   add_missing_strings();

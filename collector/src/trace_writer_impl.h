@@ -15,6 +15,7 @@
 #include "fpscope/collector/trace_writer.h"
 #include "fpscope/common/sqlite.h"
 #include "memory_rollup.h"
+#include "row_batch.h"
 #include "tensor_rollup.h"
 
 namespace fpscope {
@@ -153,6 +154,8 @@ class TraceWriter::Impl {
   void handle(const wire::CudaMemsetRecord& r);
   void handle(const wire::CudaMemoryRecord& r);
 
+  void flush_rows();                    // every batch of rows and every tensor: into their tables
+  void flush_batch(RowBatch& batch, uint64_t& count);  // `count`: the counter of the batch's table
   void flush_tensor(PendingTensor& t);  // to the ready batch
   void flush_all_tensors();             // every tensor in assembly, then the ready batch
   void insert_ready_tensors();          // the ready batch into `tensors`
@@ -219,7 +222,11 @@ class TraceWriter::Impl {
 
   sql::Statement insert_meta;
   sql::Statement insert_string;
-  sql::DeferredStatement insert_kernel;
+  // The narrow rows most records make, a batch at a time (row_batch.h): flush_rows() writes what
+  // they hold before anything reads or changes their tables.
+  RowBatch kernel_rows;
+  RowBatch range_rows;
+  RowBatch memory_rows;  // memory_events, their ids handed out here (next_memory_id)
   // Finished tensors are inserted kTensorsPerInsert at a time: one statement per row costs more
   // than the row itself for a table this wide.
   static constexpr int kTensorsPerInsert = 16;
@@ -231,8 +238,6 @@ class TraceWriter::Impl {
   sql::DeferredStatement update_tensor_formats;
   sql::DeferredStatement update_tensor_histogram;
   sql::DeferredStatement insert_nonfinite;
-  sql::DeferredStatement insert_range_row;
-  sql::DeferredStatement insert_memory;
   sql::DeferredStatement relabel_memory;
   sql::DeferredStatement insert_loss_scale;
   sql::DeferredStatement insert_scalar;
@@ -271,6 +276,7 @@ class TraceWriter::Impl {
   std::unordered_set<int64_t> awaiting_text;
   int64_t next_tensor_id = 1;
   int64_t next_range_id = 1;
+  int64_t next_memory_id = 1;
   // counts.records when prepare_finish() completed the trace; none if it has not.
   std::optional<uint64_t> completed_at_records;
   // This process's CPU milliseconds when the trace was created (meta collector_cpu_ms counts from there).

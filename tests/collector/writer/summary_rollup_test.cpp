@@ -454,6 +454,7 @@ TEST_F(RollupTest, ARecordThatCannotBeWrittenLeavesItToTheStatements) {
   l.step = -1;
   writer_->on_record(test::header(pack(l)));
   writer_->on_record(test::header(pack(l)));
+  writer_->commit();  // the launches are written a batch at a time: the second is refused here
   EXPECT_EQ(writer_->counts().malformed_records, 1u);
   expect_the_statements_tables("", std::string(kMemoryTables) + ": a record that could not be written; " +
                                        kTensorTables + ": a record that could not be written");
