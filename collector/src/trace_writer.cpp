@@ -267,11 +267,24 @@ void TraceWriter::Impl::disk_filled() {
     }
   } catch (const sql::Error&) {
   }
+  // The launches, ranges and memory events gathered for a batch came before the record that
+  // failed: written first, in that room, so that the trace keeps a prefix of the run. Not when
+  // SQLite rolled the transaction back on its own: they would land without the rows before them.
+  const bool transaction_open = !sqlite3_get_autocommit(db.handle());
+  if (transaction_open) {
+    try {
+      flush_batch(kernel_rows, counts.kernels);
+      flush_batch(range_rows, counts.nvtx_ranges);
+      flush_batch(memory_rows, counts.memory_events);
+    } catch (const sql::Error&) {
+      // They did not fit either: counted below with the rest.
+    }
+  }
   // The rows of the batch, and the tensors and rows still waiting to be written, when they are lost too.
   const uint64_t pending = static_cast<uint64_t>(ready_count + kernel_rows.pending() + range_rows.pending() +
                                                  memory_rows.pending());
   const uint64_t waiting = rows_in_batch_ + pending;
-  if (sqlite3_get_autocommit(db.handle())) {
+  if (!transaction_open) {
     full.rows_rolled_back = waiting;  // SQLite rolled the batch back on its own
   } else if (sqlite3_exec(db.handle(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);

@@ -163,5 +163,29 @@ TEST_F(BatchesTest, ARefusedRowInAFullBatchLosesOnlyItself) {
   EXPECT_EQ(db.meta("malformed_records"), "2");
 }
 
+// A trace that fills (a size limit; a full disk takes the same path) while launches are gathered
+// and their tensors' rows are being written: the gathered launches are written first, in the
+// room the reserve makes, so the trace keeps a prefix of the run, every stored tensor with its
+// launch.
+TEST_F(BatchesTest, ATraceThatFillsKeepsTheLaunchesGatheredBeforeIt) {
+  writer_->limit_size(int64_t{1} << 20);
+  uint64_t seq = 0;
+  while (writer_->counts().lost_to_storage == 0 && seq < 100000) {
+    ++seq;
+    feed(test::launch(seq, 0, static_cast<int64_t>(seq / 10)));
+    for (uint8_t slot = 0; slot < 3; ++slot) feed(test::stats(seq, wire::Role::Input, slot, 0));
+  }
+  ASSERT_GT(writer_->counts().lost_to_storage, 0u) << "the trace never filled";
+  EXPECT_FALSE(writer_->finish());
+  EXPECT_NE(writer_->incomplete().find("size limit"), std::string::npos) << writer_->incomplete();
+  test::Reader db(path_);
+  const int64_t kernels = db.one("SELECT count(*) FROM kernels").i;
+  EXPECT_GT(kernels, 0);
+  EXPECT_EQ(db.one("SELECT max(id) FROM kernels").i, kernels);  // launches 1 .. n: a prefix
+  EXPECT_GT(db.one("SELECT count(*) FROM tensors").i, 0);
+  EXPECT_EQ(db.one("SELECT count(*) FROM tensors WHERE kernel_id NOT IN (SELECT id FROM kernels)").i, 0);
+  EXPECT_EQ(db.meta("trace_incomplete"), "size_limit");
+}
+
 }  // namespace
 }  // namespace fpscope
