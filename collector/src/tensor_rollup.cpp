@@ -30,12 +30,20 @@ size_t TensorRollup::slot_of(int64_t kernel_id) {
 
 void TensorRollup::add_kernel(int64_t id, int64_t name_id, std::optional<int64_t> layer_id,
                               std::optional<int64_t> phase_id, std::optional<int64_t> step) {
+  if (kernels_.empty()) kernels_.resize(kKernelSlots);
   kernels_[slot_of(id)] = Kernel{id, name_id, layer_id, phase_id, step};
 }
 
 const TensorRollup::Kernel* TensorRollup::kernel(int64_t kernel_id) const {
+  if (kernels_.empty()) return nullptr;
   const Kernel& k = kernels_[slot_of(kernel_id)];
   return k.id == kernel_id ? &k : nullptr;
+}
+
+TensorRollup::Row* TensorRollup::row_of(int64_t row_id) {
+  if (rows_.empty()) return nullptr;
+  Row& row = rows_[static_cast<size_t>(row_id) % kRowSlots];
+  return row.id == row_id ? &row : nullptr;
 }
 
 TensorRollup::RangeKey TensorRollup::range_key(const Kernel& k, const Row& row) {
@@ -55,6 +63,7 @@ void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::Ten
   const Row row{row_id,    kernel_id, s.role == wire::Role::Output, contract::is_later_output(s.role, s.slot),
                 s.dtype,   false,     intended,                     static_cast<int64_t>(s.count),
                 values};
+  if (rows_.empty()) rows_.resize(kRowSlots);
   rows_[static_cast<size_t>(row_id) % kRowSlots] = row;
 
   Range& r = ranges_[range_key(*k, row)];
@@ -78,8 +87,9 @@ void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::Ten
 
 void TensorRollup::add_late_intended(int64_t row_id) {
   if (!usable()) return;
-  Row& row = rows_[static_cast<size_t>(row_id) % kRowSlots];
-  if (row.id != row_id) return give_up("an intended non-finite record whose row is not among the recent ones the rollup holds");
+  Row* found = row_of(row_id);
+  if (!found) return give_up("an intended non-finite record whose row is not among the recent ones the rollup holds");
+  Row& row = *found;
   if (row.intended) return give_up("a second intended non-finite record for one tensor");
   const Kernel* k = kernel(row.kernel_id);
   if (!k) return give_up("an intended non-finite record whose launch is not among the recent ones the rollup holds");
@@ -106,8 +116,9 @@ void TensorRollup::add_nonfinite(const Kernel& k, const Row& row, bool intended,
 
 void TensorRollup::add_late_formats(int64_t row_id, const wire::FormatCounts* formats) {
   if (!usable()) return;
-  Row& row = rows_[static_cast<size_t>(row_id) % kRowSlots];
-  if (row.id != row_id) return give_up("late format counts whose row is not among the recent ones the rollup holds");
+  Row* found = row_of(row_id);
+  if (!found) return give_up("late format counts whose row is not among the recent ones the rollup holds");
+  const Row& row = *found;
   if (row.has_formats) return give_up("format counts that arrived twice for one tensor");
   const Kernel* k = kernel(row.kernel_id);
   if (!k) return give_up("late format counts whose launch is not among the recent ones the rollup holds");

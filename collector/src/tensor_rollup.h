@@ -116,8 +116,11 @@ class TensorRollup : public SummaryRollup {
   void write_ranges(sql::Statement& insert) const;
   void write_layer_steps(sql::Statement& insert) const;
 
-  std::vector<Kernel> kernels_ = std::vector<Kernel>(kKernelSlots);
-  std::vector<Row> rows_ = std::vector<Row>(kRowSlots);
+  // Sized at the first launch and the first tensor: a run that launches nothing (a program that
+  // only sleeps) does not pay for touching them.
+  std::vector<Kernel> kernels_;
+  std::vector<Row> rows_;
+  Row* row_of(int64_t row_id);  // its slot, if it still holds that row
   std::map<RangeKey, Range> ranges_;
   std::map<LayerStepKey, LayerStep> layer_steps_;
 };
