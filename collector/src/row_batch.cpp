@@ -1,26 +1,30 @@
 // Rows written a batch at a time (row_batch.h).
 #include "row_batch.h"
 
+#include <algorithm>
+
 namespace fpscope {
 
 namespace {
 
-// "<insert> VALUES (?,...,?),...": `rows` rows of `columns` parameters.
-std::string insert_of(const std::string& insert, int columns, int rows) {
+// "<verb> <table (columns)> VALUES (?,...,?),...": `rows` rows of `columns` parameters.
+std::string insert_of(const char* verb, const std::string& table, int columns, int rows) {
   std::string row = "(";
   for (int c = 0; c < columns; ++c) row += c ? ",?" : "?";
   row += ")";
-  std::string sql = insert + " VALUES ";
+  std::string sql = std::string(verb) + " " + table + " VALUES ";
   for (int r = 0; r < rows; ++r) sql += (r ? "," : "") + row;
   return sql;
 }
 
 }  // namespace
 
-RowBatch::RowBatch(const sql::Database& db, std::string insert, int columns)
-    : columns_(columns),
-      one_(db, insert_of(insert, columns, 1)),
-      many_(db, insert_of(insert, columns, kRowsPerInsert)),
+RowBatch::RowBatch(const sql::Database& db, std::string table, int columns)
+    : db_(&db),
+      columns_(columns),
+      one_(db, insert_of("INSERT INTO", table, columns, 1)),
+      many_(db, insert_of("INSERT OR FAIL INTO", table, columns, kRowsPerInsert)),
+      many_undone_whole_(db, insert_of("INSERT INTO", table, columns, kRowsPerInsert)),
       cells_(static_cast<size_t>(columns) * kRowsPerInsert) {}
 
 RowBatch::Row RowBatch::add() {
@@ -65,19 +69,28 @@ int RowBatch::write_one_by_one(int from, const std::function<void(int)>& refused
   return written;
 }
 
-int RowBatch::flush(const std::function<void(int)>& refused) {
+int RowBatch::flush(const std::function<void(int)>& refused, bool near_full) {
   if (pending_ == 0) return 0;
-  int written = pending_;
+  int written = 0;
   if (pending_ < kRowsPerInsert) {
     written = write_one_by_one(0, refused);
   } else {
+    sql::Statement& many = near_full ? *many_undone_whole_ : *many_;
+    for (int r = 0; r < pending_; ++r) bind_row(many, 1 + r * columns_, r);
     try {
-      for (int r = 0; r < pending_; ++r) bind_row(*many_, 1 + r * columns_, r);
-      many_->run();
+      many.run();
+      written = pending_;
     } catch (const sql::Error& e) {
       if (e.is_storage_failure()) throw;
-      // The statement was undone whole: again, a row at a time, so only the refused rows are lost.
-      written = write_one_by_one(0, refused);
+      if (near_full) {
+        written = write_one_by_one(0, refused);  // the statement was undone whole
+      } else {
+        // The rows before the refused one are in the table (SQLite counts them as the statement's
+        // changes); the others, a row at a time.
+        const int before = std::clamp(sqlite3_changes(db_->handle()), 0, pending_ - 1);
+        refused(before);
+        written = before + write_one_by_one(before + 1, refused);
+      }
     }
   }
   pending_ = 0;

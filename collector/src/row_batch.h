@@ -25,9 +25,9 @@ class RowBatch {
   // literal) may be put in a row.
   using Cell = std::variant<std::monostate, int64_t, double, std::string_view>;
 
-  // `insert`: "INSERT INTO <table> (<column>, ...)" naming `columns` columns. The statements are
-  // prepared when first needed.
-  RowBatch(const sql::Database& db, std::string insert, int columns);
+  // `table`: "<table> (<column>, ...)" naming `columns` columns. The statements are prepared when
+  // first needed.
+  RowBatch(const sql::Database& db, std::string table, int columns);
 
   // One pending row: set(column, value), columns counted from 1 as SQLite's parameters are.
   class Row {
@@ -64,15 +64,24 @@ class RowBatch {
   // `refused`; the others are written. A failure of the storage (a full disk) is thrown, the rows
   // left pending (so that the writer can count them among those lost). Returns how many rows were
   // written.
-  int flush(const std::function<void(int)>& refused);
+  //
+  // A full batch is one INSERT OR FAIL: a row refused leaves the rows before it in the table, so
+  // SQLite keeps no statement journal to undo them (a copy of every page the statement changes,
+  // 32 KiB each in a trace, for every batch). But a statement without one that meets a full disk
+  // rolls the whole transaction back, so `near_full` (little room left on the disk, or a size
+  // limit) asks for the plain INSERT, which undoes only itself and leaves the transaction's
+  // earlier rows to be committed.
+  int flush(const std::function<void(int)>& refused, bool near_full);
 
  private:
   void bind_row(sql::Statement& st, int first, int row) const;
   int write_one_by_one(int from, const std::function<void(int)>& refused);
 
+  const sql::Database* db_;
   const int columns_;
   sql::DeferredStatement one_;
-  sql::DeferredStatement many_;
+  sql::DeferredStatement many_;             // OR FAIL
+  sql::DeferredStatement many_undone_whole_;  // ABORT: a statement journal
   std::vector<Cell> cells_;
   int pending_ = 0;
 };

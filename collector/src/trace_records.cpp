@@ -254,6 +254,10 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
 void TraceWriter::Impl::handle(const wire::TensorStatsRecord& r) {
   PendingTensor& t = thread_state(r.h.thread).tensor;
   if (t.active) flush_tensor(t);
+  if (r.role != wire::Role::Input && r.role != wire::Role::Output) {
+    ++counts.malformed_records;  // no row can say what it is; the records that follow it find none
+    return;
+  }
   t.active = true;
   t.row_id = next_tensor_id++;
   t.stats = r;
@@ -274,22 +278,52 @@ void TraceWriter::Impl::flush_tensor(PendingTensor& t) {
   if (ready_count == kTensorsPerInsert) insert_ready_tensors();
 }
 
+// A full batch in one statement, fewer a row at a time. A row SQLite refuses is a record that could
+// not be written (as RowBatch::flush does): the rows before it stay (OR FAIL; none near a full
+// disk), the others are written one by one, and the batch is empty again whatever happened but a
+// failure of the storage.
 void TraceWriter::Impl::insert_ready_tensors() {
+  bool refused[kTensorsPerInsert] = {};
+  const auto refuse = [&](int r) {
+    refused[r] = true;
+    ++counts.malformed_records;
+    memory_rollup.give_up("a record that could not be written");
+    tensor_rollup.give_up("a record that could not be written");
+  };
+  int first_single = 0;
   if (ready_count == kTensorsPerInsert) {
-    for (int r = 0; r < ready_count; ++r) bind_tensor(*insert_tensor_batch, 1 + r * kTensorColumns, ready_tensors[r]);
-    insert_tensor_batch->run();
-  } else {
-    for (int r = 0; r < ready_count; ++r) {
+    const bool undone_whole = near_full();
+    sql::Statement& batch = undone_whole ? *insert_tensor_batch_undone_whole : *insert_tensor_batch;
+    for (int r = 0; r < ready_count; ++r) bind_tensor(batch, 1 + r * kTensorColumns, ready_tensors[r]);
+    first_single = ready_count;
+    try {
+      batch.run();
+    } catch (const sql::Error& e) {
+      if (e.is_storage_failure()) throw;
+      first_single = 0;
+      if (!undone_whole) {
+        const int before = std::clamp(sqlite3_changes(db.handle()), 0, ready_count - 1);
+        refuse(before);
+        first_single = before + 1;
+      }
+    }
+  }
+  for (int r = first_single; r < ready_count; ++r) {
+    try {
       bind_tensor(*insert_tensor, 1, ready_tensors[r]);
       insert_tensor->run();
+    } catch (const sql::Error& e) {
+      if (e.is_storage_failure()) throw;
+      refuse(r);
     }
   }
   for (int r = 0; r < ready_count; ++r) {
+    if (refused[r]) continue;
     const PendingTensor& t = ready_tensors[r];
     tensor_rollup.add_tensor(t.row_id, t.kernel_id, t.stats, t.has_formats ? t.formats : nullptr, t.intended);
     row_written();
+    ++counts.tensors;
   }
-  counts.tensors += static_cast<uint64_t>(ready_count);
   ready_count = 0;
 }
 

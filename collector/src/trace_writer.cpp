@@ -45,10 +45,10 @@ std::optional<double> process_cpu_ms() {
   return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
-// INSERT INTO tensors with `rows` rows of parameters.
-std::string insert_tensors_sql(int rows) {
-  std::string sql =
-      "INSERT INTO tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
+// `verb` ("INSERT", "INSERT OR FAIL") INTO tensors with `rows` rows of parameters.
+std::string insert_tensors_sql(int rows, const char* verb) {
+  std::string sql = std::string(verb) +
+      " INTO tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
       " pos_inf, neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms,"
       " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
       " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
@@ -120,15 +120,16 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
       insert_meta(configure_trace(db), "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
       insert_string(db, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"),
       kernel_rows(db,
-                  "INSERT INTO kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step, thread, device,"
+                  "kernels (id, start_ns, end_ns, name_id, layer_id, phase_id, step, thread, device,"
                   " status, sampled, rank)",
                   12),
-      range_rows(db, "INSERT INTO nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id, domain_id, step, rank)",
+      range_rows(db, "nvtx_ranges (id, start_ns, end_ns, thread, depth, kind, name_id, domain_id, step, rank)",
                  10),
-      memory_rows(db, "INSERT INTO memory_events (id, t_ns, kind, alloc_id, bytes, category, name_id, device, step, rank)",
+      memory_rows(db, "memory_events (id, t_ns, kind, alloc_id, bytes, category, name_id, device, step, rank)",
                   10),
-      insert_tensor(db, insert_tensors_sql(1)),
-      insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert)),
+      insert_tensor(db, insert_tensors_sql(1, "INSERT")),
+      insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert, "INSERT OR FAIL")),
+      insert_tensor_batch_undone_whole(db, insert_tensors_sql(kTensorsPerInsert, "INSERT")),
       update_tensor_formats(db, kUpdateFormats),
       update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2, hist_below = ?3, hist_above = ?4 WHERE id = ?1"),
       insert_nonfinite(db,
@@ -200,12 +201,14 @@ void TraceWriter::Impl::maybe_commit() {
 // A row SQLite refuses (a second launch with one number) is a record that could not be written:
 // counted as such and not in its table, and the rollups can no longer be sure of the tables.
 void TraceWriter::Impl::flush_batch(RowBatch& batch, uint64_t& count) {
-  rows_in_batch_ += static_cast<uint64_t>(batch.flush([&](int) {
-    ++counts.malformed_records;
-    --count;
-    memory_rollup.give_up("a record that could not be written");
-    tensor_rollup.give_up("a record that could not be written");
-  }));
+  rows_in_batch_ += static_cast<uint64_t>(batch.flush(
+      [&](int) {
+        ++counts.malformed_records;
+        --count;
+        memory_rollup.give_up("a record that could not be written");
+        tensor_rollup.give_up("a record that could not be written");
+      },
+      near_full()));
 }
 
 void TraceWriter::Impl::flush_rows() {

@@ -175,6 +175,9 @@ class TraceWriter::Impl {
   // [batching] (trace_writer.cpp)
   void begin_if_needed();
   void row_written() { ++rows_in_batch_; }
+  // Little room left on the disk, or a size limit: batches are written by statements that undo
+  // only themselves when the room runs out (RowBatch::flush).
+  bool near_full() const { return low_space_ || max_pages.has_value(); }
   void maybe_commit();
   bool commit();
   bool commit_if_due();
@@ -232,7 +235,8 @@ class TraceWriter::Impl {
   static constexpr int kTensorsPerInsert = 16;
   static constexpr int kTensorColumns = 40;
   sql::DeferredStatement insert_tensor;
-  sql::DeferredStatement insert_tensor_batch;
+  sql::DeferredStatement insert_tensor_batch;                // OR FAIL, as RowBatch (row_batch.h)
+  sql::DeferredStatement insert_tensor_batch_undone_whole;   // near_full()
   PendingTensor ready_tensors[kTensorsPerInsert];
   int ready_count = 0;
   sql::DeferredStatement update_tensor_formats;

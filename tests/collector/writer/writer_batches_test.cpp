@@ -187,5 +187,26 @@ TEST_F(BatchesTest, ATraceThatFillsKeepsTheLaunchesGatheredBeforeIt) {
   EXPECT_EQ(db.meta("trace_incomplete"), "size_limit");
 }
 
+// A tensor record whose role is neither input nor output names no row: it is malformed and left
+// out, and the batches around it are written whole (more than one batch of tensors on each side).
+TEST_F(BatchesTest, ATensorOfNoRoleIsMalformedAndTheOthersAreWritten) {
+  constexpr uint64_t kLaunches = 40;
+  for (uint64_t seq = 1; seq <= kLaunches; ++seq) {
+    feed(test::launch(seq, 0, 1));
+    auto bad = test::stats(seq, wire::Role::Output, 0, 0);
+    bad.role = static_cast<wire::Role>(2 + seq % 200);
+    if (seq == 20) feed(bad);
+    feed(test::stats(seq, wire::Role::Input, 0, 0));
+    feed(test::formats(seq, contract::pack_role_slot(wire::Role::Input, 0), 1));
+  }
+  finish();
+  EXPECT_EQ(writer_->counts().malformed_records, 1u);
+  EXPECT_EQ(writer_->counts().tensors, kLaunches);
+  test::Reader db(path_);
+  EXPECT_EQ(db.one("SELECT count(*) FROM tensors WHERE role = 'in' AND f16_overflow = 1").i,
+            static_cast<int64_t>(kLaunches));
+  EXPECT_EQ(db.one("SELECT count(*) FROM tensors").i, static_cast<int64_t>(kLaunches));
+}
+
 }  // namespace
 }  // namespace fpscope
