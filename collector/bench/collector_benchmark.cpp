@@ -7,6 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -122,8 +125,25 @@ void report_cpu_rate(benchmark::State& state, double records, double cpu_seconds
   state.counters["records_per_cpu_s"] = benchmark::Counter(records / cpu_seconds);
 }
 
+// A trace path in a folder of this process's own (mkdtemp), removed when the benchmark ends.
 std::string scratch_trace() {
-  return (std::filesystem::temp_directory_path() / ("fpscope-bench-" + std::to_string(getpid()) + ".sqlite")).string();
+  static const struct Folder {
+    std::string path;
+    Folder() {
+      std::string pattern = (std::filesystem::temp_directory_path() / "fpscope-bench-XXXXXX").string();
+      if (mkdtemp(pattern.data()) == nullptr) {
+        std::fprintf(stderr, "collector_benchmark: cannot make a scratch folder in %s: %s\n",
+                     std::filesystem::temp_directory_path().c_str(), std::strerror(errno));
+        std::exit(2);
+      }
+      path = pattern;
+    }
+    ~Folder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } folder;
+  return folder.path + "/trace.sqlite";
 }
 
 void remove_trace(const std::string& path) {
