@@ -5,26 +5,50 @@
 
 namespace fpscope {
 
-namespace {
-
-// "<verb> <table (columns)> VALUES (?,...,?),...": `rows` rows of `columns` parameters.
-std::string insert_of(const char* verb, const std::string& table, int columns, int rows) {
+std::string insert_sql(std::string_view verb, std::string_view table, int columns, int rows) {
   std::string row = "(";
   for (int c = 0; c < columns; ++c) row += c ? ",?" : "?";
   row += ")";
-  std::string sql = std::string(verb) + " " + table + " VALUES ";
+  std::string sql = std::string(verb) + " " + std::string(table) + " VALUES ";
   for (int r = 0; r < rows; ++r) sql += (r ? "," : "") + row;
   return sql;
 }
 
-}  // namespace
+int write_rows_singly(int from, int to, const std::function<void(int)>& write_one,
+                      const std::function<void(int)>& refused) {
+  int written = 0;
+  for (int r = from; r < to; ++r) {
+    try {
+      write_one(r);
+      ++written;
+    } catch (const sql::Error& e) {
+      if (e.is_storage_failure()) throw;
+      refused(r);
+    }
+  }
+  return written;
+}
+
+int run_batch(const sql::Database& db, sql::Statement& batch, int rows, bool undone_whole,
+              const std::function<void(int)>& write_one, const std::function<void(int)>& refused) {
+  try {
+    batch.run();
+    return rows;
+  } catch (const sql::Error& e) {
+    if (e.is_storage_failure()) throw;
+    if (undone_whole) return write_rows_singly(0, rows, write_one, refused);
+    const int before = std::clamp(sqlite3_changes(db.handle()), 0, rows - 1);
+    refused(before);
+    return before + write_rows_singly(before + 1, rows, write_one, refused);
+  }
+}
 
 RowBatch::RowBatch(const sql::Database& db, std::string table, int columns)
     : db_(&db),
       columns_(columns),
-      one_(db, insert_of("INSERT INTO", table, columns, 1)),
-      many_(db, insert_of("INSERT OR FAIL INTO", table, columns, kRowsPerInsert)),
-      many_undone_whole_(db, insert_of("INSERT INTO", table, columns, kRowsPerInsert)),
+      one_(db, insert_sql("INSERT INTO", table, columns, 1)),
+      many_(db, insert_sql("INSERT OR FAIL INTO", table, columns, kRowsPerInsert)),
+      many_undone_whole_(db, insert_sql("INSERT INTO", table, columns, kRowsPerInsert)),
       cells_(static_cast<size_t>(columns) * kRowsPerInsert) {}
 
 RowBatch::Row RowBatch::add() {
@@ -53,45 +77,19 @@ void RowBatch::bind_row(sql::Statement& st, int first, int row) const {
   }
 }
 
-// Rows `from` .. pending_-1, one statement each; a refused row is reported and skipped.
-int RowBatch::write_one_by_one(int from, const std::function<void(int)>& refused) {
-  int written = 0;
-  for (int r = from; r < pending_; ++r) {
-    try {
-      bind_row(*one_, 1, r);
-      one_->run();
-      ++written;
-    } catch (const sql::Error& e) {
-      if (e.is_storage_failure()) throw;
-      refused(r);
-    }
-  }
-  return written;
-}
-
 int RowBatch::flush(const std::function<void(int)>& refused, bool near_full) {
   if (pending_ == 0) return 0;
+  const auto write_one = [&](int r) {
+    bind_row(*one_, 1, r);
+    one_->run();
+  };
   int written = 0;
   if (pending_ < kRowsPerInsert) {
-    written = write_one_by_one(0, refused);
+    written = write_rows_singly(0, pending_, write_one, refused);
   } else {
     sql::Statement& many = near_full ? *many_undone_whole_ : *many_;
     for (int r = 0; r < pending_; ++r) bind_row(many, 1 + r * columns_, r);
-    try {
-      many.run();
-      written = pending_;
-    } catch (const sql::Error& e) {
-      if (e.is_storage_failure()) throw;
-      if (near_full) {
-        written = write_one_by_one(0, refused);  // the statement was undone whole
-      } else {
-        // The rows before the refused one are in the table (SQLite counts them as the statement's
-        // changes); the others, a row at a time.
-        const int before = std::clamp(sqlite3_changes(db_->handle()), 0, pending_ - 1);
-        refused(before);
-        written = before + write_one_by_one(before + 1, refused);
-      }
-    }
+    written = run_batch(*db_, many, pending_, near_full, write_one, refused);
   }
   pending_ = 0;
   return written;

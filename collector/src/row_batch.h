@@ -18,6 +18,24 @@
 
 namespace fpscope {
 
+// "<verb> <table (columns)> VALUES (?,...,?),...": `rows` rows of `columns` parameters each.
+std::string insert_sql(std::string_view verb, std::string_view table, int columns, int rows);
+
+// Writes rows `from` .. `to` - 1 one statement each: `write_one(r)` binds and runs row r's. A row
+// SQLite refuses for what it holds is passed to `refused` and the next one written; a failure of the
+// storage is thrown. Returns how many rows were written.
+int write_rows_singly(int from, int to, const std::function<void(int)>& write_one,
+                      const std::function<void(int)>& refused);
+
+// Runs `batch`, one statement of `rows` rows with every row bound. When SQLite refuses a row, the
+// rows it left out are written with `write_one` (write_rows_singly): with `undone_whole` (the plain
+// INSERT, which a refusal undoes whole) all of them; otherwise (OR FAIL) the rows before the refused
+// one are in the table, SQLite counts them as the statement's changes, and the refused row is passed
+// to `refused` and the ones after it written. A failure of the storage is thrown. Returns how many
+// rows were written.
+int run_batch(const sql::Database& db, sql::Statement& batch, int rows, bool undone_whole,
+              const std::function<void(int)>& write_one, const std::function<void(int)>& refused);
+
 class RowBatch {
  public:
   static constexpr int kRowsPerInsert = 64;
@@ -75,7 +93,6 @@ class RowBatch {
 
  private:
   void bind_row(sql::Statement& st, int first, int row) const;
-  int write_one_by_one(int from, const std::function<void(int)>& refused);
 
   const sql::Database* db_;
   const int columns_;

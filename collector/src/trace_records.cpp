@@ -246,9 +246,9 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
       .set(10, r.status)
       .set(11, uint32_t{r.sampled})
       .set(12, src->rank);
-  if (kernel_rows.full()) flush_batch(kernel_rows, counts.kernels);
   tensor_rollup.add_kernel(id, name_id, layer_id, phase_id, r.step < 0 ? std::nullopt : std::optional(r.step));
   ++counts.kernels;
+  if (kernel_rows.full()) flush_batch(kernel_rows, counts.kernels);
 }
 
 void TraceWriter::Impl::handle(const wire::TensorStatsRecord& r) {
@@ -278,10 +278,9 @@ void TraceWriter::Impl::flush_tensor(PendingTensor& t) {
   if (ready_count == kTensorsPerInsert) insert_ready_tensors();
 }
 
-// A full batch in one statement, fewer a row at a time. A row SQLite refuses is a record that could
-// not be written (as RowBatch::flush does): the rows before it stay (OR FAIL; none near a full
-// disk), the others are written one by one, and the batch is empty again whatever happened but a
-// failure of the storage.
+// A full batch in one statement, fewer a row at a time (run_batch, write_rows_singly: a row SQLite
+// refuses is a record that could not be written, as in flush_batch); the batch is empty again
+// whatever happened but a failure of the storage.
 void TraceWriter::Impl::insert_ready_tensors() {
   bool refused[kTensorsPerInsert] = {};
   const auto refuse = [&](int r) {
@@ -290,32 +289,17 @@ void TraceWriter::Impl::insert_ready_tensors() {
     memory_rollup.give_up("a record that could not be written");
     tensor_rollup.give_up("a record that could not be written");
   };
-  int first_single = 0;
+  const auto write_one = [&](int r) {
+    bind_tensor(*insert_tensor, 1, ready_tensors[r]);
+    insert_tensor->run();
+  };
   if (ready_count == kTensorsPerInsert) {
     const bool undone_whole = near_full();
     sql::Statement& batch = undone_whole ? *insert_tensor_batch_undone_whole : *insert_tensor_batch;
     for (int r = 0; r < ready_count; ++r) bind_tensor(batch, 1 + r * kTensorColumns, ready_tensors[r]);
-    first_single = ready_count;
-    try {
-      batch.run();
-    } catch (const sql::Error& e) {
-      if (e.is_storage_failure()) throw;
-      first_single = 0;
-      if (!undone_whole) {
-        const int before = std::clamp(sqlite3_changes(db.handle()), 0, ready_count - 1);
-        refuse(before);
-        first_single = before + 1;
-      }
-    }
-  }
-  for (int r = first_single; r < ready_count; ++r) {
-    try {
-      bind_tensor(*insert_tensor, 1, ready_tensors[r]);
-      insert_tensor->run();
-    } catch (const sql::Error& e) {
-      if (e.is_storage_failure()) throw;
-      refuse(r);
-    }
+    run_batch(db, batch, ready_count, undone_whole, write_one, refuse);
+  } else {
+    write_rows_singly(0, ready_count, write_one, refuse);
   }
   for (int r = 0; r < ready_count; ++r) {
     if (refused[r]) continue;

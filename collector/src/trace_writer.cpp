@@ -45,33 +45,17 @@ std::optional<double> process_cpu_ms() {
   return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
-// `verb` ("INSERT", "INSERT OR FAIL") INTO tensors with `rows` rows of parameters.
-std::string insert_tensors_sql(int rows, const char* verb) {
-  std::string sql = std::string(verb) +
-      " INTO tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
-      " pos_inf, neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms,"
-      " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
-      " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
-      " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
-      " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist, hist_below, hist_above, rank) VALUES ";
-  std::string row = "(?";
-  for (int c = 1; c < TraceWriter::Impl::kTensorColumns; ++c) row += ",?";
-  row += ")";
-  for (int r = 0; r < rows; ++r) sql += (r ? "," : "") + row;
-  return sql;
-}
+constexpr const char* kTensorTable =
+    "tensors (id, kernel_id, role, slot, tensor_uid, name_id, dtype, shape, count, nan,"
+    " pos_inf, neg_inf, zero, subnormal, min, max, absmax, min_nonzero, mean, rms,"
+    " f16_overflow, f16_underflow, f16_subnormal, f16_near_max,"
+    " bf16_overflow, bf16_underflow, bf16_subnormal, bf16_near_max,"
+    " e4m3_overflow, e4m3_underflow, e4m3_subnormal, e4m3_near_max,"
+    " e5m2_overflow, e5m2_underflow, e5m2_subnormal, e5m2_near_max, exp_hist, hist_below, hist_above, rank)";
 
-// INSERT INTO tensor_recipes with one row per recipe.
-std::string insert_tensor_recipes_sql() {
-  std::string sql =
-      "INSERT INTO tensor_recipes (tensor_id, kernel_id, operand, recipe, quantized, underflow, subnormal,"
-      " saturated, blocks, blocks_lost, blocks_nonfinite, sse, signal, scale, amax, rank) VALUES ";
-  std::string row = "(?";
-  for (int c = 1; c < TraceWriter::Impl::kTensorRecipeColumns; ++c) row += ",?";
-  row += ")";
-  for (int r = 0; r < contract::kRecipeCount; ++r) sql += (r ? "," : "") + row;
-  return sql;
-}
+constexpr const char* kTensorRecipeTable =
+    "tensor_recipes (tensor_id, kernel_id, operand, recipe, quantized, underflow, subnormal,"
+    " saturated, blocks, blocks_lost, blocks_nonfinite, sse, signal, scale, amax, rank)";
 
 constexpr const char* kUpdateFormats =
     "UPDATE tensors SET f16_overflow=?2, f16_underflow=?3, f16_subnormal=?4, f16_near_max=?5,"
@@ -127,9 +111,9 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
                  10),
       memory_rows(db, "memory_events (id, t_ns, kind, alloc_id, bytes, category, name_id, device, step, rank)",
                   10),
-      insert_tensor(db, insert_tensors_sql(1, "INSERT")),
-      insert_tensor_batch(db, insert_tensors_sql(kTensorsPerInsert, "INSERT OR FAIL")),
-      insert_tensor_batch_undone_whole(db, insert_tensors_sql(kTensorsPerInsert, "INSERT")),
+      insert_tensor(db, insert_sql("INSERT INTO", kTensorTable, kTensorColumns, 1)),
+      insert_tensor_batch(db, insert_sql("INSERT OR FAIL INTO", kTensorTable, kTensorColumns, kTensorsPerInsert)),
+      insert_tensor_batch_undone_whole(db, insert_sql("INSERT INTO", kTensorTable, kTensorColumns, kTensorsPerInsert)),
       update_tensor_formats(db, kUpdateFormats),
       update_tensor_histogram(db, "UPDATE tensors SET exp_hist = ?2, hist_below = ?3, hist_above = ?4 WHERE id = ?1"),
       insert_nonfinite(db,
@@ -141,7 +125,7 @@ TraceWriter::Impl::Impl(const std::string& path_in, std::string dump_folder_in)
                         " skipped, event, growth_tracker, rank) VALUES (?,?,?,?,?,?,?,?,?,?)"),
       insert_scalar(db, "INSERT INTO scalars (t_ns, step, name_id, value, rank) VALUES (?,?,?,?,?)"),
       insert_dump(db, "INSERT INTO dumps (tensor_id, path) VALUES (?,?)"),
-      insert_tensor_recipes(db, insert_tensor_recipes_sql()),
+      insert_tensor_recipes(db, insert_sql("INSERT INTO", kTensorRecipeTable, kTensorRecipeColumns, contract::kRecipeCount)),
       insert_tensor_store(db,
                           "INSERT INTO tensor_stores (tensor_id, results, flushed, subnormal, overflowed, rank)"
                           " VALUES (?,?,?,?,?,?)"),
