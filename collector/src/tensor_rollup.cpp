@@ -46,27 +46,20 @@ TensorRollup::Row* TensorRollup::row_of(int64_t row_id) {
   return row.id == row_id ? &row : nullptr;
 }
 
-TensorRollup::RangeKey TensorRollup::range_key(const Kernel& k, const Row& row) {
-  return RangeKey{k.name_id, k.layer_id, k.phase_id, row.out ? 1 : 0, int64_t{row.dtype}, row.side};
-}
-
-TensorRollup::LayerStepKey TensorRollup::layer_step_key(const Kernel& k, const Row& row) {
-  return LayerStepKey{k.step, k.layer_id, k.phase_id, row.side};
-}
-
 void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::TensorStatsRecord& s,
                               const wire::FormatCounts* formats, bool intended) {
   if (!usable()) return;
   const Kernel* k = kernel(kernel_id);
   if (!k) return give_up("a tensor whose launch is not among the recent ones the rollup holds");
-  const Nonfinite values{static_cast<int64_t>(s.nan), static_cast<int64_t>(s.pos_inf), static_cast<int64_t>(s.neg_inf)};
-  const Row row{row_id,    kernel_id, s.role == wire::Role::Output, contract::is_later_output(s.role, s.slot),
-                s.dtype,   false,     intended,                     static_cast<int64_t>(s.count),
-                values};
   if (rows_.empty()) rows_.resize(kRowSlots);
-  rows_[static_cast<size_t>(row_id) % kRowSlots] = row;
+  Row& row = rows_[static_cast<size_t>(row_id) % kRowSlots];
+  const bool out = s.role == wire::Role::Output, side = contract::is_later_output(s.role, s.slot);
+  row = Row{row_id, out, false, intended, static_cast<int64_t>(s.count),
+            Nonfinite{static_cast<int64_t>(s.nan), static_cast<int64_t>(s.pos_inf), static_cast<int64_t>(s.neg_inf)}};
 
-  Range& r = ranges_[range_key(*k, row)];
+  // summary_ranges' group: kernel name, layer, phase, role ('in' before 'out'), dtype, side.
+  Range& r = ranges_[RangeKey{k->name_id, k->layer_id, k->phase_id, out ? 1 : 0, int64_t{s.dtype}, side}];
+  row.range = &r;
   ++r.tensors;
   r.elements += row.count;
   r.first_kernel_id = std::min(r.first_kernel_id, kernel_id);
@@ -74,15 +67,17 @@ void TensorRollup::add_tensor(int64_t row_id, int64_t kernel_id, const wire::Ten
   r.subnormal += static_cast<int64_t>(s.subnormal);
   take_max(r.absmax, s.absmax);
   take_min(r.min_nonzero, s.min_nonzero);
-  if (row.out) {
-    LayerStep& l = layer_steps_[layer_step_key(*k, row)];
+  if (out) {
+    // summary_layer_steps' group: step, layer, phase, side.
+    LayerStep& l = layer_steps_[LayerStepKey{k->step, k->layer_id, k->phase_id, side}];
+    row.layer_step = &l;
     ++l.tensors;
     l.elements += row.count;
     take_max(l.absmax, s.absmax);
     take_min(l.min_nonzero, s.min_nonzero);
   }
-  add_nonfinite(*k, row, intended, 1);
-  if (formats) add_formats(*k, row, formats);
+  add_nonfinite(row, intended, 1);
+  if (formats) add_formats(row, formats);
 }
 
 void TensorRollup::add_late_intended(int64_t row_id) {
@@ -91,21 +86,18 @@ void TensorRollup::add_late_intended(int64_t row_id) {
   if (!found) return give_up("an intended non-finite record whose row is not among the recent ones the rollup holds");
   Row& row = *found;
   if (row.intended) return give_up("a second intended non-finite record for one tensor");
-  const Kernel* k = kernel(row.kernel_id);
-  if (!k) return give_up("an intended non-finite record whose launch is not among the recent ones the rollup holds");
-  add_nonfinite(*k, row, false, -1);
-  add_nonfinite(*k, row, true, 1);
+  add_nonfinite(row, false, -1);
+  add_nonfinite(row, true, 1);
   row.intended = true;
 }
 
-void TensorRollup::add_nonfinite(const Kernel& k, const Row& row, bool intended, int sign) {
-  Range& r = ranges_[range_key(k, row)];
-  Nonfinite& n = intended ? r.intended : r.unintended;
+void TensorRollup::add_nonfinite(const Row& row, bool intended, int sign) {
+  Nonfinite& n = intended ? row.range->intended : row.range->unintended;
   n.nan += sign * row.values.nan;
   n.pos_inf += sign * row.values.pos_inf;
   n.neg_inf += sign * row.values.neg_inf;
-  if (!row.out) return;
-  LayerStep& l = layer_steps_[layer_step_key(k, row)];
+  if (!row.layer_step) return;
+  LayerStep& l = *row.layer_step;
   if (intended) {
     l.intended += sign * (row.values.nan + row.values.pos_inf + row.values.neg_inf);
   } else {
@@ -118,25 +110,22 @@ void TensorRollup::add_late_formats(int64_t row_id, const wire::FormatCounts* fo
   if (!usable()) return;
   Row* found = row_of(row_id);
   if (!found) return give_up("late format counts whose row is not among the recent ones the rollup holds");
-  const Row& row = *found;
-  if (row.has_formats) return give_up("format counts that arrived twice for one tensor");
-  const Kernel* k = kernel(row.kernel_id);
-  if (!k) return give_up("late format counts whose launch is not among the recent ones the rollup holds");
-  add_formats(*k, row, formats);
+  if (found->has_formats) return give_up("format counts that arrived twice for one tensor");
+  add_formats(*found, formats);
 }
 
 // The format columns of one row, in the groups its other columns went to.
-void TensorRollup::add_formats(const Kernel& k, const Row& row, const wire::FormatCounts* formats) {
-  rows_[static_cast<size_t>(row.id) % kRowSlots].has_formats = true;
-  Range& r = ranges_[range_key(k, row)];
+void TensorRollup::add_formats(Row& row, const wire::FormatCounts* formats) {
+  row.has_formats = true;
+  Range& r = *row.range;
   r.formats_measured_elements.add(row.count);
   for (int f = 0; f < wire::kFormatCount; ++f) {
     const wire::FormatCounts& c = formats[f];
     const uint64_t per_format[] = {c.overflow, c.underflow, c.subnormal, c.near_max};
     for (int i = 0; i < 4; ++i) r.formats[static_cast<size_t>(4 * f + i)].add(static_cast<int64_t>(per_format[i]));
   }
-  if (!row.out) return;
-  LayerStep& l = layer_steps_[layer_step_key(k, row)];
+  if (!row.layer_step) return;
+  LayerStep& l = *row.layer_step;
   l.f16_overflow.add(static_cast<int64_t>(formats[0].overflow));
   l.f16_underflow.add(static_cast<int64_t>(formats[0].underflow));
 }

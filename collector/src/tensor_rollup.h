@@ -91,27 +91,26 @@ class TensorRollup : public SummaryRollup {
   // Recent launches by id, direct-mapped: a tensor's launch comes just before it.
   static constexpr size_t kKernelSlots = 1 << 14;
   static size_t slot_of(int64_t kernel_id);
-  // Recent tensor rows by id, direct-mapped, for their late format counts.
+  // Recent tensor rows by id, direct-mapped, for their late format counts and intended values:
+  // with the groups the row went to (a map's elements stay where they are), so that neither its
+  // own later columns nor late ones look a group up again.
   struct Row {
     int64_t id = -1;  // -1: the slot is empty
-    int64_t kernel_id = 0;
     bool out = false;
-    bool side = false;  // an output after the kernel's first (contract::is_later_output)
-    uint8_t dtype = 0;
     bool has_formats = false;
     bool intended = false;
     int64_t count = 0;
     Nonfinite values;
+    Range* range = nullptr;
+    LayerStep* layer_step = nullptr;  // outputs only
   };
   static constexpr size_t kRowSlots = 1 << 12;
 
   const Kernel* kernel(int64_t kernel_id) const;
-  static RangeKey range_key(const Kernel& k, const Row& row);
-  static LayerStepKey layer_step_key(const Kernel& k, const Row& row);
-  void add_formats(const Kernel& k, const Row& row, const wire::FormatCounts* formats);
+  static void add_formats(Row& row, const wire::FormatCounts* formats);
   // Adds the row's NaN/Inf, each value once (`sign` -1 takes them back), to its groups' columns of
   // intended or of other values.
-  void add_nonfinite(const Kernel& k, const Row& row, bool intended, int sign);
+  static void add_nonfinite(const Row& row, bool intended, int sign);
 
   void write_ranges(sql::Statement& insert) const;
   void write_layer_steps(sql::Statement& insert) const;
