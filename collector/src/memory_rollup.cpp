@@ -16,6 +16,7 @@ void MemoryRollup::add(const Event& e) {
     return give_up("more memory events than the rollup keeps");
   }
   events_.push_back(e);
+  folded_ = false;
 }
 
 void MemoryRollup::relabel(int64_t id, unsigned category, int64_t name_id) {
@@ -26,11 +27,15 @@ void MemoryRollup::relabel(int64_t id, unsigned category, int64_t name_id) {
   if (it == events_.end() || it->id != id) return give_up("a relabelled allocation whose event the rollup lacks");
   it->category = category;
   it->name_id = name_id;
+  folded_ = false;
 }
 
 void MemoryRollup::fold_events() const {
   if (folded_) return;
   folded_ = true;
+  ranks_.clear();
+  by_rank_.clear();
+  allocations_.clear();
   const auto timeline_order = [](const Event& a, const Event& b) {
     return std::tie(a.rank, a.t_ns, a.id) < std::tie(b.rank, b.t_ns, b.id);
   };
@@ -76,15 +81,28 @@ void MemoryRollup::write_rows(const std::string& table, sql::Statement& insert) 
 
 // summary_memory_peak: one row per category in the order of `categories`; of several ranks, the
 // one whose peak is largest, the lowest among equals (std::map walks the ranks in order).
-void MemoryRollup::write_peak(sql::Statement& insert) const {
+const MemoryRollup::Peak* MemoryRollup::peak_of_ranks(int32_t* peak_rank) const {
+  fold_events();
   const Peak* peak = nullptr;
-  int32_t peak_rank = 0;
   for (const auto& [rank, r] : ranks_) {
     if (r.peak && (!peak || r.peak->live > peak->live)) {
       peak = &*r.peak;
-      peak_rank = rank;
+      *peak_rank = rank;
     }
   }
+  return peak;
+}
+
+std::optional<MemoryRollup::PeakMoment> MemoryRollup::peak_moment() const {
+  int32_t rank = 0;
+  const Peak* peak = peak_of_ranks(&rank);
+  if (!peak) return std::nullopt;
+  return PeakMoment{peak->live, peak->t_ns, peak->step, rank};
+}
+
+void MemoryRollup::write_peak(sql::Statement& insert) const {
+  int32_t peak_rank = 0;
+  const Peak* peak = peak_of_ranks(&peak_rank);
   for (int c = 0; c < kCategories; ++c) {
     insert.bind(1, contract::kMemoryCategoryNames[static_cast<size_t>(c)]);
     insert.bind(2, peak ? peak->category_live[static_cast<size_t>(c)] : int64_t{0});

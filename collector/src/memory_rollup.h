@@ -52,6 +52,16 @@ class MemoryRollup : public SummaryRollup {
 
   static constexpr size_t kMaxEvents = size_t{1} << 20;
 
+  // The moment of summary_memory_peak (v_memory_peak_moment): the largest live bytes of any rank
+  // after one of its events, the first time, the lowest rank among equals. None without events.
+  struct PeakMoment {
+    int64_t live = 0;
+    int64_t t_ns = 0;
+    std::optional<int64_t> step;
+    int32_t rank = 0;
+  };
+  std::optional<PeakMoment> peak_moment() const;
+
  private:
   static constexpr const char* kPeakTable = "summary_memory_peak";
   static constexpr const char* kByRankTable = "summary_memory_by_rank";
@@ -90,12 +100,14 @@ class MemoryRollup : public SummaryRollup {
   // The summaries' rows from the events, once, before the first table is written.
   void fold_events() const;
   void fold(const Event& e) const;
+  const Peak* peak_of_ranks(int32_t* peak_rank) const;  // the trace's, and its rank
   void write_peak(sql::Statement& insert) const;
   void write_by_rank(sql::Statement& insert) const;
   void write_allocations(sql::Statement& insert) const;
 
   std::vector<Event> events_;  // in id order, as written
-  // What fold_events() made of them.
+  // What fold_events() made of them, again after an event came or changed (a trace completed a
+  // second time, when records arrived after the first).
   mutable bool folded_ = false;
   mutable std::map<int32_t, Rank> ranks_;
   mutable std::map<std::pair<int32_t, unsigned>, ByRank> by_rank_;  // (rank, category), in GROUP BY order

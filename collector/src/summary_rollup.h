@@ -28,8 +28,10 @@ class SummaryRollup {
   virtual int columns(const std::string& table) const = 0;
   virtual void write_rows(const std::string& table, sql::Statement& insert) const = 0;
 
-  bool usable() const { return usable_; }
-  const std::string& why_not() const { return why_not_; }  // "" while usable
+  // Whether its tables can be written from it; a rollup that reads another's summary is usable
+  // only while that one is too.
+  virtual bool usable() const { return usable_; }
+  virtual std::string why_not() const { return why_not_; }  // "" while usable
   // A record arrived that it cannot follow: its statements must run.
   void give_up(const char* why) {
     if (usable_) why_not_ = why;

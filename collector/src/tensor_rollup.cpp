@@ -130,6 +130,19 @@ void TensorRollup::add_formats(Row& row, const wire::FormatCounts* formats) {
   l.f16_underflow.add(static_cast<int64_t>(formats[0].underflow));
 }
 
+std::map<int64_t, TensorRollup::StepTotals> TensorRollup::step_totals() const {
+  std::map<int64_t, StepTotals> totals;
+  for (const auto& [key, l] : layer_steps_) {
+    const std::optional<int64_t>& step = std::get<0>(key);
+    if (!step) continue;
+    StepTotals& t = totals[*step];
+    t.nan += l.nan;
+    t.inf += l.inf;
+    t.intended += l.intended;
+  }
+  return totals;
+}
+
 void TensorRollup::write_rows(const std::string& table, sql::Statement& insert) const {
   if (table == kRangesTable) write_ranges(insert);
   if (table == kLayerStepsTable) write_layer_steps(insert);

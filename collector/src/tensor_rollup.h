@@ -45,6 +45,12 @@ class TensorRollup : public SummaryRollup {
   // Format counts written into row `row_id` after the row itself (its format columns were NULL).
   void add_late_formats(int64_t row_id, const wire::FormatCounts* formats);
 
+  // summary_layer_steps' non-finite columns added up over its rows of each step (those with one).
+  struct StepTotals {
+    int64_t nan = 0, inf = 0, intended = 0;
+  };
+  std::map<int64_t, StepTotals> step_totals() const;
+
  private:
   static constexpr const char* kRangesTable = "summary_ranges";
   static constexpr const char* kLayerStepsTable = "summary_layer_steps";

@@ -51,6 +51,11 @@ void TraceWriter::Impl::leave_out_idle_processes() {
     ++counts.idle_processes;
     const std::string index = std::to_string(source->index);
     db.exec("DELETE FROM processes WHERE id = " + index);
+    if (!source->ranges_while_idle.empty()) {
+      // Their starts and ends may be the minimum or the maximum the rollups keep.
+      steps_rollup.give_up("ranges of a process left out as idle");
+      counts_rollup.give_up("ranges of a process left out as idle");
+    }
     for (const int64_t range : source->ranges_while_idle)
       db.exec("DELETE FROM nvtx_ranges WHERE id = " + std::to_string(range));
     counts.nvtx_ranges -= source->ranges_while_idle.size();

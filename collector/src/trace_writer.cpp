@@ -189,8 +189,7 @@ void TraceWriter::Impl::flush_batch(RowBatch& batch, uint64_t& count) {
       [&](int) {
         ++counts.malformed_records;
         --count;
-        memory_rollup.give_up("a record that could not be written");
-        tensor_rollup.give_up("a record that could not be written");
+        give_up_rollups("a record that could not be written");
       },
       near_full()));
 }
@@ -533,8 +532,7 @@ void TraceWriter::on_record(const wire::RecordHeader* record, uint32_t source) {
     } else {
       ++w.counts.malformed_records;  // e.g. a duplicate id: the record contradicts an earlier one
       // Part of what it wrote may be in the tables: a rollup can no longer be sure of them.
-      w.memory_rollup.give_up("a record that could not be written");
-      w.tensor_rollup.give_up("a record that could not be written");
+      w.give_up_rollups("a record that could not be written");
     }
   }
 }

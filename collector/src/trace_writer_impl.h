@@ -16,6 +16,7 @@
 #include "fpscope/common/sqlite.h"
 #include "memory_rollup.h"
 #include "row_batch.h"
+#include "run_rollup.h"
 #include "tensor_rollup.h"
 
 namespace fpscope {
@@ -274,7 +275,17 @@ class TraceWriter::Impl {
   // Summaries kept as the rows are written (summary_rollup.h).
   MemoryRollup memory_rollup;
   TensorRollup tensor_rollup;
-  std::array<const SummaryRollup*, 2> rollups() const { return {&memory_rollup, &tensor_rollup}; }
+  StepsRollup steps_rollup{tensor_rollup};
+  CountsRollup counts_rollup{db, memory_rollup};
+  std::array<SummaryRollup*, 4> rollups() { return {&memory_rollup, &tensor_rollup, &steps_rollup, &counts_rollup}; }
+  std::array<const SummaryRollup*, 4> rollups() const {
+    const auto all = const_cast<Impl*>(this)->rollups();
+    return {all[0], all[1], all[2], all[3]};
+  }
+  // A record that could not be written (or only in part): no rollup can be sure of the tables.
+  void give_up_rollups(const char* why) {
+    for (SummaryRollup* rollup : rollups()) rollup->give_up(why);
+  }
   int64_t next_string_id = 1;
   // Ids handed out for a string whose text has not arrived (add_missing_strings names those left).
   std::unordered_set<int64_t> awaiting_text;

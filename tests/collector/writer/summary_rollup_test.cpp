@@ -30,7 +30,17 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank,summary_allocations";
 constexpr const char* kTensorTables = "summary_ranges,summary_layer_steps";
-const std::string kAllKept = std::string(kTensorTables) + "," + kMemoryTables;  // in the script's order
+// In the script's order.
+const std::string kAllKept = std::string(kTensorTables) + ",summary_steps," + kMemoryTables + ",summary_counts";
+// What the memory rollup keeps, with summary_counts, which reads its peak.
+const std::string kMemoryKept = std::string(kMemoryTables) + ",summary_counts";
+// Why summary_steps and summary_counts are left to their statements when the rollup they read gave up.
+std::string steps_not_kept(const std::string& why) {
+  return "summary_steps: it reads summary_layer_steps, not rolled up: " + why;
+}
+std::string counts_not_kept(const std::string& why) {
+  return "summary_counts: it reads summary_memory_peak, not rolled up: " + why;
+}
 
 struct Event {
   uint32_t source;  // the ring; ring 1 is rank 1
@@ -270,7 +280,9 @@ TEST_F(RollupTest, RelabelledAllocationsAreKeptAsTheStatementsWriteThem) {
 TEST_F(RollupTest, AnUnknownCategoryLeavesItToTheStatements) {
   feed({0, 100, true, 1, 500, 3});
   feed({0, 110, true, 2, 700, contract::kMemoryCategoryCount});
-  expect_the_statements_tables(kTensorTables, std::string(kMemoryTables) + ": a memory category the views do not know");
+  const std::string why = "a memory category the views do not know";
+  expect_the_statements_tables(std::string(kTensorTables) + ",summary_steps",
+                               std::string(kMemoryTables) + ": " + why + "; " + counts_not_kept(why));
 }
 
 // Tensors of launches of two ranks with the same launch numbers: several kernels, layers and phases
@@ -430,8 +442,8 @@ TEST_F(RollupTest, LateFormatCountsAreAddedToTheirRowsGroups) {
 
 TEST_F(RollupTest, FormatCountsArrivingTwiceLeaveItToTheStatements) {
   feed_late_format_counts(*writer_, 2);
-  expect_the_statements_tables(kMemoryTables,
-                               std::string(kTensorTables) + ": format counts that arrived twice for one tensor");
+  const std::string why = "format counts that arrived twice for one tensor";
+  expect_the_statements_tables(kMemoryKept, std::string(kTensorTables) + ": " + why + "; " + steps_not_kept(why));
 }
 
 // A tensor whose launch never arrived: the statements' join leaves it out.
@@ -440,8 +452,8 @@ TEST_F(RollupTest, ATensorWithoutItsLaunchLeavesItToTheStatements) {
   t.seq = 7;
   t.count = 4;
   writer_->on_record(test::header(pack(t)));
-  expect_the_statements_tables(
-      kMemoryTables, std::string(kTensorTables) + ": a tensor whose launch is not among the recent ones the rollup holds");
+  const std::string why = "a tensor whose launch is not among the recent ones the rollup holds";
+  expect_the_statements_tables(kMemoryKept, std::string(kTensorTables) + ": " + why + "; " + steps_not_kept(why));
   Reader db(path_);
   EXPECT_EQ(db.integer("SELECT count(*) FROM summary_ranges"), 0);
 }
@@ -456,8 +468,125 @@ TEST_F(RollupTest, ARecordThatCannotBeWrittenLeavesItToTheStatements) {
   writer_->on_record(test::header(pack(l)));
   writer_->commit();  // the launches are written a batch at a time: the second is refused here
   EXPECT_EQ(writer_->counts().malformed_records, 1u);
-  expect_the_statements_tables("", std::string(kMemoryTables) + ": a record that could not be written; " +
-                                       kTensorTables + ": a record that could not be written");
+  const std::string why = ": a record that could not be written";
+  expect_the_statements_tables(
+      "", kMemoryTables + why + "; " + kTensorTables + why + "; summary_steps" + why + "; summary_counts" + why);
+}
+
+
+// A run of two ranks as mptrain's NVTX marks it: step ranges, the training phases in them and an
+// evaluation after the last (a tail step, in one rank a step the other trained in, in both a step
+// nobody trained in), kernels sampled and not, outputs with NaN/Inf allowed and not, memory events,
+// the two ranks' records interleaved, and ranges the program never closed.
+TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
+  const char* const names[] = {"forward", "backward", "optimizer", "eval", "conv"};  // strings 20..24
+  for (uint32_t source : {0u, 1u})
+    for (uint32_t i = 0; i < std::size(names); ++i)
+      writer_->on_record(test::header(test::string_record(20 + i, names[i])), source);
+  std::mt19937_64 random(13);
+  const auto pick = [&](uint64_t n) { return static_cast<int64_t>(random() % n); };
+  const auto range = [&](uint32_t source, int64_t t, uint32_t category, uint32_t message, bool open) {
+    if (open) {
+      auto r = blank<wire::NvtxPushRecord>(RecordType::NvtxPush);
+      r.t_ns = t;
+      r.domain = 5;
+      r.category = category;
+      r.message = message;
+      writer_->on_record(test::header(pack(r)), source);
+    } else {
+      auto r = blank<wire::NvtxPopRecord>(RecordType::NvtxPop);
+      r.t_ns = t;
+      r.domain = 5;
+      writer_->on_record(test::header(pack(r)), source);
+    }
+  };
+  const auto phase = static_cast<uint32_t>(contract::NvtxCategory::Phase);
+  std::vector<int64_t> t = {1000, 400};  // the ranks' clocks
+  std::vector<uint64_t> seq = {1, 1};
+  uint64_t next_alloc = 1;
+  // Rank 0 trains steps 0..9 and evaluates in 10 and 11; rank 1 trains 0..10 and evaluates in 11.
+  for (int64_t step = 0; step <= 11; ++step) {
+    for (uint32_t source : {0u, 1u}) {
+      const bool trains = step < (source == 0 ? 10 : 11);
+      step_range(source, t[source] += 1 + pick(5), step);
+      for (uint32_t p = 0; p < (trains ? 3u : 1u); ++p) {
+        range(source, t[source] += pick(3), phase, trains ? 20 + p : 23, true);
+        for (int k = 0; k < 1 + pick(4); ++k) {
+          auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+          l.seq = seq[source]++;
+          l.start_ns = t[source] += pick(4);
+          l.end_ns = t[source] += pick(50);
+          l.kernel = 24;
+          l.step = step;
+          l.sampled = static_cast<uint8_t>(pick(3) != 0);
+          writer_->on_record(test::header(pack(l)), source);
+          if (!l.sampled) continue;
+          auto o = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
+          o.seq = l.seq;
+          o.role = wire::Role::Output;
+          o.name = 24;
+          o.count = 10;
+          o.nan = pick(6) ? 0 : 1 + pick(3);
+          o.absmax = o.min_nonzero = 1.0;
+          writer_->on_record(test::header(pack(o)), source);
+          if (o.nan) {
+            auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
+            r.seq = l.seq;
+            r.role_slot = contract::pack_role_slot(wire::Role::Output, 0);
+            r.kind = wire::NonfiniteKind::NaN;
+            r.origin = static_cast<uint8_t>(pick(2));
+            r.allowed = static_cast<uint8_t>(pick(2));
+            writer_->on_record(test::header(pack(r)), source);
+          }
+          if (pick(2)) feed({source, t[source], true, next_alloc++, 1000 * static_cast<uint64_t>(1 + pick(4)), 1});
+        }
+        // The last phase of the last step stays open: the program ends inside it.
+        if (!(step == 11 && source == 1)) range(source, t[source] += pick(3), phase, 0, false);
+      }
+      if (!(step == 11 && source == 1)) step_range(source, t[source] += pick(3), -1);
+    }
+  }
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  const auto count = [&](const char* key) {
+    return db.integer("SELECT value FROM summary_counts WHERE key = '" + std::string(key) + "'");
+  };
+  EXPECT_EQ(count("steps"), 11);  // 0..10: rank 1 trained in 10
+  EXPECT_EQ(count("tail_step"), 11);
+  EXPECT_EQ(count("ranks"), 2);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM summary_steps"), 12);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM nvtx_ranges WHERE end_ns IS NULL"), 2);
+}
+
+// Records that arrive after the trace was completed once (the program's exit began): completed
+// again, the summaries count them.
+TEST_F(RollupTest, RecordsAfterAFirstCompletionAreCounted) {
+  writer_->on_record(test::header(test::string_record(24, "conv")));
+  const auto launch = [&](uint64_t seq, int64_t t) {
+    auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+    l.seq = seq;
+    l.start_ns = t;
+    l.end_ns = t + 10;
+    l.kernel = 24;
+    l.step = 0;
+    l.sampled = 1;
+    writer_->on_record(test::header(pack(l)));
+  };
+  step_range(0, 5, 0);
+  launch(1, 10);
+  feed({0, 20, true, 1, 4096, 1});
+  step_range(0, 25, -1);
+  ASSERT_TRUE(writer_->prepare_finish()) << writer_->error();
+  step_range(0, 28, 1);
+  launch(2, 30);
+  feed({0, 40, true, 2, 8192, 1});
+  step_range(0, 50, -1);
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'steps'"), 2);
+  EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'kernels'"), 2);
+  EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'memory_peak_bytes'"), 12288);
+  EXPECT_EQ(db.integer("SELECT end_ns FROM summary_steps WHERE step = 1"), 50);
 }
 
 }  // namespace
