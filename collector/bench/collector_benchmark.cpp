@@ -96,8 +96,9 @@ RecordStream make_stream(uint64_t launches, bool full) {
   add_string(s, 1, "conv2d_forward");
   add_string(s, 2, "conv1");
   for (uint32_t i = 0; i < kTensorsPerLaunch; ++i) add_string(s, 3 + i, "conv1.tensor");
+  // Each launch before its tensors, as the injector writes them (the collector's tensor summaries
+  // are kept only for tensors whose launch it has).
   for (uint64_t seq = 1; seq <= launches; ++seq) {
-    for (int t = 0; t < kTensorsPerLaunch; ++t) add_tensor(s, seq, t, full);
     auto* l = static_cast<wire::LaunchRecord*>(s.append(1));
     *l = {};
     l->h = {wire::RecordType::Launch, 1, 1};
@@ -110,6 +111,7 @@ RecordStream make_stream(uint64_t launches, bool full) {
     l->n_inputs = kTensorsPerLaunch - 1;
     l->n_outputs = 1;
     l->sampled = 1;
+    for (int t = 0; t < kTensorsPerLaunch; ++t) add_tensor(s, seq, t, full);
   }
   return s;
 }
