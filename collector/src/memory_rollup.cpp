@@ -100,6 +100,16 @@ std::optional<MemoryRollup::PeakMoment> MemoryRollup::peak_moment() const {
   return PeakMoment{peak->live, peak->t_ns, peak->step, rank};
 }
 
+std::map<int32_t, int64_t> MemoryRollup::peak_by_rank() const {
+  fold_events();
+  std::map<int32_t, int64_t> peaks;
+  for (const auto& [key, b] : by_rank_) {
+    const auto [it, added] = peaks.try_emplace(key.first, b.max_total_live);
+    if (!added) it->second = std::max(it->second, b.max_total_live);
+  }
+  return peaks;
+}
+
 void MemoryRollup::write_peak(sql::Statement& insert) const {
   int32_t peak_rank = 0;
   const Peak* peak = peak_of_ranks(&peak_rank);

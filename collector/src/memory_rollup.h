@@ -61,6 +61,9 @@ class MemoryRollup : public SummaryRollup {
     int32_t rank = 0;
   };
   std::optional<PeakMoment> peak_moment() const;
+  // Each rank's largest live bytes after one of its events (max of summary_memory_by_rank's
+  // max_total_live over the rank's rows); ranks without events have none.
+  std::map<int32_t, int64_t> peak_by_rank() const;
 
  private:
   static constexpr const char* kPeakTable = "summary_memory_peak";

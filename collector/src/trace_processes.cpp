@@ -54,7 +54,7 @@ void TraceWriter::Impl::leave_out_idle_processes() {
     if (!source->ranges_while_idle.empty()) {
       // Their starts and ends may be the minimum or the maximum the rollups keep.
       steps_rollup.give_up("ranges of a process left out as idle");
-      counts_rollup.give_up("ranges of a process left out as idle");
+      run_rollup.give_up("ranges of a process left out as idle");
     }
     for (const int64_t range : source->ranges_while_idle)
       db.exec("DELETE FROM nvtx_ranges WHERE id = " + std::to_string(range));

@@ -247,7 +247,7 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
       .set(11, uint32_t{r.sampled})
       .set(12, src->rank);
   tensor_rollup.add_kernel(id, name_id, layer_id, phase_id, r.step < 0 ? std::nullopt : std::optional(r.step));
-  counts_rollup.add_kernel(src->rank, r.start_ns, r.end_ns, r.sampled == 1);
+  run_rollup.add_kernel(src->rank, r.start_ns, r.end_ns, r.step < 0 ? std::nullopt : std::optional(r.step), r.sampled == 1);
   ++counts.kernels;
   if (kernel_rows.full()) flush_batch(kernel_rows, counts.kernels);
 }
@@ -305,7 +305,7 @@ void TraceWriter::Impl::insert_ready_tensors() {
     if (refused[r]) continue;
     const PendingTensor& t = ready_tensors[r];
     tensor_rollup.add_tensor(t.row_id, t.kernel_id, t.stats, t.has_formats ? t.formats : nullptr, t.intended);
-    counts_rollup.add_tensor();
+    run_rollup.add_tensor();
     row_written();
     ++counts.tensors;
   }
@@ -453,7 +453,7 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   st.run();
   row_written();
   ++counts.nonfinite;
-  counts_rollup.add_nonfinite(r.allowed != 0);
+  run_rollup.add_nonfinite(src->rank, r.allowed != 0);
   if (!r.allowed) return;
   // Its values count as intended in the tensor summaries: still in assembly, or already rolled up.
   if (PendingTensor* t = pending_for(thread_state(r.h.thread), r.seq, r.role_slot)) {
@@ -531,7 +531,7 @@ void TraceWriter::Impl::insert_range(const OpenRange& range, std::optional<int64
   const RangeRow row{rank, range.start_ns, end_ns, range.kind == RangeKind::Step, range.kind == RangeKind::Phase,
                      range.name_id, range.step};
   steps_rollup.add_range(row);
-  counts_rollup.add_range(row);
+  run_rollup.add_range(row);
   ++counts.nvtx_ranges;
   if (range_rows.full()) flush_batch(range_rows, counts.nvtx_ranges);
 }
@@ -581,7 +581,7 @@ void TraceWriter::Impl::handle(const wire::AllocRecord& r) {
       .set(10, src->rank);
   memory_rollup.add({a.row, src->rank, r.t_ns, step, r.category, true, static_cast<int64_t>(r.bytes), alloc_id(r.id),
                      a.name_id});
-  counts_rollup.add_memory_event(r.t_ns);
+  run_rollup.add_memory_event(r.t_ns);
   ++counts.memory_events;
   if (memory_rows.full()) flush_batch(memory_rows, counts.memory_events);
 }
@@ -627,7 +627,7 @@ void TraceWriter::Impl::handle(const wire::FreeRecord& r) {
       .set(10, src->rank);
   memory_rollup.add({row, src->rank, r.t_ns, step, a.category, false, static_cast<int64_t>(bytes), alloc_id(r.id),
                      a.name_id});
-  counts_rollup.add_memory_event(r.t_ns);
+  run_rollup.add_memory_event(r.t_ns);
   ++counts.memory_events;
   if (memory_rows.full()) flush_batch(memory_rows, counts.memory_events);
 }

@@ -276,8 +276,8 @@ class TraceWriter::Impl {
   MemoryRollup memory_rollup;
   TensorRollup tensor_rollup;
   StepsRollup steps_rollup{tensor_rollup};
-  CountsRollup counts_rollup{db, memory_rollup};
-  std::array<SummaryRollup*, 4> rollups() { return {&memory_rollup, &tensor_rollup, &steps_rollup, &counts_rollup}; }
+  RunRollup run_rollup{db, memory_rollup};
+  std::array<SummaryRollup*, 4> rollups() { return {&memory_rollup, &tensor_rollup, &steps_rollup, &run_rollup}; }
   std::array<const SummaryRollup*, 4> rollups() const {
     const auto all = const_cast<Impl*>(this)->rollups();
     return {all[0], all[1], all[2], all[3]};

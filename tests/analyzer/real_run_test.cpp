@@ -31,7 +31,7 @@ using fpscope::test::traced;
 
 namespace {
 
-// The collector shares the summaries out between two connections and keeps the memory, tensor, step and count
+// The collector shares the summaries out between two connections and keeps the memory, tensor, step, rank and count
 // summaries as the rows arrive; one connection running trace_finalize.sql on a copy of the trace writes the
 // same tables, row for row.
 TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
@@ -45,12 +45,12 @@ TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
     ASSERT_EQ(shared.size(), alone.size()) << args;
     for (size_t i = 0; i < shared.size(); ++i) ASSERT_EQ(shared[i], alone[i]) << "row " << i << " of " << args;
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'finalize_status'"), "ok");
-    // The memory, tensor, step and count summaries were kept as the rows arrived (an mptrain trace
+    // The memory, tensor, step, rank and count summaries were kept as the rows arrived (an mptrain trace
     // never relabels, and its format counts come with their tensors), declared as their statements
     // declare them.
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_rolled_up'"),
               "summary_ranges,summary_layer_steps,summary_steps,summary_memory_peak,summary_memory_by_rank,"
-              "summary_allocations,summary_counts");
+              "summary_allocations,summary_ranks,summary_counts");
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_not_rolled_up'"), "");
     const std::string declared =
         "select group_concat(sql, ';') from (select sql from sqlite_master where name like 'summary_%' order by name)";

@@ -31,15 +31,17 @@ namespace fs = std::filesystem;
 constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank,summary_allocations";
 constexpr const char* kTensorTables = "summary_ranges,summary_layer_steps";
 // In the script's order.
-const std::string kAllKept = std::string(kTensorTables) + ",summary_steps," + kMemoryTables + ",summary_counts";
-// What the memory rollup keeps, with summary_counts, which reads its peak.
-const std::string kMemoryKept = std::string(kMemoryTables) + ",summary_counts";
-// Why summary_steps and summary_counts are left to their statements when the rollup they read gave up.
+const std::string kAllKept =
+    std::string(kTensorTables) + ",summary_steps," + kMemoryTables + ",summary_ranks,summary_counts";
+// What the memory rollup keeps, with summary_ranks and summary_counts, which read its peaks.
+const std::string kMemoryKept = std::string(kMemoryTables) + ",summary_ranks,summary_counts";
+// Why summary_steps, summary_ranks and summary_counts are left to their statements when the rollup
+// they read gave up.
 std::string steps_not_kept(const std::string& why) {
   return "summary_steps: it reads summary_layer_steps, not rolled up: " + why;
 }
 std::string counts_not_kept(const std::string& why) {
-  return "summary_counts: it reads summary_memory_peak, not rolled up: " + why;
+  return "summary_ranks,summary_counts: it reads the memory summaries, not rolled up: " + why;
 }
 
 struct Event {
@@ -470,14 +472,15 @@ TEST_F(RollupTest, ARecordThatCannotBeWrittenLeavesItToTheStatements) {
   EXPECT_EQ(writer_->counts().malformed_records, 1u);
   const std::string why = ": a record that could not be written";
   expect_the_statements_tables(
-      "", kMemoryTables + why + "; " + kTensorTables + why + "; summary_steps" + why + "; summary_counts" + why);
+      "", kMemoryTables + why + "; " + kTensorTables + why + "; summary_steps" + why + "; summary_ranks,summary_counts" + why);
 }
 
 
 // A run of two ranks as mptrain's NVTX marks it: step ranges, the training phases in them and an
 // evaluation after the last (a tail step, in one rank a step the other trained in, in both a step
-// nobody trained in), kernels sampled and not, outputs with NaN/Inf allowed and not, memory events,
-// the two ranks' records interleaved, and ranges the program never closed.
+// nobody trained in), kernels sampled and not, outputs with NaN/Inf allowed and not (made from
+// finite values or not), loss-scale events, memory events, ranges the program never closed; one
+// rank announced by its process, the other known by its kernels only.
 TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
   const char* const names[] = {"forward", "backward", "optimizer", "eval", "conv"};  // strings 20..24
   for (uint32_t source : {0u, 1u})
@@ -540,6 +543,15 @@ TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
           }
           if (pick(2)) feed({source, t[source], true, next_alloc++, 1000 * static_cast<uint64_t>(1 + pick(4)), 1});
         }
+        if (trains && p == 2) {  // the optimizer's loss scale: some steps skipped
+          auto ls = blank<wire::LossScaleRecord>(RecordType::LossScale);
+          ls.seq = seq[source] - 1;
+          ls.t_ns = t[source];
+          ls.step = step;
+          ls.scale_before = ls.scale_after = 1024.0;
+          ls.found_inf = static_cast<uint8_t>(pick(3) == 0);
+          writer_->on_record(test::header(pack(ls)), source);
+        }
         // The last phase of the last step stays open: the program ends inside it.
         if (!(step == 11 && source == 1)) range(source, t[source] += pick(3), phase, 0, false);
       }
@@ -554,6 +566,9 @@ TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
   EXPECT_EQ(count("steps"), 11);  // 0..10: rank 1 trained in 10
   EXPECT_EQ(count("tail_step"), 11);
   EXPECT_EQ(count("ranks"), 2);
+  EXPECT_EQ(db.integer("SELECT count(*) FROM summary_ranks WHERE first_origin_kernel_id IS NOT NULL"), 2);
+  EXPECT_GT(db.integer("SELECT sum(skipped_steps) FROM summary_ranks"), 0);
+  EXPECT_EQ(db.integer("SELECT sum(processes) FROM summary_ranks"), 1);
   EXPECT_EQ(db.integer("SELECT count(*) FROM summary_steps"), 12);
   EXPECT_EQ(db.integer("SELECT count(*) FROM nvtx_ranges WHERE end_ns IS NULL"), 2);
 }
