@@ -76,6 +76,7 @@ void MemoryRollup::write_rows(const std::string& table, sql::Statement& insert) 
   fold_events();
   if (table == kPeakTable) write_peak(insert);
   if (table == kByRankTable) write_by_rank(insert);
+  if (table == kMemoryTable) write_memory(insert);
   if (table == kAllocationsTable) write_allocations(insert);
 }
 
@@ -122,6 +123,26 @@ void MemoryRollup::write_peak(sql::Statement& insert) const {
       insert.bind_null(3).bind_null(4).bind_null(5).bind_null(6);
     }
     insert.run();
+  }
+}
+
+// summary_memory: one row per category of `categories`, in its order: the category's live bytes at
+// the trace's peak, and its summary_memory_by_rank rows over the ranks (0 without any).
+void MemoryRollup::write_memory(sql::Statement& insert) const {
+  int32_t peak_rank = 0;
+  const Peak* peak = peak_of_ranks(&peak_rank);
+  for (int c = 0; c < kCategories; ++c) {
+    const auto category = static_cast<unsigned>(c);
+    ByRank all;
+    for (const auto& [key, b] : by_rank_) {
+      if (key.second != category) continue;
+      all.max_live = std::max(all.max_live, b.max_live);
+      all.allocated += b.allocated;
+      all.allocations += b.allocations;
+      all.live_at_end += b.live_at_end;
+    }
+    insert.run_with(c, peak ? peak->category_live[category] : int64_t{0}, all.max_live, all.allocated,
+                    all.allocations, all.live_at_end);
   }
 }
 

@@ -1,5 +1,5 @@
-// The memory summaries of trace_finalize.sql, summary_memory_peak, summary_memory_by_rank and
-// summary_allocations, made from the memory events the writer keeps as it writes them
+// The memory summaries of trace_finalize.sql, summary_memory_peak, summary_memory_by_rank,
+// summary_memory and summary_allocations, made from the memory events the writer keeps as it writes them
 // (summary_rollup.h), so that the end of the run need not walk the timeline with SQLite's window
 // functions (about a microsecond per event and window: 30 to 150 ms of a run's end here) nor group
 // every event again.
@@ -26,9 +26,9 @@ namespace fpscope {
 
 class MemoryRollup : public SummaryRollup {
  public:
-  std::vector<std::string> tables() const override { return {kPeakTable, kByRankTable, kAllocationsTable}; }
+  std::vector<std::string> tables() const override { return {kPeakTable, kByRankTable, kMemoryTable, kAllocationsTable}; }
   int columns(const std::string& table) const override {
-    return table == kPeakTable ? 6 : table == kByRankTable ? 7 : 8;
+    return table == kPeakTable || table == kMemoryTable ? 6 : table == kByRankTable ? 7 : 8;
   }
   void write_rows(const std::string& table, sql::Statement& insert) const override;
 
@@ -68,6 +68,7 @@ class MemoryRollup : public SummaryRollup {
  private:
   static constexpr const char* kPeakTable = "summary_memory_peak";
   static constexpr const char* kByRankTable = "summary_memory_by_rank";
+  static constexpr const char* kMemoryTable = "summary_memory";
   static constexpr const char* kAllocationsTable = "summary_allocations";
   static constexpr int kCategories = contract::kMemoryCategoryCount;
 
@@ -106,6 +107,7 @@ class MemoryRollup : public SummaryRollup {
   const Peak* peak_of_ranks(int32_t* peak_rank) const;  // the trace's, and its rank
   void write_peak(sql::Statement& insert) const;
   void write_by_rank(sql::Statement& insert) const;
+  void write_memory(sql::Statement& insert) const;
   void write_allocations(sql::Statement& insert) const;
 
   std::vector<Event> events_;  // in id order, as written

@@ -50,7 +50,7 @@ TEST_F(RealRun, SummariesEqualOneConnectionRunningTheScript) {
     // declare them.
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_rolled_up'"),
               "summary_ranges,summary_layer_steps,summary_steps,summary_memory_peak,summary_memory_by_rank,"
-              "summary_allocations,summary_ranks,summary_counts");
+              "summary_memory,summary_allocations,summary_ranks,summary_counts");
     EXPECT_EQ(*fpscope::test::sql_text(path, "select value from meta where key = 'summaries_not_rolled_up'"), "");
     const std::string declared =
         "select group_concat(sql, ';') from (select sql from sqlite_master where name like 'summary_%' order by name)";

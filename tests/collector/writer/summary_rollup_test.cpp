@@ -28,7 +28,8 @@ using test::Reader;
 using wire::RecordType;
 namespace fs = std::filesystem;
 
-constexpr const char* kMemoryTables = "summary_memory_peak,summary_memory_by_rank,summary_allocations";
+constexpr const char* kMemoryTables =
+    "summary_memory_peak,summary_memory_by_rank,summary_memory,summary_allocations";
 constexpr const char* kTensorTables = "summary_ranges,summary_layer_steps";
 // In the script's order.
 const std::string kAllKept =
