@@ -133,15 +133,16 @@ void MemoryRollup::write_memory(sql::Statement& insert) const {
   const Peak* peak = peak_of_ranks(&peak_rank);
   for (int c = 0; c < kCategories; ++c) {
     const auto category = static_cast<unsigned>(c);
+    std::optional<int64_t> max_live;  // may be negative: a free seen before its allocation
     ByRank all;
     for (const auto& [key, b] : by_rank_) {
       if (key.second != category) continue;
-      all.max_live = std::max(all.max_live, b.max_live);
+      if (!max_live || b.max_live > *max_live) max_live = b.max_live;
       all.allocated += b.allocated;
       all.allocations += b.allocations;
       all.live_at_end += b.live_at_end;
     }
-    insert.run_with(c, peak ? peak->category_live[category] : int64_t{0}, all.max_live, all.allocated,
+    insert.run_with(c, peak ? peak->category_live[category] : int64_t{0}, max_live.value_or(0), all.allocated,
                     all.allocations, all.live_at_end);
   }
 }

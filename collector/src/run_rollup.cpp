@@ -1,6 +1,6 @@
 // The whole-run summaries rolled up as rows are written (run_rollup.h says when they are used).
-// Each value below is the one trace_finalize.sql's summary_steps and summary_counts compute, with
-// SQL's NULL rules: a minimum or a maximum over no value is NULL, a count 0.
+// Each value below is the one trace_finalize.sql's summary_steps, summary_ranks and summary_counts
+// compute, with SQL's NULL rules: a minimum or a maximum over no value is NULL, a count 0.
 #include "run_rollup.h"
 
 #include <algorithm>
@@ -71,15 +71,16 @@ std::string RunRollup::why_not() const {
 void RunRollup::add_kernel(int32_t rank, int64_t start_ns, int64_t end_ns, std::optional<int64_t> step,
                            bool sampled) {
   if (!SummaryRollup::usable()) return;
+  int64_t duration = 0;  // SQLite's subtraction would give a REAL beyond 64 bits
+  if (__builtin_sub_overflow(end_ns, start_ns, &duration)) return give_up("a kernel's duration beyond 64 bits");
   ++kernels_;
   sampled_ += sampled ? 1 : 0;
-  take_max(longest_, end_ns - start_ns);
+  take_max(longest_, duration);
   take_min(first_kernel_ns_, start_ns);
   take_max(last_kernel_ns_, end_ns);
-  const auto [it, added] = work_.try_emplace(rank);
-  Work& w = it->second;
-  if (added || start_ns < w.start_ns) w.start_ns = start_ns;
-  if (added || end_ns > w.end_ns) w.end_ns = end_ns;
+  Work& w = work_[rank];
+  take_min(w.start_ns, start_ns);
+  take_max(w.end_ns, end_ns);
   ++w.kernels;
   if (step) w.steps.insert(*step);
 }
@@ -102,10 +103,15 @@ void RunRollup::add_memory_event(int64_t t_ns) {
   take_max(last_memory_ns_, t_ns);
 }
 
-void RunRollup::add_nonfinite(int32_t rank, bool allowed) {
+void RunRollup::add_tensor() {
+  if (SummaryRollup::usable()) ++tensors_;
+}
+
+// The statements count `allowed = 0` and `allowed = 1` apart; a row of any other value is neither.
+void RunRollup::add_nonfinite(int32_t rank, int64_t allowed) {
   if (!SummaryRollup::usable()) return;
-  if (allowed) ++allowed_nonfinite_;
-  else ++nonfinite_[rank];
+  if (allowed == 1) ++allowed_nonfinite_;
+  if (allowed == 0) ++nonfinite_[rank];
 }
 
 // v_step_ranges: a step range is its rank's tail when it starts after the last training phase
@@ -197,8 +203,8 @@ void RunRollup::write_ranks(sql::Statement& insert) const {
     insert.bind(6, has_w ? w->second.kernels : int64_t{0});
     insert.bind(7, (has_w ? static_cast<int64_t>(w->second.steps.size()) : int64_t{0}) -
                        (tails != tails_with_kernels.end() ? tails->second : int64_t{0}));
-    insert.bind(8, has_w ? std::optional(w->second.start_ns) : std::nullopt);
-    insert.bind(9, has_w ? std::optional(w->second.end_ns) : std::nullopt);
+    insert.bind(8, has_w ? w->second.start_ns : std::nullopt);
+    insert.bind(9, has_w ? w->second.end_ns : std::nullopt);
     insert.bind(10, nf != nonfinite_.end() ? nf->second : int64_t{0});
     insert.bind(11, has_o ? std::optional(o->second.kernel_id) : std::nullopt);
     insert.bind(12, has_o ? o->second.step : std::nullopt);

@@ -77,8 +77,8 @@ class RunRollup : public SummaryRollup {
   void add_kernel(int32_t rank, int64_t start_ns, int64_t end_ns, std::optional<int64_t> step, bool sampled);
   void add_range(const RangeRow& r);
   void add_memory_event(int64_t t_ns);
-  void add_tensor() { ++tensors_; }
-  void add_nonfinite(int32_t rank, bool allowed);
+  void add_tensor();
+  void add_nonfinite(int32_t rank, int64_t allowed);  // as nonfinite.allowed holds it
 
  private:
   static constexpr const char* kRanksTable = "summary_ranks";
@@ -101,7 +101,7 @@ class RunRollup : public SummaryRollup {
   struct Work {
     int64_t kernels = 0;
     std::set<int64_t> steps;  // those with a step
-    int64_t start_ns = 0, end_ns = 0;
+    std::optional<int64_t> start_ns, end_ns;
   };
   std::map<int32_t, Work> work_;
   int64_t kernels_ = 0, sampled_ = 0;

@@ -453,8 +453,9 @@ void TraceWriter::Impl::handle(const wire::NonfiniteRecord& r) {
   st.run();
   row_written();
   ++counts.nonfinite;
-  run_rollup.add_nonfinite(src->rank, r.allowed != 0);
-  if (!r.allowed) return;
+  run_rollup.add_nonfinite(src->rank, r.allowed);
+  // The statements take `allowed = 1` for a rule's cover.
+  if (r.allowed != 1) return;
   // Its values count as intended in the tensor summaries: still in assembly, or already rolled up.
   if (PendingTensor* t = pending_for(thread_state(r.h.thread), r.seq, r.role_slot)) {
     t->intended = true;

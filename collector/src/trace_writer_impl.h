@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <type_traits>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -277,11 +278,13 @@ class TraceWriter::Impl {
   TensorRollup tensor_rollup;
   StepsRollup steps_rollup{tensor_rollup};
   RunRollup run_rollup{db, memory_rollup};
-  std::array<SummaryRollup*, 4> rollups() { return {&memory_rollup, &tensor_rollup, &steps_rollup, &run_rollup}; }
-  std::array<const SummaryRollup*, 4> rollups() const {
-    const auto all = const_cast<Impl*>(this)->rollups();
-    return {all[0], all[1], all[2], all[3]};
+  template <typename Self>  // Impl or const Impl
+  static auto rollups_of(Self& self) {
+    using Rollup = std::conditional_t<std::is_const_v<Self>, const SummaryRollup*, SummaryRollup*>;
+    return std::array<Rollup, 4>{&self.memory_rollup, &self.tensor_rollup, &self.steps_rollup, &self.run_rollup};
   }
+  auto rollups() { return rollups_of(*this); }
+  auto rollups() const { return rollups_of(*this); }
   // A record that could not be written (or only in part): no rollup can be sure of the tables.
   void give_up_rollups(const char* why) {
     for (SummaryRollup* rollup : rollups()) rollup->give_up(why);

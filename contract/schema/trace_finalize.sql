@@ -8,11 +8,10 @@
 -- Keep each summary a single `CREATE TABLE summary_<name> AS SELECT ...` statement for that reason;
 -- a summary may read summaries created before it. The collector makes the summaries that read no
 -- other summary on two connections at once, then the rest in this file's order (trace_writer.cpp,
--- "Summaries"): a summary that reads another must name it (summary_...). summary_memory_peak,
--- summary_memory_by_rank, summary_allocations, summary_ranges and summary_layer_steps it keeps up
--- to date as the rows arrive instead, when it can do so exactly (collector/src/summary_rollup.h);
--- their statements here remain the definition, and a change to one must be made to its rollup too
--- (the tests that compare the two fail otherwise).
+-- "Summaries"): a summary that reads another must name it (summary_...). Every summary but
+-- summary_nonfinite it keeps up to date as the rows arrive instead, when it can do so exactly
+-- (collector/src/summary_rollup.h); their statements here remain the definition, and a change to
+-- one must be made to its rollup too (the tests that compare the two fail otherwise).
 
 DROP TABLE IF EXISTS summary_ranges;
 DROP TABLE IF EXISTS summary_layer_steps;

@@ -54,6 +54,18 @@ struct Event {
   uint8_t category;  // of an alloc (a free's is its allocation's)
 };
 
+// The Nonfinite record of launch `seq`'s tensor `role_slot` (contract::pack_role_slot).
+wire::NonfiniteRecord nonfinite(uint64_t seq, uint8_t role_slot, wire::NonfiniteKind kind, uint8_t origin,
+                                uint8_t allowed) {
+  auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
+  r.seq = seq;
+  r.role_slot = role_slot;
+  r.kind = kind;
+  r.origin = origin;
+  r.allowed = allowed;
+  return r;
+}
+
 class RollupTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -82,16 +94,20 @@ class RollupTest : public ::testing::Test {
     writer_->on_record(test::header(pack(process)), 1);
   }
 
-  // Opens (step >= 0) or closes the step range of ring `source`'s thread 1, as mptrain's NVTX does.
-  void step_range(uint32_t source, int64_t t_ns, int64_t step) {
-    if (step >= 0) {
+  // Opens a range of mptrain's domain on ring `source`'s thread 1 (its category, its message's
+  // string, a step range's number as its payload), or closes the innermost one (`open` false).
+  void nvtx(uint32_t source, int64_t t_ns, bool open, contract::NvtxCategory category = {}, uint32_t message = 0,
+            int64_t step = -1) {
+    if (open) {
       auto r = blank<wire::NvtxPushRecord>(RecordType::NvtxPush);
       r.t_ns = t_ns;
       r.domain = 5;
-      r.category = static_cast<uint32_t>(contract::NvtxCategory::Step);
-      r.message = 6;
-      r.payload_kind = 1;
-      r.payload_i = step;
+      r.category = static_cast<uint32_t>(category);
+      r.message = message;
+      if (step >= 0) {
+        r.payload_kind = 1;
+        r.payload_i = step;
+      }
       writer_->on_record(test::header(pack(r)), source);
     } else {
       auto r = blank<wire::NvtxPopRecord>(RecordType::NvtxPop);
@@ -99,6 +115,12 @@ class RollupTest : public ::testing::Test {
       r.domain = 5;
       writer_->on_record(test::header(pack(r)), source);
     }
+  }
+
+  // Opens (step >= 0) or closes the step range of ring `source`'s thread 1, as mptrain's NVTX does.
+  void step_range(uint32_t source, int64_t t_ns, int64_t step) {
+    if (step >= 0) nvtx(source, t_ns, true, contract::NvtxCategory::Step, 6, step);
+    else nvtx(source, t_ns, false);
   }
 
   void feed(const Event& e) {
@@ -343,12 +365,9 @@ TEST_F(RollupTest, RandomTensorsAreKeptAsTheStatementsWriteThem) {
         }
         // An output holding NaN/Inf has a Nonfinite record, intended or not, with the tensor or later.
         if (t.role == wire::Role::Output && t.nan + t.pos_inf + t.neg_inf > 0) {
-          auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
-          r.seq = seq;
-          r.role_slot = contract::pack_role_slot(t.role, slot);
-          r.kind = t.nan ? wire::NonfiniteKind::NaN : wire::NonfiniteKind::PosInf;
-          r.origin = static_cast<uint8_t>(pick(2));
-          r.allowed = static_cast<uint8_t>(pick(2));
+          const auto r = nonfinite(seq, contract::pack_role_slot(t.role, slot),
+                                   t.nan ? wire::NonfiniteKind::NaN : wire::NonfiniteKind::PosInf,
+                                   static_cast<uint8_t>(pick(2)), static_cast<uint8_t>(pick(2)));
           if (pick(3) == 0) late.emplace_back(source, r);
           else writer_->on_record(test::header(pack(r)), source);
         }
@@ -402,12 +421,8 @@ TEST_F(RollupTest, IntendedValuesAreCountedApartWhenEverTheirRecordArrives) {
       t.neg_inf = seq == 1 ? 40 : 5;
       t.absmax = t.min_nonzero = 1.0;
       writer_->on_record(test::header(pack(t)));
-      auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
-      r.seq = at;
-      r.role_slot = contract::pack_role_slot(wire::Role::Output, 0);
-      r.kind = wire::NonfiniteKind::NegInf;
-      r.origin = 1;
-      r.allowed = seq == 1;
+      const auto r = nonfinite(at, contract::pack_role_slot(wire::Role::Output, 0), wire::NonfiniteKind::NegInf, 1,
+                               seq == 1);
       if (late) {  // another launch completes the tensor: its row is written before the record comes
         auto next = blank<wire::LaunchRecord>(RecordType::Launch);
         next.seq = 100 + at;
@@ -489,22 +504,7 @@ TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
       writer_->on_record(test::header(test::string_record(20 + i, names[i])), source);
   std::mt19937_64 random(13);
   const auto pick = [&](uint64_t n) { return static_cast<int64_t>(random() % n); };
-  const auto range = [&](uint32_t source, int64_t t, uint32_t category, uint32_t message, bool open) {
-    if (open) {
-      auto r = blank<wire::NvtxPushRecord>(RecordType::NvtxPush);
-      r.t_ns = t;
-      r.domain = 5;
-      r.category = category;
-      r.message = message;
-      writer_->on_record(test::header(pack(r)), source);
-    } else {
-      auto r = blank<wire::NvtxPopRecord>(RecordType::NvtxPop);
-      r.t_ns = t;
-      r.domain = 5;
-      writer_->on_record(test::header(pack(r)), source);
-    }
-  };
-  const auto phase = static_cast<uint32_t>(contract::NvtxCategory::Phase);
+  constexpr auto phase = contract::NvtxCategory::Phase;
   std::vector<int64_t> t = {1000, 400};  // the ranks' clocks
   std::vector<uint64_t> seq = {1, 1};
   uint64_t next_alloc = 1;
@@ -514,7 +514,7 @@ TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
       const bool trains = step < (source == 0 ? 10 : 11);
       step_range(source, t[source] += 1 + pick(5), step);
       for (uint32_t p = 0; p < (trains ? 3u : 1u); ++p) {
-        range(source, t[source] += pick(3), phase, trains ? 20 + p : 23, true);
+        nvtx(source, t[source] += pick(3), true, phase, trains ? 20 + p : 23);
         for (int k = 0; k < 1 + pick(4); ++k) {
           auto l = blank<wire::LaunchRecord>(RecordType::Launch);
           l.seq = seq[source]++;
@@ -534,12 +534,8 @@ TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
           o.absmax = o.min_nonzero = 1.0;
           writer_->on_record(test::header(pack(o)), source);
           if (o.nan) {
-            auto r = blank<wire::NonfiniteRecord>(RecordType::Nonfinite);
-            r.seq = l.seq;
-            r.role_slot = contract::pack_role_slot(wire::Role::Output, 0);
-            r.kind = wire::NonfiniteKind::NaN;
-            r.origin = static_cast<uint8_t>(pick(2));
-            r.allowed = static_cast<uint8_t>(pick(2));
+            const auto r = nonfinite(l.seq, contract::pack_role_slot(wire::Role::Output, 0), wire::NonfiniteKind::NaN,
+                                     static_cast<uint8_t>(pick(2)), static_cast<uint8_t>(pick(2)));
             writer_->on_record(test::header(pack(r)), source);
           }
           if (pick(2)) feed({source, t[source], true, next_alloc++, 1000 * static_cast<uint64_t>(1 + pick(4)), 1});
@@ -554,7 +550,7 @@ TEST_F(RollupTest, RandomRunsAreKeptAsTheStatementsWriteThem) {
           writer_->on_record(test::header(pack(ls)), source);
         }
         // The last phase of the last step stays open: the program ends inside it.
-        if (!(step == 11 && source == 1)) range(source, t[source] += pick(3), phase, 0, false);
+        if (!(step == 11 && source == 1)) nvtx(source, t[source] += pick(3), false);
       }
       if (!(step == 11 && source == 1)) step_range(source, t[source] += pick(3), -1);
     }
@@ -603,6 +599,44 @@ TEST_F(RollupTest, RecordsAfterAFirstCompletionAreCounted) {
   EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'kernels'"), 2);
   EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'memory_peak_bytes'"), 12288);
   EXPECT_EQ(db.integer("SELECT end_ns FROM summary_steps WHERE step = 1"), 50);
+}
+
+// A free that reaches the trace dated before its allocation, of more bytes: in the timeline's
+// order the category's live bytes stay below zero, and its largest is negative.
+TEST_F(RollupTest, ACategoryWhoseLiveBytesStayNegativeIsKeptAsTheStatementsWriteIt) {
+  feed({0, 100, true, 1, 5, 2});
+  feed({0, 90, false, 1, 8, 0});
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT max_live FROM summary_memory WHERE category = 2"), -3);
+}
+
+// A non-finite record whose allowed flag is neither 0 nor 1: the statements count it neither as
+// allowed nor as not, and its values are not intended.
+TEST_F(RollupTest, AnAllowedFlagNeitherZeroNorOneIsCountedAsTheStatementsCountIt) {
+  writer_->on_record(test::header(test::string_record(24, "conv")));
+  for (const uint8_t allowed : {0, 1, 2}) {
+    auto l = blank<wire::LaunchRecord>(RecordType::Launch);
+    l.seq = 1 + allowed;
+    l.kernel = 24;
+    l.step = 0;
+    l.sampled = 1;
+    writer_->on_record(test::header(pack(l)));
+    auto t = blank<wire::TensorStatsRecord>(RecordType::TensorStats);
+    t.seq = l.seq;
+    t.role = wire::Role::Output;
+    t.count = 4;
+    t.nan = 1;
+    t.absmax = t.min_nonzero = 1.0;
+    writer_->on_record(test::header(pack(t)));
+    const auto r = nonfinite(l.seq, contract::pack_role_slot(wire::Role::Output, 0), wire::NonfiniteKind::NaN, 1, allowed);
+    writer_->on_record(test::header(pack(r)));
+  }
+  expect_the_statements_tables(kAllKept);
+  Reader db(path_);
+  EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'nonfinite_tensors'"), 1);
+  EXPECT_EQ(db.integer("SELECT value FROM summary_counts WHERE key = 'allowed_nonfinite_tensors'"), 1);
+  EXPECT_EQ(db.integer("SELECT intended FROM summary_steps WHERE step = 0"), 1);
 }
 
 }  // namespace
