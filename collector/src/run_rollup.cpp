@@ -29,6 +29,13 @@ std::optional<int64_t> greatest(std::initializer_list<std::optional<int64_t>> va
   return m;
 }
 
+// map[key] = the larger of it and v (v when the key is new).
+template <typename Key>
+void keep_max(std::map<Key, int64_t>& map, const Key& key, int64_t v) {
+  const auto [it, added] = map.try_emplace(key, v);
+  if (!added) it->second = std::max(it->second, v);
+}
+
 // Why a rollup whose own rows are sound cannot be used: the summary it reads is not rolled up.
 std::string reads_one_not_kept(const SummaryRollup& own, const char* table, const SummaryRollup& read) {
   if (!own.SummaryRollup::usable()) return own.SummaryRollup::why_not();
@@ -82,7 +89,7 @@ void RunRollup::add_kernel(int32_t rank, int64_t start_ns, int64_t end_ns, std::
   take_min(w.start_ns, start_ns);
   take_max(w.end_ns, end_ns);
   ++w.kernels;
-  if (step) w.steps.insert(*step);
+  if (step) w.steps.insert(w.steps.end(), *step);  // steps mostly rise: the hint makes that constant time
 }
 
 void RunRollup::add_range(const RangeRow& r) {
@@ -90,10 +97,7 @@ void RunRollup::add_range(const RangeRow& r) {
   take_min(first_range_ns_, r.start_ns);
   if (r.end_ns) take_max(last_range_ns_, *r.end_ns);
   if (r.step_kind && r.step) step_ranges_.emplace_back(r.rank, *r.step, r.start_ns);
-  if (r.phase_kind) {
-    const auto [it, added] = phase_starts_.try_emplace({r.rank, r.name_id}, r.start_ns);
-    if (!added) it->second = std::max(it->second, r.start_ns);
-  }
+  if (r.phase_kind) keep_max(phase_starts_, {r.rank, r.name_id}, r.start_ns);
 }
 
 void RunRollup::add_memory_event(int64_t t_ns) {
@@ -121,11 +125,8 @@ std::vector<RunRollup::StepRange> RunRollup::step_ranges() const {
   sql::Statement names(*db_, "SELECT id FROM strings WHERE value IN ('forward', 'backward', 'optimizer')");
   while (names.step()) training_names.insert(names.i64(0));
   std::map<int32_t, int64_t> last_training;  // rank -> latest start of a training phase
-  for (const auto& [key, start] : phase_starts_) {
-    if (!training_names.count(key.second)) continue;
-    const auto [it, added] = last_training.try_emplace(key.first, start);
-    if (!added) it->second = std::max(it->second, start);
-  }
+  for (const auto& [key, start] : phase_starts_)
+    if (training_names.count(key.second)) keep_max(last_training, key.first, start);
   std::vector<StepRange> ranges;
   ranges.reserve(step_ranges_.size());
   for (const auto& [rank, step, start] : step_ranges_) {
@@ -133,6 +134,15 @@ std::vector<RunRollup::StepRange> RunRollup::step_ranges() const {
     ranges.push_back({rank, step, last != last_training.end() && start > last->second});
   }
   return ranges;
+}
+
+// summary_ranks' rows: the ranks of the processes and of the kernels.
+std::set<int32_t> RunRollup::ranks() const {
+  std::set<int32_t> all;
+  for (const auto& [rank, w] : work_) all.insert(rank);
+  sql::Statement processes(*db_, "SELECT DISTINCT rank FROM processes");
+  while (processes.step()) all.insert(static_cast<int32_t>(processes.i64(0)));
+  return all;
 }
 
 void RunRollup::write_rows(const std::string& table, sql::Statement& insert) const {
@@ -183,10 +193,7 @@ void RunRollup::write_ranks(sql::Statement& insert) const {
   }
   const std::map<int32_t, int64_t> peaks = memory_->peak_by_rank();
 
-  std::set<int32_t> ranks;
-  for (const auto& [rank, p] : procs) ranks.insert(rank);
-  for (const auto& [rank, w] : work_) ranks.insert(rank);
-  for (const int32_t rank : ranks) {
+  for (const int32_t rank : ranks()) {
     const auto p = procs.find(rank);
     const auto w = work_.find(rank);
     const auto o = origins.find(rank);
@@ -223,13 +230,6 @@ void RunRollup::write_counts(sql::Statement& insert) const {
   for (auto it = tail_steps.rbegin(); it != tail_steps.rend() && !tail_step; ++it)
     if (!steps.count(*it)) tail_step = *it;
 
-  // summary_ranks' rows: the ranks of the processes and of the kernels.
-  std::set<int32_t> ranks;
-  for (const auto& [rank, w] : work_) ranks.insert(rank);
-  {
-    sql::Statement processes(*db_, "SELECT DISTINCT rank FROM processes");
-    while (processes.step()) ranks.insert(static_cast<int32_t>(processes.i64(0)));
-  }
   int64_t nonfinite = 0;
   for (const auto& [rank, n] : nonfinite_) nonfinite += n;
 
@@ -252,7 +252,7 @@ void RunRollup::write_counts(sql::Statement& insert) const {
       {"memory_peak_ns", peak ? std::optional<int64_t>(peak->t_ns) : std::nullopt},
       {"memory_peak_step", peak ? peak->step : std::nullopt},
       {"memory_peak_rank", peak ? std::optional<int64_t>(peak->rank) : std::nullopt},
-      {"ranks", static_cast<int64_t>(ranks.size())},
+      {"ranks", static_cast<int64_t>(ranks().size())},
   };
   for (const auto& [key, value] : rows) insert.run_with(key, value);
 }

@@ -91,6 +91,7 @@ class RunRollup : public SummaryRollup {
     bool tail;
   };
   std::vector<StepRange> step_ranges() const;
+  std::set<int32_t> ranks() const;
   void write_ranks(sql::Statement& insert) const;
   void write_counts(sql::Statement& insert) const;
 

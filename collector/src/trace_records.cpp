@@ -233,6 +233,7 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
   const int64_t id = kernel_id(r.seq), name_id = sid(r.kernel);
   const std::optional<int64_t> layer_id = r.layer ? std::optional(sid(r.layer)) : std::nullopt;
   const std::optional<int64_t> phase_id = r.phase ? std::optional(sid(r.phase)) : std::nullopt;
+  const std::optional<int64_t> step = r.step < 0 ? std::nullopt : std::optional<int64_t>(r.step);
   kernel_rows.add()
       .set(1, id)
       .set(2, r.start_ns)
@@ -240,14 +241,14 @@ void TraceWriter::Impl::handle(const wire::LaunchRecord& r) {
       .set(4, name_id)
       .set(5, layer_id)
       .set(6, phase_id)
-      .set(7, r.step < 0 ? std::nullopt : std::optional<int64_t>(r.step))
+      .set(7, step)
       .set(8, r.h.thread)
       .set(9, uint32_t{r.device})
       .set(10, r.status)
       .set(11, uint32_t{r.sampled})
       .set(12, src->rank);
-  tensor_rollup.add_kernel(id, name_id, layer_id, phase_id, r.step < 0 ? std::nullopt : std::optional(r.step));
-  run_rollup.add_kernel(src->rank, r.start_ns, r.end_ns, r.step < 0 ? std::nullopt : std::optional(r.step), r.sampled == 1);
+  tensor_rollup.add_kernel(id, name_id, layer_id, phase_id, step);
+  run_rollup.add_kernel(src->rank, r.start_ns, r.end_ns, step, r.sampled == 1);
   ++counts.kernels;
   if (kernel_rows.full()) flush_batch(kernel_rows, counts.kernels);
 }
