@@ -321,10 +321,12 @@ std::size_t drain_once(ChildProcess& child, RingSet& rings, TraceWriter& writer,
 // which the thread that waits for the program's end rings at that end, an interrupt to forward
 // rings too, and producers ring when they find their ring full, when a sibling ring is ready, and
 // after a publish as the loop asks:
-// - while the program is busy (it published within the last kBusyStretch), the loop naps for
-//   kBusyNap and asks to be woken only by a ring filled to its fill mark: records gather for a
-//   few milliseconds and are drained together, and a publish below the mark costs the program no
-//   system call;
+// - while the program is busy (it published within the last kBusyStretch), the loop naps and
+//   asks to be woken only by a ring filled to its fill mark: records gather for a few
+//   milliseconds and are drained together, and a publish below the mark costs the program no
+//   system call. A nap lasts kBusyNap after one that found records, twice as long as the one
+//   before after one that found none, up to kCommitWait: a program that publishes in bursts (a
+//   sampled run's watched steps) or a trickle does not wake the loop every kBusyNap between them;
 // - once it has been quiet that long, the loop asks to be woken by the next publish, and sleeps
 //   at first for 1 ms, twice as long each time nothing came, up to a second, so that a program
 //   that launches nothing costs the collector about one wake-up a second.
@@ -342,10 +344,13 @@ std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings,
                                             const std::atomic<bool>& stop, bool* all_said_exit) {
   using Clock = std::chrono::steady_clock;
   std::chrono::nanoseconds idle = kFirstIdleWait;
+  std::chrono::nanoseconds nap = kBusyNap;
+  bool drained_since_nap = false;
   auto last_records = Clock::now() - kBusyStretch;
   while (!stop.load(std::memory_order_relaxed)) {
     if (drain_once(child, rings, writer, interrupts, quiet, said, kRecordsPerDrain) != 0) {
       idle = kFirstIdleWait;
+      drained_since_nap = true;
       last_records = Clock::now();
       continue;
     }
@@ -357,7 +362,9 @@ std::optional<ChildEnd> drain_while_running(ChildProcess& child, RingSet& rings,
     writer.commit_if_due();  // readers of the live trace see what arrived, 250 ms late at most
     if (stop.load(std::memory_order_relaxed)) break;
     if (Clock::now() - last_records < kBusyStretch) {
-      rings.wait_for_records(kBusyNap, kWakePastFillMark);
+      nap = drained_since_nap ? kBusyNap : std::min<std::chrono::nanoseconds>(nap * 2, kCommitWait);
+      drained_since_nap = false;
+      rings.wait_for_records(nap, kWakePastFillMark);
       continue;
     }
     rings.wait_for_records(writer.uncommitted() ? std::min<std::chrono::nanoseconds>(idle, kCommitWait) : idle);

@@ -5,6 +5,8 @@
 //   test_program produce COUNT_FILE US      write numbered Scalar records until it SIGKILLs itself
 //                                           US microseconds after the first; COUNT_FILE holds (8 bytes) how
 //                                           many were published, updated after each publish
+//   test_program trickle COUNT MS           write COUNT Scalar records, one every MS milliseconds (a
+//                                           program that publishes now and then: collector/bench/idle.sh)
 //   test_program trap MESSAGE               write a Trap record, wait for the drain, raise SIGTRAP
 //   test_program env FILE                   write its environment to FILE, one variable a line
 //   test_program wait STARTED_FILE          create STARTED_FILE, then sleep up to 30 s
@@ -88,6 +90,15 @@ void write_scalar(RingProducer& p, int64_t t_ns, int64_t step, double value) {
     }
     write_scalar(*ring, i, i, static_cast<double>(i) * 0.5);
     published->store(static_cast<uint64_t>(i + 1), std::memory_order_release);
+  }
+}
+
+void trickle(long count, long gap_ms) {
+  auto ring = attach_ring();
+  write_string(*ring, 1, "trickle");
+  for (long i = 0; i < count; ++i) {
+    write_scalar(*ring, i, i, static_cast<double>(i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   }
 }
 
@@ -209,6 +220,10 @@ int main(int argc, char** argv) {
   }
   if (mode == "kill-self") raise(SIGKILL);
   if (mode == "produce" && argc > 3) produce(argv[2], std::atol(argv[3]));
+  if (mode == "trickle" && argc > 3) {
+    trickle(std::atol(argv[2]), std::atol(argv[3]));
+    return 0;
+  }
   if (mode == "trap" && argc > 2) trap(argv[2]);
   if (mode == "env" && argc > 2) return write_environment(argv[2]);
   if (mode == "spin" && argc > 2) return spin(std::atol(argv[2]));
