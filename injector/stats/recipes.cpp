@@ -64,6 +64,7 @@ struct Tally {
 // kernels below restate lane-wise with Element's constants. Eight independent lanes, combined at
 // the end.
 constexpr int kLanes = 8;
+template <bool kCountValues>
 __attribute__((always_inline)) inline void quantize_run_lanes(const float* x, std::size_t n, float s, double inv, const Element& e, Tally& t) {
   uint32_t values[kLanes] = {}, under[kLanes] = {}, sub[kLanes] = {}, sat[kLanes] = {};
   double sse[kLanes] = {}, sig[kLanes] = {};
@@ -86,11 +87,35 @@ __attribute__((always_inline)) inline void quantize_run_lanes(const float* x, st
     for (int l = 0; l < kLanes; ++l) lane(l, x[i + std::size_t(l)]);
   for (int l = 0; i < n; ++i, ++l) lane(l, x[i]);
   for (int l = 0; l < kLanes; ++l) {
-    t.values += values[l];
+    if constexpr (kCountValues) {
+      t.values += values[l];
+      t.signal += sig[l];
+    }
     t.underflow += under[l];
     t.subnormal += sub[l];
     t.saturated += sat[l];
     t.sse += sse[l];
+  }
+}
+
+// The finite values of a run and the sum of their squares (a Tally's values and signal), which
+// every recipe that keeps all its blocks shares.
+void finite_values_base(const float* x, std::size_t n, Tally& t) {
+  uint32_t values[kLanes] = {};
+  double sig[kLanes] = {};
+  const auto lane = [&](int l, float v) __attribute__((always_inline)) {
+    const float ax = std::fabs(v);
+    const bool finite = ax <= std::numeric_limits<float>::max();
+    const double m = finite ? ax : 0.0f;
+    values[l] += finite;
+    sig[l] += m * m;
+  };
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane(l, x[i + std::size_t(l)]);
+  for (int l = 0; i < n; ++i, ++l) lane(l, x[i]);
+  for (int l = 0; l < kLanes; ++l) {
+    t.values += values[l];
     t.signal += sig[l];
   }
 }
@@ -142,13 +167,15 @@ void amax_blocks_base(const float* x, const Geometry& g, Amax* out) {
   }
 }
 
+template <bool kCountValues>
 void quantize_blocks_base(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t) {
   const std::size_t per_row = g.blocks_per_row();
   for (std::size_t row = 0; row < g.rows; ++row) {
     const BlockPlan* band = plans + row / g.height * per_row;
     for (std::size_t b = 0, c0 = 0; c0 < g.cols; ++b, c0 += g.width)
       if (!band[b].skip)
-        quantize_run_lanes(x + row * g.cols + c0, std::min(g.width, g.cols - c0), band[b].s, band[b].inv, e, t);
+        quantize_run_lanes<kCountValues>(x + row * g.cols + c0, std::min(g.width, g.cols - c0), band[b].s,
+                                         band[b].inv, e, t);
   }
 }
 
@@ -190,6 +217,7 @@ __attribute__((target("avx2"))) void amax_blocks_avx2(const float* x, const Geom
   }
 }
 
+template <bool kCountValues>
 __attribute__((target("avx2"))) void quantize_blocks_avx2(const float* x, const Geometry& g, const BlockPlan* plans,
                                                            const Element& e, Tally& t) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
@@ -203,7 +231,7 @@ __attribute__((target("avx2"))) void quantize_blocks_avx2(const float* x, const 
   __m256d sse = _mm256_setzero_pd(), sig = sse;
   uint64_t groups = 0;  // since the lanes were last emptied: each counts at most one per group
   const auto empty_lanes = [&]() __attribute__((target("avx2"))) {
-    t.values += total(values);
+    if constexpr (kCountValues) t.values += total(values);
     t.underflow += total(under);
     t.subnormal += total(sub);
     t.saturated += total(sat);
@@ -244,7 +272,7 @@ __attribute__((target("avx2"))) void quantize_blocks_avx2(const float* x, const 
         const __m256d e0 = _mm256_sub_pd(m0, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(qc)), vinv));
         const __m256d e1 = _mm256_sub_pd(m1, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(qc, 1)), vinv));
         sse = _mm256_add_pd(sse, _mm256_add_pd(_mm256_mul_pd(e0, e0), _mm256_mul_pd(e1, e1)));
-        sig = _mm256_add_pd(sig, _mm256_add_pd(_mm256_mul_pd(m0, m0), _mm256_mul_pd(m1, m1)));
+        if constexpr (kCountValues) sig = _mm256_add_pd(sig, _mm256_add_pd(_mm256_mul_pd(m0, m0), _mm256_mul_pd(m1, m1)));
       }
     }
   }
@@ -252,6 +280,28 @@ __attribute__((target("avx2"))) void quantize_blocks_avx2(const float* x, const 
   alignas(32) double d[4];
   _mm256_store_pd(d, sse);
   t.sse += (d[0] + d[1]) + (d[2] + d[3]);
+  if constexpr (kCountValues) {
+    _mm256_store_pd(d, sig);
+    t.signal += (d[0] + d[1]) + (d[2] + d[3]);
+  }
+}
+
+__attribute__((target("avx2"))) void finite_values_avx2(const float* x, std::size_t n, Tally& t) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 flt_max = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256i values = _mm256_setzero_si256();
+  __m256d sig = _mm256_setzero_pd();
+  for (std::size_t i = 0; i < n; i += 8) {
+    const __m256i lanes = first_lanes(std::min<std::size_t>(8, n - i));
+    const __m256 ax = _mm256_and_ps(_mm256_maskload_ps(x + i, lanes), abs_mask);
+    const __m256 finite = _mm256_and_ps(_mm256_cmp_ps(ax, flt_max, _CMP_LE_OQ), _mm256_castsi256_ps(lanes));
+    const __m256 m = _mm256_and_ps(ax, finite);
+    values = _mm256_sub_epi32(values, _mm256_castps_si256(finite));
+    const __m256d m0 = _mm256_cvtps_pd(_mm256_castps256_ps128(m)), m1 = _mm256_cvtps_pd(_mm256_extractf128_ps(m, 1));
+    sig = _mm256_add_pd(sig, _mm256_add_pd(_mm256_mul_pd(m0, m0), _mm256_mul_pd(m1, m1)));
+  }
+  t.values += total(values);  // a band holds far fewer than 2^32 values a lane
+  alignas(32) double d[4];
   _mm256_store_pd(d, sig);
   t.signal += (d[0] + d[1]) + (d[2] + d[3]);
 }
@@ -280,6 +330,13 @@ FPSCOPE_RECIPES_AVX512 void amax_blocks_avx512(const float* x, const Geometry& g
   }
 }
 
+// With kPow2 (a recipe whose every scale s is a power of two: pow2_scales), a value's error
+// m - q / s is worked out in fp32, exactly, as (m * s - q) / s, or m where q is 0: m * s is exact
+// where q is not 0 (a product below fp32's normal range rounds to 0 in every element format), the
+// saturated q lies within a factor of two of it as a rounded one does (Sterbenz), and the
+// difference, a multiple of m's last place no larger than m, divides exactly. (q / s itself may
+// leave fp32: m near fp32's largest value rounds up to 2^128.)
+template <bool kCountValues, bool kPow2>
 FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometry& g,
                                                                    const BlockPlan* plans, const Element& e, Tally& t) {
   const __m512 flt_max = _mm512_set1_ps(std::numeric_limits<float>::max());
@@ -289,7 +346,7 @@ FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometr
   const __m512i keep = _mm512_set1_epi32(int(e.keep_mask)), one = _mm512_set1_epi32(1);
   const __m128i drop = _mm_cvtsi32_si128(int(e.drop));
   uint64_t values = 0, under = 0, sub = 0, sat = 0;
-  __m512d sse = _mm512_setzero_pd(), sig = sse;
+  __m512d sse = _mm512_setzero_pd(), sse_hi = sse, sig = sse;
   const std::size_t per_row = g.blocks_per_row();
   for (std::size_t row = 0; row < g.rows; ++row) {
     const BlockPlan* band = plans + row / g.height * per_row;
@@ -300,6 +357,7 @@ FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometr
       const std::size_t c1 = std::min(g.cols, c0 + g.width);
       const __m512 vs = _mm512_set1_ps(p.s);
       const __m512d vinv = _mm512_set1_pd(p.inv);
+      const __m512 vinv_f = _mm512_set1_ps(float(p.inv));
       for (std::size_t i = c0; i < c1; i += 16) {
         const __mmask16 lanes = c1 - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c1 - i)) - 1);
         const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, r + i));
@@ -312,18 +370,31 @@ FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometr
         const __m512 qs = _mm512_sub_ps(_mm512_add_ps(a, vmagic), vmagic);
         const __m512 q = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, vmin_normal, _CMP_GE_OQ), qs, qn);
         const __mmask16 nz = _mm512_cmp_ps_mask(m, zero, _CMP_NEQ_OQ);
-        values += unsigned(__builtin_popcount(finite));
+        if constexpr (kCountValues) values += unsigned(__builtin_popcount(finite));
         sat += unsigned(__builtin_popcount(_mm512_cmp_ps_mask(q, vmax, _CMP_GT_OQ)));
-        under += unsigned(__builtin_popcount(nz & _mm512_cmp_ps_mask(q, zero, _CMP_EQ_OQ)));
+        const __mmask16 q_zero = _mm512_cmp_ps_mask(q, zero, _CMP_EQ_OQ);
+        under += unsigned(__builtin_popcount(nz & q_zero));
         sub += unsigned(__builtin_popcount(_mm512_cmp_ps_mask(q, zero, _CMP_GT_OQ) &
                                            _mm512_cmp_ps_mask(q, vmin_normal, _CMP_LT_OQ)));
         const __m512 qc = _mm512_min_ps(q, vmax);
-        const __m512d m0 = _mm512_cvtps_pd(_mm512_castps512_ps256(m));
-        const __m512d m1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(m, 1));
-        const __m512d e0 = _mm512_sub_pd(m0, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(qc)), vinv));
-        const __m512d e1 = _mm512_sub_pd(m1, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(qc, 1)), vinv));
-        sse = _mm512_add_pd(sse, _mm512_add_pd(_mm512_mul_pd(e0, e0), _mm512_mul_pd(e1, e1)));
-        sig = _mm512_add_pd(sig, _mm512_add_pd(_mm512_mul_pd(m0, m0), _mm512_mul_pd(m1, m1)));
+        if constexpr (kPow2) {
+          const __m512 err = _mm512_mask_blend_ps(q_zero, _mm512_mul_ps(_mm512_sub_ps(a, qc), vinv_f), m);
+          const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(err));
+          const __m512d e1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(err, 1));
+          sse = _mm512_fmadd_pd(e0, e0, sse);
+          sse_hi = _mm512_fmadd_pd(e1, e1, sse_hi);
+        }
+        if constexpr (!kPow2 || kCountValues) {
+          const __m512d m0 = _mm512_cvtps_pd(_mm512_castps512_ps256(m));
+          const __m512d m1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(m, 1));
+          if constexpr (!kPow2) {
+            const __m512d e0 = _mm512_sub_pd(m0, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(qc)), vinv));
+            const __m512d e1 = _mm512_sub_pd(m1, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(qc, 1)), vinv));
+            sse = _mm512_add_pd(sse, _mm512_add_pd(_mm512_mul_pd(e0, e0), _mm512_mul_pd(e1, e1)));
+          }
+          if constexpr (kCountValues)
+            sig = _mm512_add_pd(sig, _mm512_add_pd(_mm512_mul_pd(m0, m0), _mm512_mul_pd(m1, m1)));
+        }
       }
     }
   }
@@ -332,9 +403,30 @@ FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometr
   t.subnormal += sub;
   t.saturated += sat;
   alignas(64) double d[8];
-  _mm512_store_pd(d, sse);
+  _mm512_store_pd(d, _mm512_add_pd(sse, sse_hi));
   t.sse += ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
   _mm512_store_pd(d, sig);
+  t.signal += ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
+}
+
+FPSCOPE_RECIPES_AVX512 void finite_values_avx512(const float* x, std::size_t n, Tally& t) {
+  const __m512 flt_max = _mm512_set1_ps(std::numeric_limits<float>::max());
+  uint64_t values = 0;
+  __m512d sig = _mm512_setzero_pd(), sig_hi = sig;
+  for (std::size_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, x + i));
+    const __mmask16 finite = _mm512_mask_cmp_ps_mask(lanes, ax, flt_max, _CMP_LE_OQ);
+    const __m512 m = _mm512_maskz_mov_ps(finite, ax);
+    values += unsigned(__builtin_popcount(finite));
+    const __m512d m0 = _mm512_cvtps_pd(_mm512_castps512_ps256(m));
+    const __m512d m1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(m, 1));
+    sig = _mm512_fmadd_pd(m0, m0, sig);
+    sig_hi = _mm512_fmadd_pd(m1, m1, sig_hi);
+  }
+  t.values += values;
+  alignas(64) double d[8];
+  _mm512_store_pd(d, _mm512_add_pd(sig, sig_hi));
   t.signal += ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
 }
 
@@ -356,13 +448,32 @@ void amax_blocks(const float* x, const Geometry& g, Amax* out) {
   }
   amax_blocks_base(x, g, out);
 }
-void quantize_blocks(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t) {
+// Every block with its plan into `t`: its counts and squared errors, and with `count_values` also
+// its finite values and their squares (else the caller has them from finite_values()). `pow2`:
+// the recipe's scales are powers of two (RecipeInfo's pow2_scales), which the AVX-512 kernel's
+// errors in fp32 need; the others get the same errors in double either way.
+void quantize_blocks(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t,
+                     bool count_values, bool pow2) {
   switch (recipe_kernel()) {
-    case stats::RecipeKernel::Avx512: return quantize_blocks_avx512(x, g, plans, e, t);
-    case stats::RecipeKernel::Avx2: return quantize_blocks_avx2(x, g, plans, e, t);
+    case stats::RecipeKernel::Avx512:
+      if (count_values)
+        return pow2 ? quantize_blocks_avx512<true, true>(x, g, plans, e, t)
+                    : quantize_blocks_avx512<true, false>(x, g, plans, e, t);
+      return pow2 ? quantize_blocks_avx512<false, true>(x, g, plans, e, t)
+                  : quantize_blocks_avx512<false, false>(x, g, plans, e, t);
+    case stats::RecipeKernel::Avx2:
+      return count_values ? quantize_blocks_avx2<true>(x, g, plans, e, t) : quantize_blocks_avx2<false>(x, g, plans, e, t);
     case stats::RecipeKernel::Portable: break;
   }
-  quantize_blocks_base(x, g, plans, e, t);
+  count_values ? quantize_blocks_base<true>(x, g, plans, e, t) : quantize_blocks_base<false>(x, g, plans, e, t);
+}
+void finite_values(const float* x, std::size_t n, Tally& t) {
+  switch (recipe_kernel()) {
+    case stats::RecipeKernel::Avx512: return finite_values_avx512(x, n, t);
+    case stats::RecipeKernel::Avx2: return finite_values_avx2(x, n, t);
+    case stats::RecipeKernel::Portable: break;
+  }
+  finite_values_base(x, n, t);
 }
 
 // The replay goes through the tensor in bands of whole rows small enough to stay in the cache
@@ -425,11 +536,23 @@ class Replay {
     const std::size_t rows = r1 - r0;
     std::fill(std::begin(amax_valid_), std::end(amax_valid_), false);
     Tally band[kRecipeCount];
+    Tally finite;  // what a recipe that keeps every block of the band counts as values and signal
+    finite_values(x, rows * q_.cols, finite);
+    // Runs recipe i over the band's blocks with `plans`.
+    const auto quantize = [&](int i, const Geometry& g, const BlockPlan* plans, std::size_t count) {
+      const Rule& r = rules_[i];
+      const bool all_kept = std::none_of(plans, plans + count, [](const BlockPlan& p) { return p.skip; });
+      quantize_blocks(x, g, plans, r.e, band[i], !all_kept, contract::pow2_scales(r.info->rule));
+      if (all_kept) {
+        band[i].values += finite.values;
+        band[i].signal += finite.signal;
+      }
+    };
     for (int i = 0; i < kRecipeCount; ++i) {
       const Rule& r = rules_[i];
       if (r.same_as >= 0) continue;
       if (r.info->block == contract::kTensorBlock) {
-        quantize_blocks(x, {rows, q_.cols, q_.cols, rows}, &r.tensor_plan, r.e, band[i]);
+        quantize(i, {rows, q_.cols, q_.cols, rows}, &r.tensor_plan, 1);
         band[i].add_to(out_->outcomes[std::size_t(i)]);
         continue;
       }
@@ -449,7 +572,7 @@ class Replay {
       if (same >= 0)
         band[i] = band[same];
       else
-        quantize_blocks(x, g, plans.data(), r.e, band[i]);
+        quantize(i, g, plans.data(), plans.size());
       band[i].add_to(o);
     }
   }

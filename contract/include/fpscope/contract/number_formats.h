@@ -8,13 +8,17 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <string_view>
 
 namespace fpscope::contract {
 
-// 2^e as a double, exact over the range used here; constexpr unlike std::ldexp.
+// 2^e as a double, exact (0 below double's subnormals, +Inf above its range); constexpr unlike
+// std::ldexp. A normal power of two is its exponent field alone; the rest come from halving or
+// doubling 1.0 step by step.
 constexpr double pow2(int e) {
+  if (e >= -1022 && e <= 1023) return std::bit_cast<double>(uint64_t(e + 1023) << 52);
   double r = 1.0;
   for (; e > 0; --e) r *= 2.0;
   for (; e < 0; ++e) r *= 0.5;
