@@ -22,6 +22,10 @@ trickle=${TRICKLE_MS:-}
 program=(sleep "$seconds")
 if [[ -n $trickle ]]; then
   [[ $trickle =~ ^[1-9][0-9]*$ ]] || { echo "idle.sh: TRICKLE_MS must be a positive number, not '$trickle'" >&2; exit 2; }
+  [[ $seconds =~ ^[1-9][0-9]*$ ]] ||
+    { echo "idle.sh: with TRICKLE_MS, SECONDS_ must be a whole number of seconds, not '$seconds'" >&2; exit 2; }
+  ((trickle <= seconds * 1000)) ||
+    { echo "idle.sh: TRICKLE_MS ($trickle) is longer than the run (SECONDS_=$seconds)" >&2; exit 2; }
   [[ -x $build/bin/collector_test_program ]] ||
     { echo "idle.sh: $build/bin/collector_test_program not found; build the tests first" >&2; exit 2; }
   program=("$build/bin/collector_test_program" trickle $((seconds * 1000 / trickle)) "$trickle")
@@ -37,7 +41,7 @@ trap 'rm -rf "$work"' EXIT
 # "median (min-max)" of the numbers on stdin.
 spread() { sort -g | awk '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "%.1f (%.1f-%.1f)", m, v[1], v[NR]}'; }
 
-# One traced run of `sleep`: the collector's CPU milliseconds.
+# One traced run of the program: the collector's CPU milliseconds.
 run() {
   local fpscope=$1 trace=$work/trace.sqlite
   rm -f "$trace"

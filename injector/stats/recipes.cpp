@@ -135,6 +135,7 @@ struct BlockPlan {
   float s = 1;
   bool skip = false;
   double inv = 1;
+  bool exact_f32 = false;  // s is a power of two from the amax: quantize_blocks_avx512 errors in fp32
 };
 
 // The largest |x| of finite values and whether a NaN or Inf was among them.
@@ -330,13 +331,14 @@ FPSCOPE_RECIPES_AVX512 void amax_blocks_avx512(const float* x, const Geometry& g
   }
 }
 
-// With kPow2 (a recipe whose every scale s is a power of two: pow2_scales), a value's error
-// m - q / s is worked out in fp32, exactly, as (m * s - q) / s, or m where q is 0: m * s is exact
-// where q is not 0 (a product below fp32's normal range rounds to 0 in every element format), the
-// saturated q lies within a factor of two of it as a rounded one does (Sterbenz), and the
-// difference, a multiple of m's last place no larger than m, divides exactly. (q / s itself may
-// leave fp32: m near fp32's largest value rounds up to 2^128.)
-template <bool kCountValues, bool kPow2>
+// In a block whose plan is exact_f32 (a power-of-two scale its rule took from the amax:
+// pow2_scales, not the s = 1 a NaN or Inf falls back to), a value's error m - q / s is worked out
+// in fp32, exactly, as (m * s - q) / s, or m where q is 0: m * s is exact where q is not 0 (a
+// product below fp32's normal range rounds to 0 in every element format), the saturated q lies
+// within a factor of two of it as a rounded one does (Sterbenz), and the difference, a multiple of
+// m's last place no larger than m, divides exactly. (q / s itself may leave fp32: m near fp32's
+// largest value rounds up to 2^128.) Other blocks' errors are worked out in double.
+template <bool kCountValues>
 FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometry& g,
                                                                    const BlockPlan* plans, const Element& e, Tally& t) {
   const __m512 flt_max = _mm512_set1_ps(std::numeric_limits<float>::max());
@@ -358,6 +360,7 @@ FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometr
       const __m512 vs = _mm512_set1_ps(p.s);
       const __m512d vinv = _mm512_set1_pd(p.inv);
       const __m512 vinv_f = _mm512_set1_ps(float(p.inv));
+      const bool f32_errors = p.exact_f32;
       for (std::size_t i = c0; i < c1; i += 16) {
         const __mmask16 lanes = c1 - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c1 - i)) - 1);
         const __m512 ax = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, r + i));
@@ -377,17 +380,17 @@ FPSCOPE_RECIPES_AVX512 void quantize_blocks_avx512(const float* x, const Geometr
         sub += unsigned(__builtin_popcount(_mm512_cmp_ps_mask(q, zero, _CMP_GT_OQ) &
                                            _mm512_cmp_ps_mask(q, vmin_normal, _CMP_LT_OQ)));
         const __m512 qc = _mm512_min_ps(q, vmax);
-        if constexpr (kPow2) {
+        if (f32_errors) {
           const __m512 err = _mm512_mask_blend_ps(q_zero, _mm512_mul_ps(_mm512_sub_ps(a, qc), vinv_f), m);
           const __m512d e0 = _mm512_cvtps_pd(_mm512_castps512_ps256(err));
           const __m512d e1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(err, 1));
           sse = _mm512_fmadd_pd(e0, e0, sse);
           sse_hi = _mm512_fmadd_pd(e1, e1, sse_hi);
         }
-        if constexpr (!kPow2 || kCountValues) {
+        if (!f32_errors || kCountValues) {
           const __m512d m0 = _mm512_cvtps_pd(_mm512_castps512_ps256(m));
           const __m512d m1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(m, 1));
-          if constexpr (!kPow2) {
+          if (!f32_errors) {
             const __m512d e0 = _mm512_sub_pd(m0, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(qc)), vinv));
             const __m512d e1 = _mm512_sub_pd(m1, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(qc, 1)), vinv));
             sse = _mm512_add_pd(sse, _mm512_add_pd(_mm512_mul_pd(e0, e0), _mm512_mul_pd(e1, e1)));
@@ -449,18 +452,13 @@ void amax_blocks(const float* x, const Geometry& g, Amax* out) {
   amax_blocks_base(x, g, out);
 }
 // Every block with its plan into `t`: its counts and squared errors, and with `count_values` also
-// its finite values and their squares (else the caller has them from finite_values()). `pow2`:
-// the recipe's scales are powers of two (RecipeInfo's pow2_scales), which the AVX-512 kernel's
-// errors in fp32 need; the others get the same errors in double either way.
+// its finite values and their squares (else the caller has them from finite_values()).
 void quantize_blocks(const float* x, const Geometry& g, const BlockPlan* plans, const Element& e, Tally& t,
-                     bool count_values, bool pow2) {
+                     bool count_values) {
   switch (recipe_kernel()) {
     case stats::RecipeKernel::Avx512:
-      if (count_values)
-        return pow2 ? quantize_blocks_avx512<true, true>(x, g, plans, e, t)
-                    : quantize_blocks_avx512<true, false>(x, g, plans, e, t);
-      return pow2 ? quantize_blocks_avx512<false, true>(x, g, plans, e, t)
-                  : quantize_blocks_avx512<false, false>(x, g, plans, e, t);
+      return count_values ? quantize_blocks_avx512<true>(x, g, plans, e, t)
+                          : quantize_blocks_avx512<false>(x, g, plans, e, t);
     case stats::RecipeKernel::Avx2:
       return count_values ? quantize_blocks_avx2<true>(x, g, plans, e, t) : quantize_blocks_avx2<false>(x, g, plans, e, t);
     case stats::RecipeKernel::Portable: break;
@@ -542,7 +540,7 @@ class Replay {
     const auto quantize = [&](int i, const Geometry& g, const BlockPlan* plans, std::size_t count) {
       const Rule& r = rules_[i];
       const bool all_kept = std::none_of(plans, plans + count, [](const BlockPlan& p) { return p.skip; });
-      quantize_blocks(x, g, plans, r.e, band[i], !all_kept, contract::pow2_scales(r.info->rule));
+      quantize_blocks(x, g, plans, r.e, band[i], !all_kept);
       if (all_kept) {
         band[i].values += finite.values;
         band[i].signal += finite.signal;
@@ -601,7 +599,7 @@ class Replay {
       return {0, true, 0};
     }
     if (a.amax > 0 && contract::round_to_format(a.amax * s, contract::element_bits(r.info->element)) == 0) ++o.blocks_lost;
-    return {s, false, s == 0 ? 0.0 : 1.0 / double(s)};
+    return {s, false, s == 0 ? 0.0 : 1.0 / double(s), contract::pow2_scales(r.info->rule) && !a.nonfinite};
   }
 
   static bool same_plans(const std::vector<BlockPlan>& a, const std::vector<BlockPlan>& b) {

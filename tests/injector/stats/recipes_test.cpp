@@ -114,6 +114,19 @@ std::vector<RecipeCase> all_cases() {
     while (t.size() % 32) push(t, 0);
     cases.push_back({t, shape(t.size() / 32, 32)});
   }
+  // Rows and blocks whose NaN or Inf makes the power-of-two rules fall back to s = 1, with finite
+  // values far beyond 448 in them: their saturated errors (x - 448) are not fp32 values.
+  {
+    TestTensor t{"f32-fallback-large", ElementType::F32, {}};
+    for (int row = 0; row < 2; ++row)
+      for (int i = 0; i < 64; ++i) {
+        if (i == 7)
+          push_raw(t, row == 0 ? uint64_t{0x7F800000} : uint64_t{0x7FC00001});
+        else
+          push(t, (i % 2 ? -1.0 : 1.0) * (i % 3 == 0 ? 1e10 + 1024.0 * i : std::ldexp(3.0 + i, 28 + i % 5)));
+      }
+    cases.push_back({t, shape(2, 64)});
+  }
   // Blocks of zeros, a NaN and an Inf inside blocks, a block spanning 2^-100 to 2^100, and a
   // block far below the tensor's amax (its NVFP4 scale underflows; MX keeps it).
   {

@@ -50,8 +50,8 @@ enum class ScaleRule : uint8_t {
   BlockPow2,          // per block: max_elem / amax(block), rounded down to a power of two
 };
 
-// Whether every scale the rule gives is a power of two (E8M0, or rounded down to one; 1 where it
-// falls back), so that a dequantized value q / s is an fp32 value (docs/statistics.md).
+// Whether every scale the rule takes from an amax is a power of two (E8M0, or rounded down to
+// one): the recipe replay then works out each value's error in fp32, exactly (docs/statistics.md).
 constexpr bool pow2_scales(ScaleRule r) {
   return r == ScaleRule::TensorCurrentPow2 || r == ScaleRule::RowPow2 || r == ScaleRule::MxFloor ||
          r == ScaleRule::MxCeil || r == ScaleRule::BlockPow2;
