@@ -175,16 +175,20 @@ inline double bits_to_double(uint32_t b) {
   std::memcpy(&f, &b, 4);
   return f;
 }
+// Without a branch and without arithmetic on subnormal operands (which costs a microcode assist):
+// a normal binary16, Inf or NaN as fp64 bits, its exponent rebiased (by 1008, twice for the all-ones
+// exponent), a subnormal or zero as its integer mantissa times 2^-24, exact; then the sign bit.
 inline double f16_bits_to_double(uint16_t b) {
-  const uint32_t a = b & 0x7FFFu;
-  double mag;
-  if (a >= 0x7C00u)
-    mag = a == 0x7C00u ? INFINITY : NAN;
-  else if (a < 0x0400u)
-    mag = double(a) * 0x1p-24;  // subnormal or zero: a * 2^-24, exact
-  else
-    mag = bits_to_double(((a >> 10) + 112) << 23 | (a & 0x3FFu) << 13);  // rebias to fp32
-  return (b & 0x8000u) ? -mag : mag;
+  const uint64_t a = b & 0x7FFFu;
+  const uint64_t rebias = uint64_t{1008} << 52;
+  const uint64_t normal = (a << 42) + (a >= 0x7C00u ? 2 * rebias : rebias);
+  uint64_t small;
+  const double scaled = double(int(a)) * 0x1p-24;
+  std::memcpy(&small, &scaled, 8);
+  const uint64_t bits = (a < 0x0400u ? small : normal) | (uint64_t(b & 0x8000u) << 48);
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
 }
 inline double bf16_bits_to_double(uint16_t b) { return bits_to_double(uint32_t(b) << 16); }
 inline double f64_bits_to_double(uint64_t b) {

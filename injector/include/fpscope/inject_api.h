@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FPSCOPE_INJECT_API_VERSION 5
+#define FPSCOPE_INJECT_API_VERSION 6
 
 /* fpscope_op_plan(): what an op of that name, launched now, would have measured. */
 #define FPSCOPE_MEASURE_INPUTS 1
@@ -115,6 +115,26 @@ MPT_API void fpscope_log_text(const char* key, const char* value);
 MPT_API void fpscope_param_update(const char* name, int32_t dtype, int64_t step, uint64_t elements, uint64_t changed,
                                   int64_t nonzero, int64_t lost, double applied_abs_sum, double applied_sq_sum,
                                   double weight_sq_sum);
+
+/* The same counted here, for a parameter in host memory: before the optimizer step,
+ * fpscope_update_before() copies the parameter's `elements` values of `dtype` (contiguous, at
+ * `param`) under the front end's `key`, with where its gradient (the same type and count, at
+ * `grad`) is nonzero; it returns 1, or 0 when it keeps no copy (not tracing, a dtype other than
+ * fp32, fp16, bf16 or fp64, memory short): the front end then counts the step itself. After the
+ * step, fpscope_update_after() compares the parameter now at `param` with the copy under `key`,
+ * writes what fpscope_param_update() would and, when `sums` is not NULL, fills it; it returns 1,
+ * or 0 when there is no copy of that dtype and count under `key` (nothing is written). A copy is
+ * compared once; its memory is kept for the key's next copy until fpscope_update_prune() finds the
+ * key not copied since the prune before (call it once per step, after the copies). */
+typedef struct fpscope_update_sums {
+  uint64_t changed, nonzero, lost;
+  double applied_abs_sum, applied_sq_sum, weight_sq_sum;
+} fpscope_update_sums;
+MPT_API int fpscope_update_before(uint64_t key, const void* param, const void* grad, uint64_t elements,
+                                  int32_t dtype);
+MPT_API int fpscope_update_after(uint64_t key, const char* name, const void* param, uint64_t elements,
+                                 int32_t dtype, int64_t step, fpscope_update_sums* sums);
+MPT_API void fpscope_update_prune(void);
 
 /* The front end itself failed (an error of its own, not the op's): tracing stops in this process,
  * said once on stderr and in the trace's meta `injector.failure` as "<front_end>: <what>"; the

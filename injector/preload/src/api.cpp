@@ -164,6 +164,42 @@ FPSCOPE_EXPORT void fpscope_param_update(const char* name, int32_t dtype, int64_
     });
 }
 
+FPSCOPE_EXPORT int fpscope_update_before(uint64_t key, const void* param, const void* grad, uint64_t elements,
+                                         int32_t dtype) {
+  HookCall call;
+  if (!call.session()) return 0;
+  return guarded("fpscope_update_before", false, [&] {
+           return call.session()->update_copies().keep(key, static_cast<fpscope::ElementType>(dtype), param, grad,
+                                                       elements);
+         })
+             ? 1
+             : 0;
+}
+
+FPSCOPE_EXPORT int fpscope_update_after(uint64_t key, const char* name, const void* param, uint64_t elements,
+                                        int32_t dtype, int64_t step, fpscope_update_sums* sums) {
+  HookCall call;
+  if (!call.session()) return 0;
+  return guarded("fpscope_update_after", false, [&] {
+           const auto s = call.session()->update_copies().compare(key, static_cast<fpscope::ElementType>(dtype),
+                                                                  param, elements);
+           if (!s) return false;
+           call.session()->param_update(name, dtype, step, elements, s->changed, static_cast<int64_t>(s->nonzero),
+                                        static_cast<int64_t>(s->lost), s->applied_abs_sum, s->applied_sq_sum,
+                                        s->weight_sq_sum);
+           if (sums)
+             *sums = {s->changed, s->nonzero, s->lost, s->applied_abs_sum, s->applied_sq_sum, s->weight_sq_sum};
+           return true;
+         })
+             ? 1
+             : 0;
+}
+
+FPSCOPE_EXPORT void fpscope_update_prune(void) {
+  HookCall call;
+  if (call.session()) guarded("fpscope_update_prune", [&] { call.session()->update_copies().prune(); });
+}
+
 FPSCOPE_EXPORT void fpscope_front_end_failed(const char* front_end, const char* what) {
   HookCall call;
   if (call.session())

@@ -31,6 +31,7 @@
 #include "range_stack.h"
 #include "record_writer.h"
 #include "stats_workers.h"
+#include "update_copies.h"
 
 namespace fpscope::inject {
 
@@ -131,6 +132,8 @@ class Session {
   void param_update(const char* name, int32_t dtype, int64_t step, uint64_t elements, uint64_t changed,
                     int64_t nonzero, int64_t lost, double applied_abs_sum, double applied_sq_sum,
                     double weight_sq_sum);
+  // A front end's parameters copied before an optimizer step (fpscope_update_before/after).
+  UpdateCopies& update_copies() { return update_copies_; }
 
   // Operations a front end runs itself (fpscope/inject_api.h, front_end_ops.cpp).
   struct ForeignOp;
@@ -297,6 +300,7 @@ class Session {
   OutputMemo memo_;             // outputs' statistics, reused for unchanged inputs
   AmaxHistory amax_history_;    // delayed scaling's history, per quantized tensor
   RecipeMemo recipe_memo_;      // the last forecasts, for launches reading the same unwritten bytes
+  UpdateCopies update_copies_;
   // Off with --rescan-inputs, and from a front end's first op on: a front end reports neither
   // every write nor every output, so the memo could not vouch for anything.
   std::atomic<bool> memo_on_{true};

@@ -35,7 +35,8 @@ TEST(Exports, OnlyTheHooksAndTheFrontEndApi) {
       "fpscope_range_pop", "fpscope_op_plan", "fpscope_op_begin", "fpscope_op_end",
       "fpscope_trap_message", "fpscope_alloc_seen", "fpscope_free_seen", "fpscope_relabel",
       "fpscope_report_writes", "fpscope_set_rank", "fpscope_memory_written", "fpscope_stop_reuse", "fpscope_log_scalar",
-      "fpscope_log_text", "fpscope_front_end_failed", "fpscope_param_update"};
+      "fpscope_log_text", "fpscope_front_end_failed", "fpscope_param_update", "fpscope_update_before",
+      "fpscope_update_after", "fpscope_update_prune"};
   EXPECT_EQ(defined_dynamic_symbols(FPSCOPE_INJECT_LIBRARY), expected);
 }
 

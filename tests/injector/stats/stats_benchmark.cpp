@@ -8,7 +8,8 @@
 // `GBps` (bytes per second of this thread's CPU time), `read_GBps` (the best of several plain
 // vectorized reads, XOR of every byte, of the same buffer, timed the same way just before) and
 // `vs_read`, their ratio. CPU time, not wall time: the machine may be shared. BM_Recipes times the
-// fp8 recipe forecast against the full statistics of the same tensor.
+// fp8 recipe forecast against the full statistics of the same tensor; BM_UpdateSums a parameter's
+// update counted from its copy.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -20,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "fpscope/update_sums.h"
 #include "kernels.h"
 
 namespace {
@@ -182,6 +184,30 @@ void BM_Recipes(benchmark::State& state) {
   state.counters["vs_full_stats"] = per_call / stats_seconds;
 }
 
+// A parameter's optimizer step counted from its copy (fpscope/update_sums.h): the copy before the
+// step (snapshot_update) and the pass after it (update_sums), each in ns per element, over a
+// parameter whose every element moved a little and whose gradient is nonzero on two thirds.
+void BM_UpdateSums(benchmark::State& state) {
+  const auto type = ElementType(state.range(0));
+  const std::size_t n = std::size_t(state.range(1));
+  const auto& before = tensor(type, n * fpscope::element_bytes(type));
+  std::vector<uint8_t> after(before.begin(), before.end()), grad(before.size()), old(before.size()), nonzero(n);
+  for (std::size_t i = 0; i < after.size(); i += fpscope::element_bytes(type)) after[i] ^= 1;  // the lowest bit
+  for (std::size_t i = 0; i < grad.size(); i += 3 * fpscope::element_bytes(type)) grad[i] = 1;
+  double snapshot_seconds = 0, sums_seconds = 0;
+  for (auto _ : state) {
+    const double t0 = thread_seconds();
+    fpscope::snapshot_update(type, before.data(), grad.data(), n, old.data(), nonzero.data());
+    const double t1 = thread_seconds();
+    benchmark::DoNotOptimize(fpscope::update_sums(type, old.data(), after.data(), nonzero.data(), n));
+    sums_seconds += thread_seconds() - t1;
+    snapshot_seconds += t1 - t0;
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * int64_t(n));
+  state.counters["snapshot_ns_per_element"] = 1e9 * snapshot_seconds / double(state.iterations()) / double(n);
+  state.counters["sums_ns_per_element"] = 1e9 * sums_seconds / double(state.iterations()) / double(n);
+}
+
 void stats_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "full", "kernel", "bytes"});
   for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
@@ -199,6 +225,10 @@ BENCHMARK(BM_PlainRead)
     ->Arg(int64_t(kL2Bytes))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Stats)->Apply(stats_args);
+BENCHMARK(BM_UpdateSums)
+    ->ArgNames({"type", "elements"})
+    ->ArgsProduct({{0, 1, 2, 6}, {97200, 1 << 24}})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Recipes)
     ->ArgNames({"type", "kernel", "weight", "bytes"})  // kernel: 0 portable, 1 AVX2, 2 AVX-512
     ->ArgsProduct({{0, 1, 2}, {2, 1, 0}, {0, 1}, {int64_t(kLargeBytes), int64_t(kL2Bytes)}})

@@ -45,6 +45,41 @@ np.savez(sys.argv[1], **saved)
 """
 
 
+# A parameter stored transposed (no contiguous memory the injector could copy) beside a plain one,
+# two SGD steps; saves each one's values and gradient before and after every step.
+STRIDED = """
+import sys
+import numpy as np
+import torch
+torch.manual_seed(0)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(6, 5))
+        self.b = torch.nn.Parameter(torch.randn(5, 6).t())
+
+    def forward(self, x):
+        return (x @ self.a.t()) * (x @ self.b.t())
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+saved = {}
+for step in range(2):
+    loss = net(torch.randn(4, 5)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    for n, p in net.named_parameters():
+        saved["%d/%s/before" % (step, n)] = p.detach().numpy().copy()
+        saved["%d/%s/grad" % (step, n)] = p.grad.detach().numpy().copy()
+    opt.step()
+    for n, p in net.named_parameters():
+        saved["%d/%s/after" % (step, n)] = p.detach().numpy().copy()
+np.savez(sys.argv[1], **saved)
+print("contiguous", net.a.is_contiguous(), net.b.is_contiguous(), net.b.grad.is_contiguous())
+"""
+
+
 SCHEDULED = """
 import torch
 torch.manual_seed(0)
@@ -61,21 +96,27 @@ for step in range(4):
 """
 
 
-# Runs under the front end, so it imports it: the counts and sums of _update_sums_numpy (scratch
-# arrays reused, einsum) against a plain numpy recount, on values with NaN and Inf, for each float type
-# and for sizes that grow and shrink the reused arrays.
+# Runs under the front end, whose library binding it uses: the counts and sums of a host
+# parameter's step as the injector makes them from its copy (fpscope_update_before/after), against
+# a plain numpy recount, on values with NaN and Inf, gradients with -0 and NaN, for each float type
+# it copies and for sizes that grow and shrink the memory kept under one key; then what it refuses.
 UPDATE_SUMS = """
+import ctypes
 import numpy as np
 import torch
-from fpscope_torch import _training
+from fpscope_torch import _api
+lib = _api.Library()
 rng = np.random.default_rng(3)
-scratch = _training._Scratch()
+INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+def bits(t):
+    return t.view(INT[t.element_size()]).numpy().copy()
 
 def recount(old_bits, new_bits, dtype, nonzero):
-    def values(bits):
+    def values(b):
         if dtype == torch.bfloat16:
-            return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        return bits.view({2: np.float16, 4: np.float32, 8: np.float64}[bits.dtype.itemsize]).astype(np.float64)
+            return (b.astype(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return b.view({2: np.float16, 4: np.float32, 8: np.float64}[b.dtype.itemsize]).astype(np.float64)
     changed = old_bits != new_bits
     old = values(old_bits)
     applied = values(new_bits) - old
@@ -85,21 +126,49 @@ def recount(old_bits, new_bits, dtype, nonzero):
             float(np.abs(applied).sum()), float((applied * applied).sum()), float((old * old).sum()))
 
 cases = 0
-for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
-    for n in (1, 70000, 300, 5000):
-        p = torch.randn(n, dtype=torch.float64).to(dtype)
-        q = (p.double() + torch.randn(n, dtype=torch.float64) * 1e-2).to(dtype)
-        if n > 10:
-            p[3], q[5], p[7], q[7] = float("nan"), float("inf"), float("-inf"), float("-inf")
-        old = _training._bits_of(p).copy()
-        new = _training._bits_of(q)
-        nonzero = rng.random(n) > 0.3
-        got = _training._update_sums_numpy(old, new, dtype, nonzero, scratch)
-        want = recount(old, new, dtype, nonzero)
-        assert got[:3] == want[:3], (dtype, n, got, want)
-        for g, w in zip(got[3:], want[3:]):
-            assert abs(g - w) <= 1e-12 * abs(w), (dtype, n, got, want)
-        cases += 1
+with torch.no_grad():
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        code = {torch.bfloat16: _api.DTYPE_BF16, torch.float16: _api.DTYPE_F16, torch.float32: _api.DTYPE_F32,
+                torch.float64: _api.DTYPE_F64}[dtype]
+        for n in (1, 70000, 300, 5000):
+            p = torch.randn(n, dtype=torch.float64).to(dtype)
+            q = (p.double() + torch.randn(n, dtype=torch.float64) * 1e-2).to(dtype)
+            q[::3] = p[::3]  # unchanged elements, some with a nonzero gradient: lost
+            g = torch.from_numpy((rng.random(n) > 0.3).astype(np.float64)).to(dtype)
+            if n > 10:
+                p[3], q[5], p[7], q[7] = float("nan"), float("inf"), float("-inf"), float("-inf")
+                g[0], g[1] = -0.0, float("nan")
+            assert lib.update_before(11, p.data_ptr(), g.data_ptr(), n, code) == 1, (dtype, n)
+            old = bits(p)
+            p.copy_(q)  # the step, in place
+            sums = _api.UpdateSums()
+            assert lib.update_after(11, b"w", p.data_ptr(), n, code, 0, ctypes.byref(sums)) == 1, (dtype, n)
+            got = (sums.changed, sums.nonzero, sums.lost, sums.applied_abs_sum, sums.applied_sq_sum,
+                   sums.weight_sq_sum)
+            want = recount(old, bits(p), dtype, g.double().numpy() != 0)
+            assert got[:3] == want[:3], (dtype, n, got, want)
+            for a, b in zip(got[3:], want[3:]):
+                assert abs(a - b) <= 1e-12 * abs(b), (dtype, n, got, want)
+            # A copy is compared once.
+            assert lib.update_after(11, b"w", p.data_ptr(), n, code, 0, None) == 0
+            cases += 1
+    p, g = torch.ones(8), torch.ones(8)
+    # Another element count or dtype than the copy's is no step of it.
+    assert lib.update_before(12, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_F32) == 1
+    assert lib.update_after(12, b"w", p.data_ptr(), 4, _api.DTYPE_F32, 0, None) == 0
+    assert lib.update_before(12, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_F32) == 1
+    assert lib.update_after(12, b"w", p.data_ptr(), 8, _api.DTYPE_F64, 0, None) == 0
+    # Integer and 8-bit types are not copied: the front end counts those steps itself.
+    assert lib.update_before(13, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_I32) == 0
+    assert lib.update_before(13, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_E4M3) == 0
+    # A prune keeps the keys copied since the last one; the next drops them.
+    assert lib.update_before(14, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_F32) == 1
+    lib.update_prune()
+    assert lib.update_after(14, b"w", p.data_ptr(), 8, _api.DTYPE_F32, 0, None) == 1
+    assert lib.update_before(14, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_F32) == 1
+    lib.update_prune()
+    lib.update_prune()
+    assert lib.update_after(14, b"w", p.data_ptr(), 8, _api.DTYPE_F32, 0, None) == 0
 print("update sums agree in %d cases" % cases)
 """
 
@@ -159,6 +228,30 @@ class FrontEndTest(support.FrontEndCase):
     def test_update_sums_equal_a_plain_numpy_recount(self):
         _, p = self.trace(self.write("update_sums.py", UPDATE_SUMS))
         self.assertIn("update sums agree in 16 cases", p.stdout)
+
+    def test_a_parameter_the_injector_cannot_copy_is_counted_by_the_front_end(self):
+        """A transposed parameter (and its gradient) is no contiguous memory the injector could copy:
+        the front end counts its steps with its own operators, while the injector counts the plain
+        one beside it. Both equal numpy's recount of the values the program saved."""
+        saved_path = os.path.join(self.dir, "strided.npz")
+        trace, p = self.trace(self.write("strided.py", STRIDED), args=[saved_path])
+        self.assertIn("contiguous True False False", p.stdout)
+        saved = np.load(saved_path)
+        rows = self.query(trace, "SELECT param, step, elements, changed, nonzero, lost, applied_abs_sum, applied_sq_sum, "
+                                 "weight_sq_sum FROM v_param_updates ORDER BY step, param")
+        self.assertEqual([row[:2] for row in rows], [("a", 0), ("b", 0), ("a", 1), ("b", 1)])
+        for param, step, elements, changed, nonzero, lost, applied_abs, applied_sq, weight_sq in rows:
+            key = "%d/%s/" % (step, param)
+            before, after, grad = saved[key + "before"], saved[key + "after"], saved[key + "grad"]
+            moved = before.view(np.uint32) != after.view(np.uint32)
+            grad_nonzero = grad != 0
+            old, new = before.astype(np.float64), after.astype(np.float64)
+            self.assertEqual((elements, changed, nonzero, lost),
+                             (before.size, int(moved.sum()), int(grad_nonzero.sum()),
+                              int((grad_nonzero & ~moved).sum())), key)
+            self.assertAlmostEqual(applied_abs, float(np.abs(new - old).sum()), delta=1e-12 * applied_abs, msg=key)
+            self.assertAlmostEqual(applied_sq, float(((new - old) ** 2).sum()), delta=1e-12 * applied_sq, msg=key)
+            self.assertAlmostEqual(weight_sq, float((old ** 2).sum()), delta=1e-12 * weight_sq, msg=key)
 
     def test_a_learning_rate_schedule_is_logged_step_by_step(self):
         """Under ExponentialLR the scalar lr holds, at each step, the rate its optimizer step used

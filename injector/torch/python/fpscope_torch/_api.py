@@ -17,6 +17,13 @@ from ._contract import (  # noqa: F401 (the front end reads them from here)
     UNNAMED_OUTPUT_PREFIX, UNWATCHED_NAMESPACES)
 
 
+class UpdateSums(ctypes.Structure):
+    """fpscope_update_sums: what fpscope_update_after() counted."""
+    _fields_ = [("changed", ctypes.c_uint64), ("nonzero", ctypes.c_uint64), ("lost", ctypes.c_uint64),
+                ("applied_abs_sum", ctypes.c_double), ("applied_sq_sum", ctypes.c_double),
+                ("weight_sq_sum", ctypes.c_double)]
+
+
 class Library:
     """The injector's C API, or an error saying why it cannot be used."""
 
@@ -63,6 +70,12 @@ class Library:
         self.param_update = bind("fpscope_param_update", None, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64,
                                  ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64, ctypes.c_double,
                                  ctypes.c_double, ctypes.c_double)
+        self.update_before = bind("fpscope_update_before", ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p,
+                                  ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int32)
+        self.update_after = bind("fpscope_update_after", ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p,
+                                 ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64,
+                                 ctypes.POINTER(UpdateSums))
+        self.update_prune = bind("fpscope_update_prune", None)
 
 
 def front_end_failed(what):

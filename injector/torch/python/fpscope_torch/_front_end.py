@@ -19,7 +19,7 @@ from ._configuration import Configuration
 from ._contract import ENV_UPDATES
 from ._failures import _describe, _guarded
 from ._operators import DispatchModeWatcher, ObserverWatcher, OperatorCalls, _Descriptors
-from ._training import TrainingLoop, _Ranges, _Scratch
+from ._training import TrainingLoop, _Ranges
 
 
 class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
@@ -36,7 +36,6 @@ class FrontEnd(OperatorCalls, TrainingLoop, Configuration):
         self.scaled_in_step = False
         self.scaled = None  # (weak reference to the scaled loss, the loss it was scaled from)
         self.updates_before = []  # a watched optimizer step's parameters before it (TrainingLoop)
-        self.update_scratch = _Scratch()  # its arrays, kept from one watched step to the next
         self.lr_first_step = {}  # id(optimizer) -> (step, lr) of its first step (TrainingLoop.log_learning_rate)
         self.lr_logging = set()  # the optimizers whose rate has changed: logged every step
         self.updates_on = os.environ.get(ENV_UPDATES, "on") != "off"  # fpscope run --updates

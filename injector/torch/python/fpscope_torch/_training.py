@@ -25,77 +25,15 @@ _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: F
 # (torch.nn.parallel) and torch.compile's OptimizedModule.
 _WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module", "OptimizedModule": "_orig_mod"}
 
-try:  # a parameter update of host tensors is counted by numpy (no operator); torch does without it
-    import numpy as _np
-except ImportError:
-    _np = None
-
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _bits_of(t):
-    """A host tensor's elements as unsigned integers of their width (numpy, sharing its memory)."""
-    return t.detach().reshape(-1).view(_INT_OF_SIZE[t.element_size()]).numpy().view("u%d" % t.element_size())
-
-
-def _magnitude_mask(bits):
-    return bits.dtype.type((1 << (8 * bits.dtype.itemsize - 1)) - 1)
-
-
-class _Scratch:
-    """Arrays reused from one watched step to the next, grown as needed. A fresh array of a few
-    hundred kilobytes a parameter a step costs its page faults each time, which was most of the
-    update counting's time; the copies of the parameters before a step are kept per parameter."""
-
-    def __init__(self):
-        self._arrays = {}
-
-    def get(self, key, n, dtype):
-        a = self._arrays.get(key)
-        if a is None or a.dtype != dtype or a.size < n:
-            a = self._arrays[key] = _np.empty(max(n, 1024), dtype)
-        return a[:n]
-
-    def keep_only(self, owners):
-        """Drops the arrays kept for a parameter (a key ("...", id)) whose id is not in `owners`."""
-        for key in [k for k in self._arrays if isinstance(k, tuple) and k[1] not in owners]:
-            del self._arrays[key]
-
-
-def _floats_of(bits, dtype, scratch, key):
-    """A floating dtype's bits as numpy floats of at least their precision (bf16 widened to float32
-    in a scratch array, the others viewed in place)."""
-    if dtype == torch.bfloat16:
-        wide = scratch.get(key, bits.size, _np.uint32)
-        _np.copyto(wide, bits)
-        _np.left_shift(wide, 16, out=wide)
-        return wide.view(_np.float32)
-    return bits.view({2: _np.float16, 4: _np.float32, 8: _np.float64}[bits.dtype.itemsize])
-
-
-def _update_sums_numpy(old_bits, new_bits, dtype, grad_nonzero, scratch):
-    """(changed, nonzero, lost, sum |new - old|, sum (new - old)^2, sum old^2) of host bits. The
-    differences are taken in float64, where the difference of two floats is exact; the sums of
-    squares by einsum, one pass and no BLAS (whose threads would contend with the program's)."""
-    n = old_bits.size
-    flags = scratch.get("flags", n, _np.bool_)
-    changed = int(n - _np.count_nonzero(_np.equal(old_bits, new_bits, out=flags)))
-    nonzero = int(_np.count_nonzero(grad_nonzero))
-    lost = int(_np.count_nonzero(_np.logical_and(grad_nonzero, flags, out=flags)))
-    old = _floats_of(old_bits, dtype, scratch, "old")
-    applied = _np.subtract(_floats_of(new_bits, dtype, scratch, "new"), old, dtype=_np.float64,
-                           out=scratch.get("applied", n, _np.float64))
-    if not _np.isfinite(applied, out=flags).all():  # the elements where both are finite only
-        applied, old = applied[flags], old[flags]
-    weight = scratch.get("weight", applied.size, _np.float64)
-    _np.copyto(weight, old)
-    applied_sq = float(_np.einsum("i,i->", applied, applied))
-    return (changed, nonzero, lost, float(_np.abs(applied, out=applied).sum()), applied_sq,
-            float(_np.einsum("i,i->", weight, weight)))
+# The dtypes whose host parameters the injector copies and compares itself (fpscope_update_before).
+_COPIED_BY_INJECTOR = frozenset((torch.float32, torch.float16, torch.bfloat16, torch.float64))
 
 
 def _update_sums_torch(old, new, grad_nonzero):
-    """The same of device tensors, with torch's operators."""
+    """(changed, nonzero, lost, sum |new - old|, sum (new - old)^2, sum old^2) of a parameter the
+    injector does not copy (device memory, another dtype, not contiguous), with torch's operators.
+    The differences are taken in float64, and the sums over the elements where they are finite."""
     bits = _INT_OF_SIZE[old.element_size()]
     changed = old.view(bits) != new.view(bits)
     old64 = old.double().reshape(-1)
@@ -346,47 +284,45 @@ class TrainingLoop:
     def parameters_before(self, optimizer):
         """A watched step's floating parameters that have a dense gradient, before the step: a copy
         of each (its bytes again, for the step's length) and where its gradient is nonzero (a byte
-        an element). Host tensors are copied and compared by numpy, which costs no operator, into
-        arrays kept for the next watched step; device tensors by the front end's own operators,
-        unwatched."""
+        an element). The injector copies contiguous host parameters itself, into memory it keeps
+        for the next watched step, and compares them after the step in one pass (no operator, no
+        Python per element); the others are copied by the front end's own operators, unwatched."""
         before = []
-        scratch = self.update_scratch
+        lib = self.lib
         with self.paused(), torch.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     g = p.grad
                     if g is None or g.is_sparse or p.dtype not in _DTYPES or not p.is_floating_point():
                         continue
-                    if _np is not None and p.device.type == "cpu" and g.device.type == "cpu":
-                        bits, grad_bits = _bits_of(p), _bits_of(g)
-                        old = scratch.get(("before", id(p)), bits.size, bits.dtype)
-                        _np.copyto(old, bits)
-                        magnitude = scratch.get(("grad", id(p)), grad_bits.size, grad_bits.dtype)
-                        _np.bitwise_and(grad_bits, _magnitude_mask(grad_bits), out=magnitude)
-                        nonzero = _np.not_equal(magnitude, 0, out=scratch.get(("nonzero", id(p)), magnitude.size, _np.bool_))
-                        before.append((p, old, nonzero))
+                    if (p.dtype in _COPIED_BY_INJECTOR and p.device.type == "cpu" and g.device.type == "cpu"
+                            and g.dtype == p.dtype and p.is_contiguous() and g.is_contiguous()
+                            and lib.update_before(id(p), p.data_ptr(), g.data_ptr(), p.numel(), _DTYPES[p.dtype])):
+                        before.append((p, None, None))
                     else:
                         before.append((p, p.detach().clone(), g.detach() != 0))
-        scratch.keep_only({id(p) for p, _, _ in before})
+        lib.update_prune()
         return before
 
     def report_updates(self):
         """After a watched step: each parameter's elements changed, its nonzero-gradient elements
         left unchanged (lost), and the sums of the applied change and of the weight, to the injector.
-        A step the optimizer skipped (GradScaler found inf) changes nothing and loses nothing. The
-        sums are in double, where the difference of two floats is exact and finite exactly where
-        both are; they take the elements where it is."""
+        A step the optimizer skipped (GradScaler found inf) changes nothing and loses nothing. A
+        parameter replaced during the step (another element count) is left out."""
         before, self.updates_before = self.updates_before, []
         with self.paused(), torch.no_grad():
             for p, old, grad_nonzero in before:
                 new = p.detach()
-                if (old.numel() if isinstance(old, torch.Tensor) else old.size) != new.numel():
-                    continue  # replaced, not updated
-                if isinstance(old, torch.Tensor):
-                    counts = _update_sums_torch(old, new, grad_nonzero)
-                else:
-                    counts = _update_sums_numpy(old, _bits_of(new), p.dtype, grad_nonzero, self.update_scratch)
-                self.lib.param_update(self.param_name(p).encode(), _DTYPES[p.dtype], self.step, new.numel(), *counts)
+                name = self.param_name(p).encode()
+                if old is None:  # the injector's copy
+                    if new.is_contiguous():
+                        self.lib.update_after(id(p), name, new.data_ptr(), new.numel(), _DTYPES[p.dtype], self.step,
+                                              None)
+                    continue
+                if old.numel() != new.numel():
+                    continue
+                counts = _update_sums_torch(old, new, grad_nonzero)
+                self.lib.param_update(name, _DTYPES[p.dtype], self.step, new.numel(), *counts)
 
     def log_learning_rate(self, optimizer):
         """The scalar `lr` (the first parameter group's of the first optimizer that steps) every
