@@ -124,8 +124,9 @@ MPT_API void fpscope_param_update(const char* name, int32_t dtype, int64_t step,
  * step, fpscope_update_after() compares the parameter now at `param` with the copy under `key`,
  * writes what fpscope_param_update() would and, when `sums` is not NULL, fills it; it returns 1,
  * or 0 when there is no copy of that dtype and count under `key` (nothing is written). A copy is
- * compared once; its memory is kept for the key's next copy until fpscope_update_prune() finds the
- * key not copied since the prune before (call it once per step, after the copies). */
+ * compared once; its memory is kept for the key's next copy. Call fpscope_update_prune() after
+ * each optimizer step's copies: it frees the memory of the keys not copied during its last eight
+ * calls (parameters no longer stepped), so that optimizers stepped in turn keep theirs. */
 typedef struct fpscope_update_sums {
   uint64_t changed, nonzero, lost;
   double applied_abs_sum, applied_sq_sum, weight_sq_sum;

@@ -2,6 +2,7 @@
 #include "update_copies.h"
 
 #include <new>
+#include <stdexcept>
 
 namespace fpscope::inject {
 
@@ -10,11 +11,14 @@ bool UpdateCopies::keep(uint64_t key, ElementType type, const void* param, const
   std::lock_guard lock(mutex_);
   Copy& copy = copies_[key];
   copy.ready = false;
-  copy.kept_since = true;
+  copy.kept = round_;
   try {
     copy.old.resize(count * element_bytes(type));
     copy.nonzero.resize(count);
   } catch (const std::bad_alloc&) {
+    copies_.erase(key);
+    return false;
+  } catch (const std::length_error&) {  // more elements than a vector holds
     copies_.erase(key);
     return false;
   }
@@ -39,13 +43,8 @@ std::optional<UpdateSums> UpdateCopies::compare(uint64_t key, ElementType type, 
 
 void UpdateCopies::prune() {
   std::lock_guard lock(mutex_);
-  std::erase_if(copies_, [](const auto& entry) { return !entry.second.kept_since; });
-  for (auto& [key, copy] : copies_) copy.kept_since = false;
-}
-
-std::size_t UpdateCopies::copies() const {
-  std::lock_guard lock(mutex_);
-  return copies_.size();
+  ++round_;
+  std::erase_if(copies_, [&](const auto& entry) { return round_ - entry.second.kept >= kPruneAfter; });
 }
 
 }  // namespace fpscope::inject

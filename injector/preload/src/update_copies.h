@@ -25,20 +25,23 @@ class UpdateCopies {
   // The step of the parameter now at `param`, counted against the copy under `key`, which is
   // then used up; nullopt when there is none of that type and count.
   std::optional<UpdateSums> compare(uint64_t key, ElementType type, const void* param, std::size_t count);
-  // Frees the copies of the keys not kept since the last prune (parameters no longer stepped).
+  // One optimizer step's copies are made: frees the copies of the keys not kept during the last
+  // kPruneAfter calls (parameters no longer stepped). Several optimizers stepped in turn, each
+  // calling it, keep their copies.
   void prune();
-  std::size_t copies() const;
+  static constexpr uint64_t kPruneAfter = 8;
 
  private:
   struct Copy {
     ElementType type = ElementType::F32;
     std::size_t count = 0;
-    bool ready = false;       // kept and not yet compared
-    bool kept_since = false;  // kept since the last prune
+    bool ready = false;  // kept and not yet compared
+    uint64_t kept = 0;   // the prune round it was last kept in
     std::vector<uint8_t> old, nonzero;
   };
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::unordered_map<uint64_t, Copy> copies_;
+  uint64_t round_ = 0;  // prune() calls so far
 };
 
 }  // namespace fpscope::inject

@@ -1,4 +1,5 @@
-// snapshot_update() and update_sums() (fpscope/update_sums.h) against a reference written here:
+// snapshot_update() and update_sums() (fpscope/update_sums.h), and the fp16 decoder they share with
+// the statistics kernels, against a reference written here:
 // values decoded by the compiler's own conversions (_Float16, a bf16 widened by a shift), counts
 // taken element by element, sums of exactly squared terms in long double. Counts must be equal;
 // sums within the header's bound.
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "accumulator.h"
 #include "fpscope/update_sums.h"
 
 namespace fpscope {
@@ -135,7 +137,7 @@ Step make_step(const Type& t, std::size_t n, uint32_t seed) {
       case 6: q = inf; break;
       case 7: store(t, s.old, i, -inf); store(t, s.now, i, -inf); store(t, s.grad, i, 1); continue;
       case 8: store(t, s.old, i, 0.0); store(t, s.now, i, -0.0); store(t, s.grad, i, 1); continue;  // bits differ
-      case 9: q = p * 1e-30; break;  // subnormal or zero in the narrow types
+      case 9: q = p * 0x1p-22; break;  // subnormal or zero in fp16 for most p
       default: break;
     }
     store(t, s.old, i, p);
@@ -170,6 +172,22 @@ TEST(UpdateSums, EqualAnElementByElementRecountForEveryTypeAndBlockBoundary) {
                                 std::size_t{4096}, std::size_t{4097}, std::size_t{100003}}) {
       SCOPED_TRACE(std::string(t.name) + " n=" + std::to_string(n));
       expect_agree(t, make_step(t, n, static_cast<uint32_t>(n) * 31 + static_cast<uint32_t>(t.bytes)), n);
+    }
+  }
+}
+
+TEST(UpdateSums, DecodesEveryBinary16PatternAsTheCompilersConversion) {
+  // The pass's fp16 decoder, shared with the statistics kernels: all 65,536 patterns, bit for bit
+  // (a NaN as a NaN of the same sign).
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    _Float16 f;
+    std::memcpy(&f, &h, 2);
+    const double want = static_cast<float>(f), got = stats::f16_bits_to_double(h);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got) && std::signbit(got) == std::signbit(want)) << std::hex << bits;
+    } else {
+      ASSERT_EQ(std::memcmp(&want, &got, 8), 0) << std::hex << bits << ": " << got << " for " << want;
     }
   }
 }

@@ -51,7 +51,16 @@ STRIDED = """
 import sys
 import numpy as np
 import torch
+from fpscope_torch import _training
 torch.manual_seed(0)
+counted_by_front_end = []
+_own = _training._update_sums_torch
+
+def _counting(old, new, grad_nonzero):
+    counted_by_front_end.append(tuple(new.shape))
+    return _own(old, new, grad_nonzero)
+
+_training._update_sums_torch = _counting
 
 class Net(torch.nn.Module):
     def __init__(self):
@@ -77,6 +86,7 @@ for step in range(2):
         saved["%d/%s/after" % (step, n)] = p.detach().numpy().copy()
 np.savez(sys.argv[1], **saved)
 print("contiguous", net.a.is_contiguous(), net.b.is_contiguous(), net.b.grad.is_contiguous())
+print("counted by the front end", counted_by_front_end)
 """
 
 
@@ -161,13 +171,15 @@ with torch.no_grad():
     # Integer and 8-bit types are not copied: the front end counts those steps itself.
     assert lib.update_before(13, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_I32) == 0
     assert lib.update_before(13, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_E4M3) == 0
-    # A prune keeps the keys copied since the last one; the next drops them.
+    # Prunes keep a key copied during their last eight calls (optimizers stepped in turn), and free
+    # one copied before that.
     assert lib.update_before(14, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_F32) == 1
-    lib.update_prune()
+    for _ in range(7):
+        lib.update_prune()
     assert lib.update_after(14, b"w", p.data_ptr(), 8, _api.DTYPE_F32, 0, None) == 1
     assert lib.update_before(14, p.data_ptr(), g.data_ptr(), 8, _api.DTYPE_F32) == 1
-    lib.update_prune()
-    lib.update_prune()
+    for _ in range(8):
+        lib.update_prune()
     assert lib.update_after(14, b"w", p.data_ptr(), 8, _api.DTYPE_F32, 0, None) == 0
 print("update sums agree in %d cases" % cases)
 """
@@ -236,6 +248,7 @@ class FrontEndTest(support.FrontEndCase):
         saved_path = os.path.join(self.dir, "strided.npz")
         trace, p = self.trace(self.write("strided.py", STRIDED), args=[saved_path])
         self.assertIn("contiguous True False False", p.stdout)
+        self.assertIn("counted by the front end [(6, 5), (6, 5)]", p.stdout)  # b's two steps, not a's
         saved = np.load(saved_path)
         rows = self.query(trace, "SELECT param, step, elements, changed, nonzero, lost, applied_abs_sum, applied_sq_sum, "
                                  "weight_sq_sum FROM v_param_updates ORDER BY step, param")

@@ -308,14 +308,16 @@ class TrainingLoop:
         """After a watched step: each parameter's elements changed, its nonzero-gradient elements
         left unchanged (lost), and the sums of the applied change and of the weight, to the injector.
         A step the optimizer skipped (GradScaler found inf) changes nothing and loses nothing. A
-        parameter replaced during the step (another element count) is left out."""
+        parameter replaced during the step by one of another element count, dtype or device is
+        left out."""
         before, self.updates_before = self.updates_before, []
         with self.paused(), torch.no_grad():
             for p, old, grad_nonzero in before:
                 new = p.detach()
                 name = self.param_name(p).encode()
-                if old is None:  # the injector's copy
-                    if new.is_contiguous():
+                if old is None:  # the injector's copy, compared with host memory only
+                    if new.device.type == "cpu" and p.dtype in _COPIED_BY_INJECTOR:
+                        new = new.contiguous()
                         self.lib.update_after(id(p), name, new.data_ptr(), new.numel(), _DTYPES[p.dtype], self.step,
                                               None)
                     continue
