@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""What a sampled PyTorch run pays, step by step: the example CNN (fashion_cnn.py, AdamW) timed from
-inside the program (--step-times), untraced and under `fpscope run` with full statistics (with and
+"""What a sampled PyTorch run pays, step by step: an example program timed from inside (--step-times),
+the CNN (fashion_cnn.py, AdamW, few large operators a step) or with --example transformer the
+character-level transformer (char_transformer.py, AdamW, bf16 autocast, many small operators), untraced and under `fpscope run` with full statistics (with and
 without `--updates`), with `--every N`, and with no step watched (`--steps` past the run's end), the
 runs alternating mode after mode, repetition after repetition.
 
@@ -12,8 +13,9 @@ first steps (PyTorch builds its primitives lazily) are left out of the step medi
 build's fpscope runs every traced mode too, in the same alternation against the same untraced runs:
 its rows are marked "(before)", for a before/after table from one sitting.
 
-Usage: injector/torch/bench/sampled_steps.py [--build build] [--before BUILD] [--reps 5] [--images 6400]
-       [--every 10] [--python /usr/bin/python3] [--threads 2]
+Usage: injector/torch/bench/sampled_steps.py [--build build] [--before BUILD] [--reps 5]
+       [--example cnn|transformer] [--images 6400] [--steps 200] [--every 10] [--python /usr/bin/python3]
+       [--threads 2]
 """
 import argparse
 import json
@@ -24,7 +26,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLE = os.path.join(HERE, "..", "examples", "fashion_cnn.py")
+EXAMPLES = {"cnn": os.path.join(HERE, "..", "examples", "fashion_cnn.py"),
+            "transformer": os.path.join(HERE, "..", "examples", "char_transformer.py")}
 WARMUP = 5  # steps left out of the step medians
 
 
@@ -39,19 +42,22 @@ def main():
     parser.add_argument("--build", default="build", help="the build folder whose fpscope is timed (default build)")
     parser.add_argument("--before", help="another build folder whose fpscope runs every traced mode too")
     parser.add_argument("--reps", type=int, default=5, help="repetitions of every mode (default 5)")
-    parser.add_argument("--images", type=int, default=6400, help="training images, 32 a step (default 6400)")
+    parser.add_argument("--example", choices=sorted(EXAMPLES), default="cnn", help="the program timed (default cnn)")
+    parser.add_argument("--images", type=int, default=6400, help="the CNN's training images, 32 a step (default 6400)")
+    parser.add_argument("--steps", type=int, default=200, help="the transformer's steps (default 200)")
     parser.add_argument("--every", type=int, default=10, help="the sampled mode's --every (default 10)")
     parser.add_argument("--python", default="/usr/bin/python3", help="the interpreter with torch")
     parser.add_argument("--threads", type=int, default=2, help="the program's threads (default 2)")
     args = parser.parse_args()
-    if args.reps < 1 or args.images < 32 * 10 or args.every < 2:
-        sys.exit("sampled_steps.py: --reps must be at least 1, --images at least 320, --every at least 2")
+    if args.reps < 1 or args.images < 32 * 10 or args.steps < 10 or args.every < 2:
+        sys.exit("sampled_steps.py: --reps must be at least 1, --images at least 320, --steps at least 10, "
+                 "--every at least 2")
     builds = [("", args.build)] + ([(" (before)", args.before)] if args.before else [])
     for _, build in builds:
         if not os.access(os.path.join(build, "bin", "fpscope"), os.X_OK):
             sys.exit("sampled_steps.py: %s not found; build fpscope and the injector first" %
                      os.path.join(build, "bin", "fpscope"))
-    steps = args.images // 32
+    steps = args.images // 32 if args.example == "cnn" else args.steps
     traced = [("full", []), ("full, no updates", ["--updates", "off"]), ("every %d" % args.every, ["--every", str(args.every)]),
               ("none watched", ["--steps", "%d-" % (steps + 1000)])]
     # (row name, fpscope or None for the untraced run, options)
@@ -61,8 +67,9 @@ def main():
     watched, unwatched, after = ({name: [] for name, _, _ in modes} for _ in range(3))
     with tempfile.TemporaryDirectory() as work:
         times = os.path.join(work, "steps.json")
-        program = [args.python, EXAMPLE, "--optimizer", "adamw", "--images", str(args.images),
-                   "--threads", str(args.threads), "--step-times", times]
+        program = [args.python, EXAMPLES[args.example], "--threads", str(args.threads), "--step-times", times]
+        program += (["--optimizer", "adamw", "--images", str(args.images)] if args.example == "cnn"
+                    else ["--steps", str(args.steps)])
         for rep in range(args.reps):
             for name, fpscope, options in modes:
                 cmd = program if fpscope is None else [fpscope, "run", "-q", "--force", *options, "-o",
@@ -76,8 +83,9 @@ def main():
                         after[name].append(s)
             print("repetition %d of %d done" % (rep + 1, args.reps), file=sys.stderr)
     base_step = statistics.median(unwatched["untraced"])
-    print("%d images (%d steps of 32), AdamW, %d threads, %d repetitions, %s" %
-          (args.images, steps, args.threads, args.reps, args.python))
+    what = ("the CNN, %d images (%d steps of 32), AdamW" % (args.images, steps) if args.example == "cnn"
+            else "the character-level transformer, %d steps, AdamW, bf16 autocast" % steps)
+    print("%s, %d threads, %d repetitions, %s" % (what, args.threads, args.reps, args.python))
     print("untraced median step: %.3f ms" % (1000 * base_step))
     print("%-26s %10s %24s %14s %16s %18s" % ("mode", "loop s", "loop / untraced (min-max)", "watched step",
                                               "unwatched step", "step after watched"))

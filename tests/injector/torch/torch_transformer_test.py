@@ -164,6 +164,25 @@ class FrontEndTest(support.FrontEndCase):
                 self.assertIn("steps {} (0 .. {}), then the tail (step {}: after the last optimizer step)".format(
                     STEPS, STEPS - 1, STEPS), " ".join(text.split()))
 
+    def test_the_example_transformer_computes_the_same_traced(self):
+        """injector/torch/examples/char_transformer.py under bf16 autocast, traced with full statistics
+        and with --every 2: its losses are the untraced run's bit for bit, and its layers carry the
+        names its docstring gives."""
+        example = os.path.join(os.path.dirname(support.EXAMPLE), "char_transformer.py")
+        args = ["--steps", "4", "--threads", "1", "--batch-size", "4", "--context", "16"]
+        plain = os.path.join(self.dir, "plain.json")
+        run([PYTHON, example, *args, "--losses", plain], self.dir)
+        with open(plain) as f:
+            want = json.load(f)
+        self.assertEqual(len(want), 4)
+        for options in ([], ["--every", "2"]):
+            traced = os.path.join(self.dir, "traced.json")
+            trace, _ = self.trace(example, *options, args=[*args, "--losses", traced])
+            with open(traced) as f:
+                self.assertEqual(json.load(f), want, options)
+            layers = {row[0] for row in self.query(trace, "SELECT DISTINCT layer FROM v_kernels")}
+            self.assertLessEqual({"emb", "blocks.0.attn", "blocks.1.fc", "blocks.1.out", "ln_f"}, layers, options)
+
     def test_a_normalisations_side_outputs_are_not_its_activation(self):
         """LayerNorm (the transformer), GroupNorm and BatchNorm: a layer's activation is what its
         kernels return first; the saved mean and reciprocal deviation are side outputs."""
