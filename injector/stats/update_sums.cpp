@@ -14,18 +14,6 @@ namespace {
 constexpr std::size_t kBlock = 4096;  // elements summed in order before their sums are combined
 constexpr int kLanes = 4;             // interleaved partial sums within a block
 
-// A running sum with Neumaier's compensation: the blocks' sums are added here. A sum that
-// overflows is +Inf, as a plain sum's (its compensation is then NaN, and ignored).
-struct CompensatedSum {
-  double sum = 0, compensation = 0;
-  void add(double x) {
-    const double t = sum + x;
-    compensation += std::fabs(sum) >= std::fabs(x) ? (sum - t) + x : (x - t) + sum;
-    sum = t;
-  }
-  double value() const { return std::isfinite(sum) ? sum + compensation : sum; }
-};
-
 template <typename Bits>
 Bits load(const void* data, std::size_t i) {
   Bits b;
@@ -44,7 +32,7 @@ void snapshot(const void* param, const void* grad, std::size_t count, void* old,
 template <typename Bits, typename Decode>
 UpdateSums sums(const void* old, const void* now, const uint8_t* nonzero, std::size_t count, Decode decode) {
   UpdateSums s;
-  CompensatedSum abs_sum, sq_sum, weight_sum;
+  stats::CompensatedSum abs_sum, sq_sum, weight_sum;  // the blocks' sums; +Inf once one overflows
   for (std::size_t begin = 0; begin < count; begin += kBlock) {
     const std::size_t end = begin + kBlock < count ? begin + kBlock : count;
     // Locals only, which nothing the loads read can alias: the compiler keeps them in registers.

@@ -34,10 +34,11 @@ void snapshot_update(ElementType type, const void* param, const void* grad, std:
 
 // After the step: the counts and sums of `now` against the copy `old` and the gradient's
 // `nonzero` flags that snapshot_update() made. Each sum adds its terms in blocks of 4096 elements,
-// in order over four interleaved partial sums within a block, and the blocks' sums with Neumaier's
-// compensation: as every term is nonnegative, each sum is within 2^-42 of the exact sum of the
-// exact terms, relatively, however many elements there are, unless terms underflow (squares below
-// double's smallest subnormal). A sum that overflows is +Inf.
+// in order over four interleaved partial sums within a block, and the blocks' sums with the
+// statistics' compensated addition (TwoSum, as for a tensor's mean): as every term is
+// nonnegative, each sum is within 2^-42 of the exact sum of the exact terms, relatively, however
+// many elements there are, unless terms underflow (squares below double's smallest subnormal). A
+// sum that overflows is +Inf.
 UpdateSums update_sums(ElementType type, const void* old, const void* now, const uint8_t* nonzero,
                        std::size_t count);
 

@@ -1,8 +1,7 @@
 // A front end's parameters copied before an optimizer step (update_copies.h).
 #include "update_copies.h"
 
-#include <new>
-#include <stdexcept>
+#include <exception>
 
 namespace fpscope::inject {
 
@@ -15,10 +14,7 @@ bool UpdateCopies::keep(uint64_t key, ElementType type, const void* param, const
   try {
     copy.old.resize(count * element_bytes(type));
     copy.nonzero.resize(count);
-  } catch (const std::bad_alloc&) {
-    copies_.erase(key);
-    return false;
-  } catch (const std::length_error&) {  // more elements than a vector holds
+  } catch (const std::exception&) {  // std::bad_alloc, or std::length_error: more than a vector holds
     copies_.erase(key);
     return false;
   }
