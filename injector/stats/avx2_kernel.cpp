@@ -1,6 +1,7 @@
 // The AVX2 kernel (with F16C and FMA), for CPUs without AVX-512. Same structure as the AVX-512
-// kernel (vector_common.h): groups of 64 elements, special groups to the scalar routine, per-lane
-// counters flushed per block, exponent fields counted per block. Without mask registers, compares
+// kernel (vector_common.h): groups of 64 elements, NaN and Inf lanes counted from compares and
+// zeroed, groups with a subnormal at the Full level to the scalar routine, per-lane counters
+// flushed per block, exponent fields counted per block. Without mask registers, compares
 // yield all-ones lanes that are subtracted from counters; all compared magnitudes are below 2^31
 // (2^15 for 16-bit formats), so signed compares order them correctly.
 #include <immintrin.h>
@@ -31,6 +32,25 @@ FPSCOPE_AVX2 inline uint64_t lane_total_u16(__m256i counts) {
   uint64_t total = 0;
   for (uint16_t c : lanes) total += c;
   return total;
+}
+
+// A group's lane masks (all-ones lanes) as one 64-bit mask, bit j for element j of the group: eight
+// vectors of 32-bit lanes, or four of 16-bit lanes (packed to bytes pairwise; the pack interleaves
+// the two vectors' 128-bit halves, which the permute puts back in order).
+FPSCOPE_AVX2 inline uint64_t group_mask_32(const __m256i m[8]) {
+  uint64_t bits = 0;
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    bits |= uint64_t(uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(m[k])))) << (8 * k);
+  return bits;
+}
+
+FPSCOPE_AVX2 inline uint64_t pair_mask_16(__m256i x, __m256i y) {
+  return uint64_t(uint32_t(_mm256_movemask_epi8(_mm256_permute4x64_epi64(_mm256_packs_epi16(x, y), 0xD8))));
+}
+
+FPSCOPE_AVX2 inline uint64_t group_mask_16(const __m256i m[4]) {
+  return pair_mask_16(m[0], m[1]) | pair_mask_16(m[2], m[3]) << 32;
 }
 
 // a >= t for magnitudes below 2^31, as all-ones lanes.
@@ -193,11 +213,13 @@ FPSCOPE_AVX2 inline void count_at_least_p(const unsigned char* block, std::size_
 }
 
 // Folds a finished block's fields and thresholds into the accumulator.
+// `nonfinite_zeroed`: NaN and Inf lanes of the block's fast groups, which lie at or above every
+// threshold in memory.
 template <const ThresholdTable& T, bool kHalf>
 FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered,
                                       const unsigned char* block, std::size_t groups,
-                                      uint64_t special, bool powers_of_two, uint32_t h[256],
-                                      Accumulator& acc) {
+                                      uint64_t special, bool powers_of_two, uint64_t nonfinite_zeroed,
+                                      uint32_t h[256], Accumulator& acc) {
   int first, last;
   count_fields(field, buffered, h, first, last);
   fold_block_fields<T>(h, first, last, powers_of_two, acc, [&](const uint32_t* t, int k,
@@ -218,6 +240,7 @@ FPSCOPE_AVX2 inline void finish_block(const uint8_t* field, std::size_t buffered
           break;
       }
     }
+    for (int j = 0; j < k; ++j) counts[j] -= nonfinite_zeroed;
   });
 }
 
@@ -248,9 +271,12 @@ FPSCOPE_AVX2 inline void init(State& st) {
 
 // [SECTION] fp32: 8 lanes of 32 bits, a group is 8 vectors.
 
-template <bool kFull>
+// kMasked: the all-ones lanes of `nonfinite` held a NaN or an Inf and are zeroed in `v` and `a`;
+// they stay out of the extremes and the sums (their zeros are taken back out by the caller).
+template <bool kFull, bool kMasked>
 FPSCOPE_AVX2 inline void f32_fast_group(const unsigned char* p, const __m256i v[8],
-                                        const __m256i a[8], State& st, uint8_t* field) {
+                                        const __m256i a[8], const __m256i nonfinite[8], State& st,
+                                        uint8_t* field) {
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   const __m256i min_normal = _mm256_set1_epi32(int(kLayoutF32.min_normal_abs));
@@ -259,9 +285,14 @@ FPSCOPE_AVX2 inline void f32_fast_group(const unsigned char* p, const __m256i v[
   for (int k = 0; k < 8; ++k) {
     const __m256i key =
         _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi32(v[k], 31), abs_mask));
-    st.min_key = _mm256_min_epi32(st.min_key, key);
-    st.max_key = _mm256_max_epi32(st.max_key, key);
-    const __m256i am1 = _mm256_sub_epi32(a[k], one);
+    if constexpr (kMasked) {
+      st.min_key = _mm256_min_epi32(st.min_key, _mm256_blendv_epi8(key, _mm256_set1_epi32(INT32_MAX), nonfinite[k]));
+      st.max_key = _mm256_max_epi32(st.max_key, _mm256_blendv_epi8(key, _mm256_set1_epi32(INT32_MIN), nonfinite[k]));
+    } else {
+      st.min_key = _mm256_min_epi32(st.min_key, key);
+      st.max_key = _mm256_max_epi32(st.max_key, key);
+    }
+    const __m256i am1 = _mm256_sub_epi32(a[k], one);  // a zeroed lane's wraps: no smallest nonzero
     st.min_nz_m1 = _mm256_min_epu32(st.min_nz_m1, am1);
     const __m256i zero = _mm256_cmpeq_epi32(a[k], _mm256_setzero_si256());
     st.zero = _mm256_sub_epi32(st.zero, zero);
@@ -283,10 +314,20 @@ FPSCOPE_AVX2 inline void f32_fast_group(const unsigned char* p, const __m256i v[
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(field + 32), _mm256_packus_epi16(w2, w3));
   }
   __m256d d[8];
-  f32_doubles(p, d);
-  add_sums(st.sum, st.squares, d);
-  f32_doubles(p + 128, d);
-  add_sums(st.sum, st.squares, d);
+  if constexpr (kMasked) {  // from the zeroed lanes, not from memory
+    const __m256 f[8] = {_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]), _mm256_castsi256_ps(v[2]),
+                         _mm256_castsi256_ps(v[3]), _mm256_castsi256_ps(v[4]), _mm256_castsi256_ps(v[5]),
+                         _mm256_castsi256_ps(v[6]), _mm256_castsi256_ps(v[7])};
+    float_doubles(f, d);
+    add_sums(st.sum, st.squares, d);
+    float_doubles(f + 4, d);
+    add_sums(st.sum, st.squares, d);
+  } else {
+    f32_doubles(p, d);
+    add_sums(st.sum, st.squares, d);
+    f32_doubles(p + 128, d);
+    add_sums(st.sum, st.squares, d);
+  }
 }
 
 template <bool kFull>
@@ -307,6 +348,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
         i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
+    uint64_t nonfinite_zeroed = 0;  // NaN and Inf lanes of fast groups, zeroed there
     for (; i < block_end; i += kGroupElements) {
       __m256i v[8], a[8];
       __m256i special = _mm256_setzero_si256();
@@ -322,15 +364,38 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
         }
       }
       if (!_mm256_testz_si256(special, special)) {
-        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements, kParts,
-                                                           bits_to_double);
-        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
-        continue;
+        __m256i nonfinite[8], subnormal = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          nonfinite[k] = _mm256_cmpgt_epi32(a[k], inf_m1);
+          if constexpr (kFull)
+            subnormal = _mm256_or_si256(subnormal, _mm256_andnot_si256(_mm256_cmpeq_epi32(a[k], zero),
+                                                                       _mm256_cmpgt_epi32(min_normal, a[k])));
+        }
+        if (kFull && !_mm256_testz_si256(subnormal, subnormal)) {
+          add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements, kParts,
+                                                             bits_to_double);
+          special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
+          continue;
+        }
+        __m256i nan[8], pos_inf[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          nan[k] = _mm256_cmpgt_epi32(a[k], _mm256_add_epi32(inf_m1, _mm256_set1_epi32(1)));
+          pos_inf[k] = _mm256_cmpeq_epi32(v[k], _mm256_add_epi32(inf_m1, _mm256_set1_epi32(1)));
+          v[k] = _mm256_andnot_si256(nonfinite[k], v[k]);
+          a[k] = _mm256_andnot_si256(nonfinite[k], a[k]);
+        }
+        const uint64_t all = group_mask_32(nonfinite), nans = group_mask_32(nan), pos = group_mask_32(pos_inf);
+        add_nonfinite<uint32_t>(acc, nans, pos, all & ~nans & ~pos, base, i);
+        nonfinite_zeroed += uint64_t(__builtin_popcountll(all));
+        f32_fast_group<kFull, true>(base + 4 * i, v, a, nonfinite, st, field + buffered);
+      } else {
+        f32_fast_group<kFull, false>(base + 4 * i, v, a, nullptr, st, field + buffered);
       }
-      f32_fast_group<kFull>(base + 4 * i, v, a, st, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
-    acc.zero += lane_total_u32(st.zero);
+    acc.zero += lane_total_u32(st.zero) - nonfinite_zeroed;
     acc.subnormal += lane_total_u32(st.subnormal);
     st.zero = st.subnormal = _mm256_setzero_si256();
     if constexpr (kFull) {
@@ -340,7 +405,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
       st.power_of_two = _mm256_setzero_si256();
       finish_block<kThresholdsF32, false>(field, buffered, base + 4 * block_begin,
                                           (block_end - block_begin) / kGroupElements,
-                                          special_groups, powers_of_two, h, acc);
+                                          special_groups, powers_of_two, nonfinite_zeroed, h, acc);
     }
   }
   alignas(32) int32_t mins[8], maxs[8];
@@ -380,9 +445,10 @@ FPSCOPE_AVX2 inline __m256i half_fields(__m256i v, __m256 lo, __m256 hi) {
   }
 }
 
-template <ElementType kType, const SourceLayout& S, bool kFull>
-FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4], State& st,
-                                         uint8_t* field) {
+// kMasked as for f32_fast_group.
+template <ElementType kType, const SourceLayout& S, bool kFull, bool kMasked>
+FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4],
+                                         const __m256i nonfinite[4], State& st, uint8_t* field) {
   const __m256i one = _mm256_set1_epi16(1);
   const __m256i abs_mask = _mm256_set1_epi16(0x7FFF);
   const __m256i min_normal = _mm256_set1_epi16(int16_t(S.min_normal_abs));
@@ -392,8 +458,13 @@ FPSCOPE_AVX2 inline void half_fast_group(const __m256i v[4], const __m256i a[4],
   for (int k = 0; k < 4; ++k) {
     const __m256i key =
         _mm256_xor_si256(v[k], _mm256_and_si256(_mm256_srai_epi16(v[k], 15), abs_mask));
-    st.min_key = _mm256_min_epi16(st.min_key, key);
-    st.max_key = _mm256_max_epi16(st.max_key, key);
+    if constexpr (kMasked) {
+      st.min_key = _mm256_min_epi16(st.min_key, _mm256_blendv_epi8(key, _mm256_set1_epi16(INT16_MAX), nonfinite[k]));
+      st.max_key = _mm256_max_epi16(st.max_key, _mm256_blendv_epi8(key, _mm256_set1_epi16(INT16_MIN), nonfinite[k]));
+    } else {
+      st.min_key = _mm256_min_epi16(st.min_key, key);
+      st.max_key = _mm256_max_epi16(st.max_key, key);
+    }
     st.min_nz_m1 = _mm256_min_epu16(st.min_nz_m1, _mm256_sub_epi16(a[k], one));
     const __m256i zero = _mm256_cmpeq_epi16(a[k], _mm256_setzero_si256());
     st.zero = _mm256_sub_epi16(st.zero, zero);
@@ -440,6 +511,7 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
         i + std::min(n - i, kBlockElements) / kGroupElements * kGroupElements;
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
+    uint64_t nonfinite_zeroed = 0;  // NaN and Inf lanes of fast groups, zeroed there
     for (; i < block_end; i += kGroupElements) {
       __m256i v[4], a[4];
       __m256i special = _mm256_setzero_si256();
@@ -455,24 +527,48 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
         }
       }
       if (!_mm256_testz_si256(special, special)) {
-        add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kParts, to_double);
-        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
-        continue;
+        __m256i nonfinite[4], subnormal = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          nonfinite[k] = _mm256_cmpgt_epi16(a[k], inf_m1);
+          if constexpr (kSubnormalIsSpecial)
+            subnormal = _mm256_or_si256(subnormal, _mm256_andnot_si256(_mm256_cmpeq_epi16(a[k], zero),
+                                                                       _mm256_cmpgt_epi16(min_normal, a[k])));
+        }
+        if (kSubnormalIsSpecial && !_mm256_testz_si256(subnormal, subnormal)) {
+          add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kParts, to_double);
+          special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
+          continue;
+        }
+        const __m256i inf = _mm256_set1_epi16(int16_t(S.inf_abs));
+        __m256i nan[4], pos_inf[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          nan[k] = _mm256_cmpgt_epi16(a[k], inf);
+          pos_inf[k] = _mm256_cmpeq_epi16(v[k], inf);
+          v[k] = _mm256_andnot_si256(nonfinite[k], v[k]);
+          a[k] = _mm256_andnot_si256(nonfinite[k], a[k]);
+        }
+        const uint64_t all = group_mask_16(nonfinite), nans = group_mask_16(nan), pos = group_mask_16(pos_inf);
+        add_nonfinite<uint16_t>(acc, nans, pos, all & ~nans & ~pos, base, i);
+        nonfinite_zeroed += uint64_t(__builtin_popcountll(all));
+        half_fast_group<kType, S, kFull, true>(v, a, nonfinite, st, field + buffered);
+      } else {
+        half_fast_group<kType, S, kFull, false>(v, a, nullptr, st, field + buffered);
       }
-      half_fast_group<kType, S, kFull>(v, a, st, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     if constexpr (kType == ElementType::F16) {
       two_sum(st.sum, st.exact);
       st.exact = _mm256_setzero_pd();
     }
-    acc.zero += lane_total_u16(st.zero);  // <= 256 per lane per block
+    acc.zero += lane_total_u16(st.zero) - nonfinite_zeroed;  // <= 256 per lane per block
     acc.subnormal += lane_total_u16(st.subnormal);
     st.zero = st.subnormal = _mm256_setzero_si256();
     if constexpr (kFull)  // taken to hold a power of two (vector_common.h)
       finish_block<T, true>(field, buffered, base + 2 * block_begin,
-                            (block_end - block_begin) / kGroupElements, special_groups, true, h,
-                            acc);
+                            (block_end - block_begin) / kGroupElements, special_groups, true,
+                            nonfinite_zeroed, h, acc);
   }
   alignas(32) int16_t mins[16], maxs[16];
   alignas(32) uint16_t nz[16];

@@ -128,6 +128,12 @@ FPSCOPE_AVX512 inline uint64_t lane_total_u16(__m512i counts) {
   return lane_total_u32(_mm512_add_epi32(lo, hi));
 }
 
+// A group's 64 lane masks as one, bit j for element j of the group.
+inline uint64_t group_mask(const __mmask16 m[4]) {
+  return uint64_t(m[0]) | uint64_t(m[1]) << 16 | uint64_t(m[2]) << 32 | uint64_t(m[3]) << 48;
+}
+inline uint64_t group_mask(const __mmask32 m[2]) { return uint64_t(m[0]) | uint64_t(m[1]) << 32; }
+
 // [SECTION] Cast thresholds that fall inside a populated binade (see fold_block_fields): one
 // compare per fast element of the block, read again while it is in L1. `special` has bit g set
 // for each group g of the block that took the scalar path (already counted there).
@@ -392,18 +398,28 @@ struct F32Counters {
 inline constexpr int kSpecial = 0x01 | 0x08 | 0x10 | 0x80;
 inline constexpr int kSpecialFull = kSpecial | 0x20;
 
-template <bool kFull>
+// kMasked: the lanes outside `finite` held a NaN or an Inf and are zeroed in `v` and `a`; they stay
+// out of the extremes and the sums (their zeros are taken back out of the counts by the caller).
+template <bool kFull, bool kMasked>
 FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i v[4],
-                                          const __m512i a[4], F32State& st, F32Counters& c,
-                                          uint8_t* field) {
+                                          const __m512i a[4], const __mmask16 finite[4],
+                                          F32State& st, F32Counters& c, uint8_t* field) {
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i min_normal_m1 = _mm512_set1_epi32(int(kLayoutF32.min_normal_abs - 1));
   const __m512i probe_mask = _mm512_set1_epi32(int(kPowerOfTwoProbeMask));
 #pragma GCC unroll 16
   for (int k = 0; k < 4; ++k) {
-    st.ext.top_unsigned = _mm512_max_epu32(st.ext.top_unsigned, v[k]);
-    st.ext.low_unsigned = _mm512_min_epu32(st.ext.low_unsigned, v[k]);
-    st.ext.top_signed = _mm512_max_epi32(st.ext.top_signed, v[k]);
+    if constexpr (kMasked) {
+      st.ext.top_unsigned = _mm512_mask_max_epu32(st.ext.top_unsigned, finite[k], st.ext.top_unsigned, v[k]);
+      st.ext.low_unsigned = _mm512_mask_min_epu32(st.ext.low_unsigned, finite[k], st.ext.low_unsigned, v[k]);
+      st.ext.top_signed = _mm512_mask_max_epi32(st.ext.top_signed, finite[k], st.ext.top_signed, v[k]);
+    } else {
+      st.ext.top_unsigned = _mm512_max_epu32(st.ext.top_unsigned, v[k]);
+      st.ext.low_unsigned = _mm512_min_epu32(st.ext.low_unsigned, v[k]);
+      st.ext.top_signed = _mm512_max_epi32(st.ext.top_signed, v[k]);
+    }
+    // A zeroed lane's wraps to the largest value: it changes neither the smallest nonzero
+    // magnitude nor the subnormal count, and its field is a zero's.
     const __m512i am1 = _mm512_sub_epi32(a[k], one);
     st.min_nz_m1 = _mm512_min_epu32(st.min_nz_m1, am1);
     if constexpr (kFull) {
@@ -419,7 +435,15 @@ FPSCOPE_AVX512 inline void f32_fast_group(const unsigned char* p, const __m512i 
     }
   }
   __m512d d[8];
-  f32_doubles(p, d);
+  if constexpr (kMasked) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      d[2 * k] = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_castsi512_ps(v[k])));
+      d[2 * k + 1] = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(v[k], 1)));
+    }
+  } else {
+    f32_doubles(p, d);
+  }
   add_sums(st.sum, st.squares, d);
 }
 
@@ -439,6 +463,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
     F32Counters c{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
+    uint64_t nonfinite_zeroed = 0;  // NaN and Inf lanes of fast groups, zeroed there
     for (; i < block_end; i += kGroupElements) {
       __m512i v[4], a[4];
       __mmask16 special = 0;
@@ -451,15 +476,38 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
             _mm512_fpclass_ps_mask(_mm512_castsi512_ps(v[k]), kFull ? kSpecialFull : kSpecial);
       }
       if (special) {
-        add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements,
-                                                           kFull ? kFullParts : 0, bits_to_double);
-        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
-        continue;
+        __mmask16 nonfinite[4], subnormal = 0;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          nonfinite[k] = _mm512_fpclass_ps_mask(_mm512_castsi512_ps(v[k]), kSpecial);
+          if constexpr (kFull) subnormal |= _mm512_fpclass_ps_mask(_mm512_castsi512_ps(v[k]), 0x20);
+        }
+        if (subnormal) {
+          add_elements<kLayoutF32, kThresholdsF32, uint32_t>(acc, base, i, kGroupElements,
+                                                             kFull ? kFullParts : 0, bits_to_double);
+          special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
+          continue;
+        }
+        const uint64_t any = group_mask(nonfinite);
+        __mmask16 nan[4], pos_inf[4], finite[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          nan[k] = _mm512_fpclass_ps_mask(_mm512_castsi512_ps(v[k]), 0x01 | 0x80);
+          pos_inf[k] = _mm512_fpclass_ps_mask(_mm512_castsi512_ps(v[k]), 0x08);
+          finite[k] = __mmask16(~nonfinite[k]);
+          v[k] = _mm512_maskz_mov_epi32(finite[k], v[k]);
+          a[k] = _mm512_maskz_mov_epi32(finite[k], a[k]);
+        }
+        const uint64_t nans = group_mask(nan), pos = group_mask(pos_inf);
+        add_nonfinite<uint32_t>(acc, nans, pos, any & ~nans & ~pos, base, i);
+        nonfinite_zeroed += uint64_t(__builtin_popcountll(any));
+        f32_fast_group<kFull, true>(base + 4 * i, v, a, finite, st, c, field + buffered);
+      } else {
+        f32_fast_group<kFull, false>(base + 4 * i, v, a, nullptr, st, c, field + buffered);
       }
-      f32_fast_group<kFull>(base + 4 * i, v, a, st, c, field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
-    acc.zero += lane_total_u32(c.zero);
+    acc.zero += lane_total_u32(c.zero) - (kFull ? 0 : nonfinite_zeroed);
     acc.subnormal += lane_total_u32(c.subnormal);
     if constexpr (kFull) {
       int first, last;
@@ -471,8 +519,9 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
       const uint64_t nonzero = fold_block_fields<kThresholdsF32>(
           h, first, last, powers_of_two, acc, [&](const uint32_t* t, int k, uint64_t* counts) {
             count_at_least<false>(block, groups, special_groups, t, k, counts);
+            for (int j = 0; j < k; ++j) counts[j] -= nonfinite_zeroed;  // at or above every threshold
           });
-      acc.zero += buffered - nonzero;
+      acc.zero += buffered - nonzero - nonfinite_zeroed;
     }
   }
   const uint32_t min_nz_m1 = uint32_t(_mm512_reduce_min_epu32(st.min_nz_m1));
@@ -553,20 +602,28 @@ FPSCOPE_AVX512 inline void half_fields(const __m512i v[2], const __m512i a[2], b
   _mm512_storeu_si512(out, _mm512_packus_epi16(w[0], w[1]));
 }
 
-template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull>
+// kMasked as for f32_fast_group.
+template <ElementType kType, const SourceLayout& S, const ThresholdTable& T, bool kFull, bool kMasked>
 FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i v[2],
-                                           const __m512i a[2], HalfState& st, __m512i& zero_count,
-                                           __m512i& sub_count, uint8_t* field) {
+                                           const __m512i a[2], const __mmask32 finite[2],
+                                           HalfState& st, __m512i& zero_count, __m512i& sub_count,
+                                           uint8_t* field) {
   const __m512i one = _mm512_set1_epi16(1);
   const __m512i min_normal_m1 = _mm512_set1_epi16(int16_t(S.min_normal_abs - 1));
   __m512 f[4];
   __mmask32 any_sub = 0;
 #pragma GCC unroll 16
   for (int k = 0; k < 2; ++k) {
-    st.ext.top_unsigned = _mm512_max_epu16(st.ext.top_unsigned, v[k]);
-    st.ext.low_unsigned = _mm512_min_epu16(st.ext.low_unsigned, v[k]);
-    st.ext.top_signed = _mm512_max_epi16(st.ext.top_signed, v[k]);
-    const __m512i am1 = _mm512_sub_epi16(a[k], one);
+    if constexpr (kMasked) {
+      st.ext.top_unsigned = _mm512_mask_max_epu16(st.ext.top_unsigned, finite[k], st.ext.top_unsigned, v[k]);
+      st.ext.low_unsigned = _mm512_mask_min_epu16(st.ext.low_unsigned, finite[k], st.ext.low_unsigned, v[k]);
+      st.ext.top_signed = _mm512_mask_max_epi16(st.ext.top_signed, finite[k], st.ext.top_signed, v[k]);
+    } else {
+      st.ext.top_unsigned = _mm512_max_epu16(st.ext.top_unsigned, v[k]);
+      st.ext.low_unsigned = _mm512_min_epu16(st.ext.low_unsigned, v[k]);
+      st.ext.top_signed = _mm512_max_epi16(st.ext.top_signed, v[k]);
+    }
+    const __m512i am1 = _mm512_sub_epi16(a[k], one);  // a zeroed lane's wraps, as for fp32
     st.min_nz_m1 = _mm512_min_epu16(st.min_nz_m1, am1);
     if constexpr (!kFull) {  // at the Full level zeros are the fields of 0, counted from them
       const __mmask32 zero = _mm512_cmpeq_epi16_mask(a[k], _mm512_setzero_si512());
@@ -578,8 +635,9 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
       any_sub |= sub;
     }
   }
-  // bf16 needs floats for the sums; fp16 only for the fields of a group with a subnormal.
-  const bool widened = kType == ElementType::BF16 || (kFull && any_sub != 0);
+  // bf16 needs floats for the sums; fp16 only for the fields of a group with a subnormal, and for
+  // the sums of a group whose memory still holds the lanes zeroed here.
+  const bool widened = kType == ElementType::BF16 || kMasked || (kFull && any_sub != 0);
   if (widened) {
 #pragma GCC unroll 2
     for (int k = 0; k < 2; ++k) widen<kType>(v[k], f[2 * k], f[2 * k + 1]);
@@ -587,7 +645,10 @@ FPSCOPE_AVX512 inline void half_fast_group(const unsigned char* p, const __m512i
   if constexpr (kFull) half_fields<kType>(v, a, any_sub != 0, f, field);
   __m512d d[8];
   if constexpr (kType == ElementType::F16) {
-    f16_doubles(p, d);
+    if constexpr (kMasked)
+      float_doubles(f, d);
+    else
+      f16_doubles(p, d);
     add_sums_f16(st.exact, st.squares, d);
   } else {
     float_doubles(f, d);
@@ -616,6 +677,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
     __m512i zero_count = _mm512_setzero_si512(), sub_count = _mm512_setzero_si512();
     std::size_t buffered = 0;
     uint64_t special_groups = 0;
+    uint64_t nonfinite_zeroed = 0;  // NaN and Inf lanes of fast groups, zeroed there
     for (; i < block_end; i += kGroupElements) {
       __m512i v[2], a[2];
       __mmask32 special = 0;
@@ -629,17 +691,43 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
               _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(a[k], a[k]), a[k], min_normal);
       }
       if (special) {
-        add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kFull ? kFullParts : 0,
-                                     to_double);
-        special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
-        continue;
+        __mmask32 nonfinite[2], subnormal = 0;
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+          nonfinite[k] = _mm512_cmpge_epu16_mask(a[k], inf);
+          if constexpr (kSubnormalIsSpecial)
+            subnormal |=
+                _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(a[k], a[k]), a[k], min_normal);
+        }
+        if (subnormal) {
+          add_elements<S, T, uint16_t>(acc, base, i, kGroupElements, kFull ? kFullParts : 0,
+                                       to_double);
+          special_groups |= uint64_t(1) << ((i - block_begin) / kGroupElements);
+          continue;
+        }
+        const uint64_t any = group_mask(nonfinite);
+        __mmask32 nan[2], pos_inf[2], finite[2];
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+          nan[k] = _mm512_cmpgt_epu16_mask(a[k], inf);
+          pos_inf[k] = _mm512_cmpeq_epi16_mask(v[k], inf);
+          finite[k] = __mmask32(~nonfinite[k]);
+          v[k] = _mm512_maskz_mov_epi16(finite[k], v[k]);
+          a[k] = _mm512_maskz_mov_epi16(finite[k], a[k]);
+        }
+        const uint64_t nans = group_mask(nan), pos = group_mask(pos_inf);
+        add_nonfinite<uint16_t>(acc, nans, pos, any & ~nans & ~pos, base, i);
+        nonfinite_zeroed += uint64_t(__builtin_popcountll(any));
+        half_fast_group<kType, S, T, kFull, true>(base + 2 * i, v, a, finite, st, zero_count,
+                                                  sub_count, field + buffered);
+      } else {
+        half_fast_group<kType, S, T, kFull, false>(base + 2 * i, v, a, nullptr, st, zero_count,
+                                                   sub_count, field + buffered);
       }
-      half_fast_group<kType, S, T, kFull>(base + 2 * i, v, a, st, zero_count, sub_count,
-                                          field + buffered);
       if constexpr (kFull) buffered += kGroupElements;
     }
     if constexpr (kType == ElementType::F16) flush_exact_sum(st.sum, st.exact);
-    acc.zero += lane_total_u16(zero_count);
+    acc.zero += lane_total_u16(zero_count) - (kFull ? 0 : nonfinite_zeroed);
     acc.subnormal += lane_total_u16(sub_count);
     if constexpr (kFull) {
       int first, last;
@@ -650,8 +738,9 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
       const uint64_t nonzero = fold_block_fields<T>(h, first, last, true, acc,
                                                     [&](const uint32_t* t, int k, uint64_t* counts) {
                                                       count_at_least<true>(block, groups, special_groups, t, k, counts);
+                                                      for (int j = 0; j < k; ++j) counts[j] -= nonfinite_zeroed;
                                                     });
-      acc.zero += buffered - nonzero;
+      acc.zero += buffered - nonzero - nonfinite_zeroed;
     }
   }
   const __m512i nz_lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(st.min_nz_m1));

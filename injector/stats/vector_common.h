@@ -9,9 +9,13 @@
 //   (zero wraps to the largest value), zero/subnormal counts as per-lane counters incremented under
 //   compare masks (the AVX-512 kernel's zeros at the Full level: fast elements less the nonzero
 //   fields fold_block_fields counted), sums converted to double.
-// - A group holding a NaN or an Inf (at the Full level also an fp32 or bf16 subnormal) is handed
-//   element by element to add_element(), the scalar kernel's own routine, in order, so the first
-//   NaN/Inf is found exactly.
+// - A group holding a NaN or an Inf and nothing else special counts those from compare masks
+//   (add_nonfinite) and takes the fast path with them zeroed (attention scores under a causal mask
+//   hold -inf in nearly every group); the zeros that makes are taken back out of the block's zero
+//   and threshold counts.
+// - A group holding, at the Full level, an fp32 or bf16 subnormal (which needs its exact histogram
+//   bin) is handed element by element to add_element(), the scalar kernel's own routine, in order,
+//   so the first NaN/Inf is found exactly there too.
 // - Per-lane counters are flushed every block of 4096 elements (short enough for 16-bit lanes).
 // - At the Full level each fast element's exponent field (as an fp32) goes to a per-block byte
 //   buffer; the block's field histogram gives the exponent histogram and decides most cast
@@ -101,6 +105,26 @@ inline uint64_t fold_block_fields(uint32_t h[256], int first, int last, bool pow
   count_at_least(pending, k, counts);
   for (int i = 0; i < k; ++i) acc.at_least[pending_index[i]] += counts[i];
   return total;
+}
+
+// A group's non-finite elements, counted from masks of its 64 elements (bit j for element
+// first + j): the group's finite elements take the fast path with these zeroed, so that the
+// block's zero count and the threshold compares made over its memory count them too, and the
+// kernel takes them back out (nonfinite_zeroed). The first non-finite element of the array is the
+// lowest bit of the first group with any, as the scalar path finds it.
+template <typename Bits>
+inline void add_nonfinite(Accumulator& acc, uint64_t nan, uint64_t pos_inf, uint64_t neg_inf,
+                          const unsigned char* base, std::size_t first) {
+  acc.nan += uint64_t(__builtin_popcountll(nan));
+  acc.pos_inf += uint64_t(__builtin_popcountll(pos_inf));
+  acc.neg_inf += uint64_t(__builtin_popcountll(neg_inf));
+  if (acc.first_nonfinite < 0) {
+    const std::size_t i = first + std::size_t(__builtin_ctzll(nan | pos_inf | neg_inf));
+    Bits b;
+    std::memcpy(&b, base + i * sizeof(Bits), sizeof(Bits));
+    acc.first_nonfinite = int64_t(i);
+    acc.first_nonfinite_bits = uint64_t(b);
+  }
 }
 
 // The scalar path for `count` elements starting at element `first` of the array.

@@ -147,6 +147,48 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
   }
 }
 
+// NaN and Inf among finite values in the same groups of 64, which the vector kernels count from
+// masks while the group's finite values take the fast path: attention scores under a causal mask
+// (-inf above the diagonal of 64 x 64 and of 48 x 48 matrices, so that rows and groups are not
+// aligned), one non-finite value a group at a lane that moves from group to group, whole groups
+// of non-finite values between plain ones, every kind of NaN and Inf, and a single one at lanes
+// spread over a group (the first non-finite value's index comes from the lane masks); over gaussian values of
+// scales that put cast thresholds inside populated binades, so that the Full level's compares over
+// the block's memory meet the non-finite lanes too.
+TEST_P(VectorKernelTest, MatchesScalarKernelWhereNonFiniteValuesShareGroupsWithFiniteOnes) {
+  const Kernel k = GetParam();
+  if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
+  for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::BF16}) {
+    const uint64_t inf = type == ElementType::F32 ? 0x7F800000u : type == ElementType::F16 ? 0x7C00u : 0x7F80u;
+    const uint64_t sign = type == ElementType::F32 ? 0x80000000u : 0x8000u;
+    const uint64_t quiet = type == ElementType::F32 ? 0x400000u : type == ElementType::F16 ? 0x200u : 0x40u;
+    const uint64_t kinds[] = {inf, inf | sign, inf | quiet, inf | sign | quiet, inf | 1, inf | sign | (quiet - 1)};
+    for (int scale : {-10, 0, 8, 15}) {
+      const TestTensor plain = gaussian_tensor(type, 20000, uint64_t(700 + scale), scale);
+      const std::size_t n = plain.size();
+      const auto with = [&](const char* pattern, auto nonfinite_at) {
+        TestTensor t{std::string(pattern) + " " + plain.name, type, {}};
+        for (std::size_t i = 0; i < n; ++i) {
+          uint64_t bits = 0;
+          std::memcpy(&bits, &plain.bytes[i * plain.element_size()], plain.element_size());
+          const int kind = nonfinite_at(i);
+          t.push_bits(kind < 0 ? bits : kinds[kind]);
+        }
+        SCOPED_TRACE(t.name);
+        expect_same_as_scalar(k, t, n);
+      };
+      with("causal 64", [](std::size_t i) { return i % 64 > (i / 64) % 64 ? 1 : -1; });
+      with("causal 48", [](std::size_t i) { return i % 48 > (i / 48) % 48 ? 1 : -1; });
+      with("one a group", [](std::size_t i) { return i % 64 == (i / 64 * 7) % 64 ? int(i / 64 % 6) : -1; });
+      with("whole groups", [](std::size_t i) { return (i / 64) % 3 == 1 ? int(i % 6) : -1; });
+      with("every kind", [](std::size_t i) { return i % 5 == 3 ? int(i / 5 % 6) : -1; });
+      // The first non-finite value alone, at a lane of each eighth of a late group.
+      for (std::size_t lane : {5, 13, 21, 29, 37, 45, 53, 61})
+        with("one late", [lane](std::size_t i) { return i == 64 * 250 + lane ? 2 : -1; });
+    }
+  }
+}
+
 // Blocks whose nonzero values span 1 to 70 binades (the vector histogram takes up to 63, in
 // windows of eight), the k-th binade of a span holding its values k + 1 times as often as the
 // first, so that every bin's count differs from its neighbours', with zeros of both signs between

@@ -9,7 +9,8 @@
 // vectorized reads, XOR of every byte, of the same buffer, timed the same way just before) and
 // `vs_read`, their ratio. CPU time, not wall time: the machine may be shared. BM_Recipes times the
 // fp8 recipe forecast against the full statistics of the same tensor; BM_UpdateSums a parameter's
-// update counted from its copy.
+// update counted from its copy; BM_MaskedScores the statistics of causally masked attention scores
+// (-inf above each 64 x 64 matrix's diagonal) against those of the same values unmasked.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -208,6 +209,42 @@ void BM_UpdateSums(benchmark::State& state) {
   state.counters["sums_ns_per_element"] = 1e9 * sums_seconds / double(state.iterations()) / double(n);
 }
 
+// Attention scores as a causal mask leaves them: the tensor's values seen as 64 x 64 matrices,
+// -inf above each one's diagonal (every row but the last of each matrix holds one), the statistics
+// of the whole at the Full level with kernel `kernel`; `vs_unmasked`, the time per element over the
+// same kernel's on the values before masking, measured just before.
+void BM_MaskedScores(benchmark::State& state) {
+  const auto type = ElementType(state.range(0));
+  const auto kernel = Kernel(state.range(1));
+  if (!fpscope::stats::kernel_supported(kernel)) {
+    state.SkipWithError("kernel not supported on this CPU");
+    return;
+  }
+  const auto& plain = tensor(type, kL2Bytes);
+  const std::size_t width = fpscope::element_bytes(type);
+  const std::size_t n = kL2Bytes / width;
+  std::vector<unsigned char> masked(plain);
+  const uint32_t minus_inf = type == ElementType::F32 ? 0xFF800000u : type == ElementType::F16 ? 0xFC00u : 0xFF80u;
+  for (std::size_t i = 0; i < n; ++i)
+    if (i % 64 > (i / 64) % 64) std::memcpy(&masked[i * width], &minus_inf, width);  // column > row
+  fpscope::TensorStats s;
+  double plain_seconds = 1e30;
+  for (int r = 0; r < 50; ++r) {
+    const double t0 = thread_seconds();
+    fpscope::stats::compute_stats_with(kernel, plain.data(), type, n, StatsLevel::Full, &s);
+    plain_seconds = std::min(plain_seconds, thread_seconds() - t0);
+  }
+  const double t0 = thread_seconds();
+  for (auto _ : state) {
+    fpscope::stats::compute_stats_with(kernel, masked.data(), type, n, StatsLevel::Full, &s);
+    benchmark::DoNotOptimize(s);
+  }
+  const double per_call = (thread_seconds() - t0) / double(state.iterations());
+  state.SetItemsProcessed(int64_t(state.iterations()) * int64_t(n));
+  state.counters["ns_per_element"] = 1e9 * per_call / double(n);
+  state.counters["vs_unmasked"] = per_call / plain_seconds;
+}
+
 void stats_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "full", "kernel", "bytes"});
   for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
@@ -228,6 +265,10 @@ BENCHMARK(BM_Stats)->Apply(stats_args);
 BENCHMARK(BM_UpdateSums)
     ->ArgNames({"type", "elements"})
     ->ArgsProduct({{0, 1, 2, 6}, {97200, 1 << 24}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MaskedScores)
+    ->ArgNames({"type", "kernel"})  // kernel: 1 AVX2, 2 AVX-512, 3 AVX-512 with GFNI
+    ->ArgsProduct({{0, 1, 2}, {3, 1}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Recipes)
     ->ArgNames({"type", "kernel", "weight", "bytes"})  // kernel: 0 portable, 1 AVX2, 2 AVX-512
