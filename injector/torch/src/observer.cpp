@@ -113,6 +113,8 @@ OpInfo make_info(const at::RecordFunction& fn) {
   info.view = info.returns;
   for (const c10::Argument& r : returns)
     if (r.alias_info() == nullptr || r.alias_info()->isWrite()) info.view = false;
+  for (std::string_view v : fpscope::contract::kUnannotatedViewOperators)
+    if (info.name == v) info.view = true;
   for (const c10::Argument& r : returns)
     info.return_names.push_back(r.type()->kind() == c10::TypeKind::TensorType ? r.name() : std::string());
   info.unmeasured = info.view;

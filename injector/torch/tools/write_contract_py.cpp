@@ -85,6 +85,7 @@ std::map<std::string, std::string> facts() {
       {"DTYPE_E2M1", n(MPT_DTYPE_E2M1)},
       {"MEASURED_DTYPES", measured_dtypes()},
       {"UNINITIALIZED_OPERATORS", bytes_tuple(contract::kUninitializedOperators)},
+      {"UNANNOTATED_VIEW_OPERATORS", bytes_tuple(contract::kUnannotatedViewOperators)},
       {"UNMEASURED_NAMESPACES", bytes_tuple(contract::kUnmeasuredNamespaces)},
       {"UNWATCHED_NAMESPACES", bytes_tuple(contract::kUnwatchedNamespaces)},
       {"DEVICE_CPU", n(MPT_DEVICE_CPU)},

@@ -60,6 +60,27 @@ class FrontEndTest(support.FrontEndCase):
         measured_views = self.query(trace, TENSORS + " WHERE k.kernel IN ('t', 'detach', 'view')")
         self.assertEqual(measured_views[0][0], 0)
 
+    def test_a_view_its_schema_does_not_mark_is_counted_not_measured(self):
+        # matmul of a batch by a matrix folds the batch into one mm and gives the product its
+        # batch dimensions back with _unsafe_view: the same memory, which the mm's output row
+        # measured already.
+        script = self.write("fold.py", """
+            import torch
+            torch.manual_seed(0)
+            x = torch.randn(4, 5, 6)
+            w = torch.randn(6, 3, requires_grad=True)
+            y = x @ w
+            print(float(y.sum()))
+        """)
+        trace, _ = self.trace(script)
+        views = self.query(trace, "SELECT sampled FROM v_kernels WHERE kernel = '_unsafe_view'")
+        self.assertTrue(views, "matmul dispatched no _unsafe_view")
+        self.assertEqual({s for (s,) in views}, {0})
+        self.assertEqual(self.query(trace, TENSORS + " WHERE k.kernel = '_unsafe_view'")[0][0], 0)
+        made = self.query(trace, "SELECT t.count, t.shape FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                 " WHERE k.kernel = 'mm' AND t.role = 'out'")
+        self.assertEqual(made, [(60, "[20,3]")])
+
     def test_statistics_match_numpy_on_the_programs_own_tensor(self):
         saved = os.path.join(self.dir, "out.npy")
         trace, _ = self.trace(self.cnn(), args=[saved])

@@ -11,6 +11,12 @@ namespace fpscope::contract {
 inline constexpr std::string_view kUninitializedOperators[] = {"empty", "empty_like", "empty_strided",
                                                                "new_empty", "new_empty_strided"};
 
+// Operators that return their input's memory under another shape though their schema does not
+// mark the result as an alias (`_unsafe_view`, which matmul uses to give a product its batch
+// dimensions back): views like those the schema marks, counted, never measured. Measured, they
+// would scan again the very values their input was measured with.
+inline constexpr std::string_view kUnannotatedViewOperators[] = {"_unsafe_view"};
+
 // Namespaces of operators counted, never measured: torch 2's collectives (`c10d::allreduce_`,
 // `broadcast_`, ...) return before the process group's threads have combined the tensors, so what
 // the call returns is not yet what they will hold. The next operator to read them measures them.

@@ -37,6 +37,8 @@ for _name, _dtype in (("float8_e4m3fn", _api.DTYPE_E4M3), ("float8_e5m2", _api.D
 _MEASURED_DTYPES = tuple(t for t, d in _DTYPES.items() if d in _api.MEASURED_DTYPES)
 # Operators whose outputs hold whatever the memory held before: counted, never measured.
 _UNINITIALIZED = frozenset(_api.UNINITIALIZED_OPERATORS)
+# Views whose schema does not mark their result as an alias of their input.
+_UNANNOTATED_VIEWS = frozenset(_api.UNANNOTATED_VIEW_OPERATORS)
 _ZEROS = tuple((0,) * (_api.MAX_DIMS - n) for n in range(_api.MAX_DIMS + 1))
 
 
@@ -54,7 +56,8 @@ class _OpInfo:
         returns = schema.returns
         # A pure view or metadata operator: it returns tensors, each aliasing an input, none written.
         # (An operator that returns nothing, as the in-place _foreach_add_, writes its arguments.)
-        self.view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        self.view = (bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+                     or self.name in _UNANNOTATED_VIEWS)
         self.unmeasured = self.view or self.name in _UNINITIALIZED or namespace in _api.UNMEASURED_NAMESPACES
         # (position, keyword, written) of each argument that can hold a tensor (Tensor, Tensor?,
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
