@@ -114,8 +114,9 @@ inline constexpr unsigned kThresholdPart = 2;
 inline constexpr unsigned kFullParts = kHistogramPart | kThresholdPart;
 
 // Adds element `i` with bits `b` of a tensor in layout `S`. Used by the scalar kernel for every
-// element and by the vector kernels for tails and for groups holding a special value (all parts:
-// the vector kernels' histogram and threshold compares leave those groups out).
+// element and by the vector kernels for tails and for groups holding, at the Full level, an fp32 or
+// bf16 subnormal (all parts: the vector kernels' histogram and threshold compares leave those
+// groups out).
 template <const SourceLayout& S, const ThresholdTable& T, typename Bits>
 inline void add_element(Accumulator& acc, Bits b, int64_t index, double value, unsigned parts) {
   using Abs = std::conditional_t<sizeof(Bits) == 8, uint64_t, uint32_t>;

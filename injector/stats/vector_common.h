@@ -1,6 +1,7 @@
 // Pieces shared by the AVX2 and AVX-512 kernels that need no vector instructions: the group and
-// block sizes, the scalar fallback for a group holding a special value, and the Full level's
-// per-block bookkeeping of exponent fields and cast thresholds.
+// block sizes, the counts of a group's NaN and Inf from its lane masks, the scalar fallback for a
+// group holding a subnormal at the Full level, and the Full level's per-block bookkeeping of
+// exponent fields and cast thresholds.
 //
 // How the vector kernels work (docs/statistics.md has the reasoning):
 // - The array is read in groups of 64 elements. A group without special values takes the fast

@@ -37,6 +37,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -113,8 +114,10 @@ OpInfo make_info(const at::RecordFunction& fn) {
   info.view = info.returns;
   for (const c10::Argument& r : returns)
     if (r.alias_info() == nullptr || r.alias_info()->isWrite()) info.view = false;
+  // Only the overloads that write no argument (`_unsafe_view.out` copies into its `out`).
+  const bool writes = std::find(info.written.begin(), info.written.end(), 1) != info.written.end();
   for (std::string_view v : fpscope::contract::kUnannotatedViewOperators)
-    if (info.name == v) info.view = true;
+    if (info.name == v && !writes) info.view = true;
   for (const c10::Argument& r : returns)
     info.return_names.push_back(r.type()->kind() == c10::TypeKind::TensorType ? r.name() : std::string());
   info.unmeasured = info.view;

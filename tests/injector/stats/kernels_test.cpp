@@ -152,7 +152,8 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnUniformRuns) {
 // (-inf above the diagonal of 64 x 64 and of 48 x 48 matrices, so that rows and groups are not
 // aligned), one non-finite value a group at a lane that moves from group to group, whole groups
 // of non-finite values between plain ones, every kind of NaN and Inf, and a single one at lanes
-// spread over a group (the first non-finite value's index comes from the lane masks); over gaussian values of
+// spread over a group (the first non-finite value's index comes from the lane masks); values of
+// one sign only and -0 alone, whose extremes a zeroed lane would change; over gaussian values of
 // scales that put cast thresholds inside populated binades, so that the Full level's compares over
 // the block's memory meet the non-finite lanes too.
 TEST_P(VectorKernelTest, MatchesScalarKernelWhereNonFiniteValuesShareGroupsWithFiniteOnes) {
@@ -185,6 +186,22 @@ TEST_P(VectorKernelTest, MatchesScalarKernelWhereNonFiniteValuesShareGroupsWithF
       // The first non-finite value alone, at a lane of each eighth of a late group.
       for (std::size_t lane : {5, 13, 21, 29, 37, 45, 53, 61})
         with("one late", [lane](std::size_t i) { return i == 64 * 250 + lane ? 2 : -1; });
+    }
+    // Extremes a zeroed lane must not reach: values of one sign with no zero (its +0 would be the
+    // largest of negative values or the smallest of positive ones), and -0 alone (+0 would be the
+    // largest); -inf and NaN in most groups.
+    const TestTensor plain = gaussian_tensor(type, 9000, 77, 0);
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      TestTensor t{std::string(pattern == 0 ? "negative" : pattern == 1 ? "positive" : "-0") + " " + plain.name, type, {}};
+      for (std::size_t i = 0; i < plain.size(); ++i) {
+        uint64_t bits = 0;
+        std::memcpy(&bits, &plain.bytes[i * plain.element_size()], plain.element_size());
+        if ((bits & ~sign) == 0) bits = nearest_bits(type, 0.75);  // no zero
+        bits = pattern == 0 ? bits | sign : pattern == 1 ? bits & ~sign : sign;
+        t.push_bits(i % 64 > (i / 64) % 64 ? kinds[1] : i % 97 == 0 ? kinds[2] : bits);
+      }
+      SCOPED_TRACE(t.name);
+      expect_same_as_scalar(k, t, t.size());
     }
   }
 }
@@ -262,8 +279,10 @@ TEST_P(VectorKernelTest, MatchesScalarKernelOnTheExtremesOfEveryMixOfSigns) {
 // The cast thresholds one step above a power of two (the underflow bounds) are decided from the
 // exponent histogram in a block that holds no exact power of two, and by compares in one that
 // does: blocks of values inside those binades (and zeros of both signs), with and without the
-// powers themselves, the thresholds, a power of two of another binade only, a NaN's group, a power
-// of two only inside a NaN's group (which the scalar routine counts), and partial blocks.
+// powers themselves, the thresholds, a power of two of another binade only, a NaN's group (a fast
+// group with the NaN's lane zeroed), a power of two only inside a NaN's group (counted by the
+// probe of the fast path) and, for fp32 and bf16, only inside a group with a subnormal (which the
+// scalar routine counts, outside the probe), and partial blocks.
 TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
   const Kernel k = GetParam();
   if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
@@ -274,7 +293,7 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
     const int exponents[] = {-25, -17, -10, 0};
     TestTensor t{std::string("powers_of_two_") + type_name(type), type, {}};
     const auto push = [&](double v) { t.push_bits(nearest_bits(type, v)); };
-    constexpr int kBlocks = 7;
+    constexpr int kBlocks = 8;
     for (int block = 0; block < kBlocks; ++block) {
       for (std::size_t i = 0; i < stats::kBlockElements; ++i) {
         const int e = exponents[i % 4];
@@ -284,9 +303,13 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
         if (block == 2 && i == 300) v = std::ldexp(1.0, -3);            // another binade's power
         if (block == 3 && i % 64 == 5) v = std::nextafter(std::ldexp(1.0, e), 4.0);  // threshold
         if (block == 4) v = sign * std::ldexp(1.0, e);                  // powers only
-        if (block == 5 && i == 2000) v = NAN;                           // a group goes scalar
-        if (block == 6 && i == 2000) v = NAN;                           // and holds the power
+        if (block == 5 && i == 2000) v = NAN;                           // lane zeroed
+        if (block == 6 && i == 2000) v = NAN;                           // and its group holds the power
         if (block == 6 && i == 2001) v = std::ldexp(1.0, exponents[i % 4]);
+        // fp32 and bf16: a subnormal sends its group to the scalar routine, which holds the power
+        // (fp16 has no such group: its subnormals are normal fp32 values).
+        if (block == 7 && i == 2000) v = type == ElementType::F16 ? NAN : std::ldexp(1.0, -130);
+        if (block == 7 && i == 2001) v = std::ldexp(1.0, exponents[i % 4]);
         if (i % 13 == 0 && block != 4) v = (i % 26 == 0) ? 0.0 : -0.0;
         push(v);
       }
@@ -318,7 +341,9 @@ TEST_P(VectorKernelTest, MatchesScalarKernelNextToPowersOfTwo) {
 // histogram): blocks of values of [1, 2) holding, for each such threshold, values at it, one step
 // below and one above it and others of its binade, a few each (a sparse binade, as the fp8 and
 // fp16 subnormal boundaries are in real tensors) or many; fp16's include subnormals (the groups
-// whose fields come from widened floats), one block a NaN's group.
+// whose fields come from widened floats); one block holds a NaN (its group a fast one with that
+// lane zeroed, which the compares over memory meet) and, for fp32 and bf16, a subnormal (its
+// group the scalar routine's, which the compares skip).
 TEST_P(VectorKernelTest, MatchesScalarKernelAtThresholdsInsideABinade) {
   const Kernel k = GetParam();
   if (!stats::kernel_supported(k)) GTEST_SKIP() << stats::kernel_name(k) << " not supported here";
@@ -346,7 +371,8 @@ TEST_P(VectorKernelTest, MatchesScalarKernelAtThresholdsInsideABinade) {
           bits[rng() % bits.size()] = b | ((rng() & 1) ? sign : 0);
         }
       }
-      if (block == 3) bits[1000] = nearest_bits(type, NAN);  // a group goes scalar
+      if (block == 3) bits[1000] = nearest_bits(type, NAN);  // a lane zeroed
+      if (block == 3 && type != ElementType::F16) bits[3000] = nearest_bits(type, 0x1p-130);  // a scalar group
       for (uint32_t b : bits) t.push_bits(b);
     }
     SCOPED_TRACE(t.name);

@@ -63,7 +63,8 @@ class FrontEndTest(support.FrontEndCase):
     def test_a_view_its_schema_does_not_mark_is_counted_not_measured(self):
         # matmul of a batch by a matrix folds the batch into one mm and gives the product its
         # batch dimensions back with _unsafe_view: the same memory, which the mm's output row
-        # measured already.
+        # measured already. Its out= overload copies into memory empty() left uninitialised: an
+        # operator like any other, whose output is measured.
         script = self.write("fold.py", """
             import torch
             torch.manual_seed(0)
@@ -71,12 +72,23 @@ class FrontEndTest(support.FrontEndCase):
             w = torch.randn(6, 3, requires_grad=True)
             y = x @ w
             print(float(y.sum()))
+            buf = torch.empty(2, 3)
+            torch.ops.aten._unsafe_view.out(torch.arange(6.0), [2, 3], out=buf)
+            print(float((buf * 2).sum()))
         """)
-        trace, _ = self.trace(script)
-        views = self.query(trace, "SELECT sampled FROM v_kernels WHERE kernel = '_unsafe_view'")
-        self.assertTrue(views, "matmul dispatched no _unsafe_view")
-        self.assertEqual({s for (s,) in views}, {0})
-        self.assertEqual(self.query(trace, TENSORS + " WHERE k.kernel = '_unsafe_view'")[0][0], 0)
+        trace, p = self.trace(script)
+        self.assertEqual(p.stdout.split()[-1], "30.0")
+        views = self.query(trace, "SELECT sampled, count(*) FROM v_kernels WHERE kernel = '_unsafe_view' GROUP BY sampled")
+        self.assertEqual(dict(views).get(1), 1, views)  # the out= call
+        self.assertGreaterEqual(dict(views).get(0, 0), 1, views)  # matmul's
+        self.assertEqual(self.query(trace, TENSORS + " WHERE k.kernel = '_unsafe_view' AND k.sampled = 0")[0][0], 0)
+        copied = self.query(trace, "SELECT t.count, t.min, t.max FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                   " WHERE k.kernel = '_unsafe_view' AND t.role = 'out'")
+        self.assertEqual(copied, [(6, 0.0, 5.0)])
+        # The copy initialised the buffer: the mul reading it measures it.
+        read = self.query(trace, "SELECT t.count, t.min, t.max FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
+                                 " WHERE k.kernel = 'mul' AND t.role = 'in' AND t.slot = 0")
+        self.assertEqual(read, [(6, 0.0, 5.0)])
         made = self.query(trace, "SELECT t.count, t.shape FROM v_tensors t JOIN v_kernels k ON k.id = t.kernel_id"
                                  " WHERE k.kernel = 'mm' AND t.role = 'out'")
         self.assertEqual(made, [(60, "[20,3]")])

@@ -14,7 +14,8 @@ inline constexpr std::string_view kUninitializedOperators[] = {"empty", "empty_l
 // Operators that return their input's memory under another shape though their schema does not
 // mark the result as an alias (`_unsafe_view`, which matmul uses to give a product its batch
 // dimensions back): views like those the schema marks, counted, never measured. Measured, they
-// would scan again the very values their input was measured with.
+// would scan again the very values their input was measured with. Only their overloads that write
+// no argument: `_unsafe_view.out` copies into its `out` and is measured as any operator is.
 inline constexpr std::string_view kUnannotatedViewOperators[] = {"_unsafe_view"};
 
 // Namespaces of operators counted, never measured: torch 2's collectives (`c10d::allreduce_`,

@@ -54,15 +54,16 @@ class _OpInfo:
         # The profiler's bookkeeping and the like: run, never a launch.
         self.unwatched = namespace in _api.UNWATCHED_NAMESPACES
         returns = schema.returns
-        # A pure view or metadata operator: it returns tensors, each aliasing an input, none written.
-        # (An operator that returns nothing, as the in-place _foreach_add_, writes its arguments.)
-        self.view = (bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-                     or self.name in _UNANNOTATED_VIEWS)
-        self.unmeasured = self.view or self.name in _UNINITIALIZED or namespace in _api.UNMEASURED_NAMESPACES
         # (position, keyword, written) of each argument that can hold a tensor (Tensor, Tensor?,
         # Tensor[], Tensor?[]); scalars, sizes and dtypes are never looked at.
         self.arguments = [(i, a.name, a.alias_info is not None and a.alias_info.is_write)
                           for i, a in enumerate(schema.arguments) if "Tensor" in str(a.type)]
+        # A pure view or metadata operator: it returns tensors, each aliasing an input, none written.
+        # (An operator that returns nothing, as the in-place _foreach_add_, writes its arguments.)
+        # And the unannotated views' overloads that write no argument (_unsafe_view.out copies).
+        self.view = (bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+                     or (self.name in _UNANNOTATED_VIEWS and not any(w for _, _, w in self.arguments)))
+        self.unmeasured = self.view or self.name in _UNINITIALIZED or namespace in _api.UNMEASURED_NAMESPACES
         # Per return in the schema: the name of a Tensor return ("indices" of sort's "(Tensor values,
         # Tensor indices)"), b"" for an unnamed one or a return of another type.
         self.return_names = [r.name.encode() if r.type.kind() == "TensorType" else b"" for r in returns]
