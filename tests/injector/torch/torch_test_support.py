@@ -1,6 +1,5 @@
 """What the PyTorch front end's end-to-end tests share: the programs they write, the way they run
-them under `fpscope run`, and their command line (torch_front_end_test.py,
-torch_front_end_programs_test.py)."""
+them under `fpscope run`, and their command line (every torch_*_test.py beside it)."""
 import argparse
 import importlib.metadata
 import json
