@@ -95,7 +95,9 @@ struct Accumulator {
       first_nonfinite_bits = part.first_nonfinite_bits;
     }
     for (std::size_t i = 0; i < at_least.size(); ++i) at_least[i] += part.at_least[i];
-    for (std::size_t i = 0; i < hist.size(); ++i) hist[i] += part.hist[i];
+    // The part's populated bins only: a chunk's values span a few dozen of them.
+    const HistSpan span = populated_bins(part.hist);
+    for (int i = span.first; i < span.end; ++i) hist[std::size_t(i)] += part.hist[std::size_t(i)];
     hist_below += part.hist_below;
     hist_above += part.hist_above;
   }

@@ -80,7 +80,7 @@ FPSCOPE_AVX2 void scan_f32(const unsigned char* base, std::size_t n, Accumulator
   State st;
   init<32>(st);
   alignas(32) uint8_t field[kBlockElements];
-  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
+  uint32_t h[256];  // per block: count_fields writes the bins fold_block_fields reads
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
@@ -238,7 +238,7 @@ FPSCOPE_AVX2 void scan_half(const unsigned char* base, std::size_t n, Accumulato
   State st;
   init<16>(st);
   alignas(32) uint8_t field[kBlockElements];
-  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
+  uint32_t h[256];  // per block: count_fields writes the bins fold_block_fields reads
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;

@@ -146,7 +146,8 @@ FPSCOPE_AVX2 inline int min_byte(__m256i v) {
   return _mm_extract_epi16(_mm_minpos_epu16(_mm_cvtepu8_epi16(x)), 0);
 }
 
-// Counts the fields into `h` and returns the range of nonzero fields in [first, last].
+// Counts the fields into `h` (writing every bin in [first, last]; others may keep what they held)
+// and returns the range of nonzero fields in [first, last].
 FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint32_t h[256],
                                       int& first, int& last) {
   first = 1;
@@ -178,7 +179,7 @@ FPSCOPE_AVX2 inline void count_fields(const uint8_t* field, std::size_t n, uint3
                                           _mm256_sad_epu8(c1, _mm256_setzero_si256()));
     alignas(32) uint64_t q[4];
     _mm256_store_si256(reinterpret_cast<__m256i*>(q), sums);
-    h[b] += uint32_t(q[0] + q[1] + q[2] + q[3]);
+    h[b] = uint32_t(q[0] + q[1] + q[2] + q[3]);
   }
 }
 

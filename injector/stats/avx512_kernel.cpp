@@ -88,7 +88,7 @@ FPSCOPE_AVX512 void scan_f32(const unsigned char* base, std::size_t n, bool gfni
   F32State st;
   init(st);
   alignas(64) uint8_t field[kBlockElements];
-  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
+  uint32_t h[256];  // per block: count_fields writes the bins fold_block_fields reads
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;
@@ -294,7 +294,7 @@ FPSCOPE_AVX512 void scan_half(const unsigned char* base, std::size_t n, bool gfn
   HalfState st;
   init(st);
   alignas(64) uint8_t field[kBlockElements];
-  uint32_t h[256] = {};  // per block, cleared by fold_block_fields
+  uint32_t h[256];  // per block: count_fields writes the bins fold_block_fields reads
   std::size_t i = 0;
   while (n - i >= kGroupElements) {
     const std::size_t block_begin = i;

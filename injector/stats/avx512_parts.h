@@ -279,7 +279,7 @@ FPSCOPE_AVX512_GFNI void count_windows(const uint8_t* field, std::size_t n, int 
     alignas(16) uint16_t bins[8];
     _mm_store_si128(reinterpret_cast<__m128i*>(bins),
                     _mm_add_epi16(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)));
-    for (int j = 0; j < 8 && first + 8 * w + j <= last; ++j) h[first + 8 * w + j] += bins[j];
+    for (int j = 0; j < 8 && first + 8 * w + j <= last; ++j) h[first + 8 * w + j] = bins[j];
   }
 }
 
@@ -300,7 +300,8 @@ FPSCOPE_AVX512 inline int min_byte(__m512i v) {
   return _mm_extract_epi16(_mm_minpos_epu16(_mm_cvtepu8_epi16(x)), 0);
 }
 
-// Counts the fields into `h` and returns the range of nonzero fields in [first, last].
+// Counts the fields into `h` (writing every bin in [first, last]; others may keep what they held)
+// and returns the range of nonzero fields in [first, last].
 FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, bool gfni,
                                         uint32_t h[256], int& first, int& last) {
   first = 1;
@@ -339,7 +340,7 @@ FPSCOPE_AVX512 inline void count_fields(const uint8_t* field, std::size_t n, boo
     if (i < n)
       c0 += uint64_t(
           __builtin_popcountll(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(field + i), bin)));
-    h[b] += uint32_t(c0 + c1);
+    h[b] = uint32_t(c0 + c1);
   }
 }
 

@@ -96,7 +96,9 @@ void finalize(const Accumulator& acc, ElementType type, StatsLevel level, Tensor
   out->min_nonzero = acc.min_nonzero_abs < s.inf_abs ? s.magnitude(acc.min_nonzero_abs) : NAN;
 
   if (level == StatsLevel::Full) {
-    out->hist = acc.hist;
+    // Only the populated bins: the rest are zero already, and most tensors span a few dozen of them.
+    const HistSpan span = populated_bins(acc.hist);
+    std::copy(acc.hist.begin() + span.first, acc.hist.begin() + span.end, out->hist.begin() + span.first);
     out->hist_below = acc.hist_below;
     out->hist_above = acc.hist_above;
     fill_cast_counts(acc, thresholds_of(type), out);

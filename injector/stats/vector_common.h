@@ -46,9 +46,10 @@ inline constexpr int kFieldToHistBin = -127 - kHistMinExponent;
 inline constexpr uint32_t kPowerOfTwoProbeMask = 0x807FFFFFu;
 inline constexpr int32_t kPowerOfTwoProbeHit = 0x7FFFFF;
 
-// The scalar way to count a buffer of exponent fields into `h` (added to): eight interleaved
-// sub-histograms, so that consecutive elements with the same exponent (the common case) do not
-// wait on each other's stores. Used for blocks that span too many binades for vector counting.
+// The scalar way to count a buffer of exponent fields into `h` (every bin 1..254 written): eight
+// interleaved sub-histograms, so that consecutive elements with the same exponent (the common case)
+// do not wait on each other's stores. Used for blocks that span too many binades for vector
+// counting.
 inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[256]) {
   constexpr int kTables = 8;
   uint32_t bins[kTables][256] = {};
@@ -59,12 +60,16 @@ inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[
     for (int k = 0; k < kTables; ++k) ++bins[k][(w >> (8 * k)) & 0xFF];
   }
   for (; i < n; ++i) ++bins[0][field[i]];
-  for (int f = 1; f < 255; ++f)  // zeros (0) are counted elsewhere; 255 never occurs
-    for (int k = 0; k < kTables; ++k) h[f] += bins[k][f];
+  for (int f = 1; f < 255; ++f) {  // zeros (0) are counted elsewhere; 255 never occurs
+    uint32_t total = 0;
+    for (int k = 0; k < kTables; ++k) total += bins[k][f];
+    h[f] = total;
+  }
 }
 
 // Folds the exponent-field histogram `h` of a block's fast elements, nonzero only in
-// [first, last] (empty if first > last), into the accumulator and clears it for the next block:
+// [first, last] (empty if first > last; only those bins are read, so a count_fields() need write
+// no other and no one clears the table between blocks), into the accumulator:
 // the exponent histogram, and every cast threshold count that the histogram decides on its own. A
 // threshold inside a binade that holds some of the block's values needs a compare of each value:
 // `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's
@@ -100,7 +105,6 @@ inline uint64_t fold_block_fields(uint32_t h[256], int first, int last, bool pow
       pending_index[k++] = t;
     }
   }
-  for (int f = first; f <= last; ++f) h[f] = 0;
   if (k == 0) return total;
   uint64_t counts[kMaxThresholds];
   count_at_least(pending, k, counts);

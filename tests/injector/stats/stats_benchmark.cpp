@@ -10,7 +10,10 @@
 // `vs_read`, their ratio. CPU time, not wall time: the machine may be shared. BM_Recipes times the
 // fp8 recipe forecast against the full statistics of the same tensor; BM_UpdateSums a parameter's
 // update counted from its copy; BM_MaskedScores the statistics of causally masked attention scores
-// (-inf above each 64 x 64 matrix's diagonal) against those of the same values unmasked.
+// (-inf above each 64 x 64 matrix's diagonal) against those of the same values unmasked;
+// BM_SmallTensors the time of one call on the small tensors a training step has many of (biases,
+// norms' weights, an optimizer's per-parameter operations), where what a call costs besides its
+// elements shows.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -245,6 +248,24 @@ void BM_MaskedScores(benchmark::State& state) {
   state.counters["vs_unmasked"] = per_call / plain_seconds;
 }
 
+// One call of compute_stats() at the Full level with the best kernel on the first `elements` values
+// of the tensor (in cache): ns per call and per element.
+void BM_SmallTensors(benchmark::State& state) {
+  const auto type = ElementType(state.range(0));
+  const std::size_t n = std::size_t(state.range(1));
+  const auto& t = tensor(type, kL2Bytes);
+  fpscope::TensorStats s;
+  const double t0 = thread_seconds();
+  for (auto _ : state) {
+    fpscope::stats::compute_stats_with(fpscope::stats::best_kernel(), t.data(), type, n, StatsLevel::Full, &s);
+    benchmark::DoNotOptimize(s);
+  }
+  const double per_call = (thread_seconds() - t0) / double(state.iterations());
+  state.SetItemsProcessed(int64_t(state.iterations()) * int64_t(n));
+  state.counters["ns_per_call"] = 1e9 * per_call;
+  state.counters["ns_per_element"] = 1e9 * per_call / double(n);
+}
+
 void stats_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "full", "kernel", "bytes"});
   for (int64_t bytes : {int64_t(kLargeBytes), int64_t(kL2Bytes)})
@@ -270,6 +291,9 @@ BENCHMARK(BM_MaskedScores)
     ->ArgNames({"type", "kernel"})  // kernel: 1 AVX2, 2 AVX-512, 3 AVX-512 with GFNI
     ->ArgsProduct({{0, 1, 2}, {3, 1}})
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SmallTensors)
+    ->ArgNames({"type", "elements"})
+    ->ArgsProduct({{0, 2}, {64, 256, 1024, 4096, 16384}});
 BENCHMARK(BM_Recipes)
     ->ArgNames({"type", "kernel", "weight", "bytes"})  // kernel: 0 portable, 1 AVX2, 2 AVX-512
     ->ArgsProduct({{0, 1, 2}, {2, 1, 0}, {0, 1}, {int64_t(kLargeBytes), int64_t(kL2Bytes)}})
