@@ -19,21 +19,17 @@ namespace fpscope::stats::avx2 {
 
 // [SECTION] Helpers
 
-FPSCOPE_AVX2 inline uint64_t lane_total_u32(__m256i counts) {
-  alignas(32) uint32_t lanes[8];
+// The sum of a vector's unsigned lanes of type Lane (uint32_t or uint16_t).
+template <typename Lane>
+FPSCOPE_AVX2 inline uint64_t lane_total(__m256i counts) {
+  alignas(32) Lane lanes[32 / sizeof(Lane)];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), counts);
   uint64_t total = 0;
-  for (uint32_t c : lanes) total += c;
+  for (Lane c : lanes) total += c;
   return total;
 }
-
-FPSCOPE_AVX2 inline uint64_t lane_total_u16(__m256i counts) {
-  alignas(32) uint16_t lanes[16];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), counts);
-  uint64_t total = 0;
-  for (uint16_t c : lanes) total += c;
-  return total;
-}
+FPSCOPE_AVX2 inline uint64_t lane_total_u32(__m256i counts) { return lane_total<uint32_t>(counts); }
+FPSCOPE_AVX2 inline uint64_t lane_total_u16(__m256i counts) { return lane_total<uint16_t>(counts); }
 
 // A group's lane masks (all-ones lanes) as one 64-bit mask, bit j for element j of the group: eight
 // vectors of 32-bit lanes, or four of 16-bit lanes (packed to bytes pairwise; the pack interleaves

@@ -137,59 +137,38 @@ inline uint64_t group_mask(const __mmask32 m[2]) { return uint64_t(m[0]) | uint6
 // compare per fast element of the block, read again while it is in L1. `special` has bit g set
 // for each group g of the block that took the scalar path (already counted there).
 
-// Counts, for P thresholds at once, the fast elements of a block with |x| bits >= each.
-template <int P>
-FPSCOPE_AVX512 inline void count_at_least_f32(const unsigned char* block, std::size_t groups,
-                                              uint64_t special, const uint32_t* thresholds,
-                                              uint64_t* counts) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-  const __m512i one = _mm512_set1_epi32(1);
+// Counts, for P thresholds at once, the fast elements of a block with |x| bits >= each: in lanes
+// of 32 bits (fp32) or of 16 (kHalf: fp16 and bf16; at most 128 per lane per block).
+template <int P, bool kHalf>
+FPSCOPE_AVX512 inline void count_at_least_p(const unsigned char* block, std::size_t groups,
+                                            uint64_t special, const uint32_t* thresholds,
+                                            uint64_t* counts) {
+  const __m512i abs_mask = kHalf ? _mm512_set1_epi16(0x7FFF) : _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i one = kHalf ? _mm512_set1_epi16(1) : _mm512_set1_epi32(1);
   __m512i t[P], c[P];
 #pragma GCC unroll 8
   for (int j = 0; j < P; ++j) {
-    t[j] = _mm512_set1_epi32(int(thresholds[j]));
+    t[j] = kHalf ? _mm512_set1_epi16(int16_t(thresholds[j])) : _mm512_set1_epi32(int(thresholds[j]));
     c[j] = _mm512_setzero_si512();
   }
+  constexpr int kVectors = kHalf ? 2 : 4;  // a group's
   for (std::size_t g = 0; g < groups; ++g) {
     if ((special >> g) & 1) continue;
-    const unsigned char* p = block + 4 * kGroupElements * g;
+    const unsigned char* p = block + 64 * kVectors * g;
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kVectors; ++k) {
       const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * k), abs_mask);
 #pragma GCC unroll 8
-      for (int j = 0; j < P; ++j)
-        c[j] = _mm512_mask_add_epi32(c[j], _mm512_cmpge_epu32_mask(a, t[j]), c[j], one);
+      for (int j = 0; j < P; ++j) {
+        if constexpr (kHalf)
+          c[j] = _mm512_mask_add_epi16(c[j], _mm512_cmpge_epu16_mask(a, t[j]), c[j], one);
+        else
+          c[j] = _mm512_mask_add_epi32(c[j], _mm512_cmpge_epu32_mask(a, t[j]), c[j], one);
+      }
     }
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < P; ++j) counts[j] = lane_total_u32(c[j]);
-}
-
-template <int P>
-FPSCOPE_AVX512 inline void count_at_least_half(const unsigned char* block, std::size_t groups,
-                                               uint64_t special, const uint32_t* thresholds,
-                                               uint64_t* counts) {
-  const __m512i abs_mask = _mm512_set1_epi16(0x7FFF);
-  const __m512i one = _mm512_set1_epi16(1);
-  __m512i t[P], c[P];  // counters: at most 128 per 16-bit lane per block
-#pragma GCC unroll 8
-  for (int j = 0; j < P; ++j) {
-    t[j] = _mm512_set1_epi16(int16_t(thresholds[j]));
-    c[j] = _mm512_setzero_si512();
-  }
-  for (std::size_t g = 0; g < groups; ++g) {
-    if ((special >> g) & 1) continue;
-    const unsigned char* p = block + 2 * kGroupElements * g;
-#pragma GCC unroll 2
-    for (int k = 0; k < 2; ++k) {
-      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * k), abs_mask);
-#pragma GCC unroll 8
-      for (int j = 0; j < P; ++j)
-        c[j] = _mm512_mask_add_epi16(c[j], _mm512_cmpge_epu16_mask(a, t[j]), c[j], one);
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < P; ++j) counts[j] = lane_total_u16(c[j]);
+  for (int j = 0; j < P; ++j) counts[j] = kHalf ? lane_total_u16(c[j]) : lane_total_u32(c[j]);
 }
 
 // Up to eight thresholds per pass over the block (a threshold and a counter each take a register).
@@ -198,12 +177,7 @@ FPSCOPE_AVX512 void count_at_least(const unsigned char* block, std::size_t group
                                    const uint32_t* thresholds, int k, uint64_t* counts) {
   constexpr int kPerPass = 8;
   for (int i = 0; i < k; i += kPerPass) {
-    const auto run = [&]<int P>() {
-      if constexpr (kHalf)
-        count_at_least_half<P>(block, groups, special, thresholds + i, counts + i);
-      else
-        count_at_least_f32<P>(block, groups, special, thresholds + i, counts + i);
-    };
+    const auto run = [&]<int P>() { count_at_least_p<P, kHalf>(block, groups, special, thresholds + i, counts + i); };
     [&]<int... P>(std::integer_sequence<int, P...>) {
       const int p = std::min(k - i, kPerPass);
       ((p == P + 1 ? run.template operator()<P + 1>() : void()), ...);
