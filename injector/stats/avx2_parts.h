@@ -131,7 +131,7 @@ FPSCOPE_AVX2 inline void flush_sums(const SumLanes& sum, const SumLanes& squares
   }
 }
 
-// [SECTION] Exponent fields of a block (see the AVX-512 kernel for the method).
+// [SECTION] Exponent fields of a block (avx512_parts.h describes the method).
 
 inline constexpr int kMaxVectorFieldRange = 48;
 

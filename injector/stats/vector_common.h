@@ -67,9 +67,9 @@ inline void count_fields_scalar(const uint8_t* field, std::size_t n, uint32_t h[
   }
 }
 
-// Folds the exponent-field histogram `h` of a block's fast elements, nonzero only in
-// [first, last] (empty if first > last; only those bins are read, so a count_fields() need write
-// no other and no one clears the table between blocks), into the accumulator:
+// Folds the exponent-field histogram `h` of a block's fast elements, whose counts lie in bins
+// [first, last] (none if first > last; only those bins are read, so a count_fields() need write
+// no other, and the bins outside may hold an earlier block's counts), into the accumulator:
 // the exponent histogram, and every cast threshold count that the histogram decides on its own. A
 // threshold inside a binade that holds some of the block's values needs a compare of each value:
 // `count_at_least(thresholds, k, counts)` does that for k thresholds at once over the block's
