@@ -1,9 +1,12 @@
 // Throughput of the collector: wire records into SQLite through the trace writer (records/s on one
 // core), the ring alone, and the ring feeding the writer as `fpscope run` does. The records are the
 // ones a sampled launch produces: a Launch and, per tensor, TensorStats + TensorFormats +
-// TensorHistogram (full statistics) or TensorStats only (basic).
+// TensorHistogram (full statistics) or TensorStats only (basic). BM_SqliteRows stores the rows the
+// writer made of the full-statistics stream again with nothing but SQLite's own statements: what
+// SQLite alone costs for them, under the trace's settings and without a journal.
 //   collector_benchmark [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
+#include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -179,6 +183,148 @@ void BM_WriterIngest(benchmark::State& state) {
   state.SetLabel(full ? "full stats: Launch + 3x(Stats+Formats+Histogram)" : "basic stats: Launch + 3x Stats");
 }
 BENCHMARK(BM_WriterIngest)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// The rows of the kernels and tensors tables the writer made of the full-statistics stream, each
+// value as SQLite holds it, in the order the writer stored them (a launch's row, then its tensors').
+struct StoredRows {
+  struct Table {
+    std::string insert_one_row;  // "INSERT INTO t (c1, ...) VALUES (?, ...)": filled in to a batch
+    int columns = 0;
+    std::vector<sqlite3_value*> values;  // row after row
+  };
+  Table kernels, tensors;
+  std::size_t records = 0;  // wire records they were made of
+  ~StoredRows() {
+    for (Table* t : {&kernels, &tensors})
+      for (sqlite3_value* v : t->values) sqlite3_value_free(v);
+  }
+};
+
+void read_table(sqlite3* db, const char* table, StoredRows::Table& out) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, (std::string("SELECT * FROM ") + table + " ORDER BY id").c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    std::fprintf(stderr, "collector_benchmark: %s\n", sqlite3_errmsg(db));
+    std::exit(2);
+  }
+  out.columns = sqlite3_column_count(st);
+  std::string names, marks;
+  for (int c = 0; c < out.columns; ++c) {
+    names += std::string(c ? ", " : "") + sqlite3_column_name(st, c);
+    marks += c ? ",?" : "?";
+  }
+  out.insert_one_row = std::string(table) + " (" + names + ") VALUES (" + marks + ")";
+  while (sqlite3_step(st) == SQLITE_ROW)
+    for (int c = 0; c < out.columns; ++c) out.values.push_back(sqlite3_value_dup(sqlite3_column_value(st, c)));
+  sqlite3_finalize(st);
+}
+
+const StoredRows& stored_rows() {
+  static const StoredRows rows = [] {
+    StoredRows r;
+    const RecordStream stream = make_stream(100000, true);
+    r.records = stream.records;
+    const std::string path = scratch_trace();
+    remove_trace(path);
+    std::string error;
+    auto writer = TraceWriter::create(path, "", &error);
+    if (!writer) {
+      std::fprintf(stderr, "collector_benchmark: %s\n", error.c_str());
+      std::exit(2);
+    }
+    stream.for_each([&](const wire::RecordHeader* h) { writer->on_record(h); });
+    writer->commit();
+    writer.reset();
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    read_table(db, "kernels", r.kernels);
+    read_table(db, "tensors", r.tensors);
+    sqlite3_close(db);
+    remove_trace(path);
+    return r;
+  }();
+  return rows;
+}
+
+void must(sqlite3* db, int rc) {
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    std::fprintf(stderr, "collector_benchmark: %s\n", sqlite3_errmsg(db));
+    std::exit(2);
+  }
+}
+
+// The rows of BM_WriterIngest's full-statistics case, stored again into a new trace (the writer's
+// schema) by SQLite's own statements alone: the same 64-row INSERTs, a commit every kBatchRows rows.
+// Against BM_WriterIngest/1 (same records_per_cpu_s unit): what the writer adds to SQLite's cost.
+// 0: the trace's settings while the program runs (TraceWriter::kLivePragmas: WAL); 1: the same
+// with synchronous=OFF (no fsync at the checkpoints); 2: no journal at all (journal_mode=OFF,
+// synchronous=OFF), which a killed collector could leave corrupt: what journaling costs.
+void BM_SqliteRows(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  const StoredRows& rows = stored_rows();
+  constexpr int kRowsPerInsert = 64;
+  const std::string path = scratch_trace();
+  double cpu = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    remove_trace(path);
+    std::string error;
+    if (!TraceWriter::create(path, "", &error)) state.SkipWithError(error.c_str());  // the schema
+    sqlite3* db = nullptr;
+    must(db, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr));
+    must(db, sqlite3_exec(db, TraceWriter::kLivePragmas, nullptr, nullptr, nullptr));
+    if (mode == 1) must(db, sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr));
+    if (mode == 2) must(db, sqlite3_exec(db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF", nullptr, nullptr, nullptr));
+    sqlite3_stmt* batch[2] = {};
+    const StoredRows::Table* tables[2] = {&rows.kernels, &rows.tensors};
+    for (int t = 0; t < 2; ++t) {
+      std::string sql = "INSERT INTO " + tables[t]->insert_one_row;
+      const std::string one = sql.substr(sql.find(" VALUES ") + 8);
+      for (int r = 1; r < kRowsPerInsert; ++r) sql += "," + one;
+      must(db, sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &batch[t], nullptr));
+    }
+    state.ResumeTiming();
+    const double cpu0 = thread_cpu_seconds();
+    must(db, sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr));
+    // A batch of 64 launches' rows, then their tensors' (kTensorsPerLaunch batches), as they come.
+    const std::size_t launches = rows.kernels.values.size() / static_cast<std::size_t>(rows.kernels.columns);
+    std::size_t since_commit = 0;
+    for (std::size_t first = 0; first + kRowsPerInsert <= launches; first += kRowsPerInsert) {
+      for (int t = 0; t < 2; ++t) {
+        const StoredRows::Table& table = *tables[t];
+        const std::size_t per_launch = t == 0 ? 1 : kTensorsPerLaunch;
+        for (std::size_t b = 0; b < per_launch; ++b) {
+          const std::size_t row0 = first * per_launch + b * kRowsPerInsert;
+          const sqlite3_value* const* v = &table.values[row0 * static_cast<std::size_t>(table.columns)];
+          for (int i = 0; i < kRowsPerInsert * table.columns; ++i) sqlite3_bind_value(batch[t], i + 1, v[i]);
+          must(db, sqlite3_step(batch[t]));
+          sqlite3_reset(batch[t]);
+          since_commit += kRowsPerInsert;
+        }
+      }
+      if (since_commit >= TraceWriter::kBatchRows) {
+        must(db, sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr));
+        since_commit = 0;
+      }
+    }
+    must(db, sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr));
+    cpu += thread_cpu_seconds() - cpu0;
+    state.PauseTiming();
+    for (sqlite3_stmt* st : batch) sqlite3_finalize(st);
+    sqlite3_close(db);
+    state.ResumeTiming();
+  }
+  remove_trace(path);
+  // The records of the launches stored (whole batches: all but the last 100000 % 64).
+  const std::size_t launches = rows.kernels.values.size() / static_cast<std::size_t>(rows.kernels.columns);
+  const double records = static_cast<double>(rows.records) * static_cast<double>(launches / kRowsPerInsert * kRowsPerInsert) /
+                         static_cast<double>(launches);
+  state.SetItemsProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * records));
+  report_cpu_rate(state, static_cast<double>(state.iterations()) * records, cpu);
+  const char* labels[] = {"SQLite alone, the live trace's settings (WAL)", "SQLite alone, WAL without fsync",
+                          "SQLite alone, no journal"};
+  state.SetLabel(labels[mode]);
+}
+BENCHMARK(BM_SqliteRows)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 // The finishing work at the end of a run (pending rows, counts, trace_finalize.sql, journal switch).
 void BM_WriterFinish(benchmark::State& state) {

@@ -83,15 +83,12 @@ std::string write_empty_trace(const std::string& path) {
   return "cannot create trace " + path + ": " + std::strerror(failure);
 }
 
-// The connection's settings, before the statements are prepared against it. The file says WAL in
-// its header already; asking again keeps a file system without the shared memory WAL needs in
-// its rollback journal, as SQLite decides.
-//
-// The WAL is copied into the file each time it passes 64 pages (2 MiB), in a commit of the drain
-// thread while the program runs, so that little is left to copy at the end, while the user waits.
+// The connection's settings (TraceWriter::kLivePragmas), before the statements are prepared
+// against it. The file says WAL in its header already; asking again keeps a file system without
+// the shared memory WAL needs in its rollback journal, as SQLite decides. The checkpoints run in
+// commits of the drain thread while the program runs.
 sql::Database& configure_trace(sql::Database& db) {
-  db.exec("PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL; PRAGMA temp_store=MEMORY;"
-          " PRAGMA cache_size=-16384; PRAGMA wal_autocheckpoint=64;");
+  db.exec(TraceWriter::kLivePragmas);
   return db;
 }
 
