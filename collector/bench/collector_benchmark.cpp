@@ -156,6 +156,16 @@ void remove_trace(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
 }
 
+// A new trace at `path` (an earlier one there removed) and its writer; null, with the benchmark
+// skipped and saying why, if it cannot be made.
+std::unique_ptr<TraceWriter> new_trace(benchmark::State& state, const std::string& path) {
+  remove_trace(path);
+  std::string error;
+  auto writer = TraceWriter::create(path, "", &error);
+  if (!writer) state.SkipWithError(error.c_str());
+  return writer;
+}
+
 // Records into SQLite through the writer, committed; trace creation and finishing not timed.
 void BM_WriterIngest(benchmark::State& state) {
   const bool full = state.range(0) == 1;
@@ -164,10 +174,8 @@ void BM_WriterIngest(benchmark::State& state) {
   double cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    remove_trace(path);
-    std::string error;
-    auto writer = TraceWriter::create(path, "", &error);
-    if (!writer) state.SkipWithError(error.c_str());
+    auto writer = new_trace(state, path);
+    if (!writer) break;
     state.ResumeTiming();
     const double cpu0 = thread_cpu_seconds();
     stream.for_each([&](const wire::RecordHeader* h) { writer->on_record(h); });
@@ -266,9 +274,7 @@ void BM_SqliteRows(benchmark::State& state) {
   double cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    remove_trace(path);
-    std::string error;
-    if (!TraceWriter::create(path, "", &error)) state.SkipWithError(error.c_str());  // the schema
+    if (!new_trace(state, path)) break;  // the schema; closed before SQLite alone opens it
     sqlite3* db = nullptr;
     must(db, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr));
     must(db, sqlite3_exec(db, TraceWriter::kLivePragmas, nullptr, nullptr, nullptr));
@@ -332,9 +338,8 @@ void BM_WriterFinish(benchmark::State& state) {
   const std::string path = scratch_trace();
   for (auto _ : state) {
     state.PauseTiming();
-    remove_trace(path);
-    std::string error;
-    auto writer = TraceWriter::create(path, "", &error);
+    auto writer = new_trace(state, path);
+    if (!writer) break;
     stream.for_each([&](const wire::RecordHeader* h) { writer->on_record(h); });
     writer->commit();
     state.ResumeTiming();
@@ -377,9 +382,9 @@ void BM_RingIntoTrace(benchmark::State& state) {
   double cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    remove_trace(path);
+    auto writer = new_trace(state, path);
+    if (!writer) break;
     std::string error;
-    auto writer = TraceWriter::create(path, "", &error);
     auto consumer = RingConsumer::create("/fpscope-bench-" + std::to_string(getpid()), 1 << 20, &error);
     auto producer = RingProducer::attach(consumer->name().c_str(), &error);
     producer->claim();
