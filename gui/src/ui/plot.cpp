@@ -312,6 +312,21 @@ void Plot::vline(double x, ImU32 color, const char* label, float thickness) {
   if (label) draw_->AddText(ImVec2(p + 3, min_.y + 2), color, label);
 }
 
+namespace {
+
+// An item's swatch (a line, or a band for `dashed`) `swatch` wide, its left edge at x, beside a
+// text line whose top is at y.
+void draw_swatch(ImDrawList* draw, const LegendItem& item, float x, float y, float swatch) {
+  const float line = ImGui::GetTextLineHeight();
+  if (item.dashed) {
+    draw->AddRectFilled(ImVec2(x, y + 2), ImVec2(x + swatch, y + line - 2), item.color);
+  } else {
+    draw->AddLine(ImVec2(x, y + line / 2), ImVec2(x + swatch, y + line / 2), item.color, 2.5f);
+  }
+}
+
+}  // namespace
+
 void Plot::legend(std::span<const LegendItem> items) {
   if (items.empty()) return;
   const float line = ImGui::GetTextLineHeight();
@@ -324,14 +339,21 @@ void Plot::legend(std::span<const LegendItem> items) {
   draw_->AddRect(origin, ImVec2(origin.x + size.x, origin.y + size.y), IM_COL32(255, 255, 255, 50), 3);
   float y = origin.y + 5;
   for (const auto& item : items) {
-    const float mid = y + line / 2;
-    if (item.dashed) {
-      draw_->AddRectFilled(ImVec2(origin.x + 6, y + 2), ImVec2(origin.x + 6 + swatch, y + line - 2), item.color);
-    } else {
-      draw_->AddLine(ImVec2(origin.x + 6, mid), ImVec2(origin.x + 6 + swatch, mid), item.color, 2.5f);
-    }
+    draw_swatch(draw_, item, origin.x + 6, y, swatch);
     draw_->AddText(ImVec2(origin.x + swatch + 12, y), kTickText, item.label.c_str());
     y += line + 3;
+  }
+}
+
+void legend_row(std::span<const LegendItem> items) {
+  const float swatch = ImGui::GetTextLineHeight() * 1.4f;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) ImGui::SameLine(0, 16);
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    draw_swatch(ImGui::GetWindowDrawList(), items[i], at.x, at.y, swatch);
+    ImGui::Dummy(ImVec2(swatch, ImGui::GetTextLineHeight()));
+    ImGui::SameLine(0, 6);
+    ImGui::TextUnformatted(items[i].label.c_str());
   }
 }
 

@@ -101,6 +101,10 @@ class Plot {
   bool clicked_ = false;
 };
 
+// The legend as one row of swatches and labels at the cursor, outside any plot: for plots whose
+// data fills every corner, or several plots that share one legend.
+void legend_row(std::span<const LegendItem> items);
+
 // A vertical colour bar for a scale over [lo, hi] with ticks; marks are labelled reference values
 // (for example the fp16 limits). Reserves `size` in the current window.
 struct ColorBarMark {

@@ -6,7 +6,10 @@
 
 #include <fpscope/units.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "ui/plot.h"
 #include "views/view.h"
@@ -65,8 +68,10 @@ class MemoryView final : public View {
       ImGui::TextDisabled("comparing...");
       return;
     }
+    // One table id per layout: a table keeps its columns' widths by id, and the one-run table
+    // (shown while the second trace still loads) would leave its widths to the pair's.
     const int cols = c ? 7 : 4;
-    if (!ImGui::BeginTable("categories", cols, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp)) return;
+    if (!ImGui::BeginTable(c ? "categories_pair" : "categories_one", cols, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp)) return;
     ImGui::TableSetupColumn("category");
     if (c) {
       for (const char* h : {"source at peak", "target at peak", "difference", "change", "source max", "target max"}) {
@@ -161,6 +166,7 @@ class MemoryView final : public View {
 
   void draw_over_time(ViewContext& ctx, const std::vector<std::pair<const TraceDoc*, int>>& runs) {
     heading("Live bytes over time, by category");
+    plot::legend_row(over_time_legend(runs));
     const float w = ImGui::GetContentRegionAvail().x / static_cast<float>(runs.size()) - 6;
     plot::Range bytes{0, 1};
     for (const auto& [doc, index] : runs) bytes.hi = std::max(bytes.hi, static_cast<double>(doc->data()->memory.peak_bytes) * 1.1);
@@ -171,6 +177,22 @@ class MemoryView final : public View {
       ImGui::SameLine();
     }
     ImGui::NewLine();
+  }
+
+  // The plots' one legend, above them (inside, it would cover the data, which fills every corner):
+  // the total and each category that holds bytes at some moment of a run read whole.
+  static std::vector<plot::LegendItem> over_time_legend(const std::vector<std::pair<const TraceDoc*, int>>& runs) {
+    std::array<bool, analysis::kCategoryCount> used{};
+    for (const auto& [doc, index] : runs) {
+      const TraceData* d = loaded(doc);
+      if (!d || !d->complete) continue;
+      for (const auto& pt : d->memory_over_time)
+        for (size_t c = 0; c < used.size(); ++c) used[c] = used[c] || pt.by_category[c] != 0;
+    }
+    std::vector<plot::LegendItem> legend{{"total", colors::kTotal}};
+    for (size_t c = 0; c < used.size(); ++c)
+      if (used[c]) legend.push_back({analysis::kCategoryNames[c], colors::category(analysis::kCategoryNames[c])});
+    return legend;
   }
 
   void draw_run_over_time(ViewContext& ctx, const TraceDoc& doc, int index, plot::Range bytes, float width) {
@@ -195,19 +217,14 @@ class MemoryView final : public View {
                  plot::Axis{doc.name() + ": seconds from start", tr.padded(0.01), plot::Scale::kLinear, {}},
                  plot::Axis{"live bytes", bytes, plot::Scale::kLinear,
                             [](double v) { return analysis::human_bytes(static_cast<int64_t>(v)); }, true});
-    std::vector<plot::LegendItem> legend{{"total", colors::kTotal}};
     for (size_t c = 0; c < by_cat.size(); ++c) {
-      bool nonzero = false;
-      for (double v : by_cat[c]) nonzero |= v != 0;
-      if (!nonzero) continue;
+      if (std::all_of(by_cat[c].begin(), by_cat[c].end(), [](double v) { return v == 0; })) continue;
       p.stairs(t, by_cat[c], colors::category(analysis::kCategoryNames[c]), 1.5f);
-      legend.push_back({analysis::kCategoryNames[c], colors::category(analysis::kCategoryNames[c])});
     }
     p.stairs(t, total, colors::kTotal, 2.0f);
     if (d.memory.peak_ns) {
       p.vline(static_cast<double>(*d.memory.peak_ns - origin) / 1e9, colors::kWarningText, "peak", 1.0f);
     }
-    p.legend(legend);
     p.hover_readout([&](double x) {
       auto it = std::upper_bound(t.begin(), t.end(), x);
       if (it == t.begin()) return;
