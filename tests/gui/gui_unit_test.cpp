@@ -1,9 +1,13 @@
-// Unit tests of fpscope-gui's window-free parts: tick placement, number formatting and the
-// timeline's time index with its levels of detail (checked against brute force).
+// Unit tests of fpscope-gui's window-free parts: tick placement (plots and the heat maps' step
+// axis), number formatting and the timeline's time index with its levels of detail (checked
+// against brute force).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "timeline_index.h"
 #include "ui/plot.h"
@@ -66,6 +70,48 @@ TEST(TickLabel, DecimalsFollowTheStep) {
   EXPECT_EQ(plot::tick_label(1500, 500), "1500");
   EXPECT_EQ(plot::tick_label(0.05, 0.05), "0.05");
   EXPECT_EQ(plot::tick_label(0, 0.5), "0.0");
+}
+
+// Labels measured at 7 pixels a character, as a fixed-width font would be.
+float seven_per_char(const std::string& text) { return 7.0f * static_cast<float>(text.size()); }
+
+TEST(StepAxis, TicksSitOnTheirStepsColumnsAndTheTitleClearsTheFirstLabel) {
+  std::vector<int64_t> steps;
+  for (int64_t s = 0; s < 188; ++s) steps.push_back(s);
+  const plot::StepAxisLayout layout = plot::step_axis_layout(steps, 100, 476, seven_per_char);
+  // 376 pixels, 2 a column: ticks at steps 0, 50, 100 and 150, each at its column's centre.
+  ASSERT_EQ(layout.ticks.size(), 4u);
+  const char* labels[] = {"0", "50", "100", "150"};
+  for (size_t i = 0; i < layout.ticks.size(); ++i) {
+    EXPECT_EQ(layout.ticks[i].label, labels[i]);
+    EXPECT_FLOAT_EQ(layout.ticks[i].x, 100 + 2.0f * (50.0f * static_cast<float>(i) + 0.5f));
+  }
+  // "0" would stick out left of the map centred on its column: it starts at the map's edge, and
+  // the title ends kFirstLabelGap before it.
+  EXPECT_FLOAT_EQ(layout.ticks[0].left, 100);
+  EXPECT_FLOAT_EQ(layout.ticks[1].left, 201 - 7);  // "50" centred on step 50's column
+  EXPECT_FLOAT_EQ(layout.title_left + seven_per_char("step") + plot::kFirstLabelGap, layout.ticks[0].left);
+  for (size_t i = 1; i < layout.ticks.size(); ++i)
+    EXPECT_LT(layout.ticks[i - 1].left + seven_per_char(layout.ticks[i - 1].label), layout.ticks[i].left);
+}
+
+TEST(StepAxis, LabelsStayInsideTheMapAndStepsWithGapsTakeTheNextColumn) {
+  // Every tenth step measured (a sampled run), the last at 990: its label would pass the right edge.
+  std::vector<int64_t> steps;
+  for (int64_t s = 0; s <= 990; s += 10) steps.push_back(s);
+  const plot::StepAxisLayout layout = plot::step_axis_layout(steps, 0, 200, seven_per_char);
+  ASSERT_FALSE(layout.ticks.empty());
+  for (const plot::StepTick& tick : layout.ticks) {
+    EXPECT_GE(tick.left, 0);
+    EXPECT_LE(tick.left + seven_per_char(tick.label), 200);
+    // The tick stands at the column of the first step at or after its value.
+    const int64_t value = std::stoll(tick.label);
+    const auto column = std::lower_bound(steps.begin(), steps.end(), value) - steps.begin();
+    EXPECT_FLOAT_EQ(tick.x, 2.0f * (static_cast<float>(column) + 0.5f));
+  }
+  EXPECT_FLOAT_EQ(layout.title_left, 0 - seven_per_char("step") - plot::kFirstLabelGap);
+  // No step, no tick; the title still has its place left of the map.
+  EXPECT_TRUE(plot::step_axis_layout({}, 0, 200, seven_per_char).ticks.empty());
 }
 
 // A trace-like window: steps of `per_step` kernels, 100 ns each with 50 ns gaps, one step range

@@ -345,6 +345,39 @@ void Plot::legend(std::span<const LegendItem> items) {
   }
 }
 
+StepAxisLayout step_axis_layout(std::span<const int64_t> steps, float x0, float x1,
+                                const std::function<float(const std::string&)>& text_width) {
+  StepAxisLayout layout;
+  layout.title_left = x0 - text_width("step") - kFirstLabelGap;
+  if (steps.empty() || x1 <= x0) return layout;
+  const float column = (x1 - x0) / static_cast<float>(steps.size());
+  double step = 1;
+  for (double t : nice_ticks(static_cast<double>(steps.front()), static_cast<double>(steps.back()),
+                             std::max(2, static_cast<int>((x1 - x0) / 70)), &step)) {
+    const auto at = std::lower_bound(steps.begin(), steps.end(), static_cast<int64_t>(t));
+    if (at == steps.end()) continue;
+    StepTick tick;
+    tick.x = x0 + column * (static_cast<float>(at - steps.begin()) + 0.5f);
+    tick.label = tick_label(t, step);
+    const float w = text_width(tick.label);
+    tick.left = std::max(x0, std::min(tick.x - w / 2, x1 - w));
+    layout.ticks.push_back(std::move(tick));
+  }
+  if (!layout.ticks.empty())
+    layout.title_left = std::min(x0, layout.ticks.front().left) - text_width("step") - kFirstLabelGap;
+  return layout;
+}
+
+void heat_map_step_axis(ImDrawList* draw, std::span<const int64_t> steps, float x0, float x1, float y) {
+  const StepAxisLayout layout =
+      step_axis_layout(steps, x0, x1, [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+  for (const StepTick& tick : layout.ticks) {
+    draw->AddLine(ImVec2(tick.x, y), ImVec2(tick.x, y + 4), kAxis);
+    draw->AddText(ImVec2(tick.left, y + 5), kTickText, tick.label.c_str());
+  }
+  draw->AddText(ImVec2(layout.title_left, y + 5), IM_COL32(160, 160, 170, 255), "step");
+}
+
 void legend_row(std::span<const LegendItem> items) {
   const float swatch = ImGui::GetTextLineHeight() * 1.4f;
   for (size_t i = 0; i < items.size(); ++i) {

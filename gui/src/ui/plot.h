@@ -7,6 +7,7 @@
 
 #include <imgui.h>
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -100,6 +101,25 @@ class Plot {
   bool hovered_ = false;
   bool clicked_ = false;
 };
+
+// The step axis under a heat map with one column per step (`steps` distinct and ascending, the map
+// spanning x0..x1): ticks at round steps (at the column of the first step at or after each), each
+// label centred on its column and kept inside the map's width, and the title "step" to the left,
+// kFirstLabelGap pixels clear of the first label. `text_width` measures a label.
+struct StepTick {
+  float x = 0;     // the tick, at its column's centre
+  float left = 0;  // the label's left edge
+  std::string label;
+};
+struct StepAxisLayout {
+  std::vector<StepTick> ticks;
+  float title_left = 0;
+};
+inline constexpr float kFirstLabelGap = 8;
+StepAxisLayout step_axis_layout(std::span<const int64_t> steps, float x0, float x1,
+                                const std::function<float(const std::string&)>& text_width);
+// Draws it under a map whose bottom edge is at y.
+void heat_map_step_axis(ImDrawList* draw, std::span<const int64_t> steps, float x0, float x1, float y);
 
 // The legend as one row of swatches and labels at the cursor, outside any plot: for plots whose
 // data fills every corner, or several plots that share one legend.

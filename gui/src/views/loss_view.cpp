@@ -123,9 +123,14 @@ class LossView final : public View {
     }
   }
 
-  std::vector<plot::LegendItem> legend(bool with_skipped) const {
+  // The runs drawn (with `scaled_only`, those with a loss scale: a run without one has no line in
+  // the scale plot), and the skipped steps' band.
+  std::vector<plot::LegendItem> legend(bool with_skipped, bool scaled_only = false) const {
     std::vector<plot::LegendItem> items;
-    for (const auto& s : series_) items.push_back({run_label(*s.doc, s.index), colors::run(s.index)});
+    for (const auto& s : series_) {
+      if (scaled_only && s.scale.empty()) continue;
+      items.push_back({run_label(*s.doc, s.index), colors::run(s.index)});
+    }
     if (with_skipped) items.push_back({"skipped step", IM_COL32(250, 190, 40, 140), true});
     return items;
   }
@@ -165,7 +170,7 @@ class LossView final : public View {
         }
       }
     }
-    auto items = legend(false);
+    auto items = legend(false, true);
     items.push_back({"scale backoff", colors::kScaleBackoff, true});
     items.push_back({"scale growth", colors::kScaleGrowth, true});
     p.legend(items);

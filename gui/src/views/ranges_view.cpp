@@ -200,17 +200,7 @@ class RangesView final : public View {
       }
     }
     draw_selection_marks(ctx, g, a, b, row_h, col_w, dl);
-    // Step axis below the map.
-    double step = 1;
-    for (double t : plot::nice_ticks(static_cast<double>(g.steps.front()), static_cast<double>(g.steps.back()),
-                                     std::max(2, static_cast<int>((b.x - a.x) / 70)), &step)) {
-      const size_t si = static_cast<size_t>(std::lower_bound(g.steps.begin(), g.steps.end(), static_cast<int64_t>(t)) - g.steps.begin());
-      if (si >= n_steps) continue;
-      const float x = a.x + col_w * (static_cast<float>(si) + 0.5f);
-      dl->AddLine(ImVec2(x, b.y), ImVec2(x, b.y + 4), IM_COL32(180, 180, 190, 255));
-      dl->AddText(ImVec2(x - 8, b.y + 5), IM_COL32(200, 200, 210, 255), plot::tick_label(t, step).c_str());
-    }
-    dl->AddText(ImVec2(a.x - ImGui::CalcTextSize("step").x - 6, b.y + 5), IM_COL32(160, 160, 170, 255), "step");
+    plot::heat_map_step_axis(dl, g.steps, a.x, b.x, b.y);
     if (hovered_forecast) {
       ImGui::SetTooltip("%s", hovered_forecast->summary.c_str());
     } else if (hovered) {

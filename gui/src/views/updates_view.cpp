@@ -205,18 +205,8 @@ class UpdatesView final : public View {
                               colors::kWarningText);
       }
     }
-    double step = 1;
+    plot::heat_map_step_axis(dl, g.steps, a.x, b.x, b.y);
     const float step_w = (b.x - a.x) / static_cast<float>(n_steps);
-    for (double t : plot::nice_ticks(static_cast<double>(g.steps.front()), static_cast<double>(g.steps.back()),
-                                     std::max(2, static_cast<int>((b.x - a.x) / 70)), &step)) {
-      const size_t si = static_cast<size_t>(std::lower_bound(g.steps.begin(), g.steps.end(), static_cast<int64_t>(t)) -
-                                            g.steps.begin());
-      if (si >= n_steps) continue;
-      const float x = a.x + step_w * (static_cast<float>(si) + 0.5f);
-      dl->AddLine(ImVec2(x, b.y), ImVec2(x, b.y + 4), IM_COL32(180, 180, 190, 255));
-      dl->AddText(ImVec2(x - 8, b.y + 5), IM_COL32(200, 200, 210, 255), plot::tick_label(t, step).c_str());
-    }
-    dl->AddText(ImVec2(a.x - ImGui::CalcTextSize("step").x - 6, b.y + 5), IM_COL32(160, 160, 170, 255), "step");
     const ImVec2 m = ImGui::GetIO().MousePos;
     if (!hovered || m.x < a.x || m.y < a.y || m.y >= b.y) return;
     const size_t pi = std::min(g.params.size() - 1, static_cast<size_t>((m.y - a.y) / row_h));
