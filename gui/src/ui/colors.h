@@ -34,6 +34,8 @@ inline constexpr ImU32 kErrorText = IM_COL32(255, 95, 90, 255);
 inline constexpr ImU32 kOkText = IM_COL32(120, 210, 120, 255);
 inline constexpr ImU32 kDimText = IM_COL32(150, 150, 160, 255);
 inline constexpr ImU32 kTotal = IM_COL32(235, 235, 240, 255);  // a total drawn over its parts
+// Timeline spans of different names too narrow to draw apart, drawn as one rectangle.
+inline constexpr ImU32 kMixed = IM_COL32(112, 114, 124, 255);
 
 ImVec4 to_vec4(ImU32 c);
 

@@ -124,7 +124,7 @@ class TimelineView final : public View {
     legend_chip(colors::kScaleBackoff, "scale backoff", true, true);
     legend_chip(colors::kScaleGrowth, "scale growth", true, true);
     legend_chip(colors::kSkipped, "skipped", false);
-    ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   visible %s of %s",
+    ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   grey: too close together to draw apart   visible %s of %s",
                         analysis::human_duration(static_cast<int64_t>(std::llround(v1_ - v0_))).c_str(), analysis::human_duration(static_cast<int64_t>(std::llround(total_))).c_str());
   }
 
@@ -298,8 +298,10 @@ class TimelineView final : public View {
     const auto& sel = ctx.selection;
     const bool kernels = lane.kind == TimeLane::Kind::kKernels;
     const TimelineIndex& index = run.data->timeline;
-    // Neighbouring blocks narrower than two pixels are coalesced into one rectangle: a dense run
-    // looks the same and costs one rectangle instead of one per block (llvmpipe fills every one).
+    // Neighbouring blocks narrower than two pixels are coalesced into one rectangle, which costs one
+    // rectangle instead of one per block (llvmpipe fills every one). It keeps their colour when they
+    // share it and is grey (kMixed) when they do not: one kernel's colour over a stretch of many
+    // would say that kernel ran all that time.
     struct Pending {
       float x0 = 0, x1 = 0;
       ImU32 fill = 0;
@@ -330,6 +332,7 @@ class TimelineView final : public View {
       if (narrow && pend.open && x0 <= pend.x1 + 0.5f) {
         pend.x1 = std::max(pend.x1, x1);
         pend.flags |= b.flags;
+        if (fill != pend.fill) pend.fill = colors::kMixed;
         continue;
       }
       flush();
