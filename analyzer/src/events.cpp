@@ -106,7 +106,7 @@ void add_loss_scale(const Trace& trace, const EventQuery& q, std::vector<Event>&
       e.kernel_id = ls.kernel_id;
       e.kernel = "amp_update_scale";
       e.amount = ls.scale_after;
-      e.detail = fmt::format("{}: scale {} -> {}{}", what, human_number(ls.scale_before), human_number(ls.scale_after),
+      e.detail = fmt::format("{}: scale {} -> {}{}", what, human_scale(ls.scale_before), human_scale(ls.scale_after),
                              ls.found_inf ? " (inf/NaN found in gradients)" : "");
       out.push_back(std::move(e));
     };

@@ -40,6 +40,12 @@ ImU32 kind_color(analysis::EventKind kind) {
   return colors::kDimText;
 }
 
+// Loss-scale events carry the scale after them where the others carry a count of values.
+bool is_scale_event(analysis::EventKind kind) {
+  return kind == analysis::EventKind::ScaleBackoff || kind == analysis::EventKind::ScaleGrowth ||
+         kind == analysis::EventKind::SkippedStep;
+}
+
 enum Column { kRun, kTime, kStep, kKind, kKernel, kLayer, kAmount, kDetail, kTensor, kColumns };
 
 class EventsView final : public View {
@@ -261,6 +267,8 @@ class EventsView final : public View {
     const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
     if (e.kind == analysis::EventKind::Trap || e.kind == analysis::EventKind::Forecast)
       ImGui::TextDisabled("-");  // no values: where it stopped, or what is to come (said in the detail)
+    else if (is_scale_event(e.kind))
+      ImGui::Text("scale %s", analysis::human_scale(value).c_str());  // the scale after, not a count
     else ImGui::TextUnformatted((whole ? analysis::human_count(static_cast<int64_t>(value)) : analysis::human_number(value)).c_str());
     ImGui::TableNextColumn();
     const std::string detail =
