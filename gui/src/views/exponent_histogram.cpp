@@ -78,6 +78,20 @@ const analysis::TensorRecord* ExponentHistogramPanel::find_record(const TraceDat
   return nullptr;
 }
 
+// The cast table's width: each column as wide as its header, the widest format name or a count of
+// tens of millions, whichever is wider, with the table's cell padding and borders, so that the side
+// panel holds it whole.
+float ExponentHistogramPanel::cast_table_width() {
+  const float pad = 2 * ImGui::GetStyle().CellPadding.x + 1;
+  float names = ImGui::CalcTextSize("format").x;
+  for (int f = 0; f < analysis::kFormatCount; ++f)
+    names = std::max(names, ImGui::CalcTextSize(analysis::format_limits(static_cast<analysis::Format>(f)).name).x);
+  const float count = ImGui::CalcTextSize("88,888,888").x;
+  float width = names + pad;
+  for (const char* h : {"overflow", "flush to 0", "subnormal"}) width += std::max(ImGui::CalcTextSize(h).x, count) + pad;
+  return width + ImGui::GetStyle().ItemSpacing.x;
+}
+
 // What a cast of the tensor to each narrower format would do, as the trace counted it.
 void ExponentHistogramPanel::draw_cast_table(const analysis::TensorRecord& t) {
   ImGui::Text("%s  %s  %s", t.dtype.c_str(), t.shape.c_str(), analysis::human_count(t.count).c_str());
@@ -152,7 +166,7 @@ void ExponentHistogramPanel::draw_histogram(const analysis::ExponentHistogram& h
   xr.include(fsub - 1);
   xr.include(std::min(fmax + 2, xr.hi + 8));
   const float strips_h = ImGui::GetTextLineHeight() * 4 + 16;
-  const float side_w = ImGui::GetFontSize() * 20;
+  const float side_w = std::max(ImGui::GetFontSize() * 20, cast_table_width());
   float left = 0, right = 0;
   ImGui::BeginGroup();
   {

@@ -30,6 +30,7 @@ class ExponentHistogramPanel {
   const TraceDoc* selected_doc(ViewContext& ctx) const;
   const analysis::TensorRecord* find_record(const TraceData& d, int64_t kernel_id, int64_t tensor_id);
   static void draw_cast_table(const analysis::TensorRecord& t);
+  static float cast_table_width();
   void draw_tensor_picker(ViewContext& ctx, const TraceData& d);
   void draw_format_choice();
   void draw_histogram(const analysis::ExponentHistogram& h, const analysis::TensorRecord* record);

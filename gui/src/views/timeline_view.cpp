@@ -95,10 +95,14 @@ class TimelineView final : public View {
     total_ = std::max(total_, 1000.0);
     align_at_step(ctx.selection);
     if (runs_.empty()) return;  // the first fit waits for an indexed run
+    // A run indexed after the fit (the second trace loads later, and may be the longer) is fitted
+    // in as well, until the user zooms, pans or goes somewhere.
+    if (!navigated_ && runs_.size() > fitted_runs_) fit_pending_ = true;
     if (!(v1_ > v0_) || fit_pending_) {
       v0_ = -0.01 * total_;
       v1_ = total_ * 1.01;
       fit_pending_ = false;
+      fitted_runs_ = runs_.size();
     }
   }
 
@@ -113,7 +117,10 @@ class TimelineView final : public View {
   }
 
   void draw_toolbar(ViewContext& ctx) {
-    if (ImGui::Button("Fit")) fit_pending_ = true;
+    if (ImGui::Button("Fit")) {
+      fit_pending_ = true;
+      navigated_ = false;
+    }
     ImGui::SameLine();
     ImGui::Checkbox("align runs at the selected step", &align_);
     ImGui::SameLine();
@@ -124,8 +131,10 @@ class TimelineView final : public View {
     legend_chip(colors::kScaleBackoff, "scale backoff", true, true);
     legend_chip(colors::kScaleGrowth, "scale growth", true, true);
     legend_chip(colors::kSkipped, "skipped", false);
-    ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   grey: too close together to draw apart   visible %s of %s",
+    ImGui::PushTextWrapPos(0.0f);  // a narrow window wraps the hint instead of cutting it off
+    ImGui::TextDisabled("wheel: zoom   drag: pan   click: select   hover: a kernel's tensor statistics   grey: too close together to draw apart   window %s, run %s",
                         analysis::human_duration(static_cast<int64_t>(std::llround(v1_ - v0_))).c_str(), analysis::human_duration(static_cast<int64_t>(std::llround(total_))).c_str());
+    ImGui::PopTextWrapPos();
   }
 
   static void legend_chip(ImU32 color, const char* label, bool same_line = true, bool down = false) {
@@ -145,6 +154,7 @@ class TimelineView final : public View {
   }
 
   void zoom_around(double t, double factor) {
+    navigated_ = true;
     double span = std::clamp((v1_ - v0_) * factor, kMinSpanNs, total_ * 1.2);
     const double u = (t - v0_) / (v1_ - v0_);
     v0_ = t - u * span;
@@ -152,6 +162,7 @@ class TimelineView final : public View {
   }
 
   void scripted_pan(double fraction) {
+    navigated_ = true;
     if (v1_ - v0_ > total_ * 0.05) {  // benchmark from a zoomed-in window, as a person would pan
       v0_ = 0;
       v1_ = total_ / 50;
@@ -162,6 +173,7 @@ class TimelineView final : public View {
   }
 
   void show_interval(double a, double b) {
+    navigated_ = true;
     const double pad = std::max((b - a) * 0.1, kMinSpanNs / 2);
     v0_ = a - pad;
     v1_ = b + pad;
@@ -231,6 +243,7 @@ class TimelineView final : public View {
       v0_ += shift;
       v1_ += shift;
       dragged_ = true;
+      navigated_ = true;
     }
     if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && !ImGui::IsItemHovered()) dragged_ = false;
   }
@@ -485,6 +498,8 @@ class TimelineView final : public View {
   double total_ = 0;
   double v0_ = 0, v1_ = 0;  // visible window, ns from each trace's start
   bool fit_pending_ = true;
+  size_t fitted_runs_ = 0;  // runs the last fit covered
+  bool navigated_ = false;  // zoomed, panned or sent somewhere since the last fit
   bool align_ = true;
   bool dragged_ = false;
   float left_ = 0, right_ = 0, label_w_ = 0, lane_h_ = 20;
