@@ -21,6 +21,7 @@
 
 #include "fpscope/collector/ring.h"
 #include "fpscope/collector/trace_writer.h"
+#include "row_batch.h"  // insert_sql(), the writer's own batch statements
 
 namespace fpscope {
 namespace {
@@ -196,7 +197,7 @@ BENCHMARK(BM_WriterIngest)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRe
 // value as SQLite holds it, in the order the writer stored them (a launch's row, then its tensors').
 struct StoredRows {
   struct Table {
-    std::string insert_one_row;  // "INSERT INTO t (c1, ...) VALUES (?, ...)": filled in to a batch
+    std::string table_columns;  // "t (c1, ...)", as insert_sql() takes it
     int columns = 0;
     std::vector<sqlite3_value*> values;  // row after row
   };
@@ -215,12 +216,9 @@ void read_table(sqlite3* db, const char* table, StoredRows::Table& out) {
     std::exit(2);
   }
   out.columns = sqlite3_column_count(st);
-  std::string names, marks;
-  for (int c = 0; c < out.columns; ++c) {
-    names += std::string(c ? ", " : "") + sqlite3_column_name(st, c);
-    marks += c ? ",?" : "?";
-  }
-  out.insert_one_row = std::string(table) + " (" + names + ") VALUES (" + marks + ")";
+  std::string names;
+  for (int c = 0; c < out.columns; ++c) names += std::string(c ? ", " : "") + sqlite3_column_name(st, c);
+  out.table_columns = std::string(table) + " (" + names + ")";
   while (sqlite3_step(st) == SQLITE_ROW)
     for (int c = 0; c < out.columns; ++c) out.values.push_back(sqlite3_value_dup(sqlite3_column_value(st, c)));
   sqlite3_finalize(st);
@@ -261,7 +259,8 @@ void must(sqlite3* db, int rc) {
 }
 
 // The rows of BM_WriterIngest's full-statistics case, stored again into a new trace (the writer's
-// schema) by SQLite's own statements alone: the same 64-row INSERTs, a commit every kBatchRows rows.
+// schema) by SQLite's own statements alone: INSERTs of 64 rows (insert_sql; the writer's batches
+// of launches are as large, its tensor batches hold 16), a commit every kBatchRows rows.
 // Against BM_WriterIngest/1 (same records_per_cpu_s unit): what the writer adds to SQLite's cost.
 // 0: the trace's settings while the program runs (TraceWriter::kLivePragmas: WAL); 1: the same
 // with synchronous=OFF (no fsync at the checkpoints); 2: no journal at all (journal_mode=OFF,
@@ -269,7 +268,8 @@ void must(sqlite3* db, int rc) {
 void BM_SqliteRows(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   const StoredRows& rows = stored_rows();
-  constexpr int kRowsPerInsert = 64;
+  constexpr int kRowsPerInsert = RowBatch::kRowsPerInsert;  // for the tensors' rows too
+  const std::size_t launches = rows.kernels.values.size() / static_cast<std::size_t>(rows.kernels.columns);
   const std::string path = scratch_trace();
   double cpu = 0;
   for (auto _ : state) {
@@ -283,16 +283,13 @@ void BM_SqliteRows(benchmark::State& state) {
     sqlite3_stmt* batch[2] = {};
     const StoredRows::Table* tables[2] = {&rows.kernels, &rows.tensors};
     for (int t = 0; t < 2; ++t) {
-      std::string sql = "INSERT INTO " + tables[t]->insert_one_row;
-      const std::string one = sql.substr(sql.find(" VALUES ") + 8);
-      for (int r = 1; r < kRowsPerInsert; ++r) sql += "," + one;
+      const std::string sql = insert_sql("INSERT INTO", tables[t]->table_columns, tables[t]->columns, kRowsPerInsert);
       must(db, sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &batch[t], nullptr));
     }
     state.ResumeTiming();
     const double cpu0 = thread_cpu_seconds();
     must(db, sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr));
     // A batch of 64 launches' rows, then their tensors' (kTensorsPerLaunch batches), as they come.
-    const std::size_t launches = rows.kernels.values.size() / static_cast<std::size_t>(rows.kernels.columns);
     std::size_t since_commit = 0;
     for (std::size_t first = 0; first + kRowsPerInsert <= launches; first += kRowsPerInsert) {
       for (int t = 0; t < 2; ++t) {
@@ -321,7 +318,6 @@ void BM_SqliteRows(benchmark::State& state) {
   }
   remove_trace(path);
   // The records of the launches stored (whole batches: all but the last 100000 % 64).
-  const std::size_t launches = rows.kernels.values.size() / static_cast<std::size_t>(rows.kernels.columns);
   const double records = static_cast<double>(rows.records) * static_cast<double>(launches / kRowsPerInsert * kRowsPerInsert) /
                          static_cast<double>(launches);
   state.SetItemsProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * records));
